@@ -1,0 +1,164 @@
+/* Internal core: the tensor and storage structs, errors, scopes, threads.
+ * Everything under src/ includes this; users see only chutney.h. */
+#ifndef CN_CORE_H
+#define CN_CORE_H
+
+#include "chutney.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define CN_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CN_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define CN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CN_LIKELY(x) (x)
+#define CN_UNLIKELY(x) (x)
+#define CN_PRINTF(a, b)
+#endif
+
+#define CN_ALIGN 64
+
+struct cn_graph;
+
+/* Attribute values of one op application. Which slot holds which attribute
+ * is declared in the op's attrs[] table (src/ops/op.h). */
+#define CN_ATTR_LIST_MAX (2 * CN_MAX_DIMS)
+typedef struct cn_attrs {
+    int64_t i[4];
+    double f[4];
+    int32_t nlist;
+    int64_t list[CN_ATTR_LIST_MAX];
+} cn_attrs;
+
+/* One op applied to inputs: the IR node shared by eager recording (autograd
+ * tape) and static graphs. It holds references to its inputs; the output
+ * tensor holds a reference to the node, so a value keeps its history alive. */
+typedef struct cn_node {
+    int32_t refcount;
+    uint16_t op;          /* cn_op_id */
+    uint16_t nin;
+    cn_attrs attrs;
+    struct cn_tensor **in;/* retained */
+    uint32_t *in_version; /* storage versions when recorded (eager) */
+    uint64_t seq;         /* creation order: a topological order */
+    void *extra;          /* owned by the graph layer */
+} cn_node;
+
+/* A block of memory on one device, shared by every view of it. */
+typedef struct cn_storage {
+    void *data;
+    size_t nbytes;
+    int32_t refcount;
+    int32_t device;        /* 0: CPU */
+    uint32_t version;      /* bumped by every in-place write (autograd checks it) */
+    void (*free_fn)(void *);/* borrowed buffers: called on the last release */
+    bool owned;            /* data came from cn_alloc */
+} cn_storage;
+
+/* Tensor flags. */
+enum {
+    CN_TF_SYMBOLIC = 1 << 0,   /* a value of a static graph: no storage */
+    CN_TF_PLACEHOLDER = 1 << 1,/* a graph input, fed at run time */
+    CN_TF_LEAF = 1 << 2        /* created by the user, not by an op */
+};
+
+struct cn_tensor {
+    int32_t refcount;
+    uint8_t dtype;         /* cn_dtype */
+    int8_t ndim;
+    uint8_t requires_grad;
+    uint8_t flags;         /* CN_TF_* */
+    int64_t offset;        /* elements from storage->data */
+    int64_t shape[CN_MAX_DIMS];
+    int64_t strides[CN_MAX_DIMS];
+    cn_storage *storage;   /* NULL for symbolic tensors */
+    cn_node *node;         /* the op that produced this value (recorded or symbolic) */
+    struct cn_tensor *grad;/* accumulated gradient of a leaf */
+    struct cn_graph *graph;/* the static graph a symbolic tensor belongs to */
+};
+
+/* ---- errors (error.c) ---- */
+/* Sets the thread-local message. Returns NULL so `return cn_fail(...)` works in
+ * tensor functions; cn_failc returns the status for int functions. */
+void *cn_fail(const char *fmt, ...) CN_PRINTF(1, 2);
+int cn_failc(int status, const char *fmt, ...) CN_PRINTF(2, 3);
+void cn_vfail(const char *fmt, va_list ap);
+
+/* ---- dtypes (dtype.c) ---- */
+extern const size_t cn_dtype_sizes[CN_DTYPE_COUNT];
+static inline size_t cn_dsize(cn_dtype dt) { return cn_dtype_sizes[dt]; }
+static inline bool cn_is_int_dtype(cn_dtype dt) {
+    return dt == CN_I32 || dt == CN_I64 || dt == CN_U8;
+}
+static inline bool cn_is_half(cn_dtype dt) { return dt == CN_F16 || dt == CN_BF16; }
+/* Load element i of a typed array as double / store a double (with the cast
+ * rules of cn_cast: float->int truncates toward zero, ->bool is != 0). */
+double cn_load_f64(const void *p, cn_dtype dt, int64_t i);
+void cn_store_f64(void *p, cn_dtype dt, int64_t i, double v);
+int64_t cn_load_i64(const void *p, cn_dtype dt, int64_t i);
+void cn_store_i64(void *p, cn_dtype dt, int64_t i, int64_t v);
+/* Promotion by category then width: the dtype a and b compute in. */
+cn_dtype cn_promote_types(cn_dtype a, cn_dtype b);
+
+/* ---- memory (alloc.c) ---- */
+void *cn_alloc(size_t nbytes);  /* CN_ALIGN-aligned, never NULL for 0 bytes */
+void cn_free(void *p);
+cn_storage *cn_storage_new(size_t nbytes);
+void cn_storage_release(cn_storage *s);
+
+/* ---- tensors (tensor.c) ----
+ * Functions named cn_t_* return a reference owned by the caller and never
+ * touch scopes: they are for use inside the library. Public functions wrap
+ * them with cn_scope_add. */
+cn_tensor *cn_t_alloc(void);   /* zeroed struct, refcount 1 */
+cn_tensor *cn_t_empty(cn_dtype dt, int ndim, const int64_t *shape);
+cn_tensor *cn_t_zeros(cn_dtype dt, int ndim, const int64_t *shape);
+cn_tensor *cn_t_full(cn_dtype dt, int ndim, const int64_t *shape, double v);
+cn_tensor *cn_t_scalar(cn_dtype dt, double v);
+/* A new tensor struct viewing t's storage (refcounted) with t's metadata. */
+cn_tensor *cn_t_alias(const cn_tensor *t);
+cn_tensor *cn_t_contiguous(cn_tensor *t);   /* t retained if contiguous */
+void cn_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+int64_t cn_shape_numel(int ndim, const int64_t *shape);
+bool cn_check_shape(const char *fn, int ndim, const int64_t *shape);
+static inline void *cn_t_ptr(const cn_tensor *t) {
+    return (char *)t->storage->data + (size_t)t->offset * cn_dsize((cn_dtype)t->dtype);
+}
+static inline bool cn_is_symbolic(const cn_tensor *t) { return t->flags & CN_TF_SYMBOLIC; }
+/* "[2, 3]" into buf (at least 128 bytes is always enough). */
+char *cn_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
+/* Normalise a possibly negative axis for rank ndim; -1 and an error if out of range. */
+int cn_norm_axis(const char *fn, int axis, int ndim);
+/* Copy src (any strides, any dtype, broadcast to dst) into dst: the CPU
+ * backend's copy kernel (src/backend/cpu/copy.c), parallel for large tensors. */
+int cn_copy_strided(cn_tensor *dst, const cn_tensor *src);
+
+/* ---- nodes (node.c) ---- */
+cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a);
+void cn_node_release(cn_node *n);
+/* Set by the graph layer to free node->extra. */
+extern void (*cn_node_extra_free)(void *extra);
+
+/* ---- scopes (scope.c) ---- */
+cn_tensor *cn_scope_add(cn_tensor *t); /* hands t's reference to the scope; returns t */
+
+/* ---- random numbers (rng.c) ---- */
+/* Reserve n counters of the global stream: returns the key and first counter. */
+void cn_rng_reserve(uint64_t n, uint64_t *key, uint64_t *counter);
+/* Philox-4x32-10: four 32-bit outputs for (key, counter). */
+void cn_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
+
+/* ---- threads (threads.c) ---- */
+typedef void (*cn_range_fn)(void *ctx, int64_t begin, int64_t end);
+/* Split [0, n) into at most nthreads contiguous chunks of at least `grain`
+ * elements and run fn on the pool (the caller runs one chunk). Nested calls
+ * from inside a chunk run serially. */
+void cn_parallel_for(int64_t n, int64_t grain, cn_range_fn fn, void *ctx);
+/* Run fn(ctx, task, task+1) for task in [0, ntasks) across the pool. */
+void cn_parallel_tasks(int64_t ntasks, cn_range_fn fn, void *ctx);
+bool cn_in_parallel_region(void);
+
+#endif

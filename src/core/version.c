@@ -1,0 +1,31 @@
+/* Version and build description. */
+#include "core.h"
+
+const char *cn_version(void) { return CN_VERSION_STRING; }
+
+const char *cn_build_info(void) {
+    return "chutney " CN_VERSION_STRING
+#ifdef CN_HAVE_OPENBLAS
+           " +openblas"
+#elif defined(CN_HAVE_CBLAS)
+           " +cblas"
+#else
+           " (no BLAS: built-in GEMM)"
+#endif
+#ifdef CN_HAVE_DNNL
+           " +onednn"
+#endif
+#ifdef CN_HAVE_ZLIB
+           " +zlib"
+#endif
+#ifdef CN_HAVE_CUDA
+           " +cuda"
+#endif
+#ifdef __AVX2__
+           " avx2"
+#endif
+#ifdef __AVX512F__
+           " avx512"
+#endif
+        ;
+}

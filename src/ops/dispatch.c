@@ -1,0 +1,177 @@
+/* cn_op_run: the one path every op application takes. */
+#include "op.h"
+
+#include <stdlib.h>
+
+cn_symbolic_hook cn_graph_symbolic_hook = NULL;
+cn_record_hook cn_graph_record_hook = NULL;
+
+static int category(cn_dtype dt) {
+    if (dt == CN_BOOL) return 0;
+    return cn_dtype_is_float(dt) ? 2 : 1;
+}
+
+/* PyTorch's result_type over several operands: dimensioned tensors decide
+ * within a category, rank-0 tensors only raise the category. */
+static cn_dtype result_type_n(cn_tensor *const *in, int nin) {
+    int have_dim = 0, have_zero = 0;
+    cn_dtype dim_t = CN_BOOL, zero_t = CN_BOOL;
+    for (int i = 0; i < nin; i++) {
+        cn_dtype d = (cn_dtype)in[i]->dtype;
+        if (in[i]->ndim == 0) {
+            zero_t = have_zero++ ? cn_promote_types(zero_t, d) : d;
+        } else {
+            dim_t = have_dim++ ? cn_promote_types(dim_t, d) : d;
+        }
+    }
+    if (!have_dim) return zero_t;
+    if (have_zero && category(zero_t) > category(dim_t)) return zero_t;
+    return dim_t;
+}
+
+/* Replace *slot by a cast of it to dt, kept in owned[] for release. */
+static int cast_input(cn_tensor **slot, cn_dtype dt, cn_tensor **owned, int *nowned) {
+    cn_attrs ca = {0};
+    ca.i[0] = dt;
+    cn_tensor *c = cn_op_run(CN_OP_cast, slot, 1, &ca);
+    if (!c) return -1;
+    owned[(*nowned)++] = c;
+    *slot = c;
+    return 0;
+}
+
+#define INLINE_INPUTS 8
+
+cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_attrs *attrs) {
+    const cn_op_def *op = cn_ops[id];
+    for (int i = 0; i < nin; i++)
+        if (!in_orig[i]) return NULL; /* keep the first error */
+    if ((op->ninputs >= 0 && nin != op->ninputs) || (op->ninputs < 0 && nin < 1))
+        return cn_fail("%s: got %d inputs, expects %d", op->name, nin, op->ninputs);
+
+    cn_attrs a;
+    if (attrs)
+        a = *attrs;
+    else
+        memset(&a, 0, sizeof a);
+
+    cn_tensor *in_buf[INLINE_INPUTS], *owned_buf[INLINE_INPUTS + 1];
+    cn_tensor **in = in_buf, **owned = owned_buf;
+    if (nin > INLINE_INPUTS) {
+        in = malloc(sizeof *in * (size_t)nin);
+        owned = malloc(sizeof *owned * (size_t)(nin + 1));
+        if (!in || !owned) {
+            free(in);
+            free(owned);
+            return cn_fail("%s: out of memory", op->name);
+        }
+    }
+    int nowned = 0;
+    memcpy(in, in_orig, sizeof *in * (size_t)nin);
+    cn_tensor *out = NULL;
+    cn_dtype half_dt = CN_DTYPE_COUNT; /* set when computing a half type in f32 */
+
+    /* Type promotion. */
+    if (op->flags & CN_OPF_PROMOTE) {
+        int from = op->promote_from;
+        cn_dtype rt = result_type_n(in + from, nin - from);
+        if ((op->flags & CN_OPF_FLOAT_MATH) && !cn_dtype_is_float(rt)) rt = CN_F32;
+        if (cn_is_half(rt) && !(op->flags & CN_OPF_NO_HALF)) {
+            half_dt = rt;
+            rt = CN_F32;
+        }
+        for (int i = from; i < nin; i++)
+            if (in[i]->dtype != rt && cast_input(&in[i], rt, owned, &nowned) < 0) goto done;
+    } else if (!(op->flags & CN_OPF_NO_HALF)) {
+        for (int i = 0; i < nin; i++) {
+            cn_dtype d = (cn_dtype)in[i]->dtype;
+            if (cn_is_half(d)) {
+                half_dt = d;
+                if (cast_input(&in[i], CN_F32, owned, &nowned) < 0) goto done;
+            } else if ((op->flags & CN_OPF_FLOAT_MATH) && i == 0 && !cn_dtype_is_float(d)) {
+                if (cast_input(&in[i], CN_F32, owned, &nowned) < 0) goto done;
+            }
+        }
+    }
+
+    cn_meta m;
+    memset(&m, 0, sizeof m);
+    if (op->infer(op, in, nin, &a, &m) < 0) goto done;
+
+    bool symbolic = false, needs_grad = false;
+    for (int i = 0; i < nin; i++) {
+        symbolic |= cn_is_symbolic(in[i]);
+        needs_grad |= in[i]->requires_grad;
+    }
+    if (symbolic) {
+        if (!cn_graph_symbolic_hook) {
+            cn_fail("%s: symbolic inputs need the static-graph layer, which is not linked", op->name);
+            goto done;
+        }
+        out = cn_graph_symbolic_hook(id, in, nin, &a, &m);
+        goto done;
+    }
+
+    if (op->flags & CN_OPF_VIEW) {
+        out = cn_t_alias(in[0]);
+        if (!out) goto done;
+        out->ndim = (int8_t)m.ndim;
+        memcpy(out->shape, m.shape, sizeof m.shape);
+        int r = op->view(op, in[0], &a, out);
+        if (r == 1) {
+            /* No strides express it: view a contiguous copy (torch.reshape). */
+            cn_tensor *c = cn_t_contiguous(in[0]);
+            cn_release(out);
+            out = NULL;
+            if (!c) goto done;
+            owned[nowned++] = c;
+            out = cn_t_alias(c);
+            if (!out) goto done;
+            out->ndim = (int8_t)m.ndim;
+            memcpy(out->shape, m.shape, sizeof m.shape);
+            r = op->view(op, c, &a, out);
+        }
+        if (r != 0) {
+            if (r > 0) cn_fail("%s: internal error: no view of a contiguous tensor", op->name);
+            cn_release(out);
+            out = NULL;
+            goto done;
+        }
+    } else {
+        out = cn_t_empty(m.dtype, m.ndim, m.shape);
+        if (!out) goto done;
+        if (cn_shape_numel(m.ndim, m.shape) > 0 || (op->flags & CN_OPF_RANDOM)) {
+            if (op->cpu(op, in, nin, &a, out) < 0) {
+                cn_release(out);
+                out = NULL;
+                goto done;
+            }
+        }
+    }
+    out->flags &= (uint8_t)~CN_TF_LEAF;
+
+    if (needs_grad && !(op->flags & CN_OPF_NONDIFF) && cn_graph_record_hook &&
+        cn_graph_record_hook(id, in, nin, &a, out) < 0) {
+        cn_release(out);
+        out = NULL;
+        goto done;
+    }
+
+    if (half_dt != CN_DTYPE_COUNT && out && out->dtype == CN_F32) {
+        cn_tensor *o = out;
+        cn_attrs ca = {0};
+        ca.i[0] = half_dt;
+        out = cn_op_run(CN_OP_cast, &o, 1, &ca);
+        cn_release(o);
+    }
+
+done:
+    for (int i = 0; i < nowned; i++) cn_release(owned[i]);
+    if (in != in_buf) free(in);
+    if (owned != owned_buf) free(owned);
+    return out;
+}
+
+cn_tensor *cn_op_apply(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a) {
+    return cn_scope_add(cn_op_run(op, in, nin, a));
+}

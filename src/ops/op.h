@@ -1,0 +1,132 @@
+/* The op registry: every op is one cn_op_def, the single source of truth for
+ * its name, inputs, attributes, shape/dtype inference, kernels, gradient rules
+ * and ONNX name. The list of ops is op_list.h (an X-macro); ids are the
+ * enum below and are never serialised (names are), so the order may change. */
+#ifndef CN_OP_H
+#define CN_OP_H
+
+#include "../core/core.h"
+
+typedef enum cn_op_id {
+#define CN_OP(name) CN_OP_##name,
+#include "op_list.h"
+#undef CN_OP
+    CN_OP_COUNT
+} cn_op_id;
+
+typedef enum cn_attr_kind {
+    CN_ATTR_NONE = 0,
+    CN_ATTR_INT,   /* i[slot] */
+    CN_ATTR_BOOL,  /* i[slot], 0 or 1 */
+    CN_ATTR_DTYPE, /* i[slot], a cn_dtype */
+    CN_ATTR_FLOAT, /* f[slot] */
+    CN_ATTR_INTS   /* list[0..nlist) (slot unused) */
+} cn_attr_kind;
+
+typedef struct cn_attr_def {
+    const char *name;
+    cn_attr_kind kind;
+    uint8_t slot;
+    double def; /* default, for documentation and importers */
+} cn_attr_def;
+
+#define CN_MAX_OP_ATTRS 5
+
+/* Output metadata computed by infer. */
+typedef struct cn_meta {
+    cn_dtype dtype;
+    int ndim;
+    int64_t shape[CN_MAX_DIMS];
+} cn_meta;
+
+struct cn_op_def;
+typedef struct cn_op_def cn_op_def;
+
+/* Check the inputs and attributes (every user-facing check lives here, with a
+ * message naming the op, the argument and the shapes), canonicalise the
+ * attributes (negative axes, defaults), and compute the output's dtype and
+ * shape. Shapes may hold -1 (unknown until run) for symbolic inputs. Returns
+ * 0 or a negative status after cn_fail. */
+typedef int (*cn_infer_fn)(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a,
+                           cn_meta *out);
+
+/* Compute into out (allocated, contiguous, shaped by infer). Inputs may have
+ * any strides. Returns 0, or a negative status after cn_fail for errors only
+ * the data can show (an index out of range). */
+typedef int (*cn_kernel_fn)(const cn_op_def *op, cn_tensor *const *in, int nin,
+                            const cn_attrs *a, cn_tensor *out);
+
+/* View ops: set out's strides and offset (out already shares in's storage and
+ * has infer's shape). Return 0, or 1 if no strides express the result (the
+ * dispatcher then retries on a contiguous copy of in, or fails for cn_view). */
+typedef int (*cn_view_fn)(const cn_op_def *op, const cn_tensor *in, const cn_attrs *a,
+                          cn_tensor *out);
+
+/* Reverse mode: the gradient with respect to input i, built from ops (so it
+ * is itself differentiable and traceable). gout has out's shape. Returns NULL
+ * with no error set when input i gets no gradient. */
+typedef cn_tensor *(*cn_vjp_fn)(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                                cn_tensor *gout, int i);
+/* Forward mode: the tangent of the output from the inputs' tangents (NULL
+ * entries are zero tangents), built from ops. */
+typedef cn_tensor *(*cn_jvp_fn)(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                                const cn_attrs *a, cn_tensor *out);
+
+enum {
+    CN_OPF_VIEW = 1 << 0,        /* output aliases input 0 (view fn) */
+    CN_OPF_ELEMENTWISE = 1 << 1, /* broadcasting elementwise: a fusion candidate */
+    CN_OPF_FLOAT_MATH = 1 << 2,  /* integer/bool inputs compute in f32 */
+    CN_OPF_PROMOTE = 1 << 3,     /* inputs from promote_from on are cast to their result type */
+    CN_OPF_NONDIFF = 1 << 4,     /* the output carries no gradient (comparisons, argmax) */
+    CN_OPF_RANDOM = 1 << 5,      /* draws from the generator: never folded or merged */
+    CN_OPF_NO_HALF = 1 << 6      /* f16/bf16 inputs are not widened (the op handles them) */
+};
+
+struct cn_op_def {
+    const char *name;          /* public name, as in cn_<name> */
+    int8_t ninputs;            /* -1: variadic (at least 1) */
+    int8_t promote_from;       /* with CN_OPF_PROMOTE: first input that takes part */
+    uint32_t flags;            /* CN_OPF_* */
+    cn_attr_def attrs[CN_MAX_OP_ATTRS];
+    cn_infer_fn infer;
+    cn_kernel_fn cpu;          /* NULL for pure views */
+    cn_view_fn view;
+    cn_vjp_fn vjp;             /* filled by the autodiff work */
+    cn_jvp_fn jvp;
+    const char *onnx;          /* the ONNX op it maps to, or NULL */
+    const void *impl;          /* family-private data for shared kernels */
+    const char *doc;           /* one line of maths */
+};
+
+/* The registry (registry.c). */
+extern const cn_op_def *const cn_ops[CN_OP_COUNT];
+const cn_op_def *cn_op_find(const char *name);
+
+/* Run op on inputs: promotion, inference, then either a kernel (eager), a
+ * view, or a node of a static graph (symbolic inputs); records the node for
+ * autograd when an input requires a gradient. Returns a reference owned by
+ * the caller (no scope). NULL inputs give NULL with the error untouched. */
+cn_tensor *cn_op_run(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a);
+/* cn_op_run, and the result goes to the current scope (what public op
+ * functions return). */
+cn_tensor *cn_op_apply(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a);
+
+/* Hooks the graph layer installs (src/graph): building a node on symbolic
+ * inputs, and recording an eager node for autograd. */
+typedef cn_tensor *(*cn_symbolic_hook)(cn_op_id op, cn_tensor *const *in, int nin,
+                                       const cn_attrs *a, const cn_meta *m);
+typedef int (*cn_record_hook)(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a,
+                              cn_tensor *out);
+extern cn_symbolic_hook cn_graph_symbolic_hook;
+extern cn_record_hook cn_graph_record_hook;
+
+/* Shared inference helpers (infer_util.c). */
+/* NumPy broadcasting of n shapes into out (-1 dims are unknown). */
+int cn_broadcast_shapes(const char *op, cn_tensor *const *in, int nin, cn_meta *out);
+/* Canonicalise reduction axes in a->list (naxes 0: all), sorted, unique;
+ * sets a->nlist. */
+int cn_norm_axes(const char *op, cn_attrs *a, int ndim);
+/* Output shape of reducing shape over the axes in a (keepdim in a->i[keep_slot]). */
+void cn_reduce_shape(const cn_tensor *x, const cn_attrs *a, bool keepdim, cn_meta *out);
+
+#endif
