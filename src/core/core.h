@@ -21,6 +21,17 @@
 
 #define CN_ALIGN 64
 
+/* Hot loops are compiled for several x86-64 levels and picked at load time
+ * (GCC's target_clones), so a portable build still uses AVX2/AVX-512 where
+ * the CPU has them. Elsewhere (ARM, clang, sanitizer builds) it expands to
+ * nothing and the compiler's default target is used. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) &&    \
+    !defined(CN_NO_TARGET_CLONES) && !defined(__SANITIZE_ADDRESS__)
+#define CN_HOT __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define CN_HOT
+#endif
+
 struct cn_graph;
 
 /* Attribute values of one op application. Which slot holds which attribute
