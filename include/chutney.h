@@ -40,6 +40,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The library is compiled with -fvisibility=hidden so that only this API is
+ * exported from libchutney.so; everything declared here is public. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -211,6 +217,10 @@ bool cn_is_contiguous(const cn_tensor *t);
 /* Pointer to element [0,...,0] (NULL for symbolic tensors of a static graph).
  * Walk it with cn_strides unless cn_is_contiguous. */
 void *cn_data(const cn_tensor *t);
+/* An optional name (parameters, placeholders); "" when unset. The name is
+ * copied; NULL clears it. */
+int cn_set_name(cn_tensor *t, const char *name);
+const char *cn_get_name(const cn_tensor *t);
 /* Do a and b share storage? */
 bool cn_shares_storage(const cn_tensor *a, const cn_tensor *b);
 
@@ -415,7 +425,126 @@ cn_tensor *cn_triu(cn_tensor *x, int64_t k);
 cn_tensor *cn_causal_mask(int64_t n);
 cn_tensor *cn_sequence_mask(cn_tensor *lengths, int64_t maxlen);
 
+/* ------------------------------------------------------------------------ */
+/* Automatic differentiation                                                */
+/* ------------------------------------------------------------------------ */
+/* Eager (define-by-run): an op whose input requires a gradient is recorded;
+ * cn_backward walks the record in reverse and accumulates into the .grad of
+ * every leaf that requires one. Gradients are built from ops themselves, so
+ * with CN_GRAD_CREATE_GRAPH they are differentiable again (higher order).
+ * The same functions build gradient subgraphs of static graphs. */
+
+/* Mark a leaf (a tensor made by the user, not by an op) as a parameter.
+ * Only float tensors can require a gradient. */
+int cn_set_requires_grad(cn_tensor *t, bool requires_grad);
+bool cn_requires_grad(const cn_tensor *t);
+/* True for tensors made by the user (or detached), false for op results. */
+bool cn_is_leaf(const cn_tensor *t);
+/* The accumulated gradient of a leaf (borrowed: valid until the next
+ * backward or cn_zero_grad), or NULL. */
+cn_tensor *cn_get_grad(const cn_tensor *t);
+/* Replace the gradient (NULL clears it). */
+int cn_set_grad(cn_tensor *t, cn_tensor *grad);
+/* Clear the gradient (like PyTorch's zero_grad(set_to_none=True)). */
+void cn_zero_grad(cn_tensor *t);
+
+/* Recording can be switched off (per thread), e.g. for evaluation or an
+ * optimiser step. Returns the previous setting. */
+bool cn_set_grad_enabled(bool enabled);
+bool cn_is_grad_enabled(void);
+/* No-grad regions nest: cn_no_grad_begin(); ... cn_no_grad_end(); */
+void cn_no_grad_begin(void);
+void cn_no_grad_end(void);
+
+/* A tensor sharing t's data with no history (a leaf). */
+cn_tensor *cn_detach(cn_tensor *t);
+
+enum {
+    CN_GRAD_RETAIN_GRAPH = 1 << 0, /* keep the record for another backward */
+    CN_GRAD_CREATE_GRAPH = 1 << 1, /* record the backward pass itself (higher order) */
+    CN_GRAD_ALLOW_UNUSED = 1 << 2  /* an input the outputs do not depend on gets NULL */
+};
+
+/* d(root)/d(leaves), accumulated into each leaf's grad. seed is the gradient
+ * of root (NULL: root must have one element, seed 1). Frees the record
+ * unless flags has CN_GRAD_RETAIN_GRAPH. */
+int cn_backward(cn_tensor *root, cn_tensor *seed);
+int cn_backward_ex(cn_tensor *root, cn_tensor *seed, unsigned flags);
+
+/* The gradients of sum(outputs[i] * seeds[i]) with respect to inputs, as new
+ * tensors in grads[0..ninputs) (owned by the current scope), without touching
+ * any .grad (torch.autograd.grad). seeds may be NULL (each output must then
+ * have one element). On symbolic tensors of a static graph this appends the
+ * gradient subgraph. */
+int cn_grad(cn_tensor *const *outputs, cn_tensor *const *seeds, int noutputs,
+            cn_tensor *const *inputs, int ninputs, cn_tensor **grads, unsigned flags);
+
+/* Forward mode. Inside a dual region, a tensor given a tangent with
+ * cn_set_tangent propagates one through every op (jvp rules), readable with
+ * cn_get_tangent. cn_jvp wraps this for a function. */
+void cn_dual_begin(void);
+void cn_dual_end(void);
+int cn_set_tangent(cn_tensor *t, cn_tensor *tangent);
+cn_tensor *cn_get_tangent(const cn_tensor *t); /* borrowed, or NULL (zero) */
+
+/* A function of tensors: compute outputs[0..noutputs) from inputs. */
+typedef int (*cn_tensor_fn)(void *ctx, cn_tensor *const *inputs, int ninputs, cn_tensor **outputs,
+                            int noutputs);
+/* Evaluate fn at primals and push tangents through it: outputs and their
+ * tangents (Jacobian-vector products), owned by the current scope. */
+int cn_jvp(cn_tensor_fn fn, void *ctx, cn_tensor *const *primals, cn_tensor *const *tangents,
+           int ninputs, cn_tensor **outputs, cn_tensor **out_tangents, int noutputs);
+
+/* ------------------------------------------------------------------------ */
+/* Static graphs                                                            */
+/* ------------------------------------------------------------------------ */
+/* Define, then run many times. Ops given a placeholder (or any tensor made
+ * from one) build graph nodes instead of computing: the same C code computes
+ * eagerly when given data and builds a graph when given placeholders
+ * (tracing). Shapes are checked while building; a size of -1 in a
+ * placeholder is unknown until run. Tensors with data used by the graph
+ * (parameters) are captured by reference: a run sees their current values.
+ *
+ *     cn_graph *g = cn_graph_new();
+ *     cn_tensor *x = cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 784));
+ *     cn_tensor *y = model(x);                      // builds nodes
+ *     cn_program *p = cn_compile(g, &y, 1, NULL);
+ *     cn_tensor *out;
+ *     cn_run(p, &x, &batch, 1, &out, 1);           // out = model(batch)
+ */
+typedef struct cn_graph cn_graph;
+typedef struct cn_program cn_program;
+
+cn_graph *cn_graph_new(void);
+/* Drops the caller's reference: the graph lives on while tensors of it do. */
+void cn_graph_free(cn_graph *g);
+/* A graph input, fed at run time. The name is copied (cn_get_name). */
+cn_tensor *cn_placeholder(cn_graph *g, const char *name, cn_dtype dt, int ndim,
+                          const int64_t *shape);
+/* Is t a value of a static graph (no data until run)? */
+bool cn_is_symbolic_tensor(const cn_tensor *t);
+
+typedef struct cn_compile_opts {
+    int opt_level; /* 0: run the graph as built; higher levels optimise (see docs) */
+} cn_compile_opts;
+
+/* Order, check and prepare the nodes that outputs depend on. opts may be NULL. */
+cn_program *cn_compile(cn_graph *g, cn_tensor *const *outputs, int noutputs,
+                       const cn_compile_opts *opts);
+void cn_program_free(cn_program *p);
+/* The placeholders the program needs, in a fixed order. */
+int cn_program_num_inputs(const cn_program *p);
+cn_tensor *cn_program_input(const cn_program *p, int i);
+/* Feed values[i] to placeholders[i] (every input must be fed), run, and put
+ * the outputs (owned by the current scope) into outputs[0..noutputs). */
+int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
+           cn_tensor **outputs, int noutputs);
+
 #ifdef __cplusplus
 }
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
 #endif
 #endif /* CHUTNEY_H */

@@ -32,6 +32,12 @@
 #define CN_HOT
 #endif
 
+/* A static graph is reference counted by its symbolic tensors; the graph
+ * layer puts this header first in struct cn_graph. */
+typedef struct cn_graph_head {
+    int32_t refcount;
+    void (*destroy)(struct cn_graph_head *self);
+} cn_graph_head;
 struct cn_graph;
 
 /* Attribute values of one op application. Which slot holds which attribute
@@ -54,6 +60,8 @@ typedef struct cn_node {
     cn_attrs attrs;
     struct cn_tensor **in;/* retained */
     uint32_t *in_version; /* storage versions when recorded (eager) */
+    uint32_t out_version; /* the output's storage version when recorded */
+    bool freed;           /* backward released its inputs */
     uint64_t seq;         /* creation order: a topological order */
     void *extra;          /* owned by the graph layer */
 } cn_node;
@@ -89,6 +97,9 @@ struct cn_tensor {
     cn_node *node;         /* the op that produced this value (recorded or symbolic) */
     struct cn_tensor *grad;/* accumulated gradient of a leaf */
     struct cn_graph *graph;/* the static graph a symbolic tensor belongs to */
+    struct cn_tensor *tangent; /* forward-mode tangent (dual regions only) */
+    uint32_t tangent_gen;      /* the dual region the tangent belongs to */
+    char *name;                /* optional (placeholders, parameters); owned */
 };
 
 /* ---- errors (error.c) ---- */

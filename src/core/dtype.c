@@ -82,7 +82,8 @@ uint16_t cn_f32_to_f16(float x) {
 float cn_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (mant << 13));
+    if (exp == 0x1f) /* Inf, or NaN made quiet as IEEE conversions do */
+        return bits_f32(sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0));
     if (exp == 0) { /* zero or subnormal: mant * 2^-24 */
         float f = (float)mant * 5.9604644775390625e-08f;
         return sign ? -f : f;

@@ -16,7 +16,7 @@ static _Thread_local int scope_depth;
 int cn_scope_depth(void) { return scope_depth; }
 
 void cn_scope_begin(void) {
-    if (scope_depth == CN_MAX_SCOPE_DEPTH) {
+    if (scope_depth >= CN_MAX_SCOPE_DEPTH) {
         /* Still balanced with cn_scope_end: the extra levels merge into the last. */
         cn_fail("scope_begin: more than %d nested scopes", CN_MAX_SCOPE_DEPTH);
         scope_depth++;
@@ -63,9 +63,10 @@ cn_tensor *cn_scope_add(cn_tensor *t) {
 }
 
 cn_tensor *cn_keep(cn_tensor *t) {
-    if (!t || scope_depth == 0) return t;
-    size_t start = scope_starts[scope_depth < CN_MAX_SCOPE_DEPTH ? scope_depth - 1
-                                                                 : CN_MAX_SCOPE_DEPTH - 1];
+    /* Beyond the depth limit the enclosing level is merged with this one:
+     * the tensor already lives as long as it would after the move. */
+    if (!t || scope_depth == 0 || scope_depth > CN_MAX_SCOPE_DEPTH) return t;
+    size_t start = scope_starts[scope_depth - 1];
     /* Search from the newest: the kept tensor is usually among the last made. */
     for (size_t i = scope_n; i > start; i--) {
         if (scope_items[i - 1] == t) {

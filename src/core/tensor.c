@@ -77,9 +77,13 @@ void cn_release(cn_tensor *t) {
         cn_tensor *x = l.items[--l.n];
         cn_storage_release(x->storage);
         cn_node *node = x->node;
-        cn_tensor *grad = x->grad;
+        cn_tensor *grad = x->grad, *tangent = x->tangent;
+        cn_graph_head *g = (cn_graph_head *)x->graph;
+        free(x->name);
         tensor_struct_free(x);
+        if (g && --g->refcount == 0) g->destroy(g);
         if (grad) release_push(&l, grad);
+        if (tangent) release_push(&l, tangent);
         if (node && --node->refcount == 0) {
             for (int i = 0; i < node->nin; i++) release_push(&l, node->in[i]);
             node->nin = 0; /* its inputs are on the list now */
@@ -137,7 +141,9 @@ bool cn_check_shape(const char *fn, int ndim, const int64_t *shape) {
         cn_fail("%s: shape is NULL for rank %d", fn, ndim);
         return false;
     }
-    int64_t n = 1;
+    /* The product skips empty axes, as the strides do: a zero-size tensor
+     * must not overflow them either. */
+    int64_t m = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             char b[160];
@@ -145,12 +151,12 @@ bool cn_check_shape(const char *fn, int ndim, const int64_t *shape) {
                     cn_fmt_shape(b, sizeof b, ndim, shape), i);
             return false;
         }
-        if (shape[i] > 0 && n > CN_MAX_NUMEL / shape[i]) {
+        if (shape[i] > 0 && m > CN_MAX_NUMEL / shape[i]) {
             char b[160];
             cn_fail("%s: shape %s is too large", fn, cn_fmt_shape(b, sizeof b, ndim, shape));
             return false;
         }
-        n *= shape[i];
+        if (shape[i] > 0) m *= shape[i];
     }
     return true;
 }
@@ -231,6 +237,7 @@ cn_tensor *cn_t_alias(const cn_tensor *t) {
     v->storage = t->storage;
     if (v->storage) v->storage->refcount++;
     v->graph = t->graph;
+    if (v->graph) ((cn_graph_head *)v->graph)->refcount++;
     v->flags = t->flags & CN_TF_SYMBOLIC;
     return v;
 }
@@ -266,8 +273,12 @@ cn_tensor *cn_arange(double start, double stop, double step, cn_dtype dt) {
     int64_t n = (int64_t)count;
     cn_tensor *t = cn_t_empty(dt, 1, &n);
     if (!t) return NULL;
+    /* Integer arithmetic where it is exact (beyond 2^53 too) and cannot
+     * overflow: |start| and |start + n * step| below 2^62. */
+    bool ints = cn_is_int_dtype(dt) && floor(start) == start && floor(step) == step &&
+                fabs(start) < 0x1p62 && fabs(start) + (double)n * fabs(step) < 0x1p62;
     for (int64_t i = 0; i < n; i++) {
-        if (cn_is_int_dtype(dt) && floor(start) == start && floor(step) == step)
+        if (ints)
             cn_store_i64(t->storage->data, dt, i, (int64_t)start + i * (int64_t)step);
         else
             cn_store_f64(t->storage->data, dt, i, start + (double)i * step);
@@ -281,7 +292,7 @@ cn_tensor *cn_linspace(double start, double end, int64_t n, cn_dtype dt) {
     if (!t) return NULL;
     double step = n > 1 ? (end - start) / (double)(n - 1) : 0.0;
     /* Fill from both ends, as PyTorch does, so the last value is exactly end. */
-    int64_t half = n / 2;
+    int64_t half = n > 1 ? n / 2 : 1; /* n == 1 gives start, as in NumPy and PyTorch */
     for (int64_t i = 0; i < n; i++) {
         double v = i < half ? start + step * (double)i : end - step * (double)(n - 1 - i);
         cn_store_f64(t->storage->data, dt, i, v);
@@ -339,6 +350,22 @@ cn_tensor *cn_from_buffer(cn_dtype dt, int ndim, const int64_t *shape, void *dat
 
 /* ---- inspection ---- */
 
+int cn_set_name(cn_tensor *t, const char *name) {
+    if (!t) return CN_EINVAL;
+    char *copy = NULL;
+    if (name) {
+        size_t n = strlen(name);
+        copy = malloc(n + 1);
+        if (!copy) return cn_failc(CN_ENOMEM, "set_name: out of memory");
+        memcpy(copy, name, n + 1);
+    }
+    free(t->name);
+    t->name = copy;
+    return CN_OK;
+}
+
+const char *cn_get_name(const cn_tensor *t) { return t && t->name ? t->name : ""; }
+
 cn_dtype cn_tensor_dtype(const cn_tensor *t) { return t ? (cn_dtype)t->dtype : CN_DTYPE_COUNT; }
 int cn_ndim(const cn_tensor *t) { return t ? t->ndim : -1; }
 const int64_t *cn_shape(const cn_tensor *t) { return t ? t->shape : NULL; }
@@ -380,6 +407,10 @@ static int64_t elem_offset(const char *fn, const cn_tensor *t, const int64_t *id
         cn_fail("%s: the tensor is symbolic (a static-graph value) and holds no data", fn);
         return -1;
     }
+    if (!idx && t->ndim > 0) {
+        cn_fail("%s: idx is NULL for a tensor of rank %d", fn, t->ndim);
+        return -1;
+    }
     int64_t off = t->offset;
     for (int i = 0; i < t->ndim; i++) {
         int64_t k = idx[i] < 0 ? idx[i] + t->shape[i] : idx[i];
@@ -408,6 +439,9 @@ int64_t cn_get_int(const cn_tensor *t, const int64_t *idx) {
 
 int cn_set(cn_tensor *t, const int64_t *idx, double value) {
     if (!t) return CN_EINVAL;
+    if (t->requires_grad && cn_is_grad_enabled())
+        return cn_failc(CN_ESTATE, "set: the tensor requires a gradient and in-place changes "
+                                   "are not recorded; do it inside cn_no_grad_begin/end");
     int64_t off = elem_offset("set", t, idx);
     if (off < 0) return CN_EINVAL;
     cn_store_f64(t->storage->data, (cn_dtype)t->dtype, off, value);
@@ -432,6 +466,7 @@ int cn_copy_to_buffer(const cn_tensor *t, cn_dtype dt, void *buf, size_t buf_byt
     if (!t->storage) return cn_failc(CN_EINVAL, "copy_to_buffer: the tensor is symbolic");
     if ((unsigned)dt >= CN_DTYPE_COUNT) return cn_failc(CN_EINVAL, "copy_to_buffer: invalid dtype");
     size_t need = (size_t)cn_numel(t) * cn_dsize(dt);
+    if (!buf && need > 0) return cn_failc(CN_EINVAL, "copy_to_buffer: buf is NULL");
     if (buf_bytes < need)
         return cn_failc(CN_EINVAL, "copy_to_buffer: buffer of %zu bytes, %zu needed", buf_bytes,
                         need);

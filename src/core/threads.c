@@ -129,6 +129,8 @@ int cn_set_num_threads(int n) {
     if (n < 1 || n > CN_MAX_THREADS)
         return cn_failc(CN_EINVAL, "set_num_threads: %d is out of range (1..%d)", n,
                         CN_MAX_THREADS);
+    if (in_region) /* the job's submitter holds submit_mu: waiting for it would deadlock */
+        return cn_failc(CN_ESTATE, "set_num_threads: not allowed inside a parallel region");
     pthread_mutex_lock(&submit_mu);
     nthreads = n;
     pthread_mutex_unlock(&submit_mu);
@@ -170,7 +172,7 @@ void cn_parallel_for(int64_t n, int64_t grain, cn_range_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     int nt = cn_get_num_threads();
-    int64_t nchunks = (n + grain - 1) / grain;
+    int64_t nchunks = n / grain; /* rounded down: every chunk gets at least grain */
     if (nchunks > nt) nchunks = nt;
     if (nchunks <= 1 || in_region || pthread_mutex_trylock(&submit_mu) != 0) {
         fn(ctx, 0, n);
@@ -186,17 +188,25 @@ void cn_parallel_for(int64_t n, int64_t grain, cn_range_fn fn, void *ctx) {
     pthread_mutex_unlock(&submit_mu);
 }
 
+/* Serially, still one task per call as promised. */
+static void run_tasks_here(int64_t ntasks, cn_range_fn fn, void *ctx) {
+    for (int64_t t = 0; t < ntasks; t++) fn(ctx, t, t + 1);
+}
+
 void cn_parallel_tasks(int64_t ntasks, cn_range_fn fn, void *ctx) {
     if (ntasks <= 0) return;
     int nt = cn_get_num_threads();
-    if (ntasks == 1 || nt == 1 || in_region || pthread_mutex_trylock(&submit_mu) != 0) {
-        fn(ctx, 0, ntasks);
+    /* Bounded so the chunk counter (32 bits of the pool state) and the
+     * chunk arithmetic (n * c) cannot overflow. */
+    if (ntasks == 1 || nt == 1 || ntasks > INT32_MAX || in_region ||
+        pthread_mutex_trylock(&submit_mu) != 0) {
+        run_tasks_here(ntasks, fn, ctx);
         return;
     }
     ensure_workers(nt - 1);
     if (nworkers == 0) {
         pthread_mutex_unlock(&submit_mu);
-        fn(ctx, 0, ntasks);
+        run_tasks_here(ntasks, fn, ctx);
         return;
     }
     /* One chunk per task: threads claim tasks dynamically. */

@@ -3,8 +3,50 @@
 
 #include <stdlib.h>
 
+#define INLINE_INPUTS 8
+#define INLINE_INPUTS_T 8
+
 cn_symbolic_hook cn_graph_symbolic_hook = NULL;
 cn_record_hook cn_graph_record_hook = NULL;
+_Thread_local int cn_dual_level = 0;
+_Thread_local uint32_t cn_dual_gen = 0;
+
+/* The output's tangent from the inputs' tangents (forward mode). The rule
+ * runs with propagation off: it is built from primals, not duals. */
+static int push_tangent(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
+                        cn_tensor *out) {
+    cn_tensor *tin_buf[INLINE_INPUTS_T];
+    cn_tensor **tin = nin > INLINE_INPUTS_T ? malloc(sizeof *tin * (size_t)nin) : tin_buf;
+    if (!tin) return cn_failc(CN_ENOMEM, "%s: out of memory", op->name);
+    bool any = false;
+    for (int i = 0; i < nin; i++) {
+        tin[i] = cn_tangent_of(in[i]);
+        any |= tin[i] != NULL;
+    }
+    int rc = CN_OK;
+    if (any && !(op->flags & CN_OPF_NONDIFF)) {
+        if (!op->jvp) {
+            rc = cn_failc(CN_EUNSUPPORTED, "%s: no forward-mode (jvp) rule", op->name);
+        } else {
+            int saved = cn_dual_level;
+            cn_dual_level = 0;
+            cn_scope_begin();
+            cn_tensor *t = op->jvp(in, tin, nin, a, out);
+            if (t) {
+                cn_retain(t);
+                cn_release(out->tangent);
+                out->tangent = t;
+                out->tangent_gen = cn_dual_gen;
+            } else {
+                rc = CN_EINVAL;
+            }
+            cn_scope_end();
+            cn_dual_level = saved;
+        }
+    }
+    if (tin != tin_buf) free(tin);
+    return rc;
+}
 
 static int category(cn_dtype dt) {
     if (dt == CN_BOOL) return 0;
@@ -40,7 +82,6 @@ static int cast_input(cn_tensor **slot, cn_dtype dt, cn_tensor **owned, int *now
     return 0;
 }
 
-#define INLINE_INPUTS 8
 
 cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_attrs *attrs) {
     const cn_op_def *op = cn_ops[id];
@@ -152,6 +193,12 @@ cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_a
 
     if (needs_grad && !(op->flags & CN_OPF_NONDIFF) && cn_graph_record_hook &&
         cn_graph_record_hook(id, in, nin, &a, out) < 0) {
+        cn_release(out);
+        out = NULL;
+        goto done;
+    }
+
+    if (cn_dual_level > 0 && push_tangent(op, in, nin, &a, out) < 0) {
         cn_release(out);
         out = NULL;
         goto done;

@@ -63,12 +63,15 @@ typedef int (*cn_view_fn)(const cn_op_def *op, const cn_tensor *in, const cn_att
                           cn_tensor *out);
 
 /* Reverse mode: the gradient with respect to input i, built from ops (so it
- * is itself differentiable and traceable). gout has out's shape. Returns NULL
- * with no error set when input i gets no gradient. */
+ * is itself differentiable and traceable), with input i's shape and dtype.
+ * gout has out's shape. Called only for inputs that need a gradient (float
+ * inputs on a path to a leaf); NULL means an error. Results go to the
+ * current scope or are owned by it (use the public ops). */
 typedef cn_tensor *(*cn_vjp_fn)(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                                 cn_tensor *gout, int i);
 /* Forward mode: the tangent of the output from the inputs' tangents (NULL
- * entries are zero tangents), built from ops. */
+ * entries are zero tangents; at least one is not NULL), built from ops, with
+ * out's shape. NULL means an error. */
 typedef cn_tensor *(*cn_jvp_fn)(cn_tensor *const *in, cn_tensor *const *tin, int nin,
                                 const cn_attrs *a, cn_tensor *out);
 
@@ -119,6 +122,25 @@ typedef int (*cn_record_hook)(cn_op_id op, cn_tensor *const *in, int nin, const 
                               cn_tensor *out);
 extern cn_symbolic_hook cn_graph_symbolic_hook;
 extern cn_record_hook cn_graph_record_hook;
+
+/* Forward mode: > 0 inside cn_dual_begin/end; ops then push tangents through
+ * their jvp rules. Per thread. */
+extern _Thread_local int cn_dual_level;
+/* Tangents of other (ended) dual regions are ignored. */
+extern _Thread_local uint32_t cn_dual_gen;
+static inline cn_tensor *cn_tangent_of(const cn_tensor *t) {
+    return t->tangent && t->tangent_gen == cn_dual_gen ? t->tangent : NULL;
+}
+
+/* Gradient helpers (grad_util.c), built from public ops (results go to the
+ * current scope). */
+/* g summed down to shape: over leading axes and where shape has size 1. */
+cn_tensor *cn_sum_to(cn_tensor *g, int ndim, const int64_t *shape);
+/* g (the gradient of a reduction's output) broadcast back over the reduced
+ * axes a->list of x: reshaped to keepdim form, then expanded to x's shape. */
+cn_tensor *cn_unreduce(cn_tensor *g, const cn_tensor *x, const cn_attrs *a, bool keepdim);
+/* Zeros shaped like t (an op, so it also works on symbolic tensors). */
+cn_tensor *cn_zeros_like_op(cn_tensor *t);
 
 /* Shared inference helpers (infer_util.c). */
 /* NumPy broadcasting of n shapes into out (-1 dims are unknown). */

@@ -9,6 +9,8 @@ CN_OP(slice)
 CN_OP(expand)
 CN_OP(contiguous)
 CN_OP(cast)
+CN_OP(slice_scatter)
+CN_OP(full_like)
 
 /* unary elementwise (unary.c) */
 CN_OP(neg)

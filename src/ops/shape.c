@@ -5,6 +5,71 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+/* ---- gradient rules shared by the views ---- */
+
+/* Linear ops with one input: the tangent goes through the same op. */
+static cn_tensor *jvp_same_op(cn_op_id id, cn_tensor *const *tin, const cn_attrs *a) {
+    cn_tensor *t = tin[0];
+    return cn_op_apply(id, &t, 1, a);
+}
+
+static cn_tensor *reshape_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                              cn_tensor *g, int i) {
+    return cn_reshape(g, in[0]->ndim, in[0]->shape);
+}
+static cn_tensor *reshape_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                              const cn_attrs *a, cn_tensor *out) {
+    return jvp_same_op(CN_OP_reshape, tin, a);
+}
+
+static cn_tensor *permute_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                              cn_tensor *g, int i) {
+    int inv[CN_MAX_DIMS];
+    for (int k = 0; k < a->nlist; k++) inv[a->list[k]] = k;
+    return cn_permute(g, inv, (int)a->nlist);
+}
+static cn_tensor *permute_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                              const cn_attrs *a, cn_tensor *out) {
+    return jvp_same_op(CN_OP_permute, tin, a);
+}
+
+static cn_tensor *slice_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                            cn_tensor *g, int i) {
+    cn_tensor *pair[2] = {cn_zeros_like_op(in[0]), g};
+    return cn_op_apply(CN_OP_slice_scatter, pair, 2, a);
+}
+static cn_tensor *slice_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                            const cn_attrs *a, cn_tensor *out) {
+    return jvp_same_op(CN_OP_slice, tin, a);
+}
+
+static cn_tensor *expand_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                             cn_tensor *g, int i) {
+    return cn_sum_to(g, in[0]->ndim, in[0]->shape);
+}
+static cn_tensor *expand_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                             const cn_attrs *a, cn_tensor *out) {
+    return jvp_same_op(CN_OP_expand, tin, a);
+}
+
+static cn_tensor *identity_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                               cn_tensor *g, int i) {
+    return cn_scope_add(cn_retain(g));
+}
+static cn_tensor *identity_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                               const cn_attrs *a, cn_tensor *out) {
+    return cn_scope_add(cn_retain(tin[0]));
+}
+
+static cn_tensor *cast_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                           cn_tensor *g, int i) {
+    return cn_cast(g, (cn_dtype)in[0]->dtype);
+}
+static cn_tensor *cast_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                           const cn_attrs *a, cn_tensor *out) {
+    return cn_cast(tin[0], (cn_dtype)out->dtype);
+}
+
 /* ---- reshape: list = shape (one -1 allowed), i[0] = strict (no copy) ---- */
 
 static int reshape_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a,
@@ -113,6 +178,8 @@ const cn_op_def cn_opdef_reshape = {
     .attrs = {{"shape", CN_ATTR_INTS, 0, 0}, {"strict", CN_ATTR_BOOL, 0, 0}},
     .infer = reshape_infer,
     .view = reshape_view,
+    .vjp = reshape_vjp,
+    .jvp = reshape_jvp,
     .onnx = "Reshape",
     .doc = "y = x with a new shape of the same size (a view when the strides allow)",
 };
@@ -155,6 +222,8 @@ const cn_op_def cn_opdef_permute = {
     .attrs = {{"axes", CN_ATTR_INTS, 0, 0}},
     .infer = permute_infer,
     .view = permute_view,
+    .vjp = permute_vjp,
+    .jvp = permute_jvp,
     .onnx = "Transpose",
     .doc = "y[i_p0, ..., i_pn] = x[i_0, ..., i_n] (axes reordered, a view)",
 };
@@ -231,6 +300,8 @@ const cn_op_def cn_opdef_slice = {
               {"step", CN_ATTR_INT, 3, 1}},
     .infer = slice_infer,
     .view = slice_view,
+    .vjp = slice_vjp,
+    .jvp = slice_jvp,
     .onnx = "Slice",
     .doc = "y = x[start:stop:step] along axis (a view; step may be negative)",
 };
@@ -290,6 +361,8 @@ const cn_op_def cn_opdef_expand = {
     .attrs = {{"shape", CN_ATTR_INTS, 0, 0}},
     .infer = expand_infer,
     .view = expand_view,
+    .vjp = expand_vjp,
+    .jvp = expand_jvp,
     .onnx = "Expand",
     .doc = "y = x broadcast to shape (size-1 axes repeat with stride 0, a view)",
 };
@@ -321,6 +394,8 @@ const cn_op_def cn_opdef_contiguous = {
     .flags = CN_OPF_NO_HALF | CN_OPF_ELEMENTWISE,
     .infer = same_infer,
     .cpu = copy_kernel,
+    .vjp = identity_vjp,
+    .jvp = identity_jvp,
     .onnx = "Identity",
     .doc = "y = a row-major copy of x",
 };
@@ -341,8 +416,107 @@ const cn_op_def cn_opdef_cast = {
     .attrs = {{"dtype", CN_ATTR_DTYPE, 0, CN_F32}},
     .infer = cast_infer,
     .cpu = copy_kernel,
+    .vjp = cast_vjp,
+    .jvp = cast_jvp,
     .onnx = "Cast",
     .doc = "y = x converted to dtype (float -> int truncates toward zero)",
+};
+
+
+/* ---- slice_scatter: base with base[slice] = src (the slice's gradient) ----
+ * Inputs (base, src); attributes as slice. */
+
+static int slice_scatter_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a,
+                               cn_meta *m) {
+    cn_meta sm;
+    memset(&sm, 0, sizeof sm);
+    if (slice_infer(op, in, 1, a, &sm) < 0) return CN_EINVAL;
+    const cn_tensor *src = in[1];
+    bool ok = src->ndim == sm.ndim;
+    for (int i = 0; ok && i < sm.ndim; i++)
+        ok = src->shape[i] == sm.shape[i] || src->shape[i] < 0 || sm.shape[i] < 0;
+    if (!ok) {
+        char b1[160], b2[160];
+        return cn_failc(CN_EINVAL, "%s: src %s does not match the slice %s", op->name,
+                        cn_fmt_shape(b1, sizeof b1, src->ndim, src->shape),
+                        cn_fmt_shape(b2, sizeof b2, sm.ndim, sm.shape));
+    }
+    return same_infer(op, in, 1, a, m);
+}
+
+static int slice_scatter_kernel(const cn_op_def *op, cn_tensor *const *in, int nin,
+                                const cn_attrs *a, cn_tensor *out) {
+    cn_copy_strided(out, in[0]);
+    cn_tensor view = *out;
+    view.ndim = in[1]->ndim;
+    memcpy(view.shape, in[1]->shape, sizeof view.shape);
+    slice_view(op, out, a, &view);
+    return cn_copy_strided(&view, in[1]);
+}
+
+static cn_tensor *slice_scatter_vjp(cn_tensor *const *in, int nin, const cn_attrs *a,
+                                    cn_tensor *out, cn_tensor *g, int i) {
+    if (i == 1) {
+        cn_tensor *x = g;
+        return cn_op_apply(CN_OP_slice, &x, 1, a);
+    }
+    cn_tensor *pair[2] = {g, cn_zeros_like_op(in[1])};
+    return cn_op_apply(CN_OP_slice_scatter, pair, 2, a);
+}
+
+static cn_tensor *slice_scatter_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                                    const cn_attrs *a, cn_tensor *out) {
+    cn_tensor *pair[2] = {tin[0] ? tin[0] : cn_zeros_like_op(in[0]),
+                          tin[1] ? tin[1] : cn_zeros_like_op(in[1])};
+    return cn_op_apply(CN_OP_slice_scatter, pair, 2, a);
+}
+
+const cn_op_def cn_opdef_slice_scatter = {
+    .name = "slice_scatter",
+    .ninputs = 2,
+    .flags = CN_OPF_PROMOTE | CN_OPF_NO_HALF,
+    .attrs = {{"axis", CN_ATTR_INT, 0, 0},
+              {"start", CN_ATTR_INT, 1, 0},
+              {"stop", CN_ATTR_INT, 2, 0},
+              {"step", CN_ATTR_INT, 3, 1}},
+    .infer = slice_scatter_infer,
+    .cpu = slice_scatter_kernel,
+    .vjp = slice_scatter_vjp,
+    .jvp = slice_scatter_jvp,
+    .doc = "y = base with y[start:stop:step] (along axis) = src",
+};
+
+/* ---- full_like: f[0] value, i[0] dtype (-1: x's) ---- */
+
+static int full_like_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a,
+                           cn_meta *m) {
+    same_infer(op, in, nin, a, m);
+    if (a->i[0] >= 0) {
+        if (a->i[0] >= CN_DTYPE_COUNT)
+            return cn_failc(CN_EINVAL, "%s: invalid dtype %" PRId64, op->name, a->i[0]);
+        m->dtype = (cn_dtype)a->i[0];
+    }
+    return CN_OK;
+}
+
+static int full_like_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
+                            cn_tensor *out) {
+    cn_tensor *v = cn_t_scalar((cn_dtype)out->dtype, a->f[0]);
+    if (!v) return CN_ENOMEM;
+    int r = cn_copy_strided(out, v);
+    cn_release(v);
+    return r;
+}
+
+const cn_op_def cn_opdef_full_like = {
+    .name = "full_like",
+    .ninputs = 1,
+    .flags = CN_OPF_NONDIFF | CN_OPF_NO_HALF,
+    .attrs = {{"value", CN_ATTR_FLOAT, 0, 0}, {"dtype", CN_ATTR_DTYPE, 0, -1}},
+    .infer = full_like_infer,
+    .cpu = full_like_kernel,
+    .onnx = "ConstantOfShape",
+    .doc = "y = value everywhere, with x's shape (and x's dtype unless given)",
 };
 
 /* ---- public functions ---- */
@@ -526,6 +700,9 @@ int cn_copy_(cn_tensor *dst, const cn_tensor *src) {
     if (!dst || !src) return CN_EINVAL;
     if (!dst->storage || !src->storage)
         return cn_failc(CN_EINVAL, "copy_: symbolic tensors cannot be copied into in place");
+    if (dst->requires_grad && cn_is_grad_enabled())
+        return cn_failc(CN_ESTATE, "copy_: the destination requires a gradient and in-place "
+                                   "changes are not recorded; do it inside cn_no_grad_begin/end");
     cn_tensor *in[2] = {dst, (cn_tensor *)src};
     cn_meta m;
     if (cn_broadcast_shapes("copy_", in, 2, &m) < 0) return CN_EINVAL;
@@ -553,6 +730,9 @@ int cn_copy_(cn_tensor *dst, const cn_tensor *src) {
 int cn_fill_(cn_tensor *t, double value) {
     if (!t) return CN_EINVAL;
     if (!t->storage) return cn_failc(CN_EINVAL, "fill_: symbolic tensors cannot be filled");
+    if (t->requires_grad && cn_is_grad_enabled())
+        return cn_failc(CN_ESTATE, "fill_: the tensor requires a gradient and in-place changes "
+                                   "are not recorded; do it inside cn_no_grad_begin/end");
     cn_tensor *v = cn_t_scalar((cn_dtype)t->dtype, value);
     if (!v) return CN_ENOMEM;
     int r = cn_copy_strided(t, v);

@@ -1,0 +1,165 @@
+/* fp32 GEMM throughput: cn_matmul, the built-in GEMM (what builds without
+ * BLAS run), and cblas_sgemm called directly, on square matrices, at 1 and 2
+ * threads. Runs are interleaved and each figure is the median of the
+ * repeats, so drift on a shared machine hits all three alike.
+ *
+ *   bench_gemm [--peak GFLOPS_PER_CORE] [--repeats N] [--max-size N] [--json]
+ */
+#include <chutney.h>
+
+#include "backend/cpu/gemm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef CN_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+enum { M_MATMUL, M_BUILTIN, M_BLAS, NMETHODS };
+static const char *method_names[NMETHODS] = {"cn_matmul", "builtin", "cblas_sgemm"};
+
+typedef struct row {
+    int64_t n;
+    int threads;
+    double gflops[NMETHODS]; /* 0: not measured */
+} row;
+
+/* One timed run of method `meth` on n x n operands; returns seconds. */
+static double run_once(int meth, int64_t n, cn_tensor *a, cn_tensor *b, float *c) {
+    const float *pa = cn_data(a), *pb = cn_data(b);
+    double t0 = now_s();
+    switch (meth) {
+    case M_MATMUL: {
+        cn_scope_begin();
+        if (!cn_matmul(a, b)) {
+            fprintf(stderr, "bench_gemm: %s\n", cn_last_error());
+            exit(1);
+        }
+        cn_scope_end();
+        break;
+    }
+    case M_BUILTIN: cn_gemm_builtin(CN_F32, n, n, n, pa, n, 1, pb, n, 1, c, n); break;
+    default:
+#ifdef CN_HAVE_CBLAS
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, pa,
+                    (int)n, pb, (int)n, 0.0f, c, (int)n);
+#endif
+        break;
+    }
+    return now_s() - t0;
+}
+
+int main(int argc, char **argv) {
+    double peak = 116.0; /* fp32 GFLOP/s per core (docs/benchmarks.md) */
+    int repeats = 7;
+    int64_t max_size = 2048;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = true;
+        else if (!strcmp(argv[i], "--peak") && i + 1 < argc) peak = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--max-size") && i + 1 < argc) max_size = atoll(argv[++i]);
+        else {
+            fprintf(stderr,
+                    "usage: %s [--peak GFLOPS_PER_CORE] [--repeats N] [--max-size N] [--json]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (repeats < 1) repeats = 1;
+    bool have_blas = false;
+#ifdef CN_HAVE_CBLAS
+    have_blas = true;
+#endif
+    int64_t sizes[] = {256, 512, 1024, 2048};
+    int thread_counts[] = {1, 2};
+    row rows[8];
+    int nrows = 0;
+    double *times = malloc(sizeof(double) * (size_t)repeats * NMETHODS);
+    cn_manual_seed(0);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int64_t n = sizes[s];
+        if (n > max_size) continue;
+        cn_tensor *a = cn_randn(CN_F32, CN_SHAPE(n, n));
+        cn_tensor *b = cn_randn(CN_F32, CN_SHAPE(n, n));
+        float *c = malloc(sizeof(float) * (size_t)(n * n));
+        for (size_t t = 0; t < 2; t++) {
+            cn_set_num_threads(thread_counts[t]);
+            for (int meth = 0; meth < NMETHODS; meth++) /* warm-up: pages, threads */
+                if (meth != M_BLAS || have_blas) run_once(meth, n, a, b, c);
+            for (int r = 0; r < repeats; r++)
+                for (int meth = 0; meth < NMETHODS; meth++)
+                    times[meth * repeats + r] =
+                        meth != M_BLAS || have_blas ? run_once(meth, n, a, b, c) : 0;
+            row *w = &rows[nrows++];
+            w->n = n;
+            w->threads = thread_counts[t];
+            for (int meth = 0; meth < NMETHODS; meth++) {
+                double med = median(times + meth * repeats, repeats);
+                w->gflops[meth] = med > 0 ? 2.0 * (double)n * (double)n * (double)n / med * 1e-9 : 0;
+            }
+        }
+        free(c);
+        cn_release(a);
+        cn_release(b);
+    }
+    free(times);
+
+    if (json) {
+        printf("{\"benchmark\": \"gemm\", \"dtype\": \"f32\", \"build\": \"%s\", "
+               "\"f32_tile\": \"%s\", \"peak_gflops_per_core\": %.1f, \"repeats\": %d, "
+               "\"results\": [",
+               cn_build_info(), cn_gemm_select_tile(CN_F32, -1), peak, repeats);
+        for (int i = 0; i < nrows; i++) {
+            row *w = &rows[i];
+            printf("%s{\"n\": %lld, \"threads\": %d", i ? ", " : "", (long long)w->n, w->threads);
+            for (int meth = 0; meth < NMETHODS; meth++)
+                if (w->gflops[meth] > 0)
+                    printf(", \"%s_gflops\": %.2f", method_names[meth], w->gflops[meth]);
+            if (w->gflops[M_BLAS] > 0)
+                printf(", \"ratio_matmul_blas\": %.3f, \"ratio_builtin_blas\": %.3f",
+                       w->gflops[M_MATMUL] / w->gflops[M_BLAS],
+                       w->gflops[M_BUILTIN] / w->gflops[M_BLAS]);
+            printf(", \"matmul_peak_fraction\": %.3f}", w->gflops[M_MATMUL] / (peak * w->threads));
+        }
+        printf("]}\n");
+        return 0;
+    }
+    printf("fp32 GEMM, C = A B, square; GFLOP/s, median of %d; peak %.0f GFLOP/s per core\n",
+           repeats, peak);
+    printf("%s; built-in tile %s\n\n", cn_build_info(), cn_gemm_select_tile(CN_F32, -1));
+    printf("%6s %3s | %10s %10s %12s | %9s %9s | %8s %8s\n", "n", "thr", "cn_matmul", "builtin",
+           "cblas_sgemm", "mm/blas", "bi/blas", "mm/peak", "bi/peak");
+    for (int i = 0; i < nrows; i++) {
+        row *w = &rows[i];
+        double pk = peak * w->threads;
+        printf("%6lld %3d | %10.1f %10.1f ", (long long)w->n, w->threads, w->gflops[M_MATMUL],
+               w->gflops[M_BUILTIN]);
+        if (w->gflops[M_BLAS] > 0)
+            printf("%12.1f | %9.2f %9.2f | ", w->gflops[M_BLAS],
+                   w->gflops[M_MATMUL] / w->gflops[M_BLAS], w->gflops[M_BUILTIN] / w->gflops[M_BLAS]);
+        else
+            printf("%12s | %9s %9s | ", "-", "-", "-");
+        printf("%7.0f%% %7.0f%%\n", 100 * w->gflops[M_MATMUL] / pk, 100 * w->gflops[M_BUILTIN] / pk);
+    }
+    return 0;
+}

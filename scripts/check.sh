@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `make check`: builds and tests every configuration that matters, goes on
+# past a failure so one run shows them all, then prints how many tests ran
+# and passed. Exits non-zero if anything failed.
+#
+#   release  build/       Release with OpenBLAS: the CTest suite
+#   asan     build-asan/  AddressSanitizer + UBSan (leaks detected): the suite
+#   bare     build-bare/  no BLAS (-DCHUTNEY_WITH_BLAS=OFF): the suite
+#   install  build/ installed into a temporary prefix, used from outside
+#
+# Usage: scripts/check.sh [STAGE...]    (default: all four, in that order)
+set -u
+cd "$(dirname "$0")/.." || exit 1
+jobs=${JOBS:-2}
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(release asan bare install)
+
+total_run=0
+total_passed=0
+summary=()
+log=$(mktemp "${TMPDIR:-/tmp}/chutney-check.XXXXXX") || exit 1
+trap 'rm -f "$log"' EXIT
+
+note() { printf '\n==== %s\n' "$*"; }
+
+# record STAGE RUN PASSED [NOTE]
+record() {
+    total_run=$((total_run + $2))
+    total_passed=$((total_passed + $3))
+    summary+=("$(printf '%-8s %4d run, %4d passed %s' "$1" "$2" "$3" "${4:-}")")
+}
+
+# build DIR CMAKE_ARGS...: configure and build; a failure counts as one
+# failed test of the stage.
+build() {
+    local dir=$1
+    shift
+    cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j"$jobs"
+}
+
+# suite STAGE DIR CMAKE_ARGS...: build, then run the CTest suite.
+suite() {
+    local stage=$1 dir=$2
+    shift 2
+    note "$stage: $dir"
+    if ! build "$dir" "$@"; then
+        record "$stage" 1 0 "(the build failed)"
+        return
+    fi
+    ctest --test-dir "$dir" -j"$jobs" --output-on-failure 2>&1 | tee "$log"
+    # CTest's summary: "NN% tests passed, F tests failed out of N".
+    local line n f
+    line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
+    if [ -z "$line" ]; then
+        record "$stage" 1 0 "(CTest ran no tests)"
+        return
+    fi
+    n=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+    f=$(sed -E 's/.*, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+    record "$stage" "$n" $((n - f))
+}
+
+# build/ is also what `make` builds, with the same options.
+release_args=(-DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF -DCHUTNEY_WITH_BLAS=ON)
+start=$SECONDS
+for stage in "${stages[@]}"; do
+    case $stage in
+    release)
+        suite release build "${release_args[@]}"
+        ;;
+    asan)
+        # -O1, the sanitizers' usual level: a third of the time of -O3 here.
+        # -g gives file:line in reports.
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+            suite asan build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
+            -DCHUTNEY_SANITIZE=ON -DCHUTNEY_WITH_BLAS=ON
+        ;;
+    bare)
+        suite bare build-bare -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF \
+            -DCHUTNEY_WITH_BLAS=OFF
+        ;;
+    install)
+        note "install: build/ used from outside the tree"
+        if ! build build "${release_args[@]}"; then
+            record install 1 0 "(the build failed)"
+            continue
+        fi
+        bash tests/install/run.sh build 2>&1 | tee "$log"
+        line=$(grep -E '^install test: [0-9]+ run, [0-9]+ passed' "$log" | tail -n 1)
+        if [ -z "$line" ]; then
+            record install 1 0 "(no result line)"
+        else
+            read -r _ _ n _ p _ <<<"$line"
+            record install "$n" "$p"
+        fi
+        ;;
+    *)
+        echo "check.sh: unknown stage '$stage' (release, asan, bare, install)" >&2
+        exit 2
+        ;;
+    esac
+done
+
+note "make check: $total_run tests ran, $total_passed passed," \
+    "$((total_run - total_passed)) failed ($((SECONDS - start)) s)"
+printf '  %s\n' "${summary[@]}"
+[ "$total_run" -gt 0 ] && [ "$total_run" -eq "$total_passed" ]

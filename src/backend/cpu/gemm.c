@@ -1,0 +1,638 @@
+/* Matrix products: BLAS for f32/f64 when available, else (and for integers)
+ * the built-in kernels below.
+ *
+ * The built-in f32/f64 GEMM is the classic Goto/BLIS scheme: C is cut into
+ * one rectangle per thread; within it, blocks of B (kc x nc) and A (mc x kc)
+ * are packed into panels laid out in the order the micro-kernel reads them
+ * (zero-padded to whole tiles), and an MR x NR register tile of C is
+ * accumulated over kc with MR broadcasts of A and NR/VL vector loads of B per
+ * step. The tile is plain C: GCC keeps acc[][] in registers and vectorises
+ * the NR loop, and CN_HOT compiles it for AVX2 and AVX-512 as well. On this
+ * project's machines it runs at 0.9-1.0x OpenBLAS's sgemm/dgemm on one
+ * core (bench/bench_gemm).
+ *
+ * Every element of C is summed in the same order (k blocks depend only on k)
+ * whatever the thread count or its place in a tile, so results do not depend
+ * on the number of threads. */
+#include "gemm.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+#ifdef CN_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+/* ISO C mode (-std=c11) turns off floating-point contraction, and an FMA is
+ * the whole point of the micro-kernel. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#elif defined(__clang__)
+#pragma clang fp contract(fast)
+#endif
+
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t iabs(int64_t a) { return a < 0 ? -a : a; }
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline int64_t round_up(int64_t a, int64_t b) { return cdiv(a, b) * b; }
+
+/* ------------------------------------------------------------------------ */
+/* Packing                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* dst[p*w + r] = s[r*rs + p] for G rows of unit stride: a transpose. With
+ * the rows of dst contiguous (w == G) GCC turns it into vector shuffles;
+ * otherwise it goes through tmp, G elements at a time. */
+#define DEFINE_INTERLEAVE(T, SFX, G)                                                               \
+    CN_HOT static void interleave##G##_##SFX(int64_t kc, const T *restrict s, int64_t rs,         \
+                                             T *restrict dst, int w) {                             \
+        if (w == (G)) {                                                                            \
+            for (int64_t p = 0; p < kc; p++)                                                       \
+                for (int r = 0; r < (G); r++) dst[p * (G) + r] = s[r * rs + p];                    \
+            return;                                                                                \
+        }                                                                                          \
+        T tmp[(G) * 64];                                                                           \
+        for (int64_t p0 = 0; p0 < kc; p0 += 64) {                                                  \
+            int64_t len = imin(64, kc - p0);                                                       \
+            for (int64_t p = 0; p < len; p++)                                                      \
+                for (int r = 0; r < (G); r++) tmp[p * (G) + r] = s[r * rs + p0 + p];               \
+            for (int64_t p = 0; p < len; p++)                                                      \
+                memcpy(dst + (p0 + p) * w, tmp + p * (G), sizeof(T) * (G));                        \
+        }                                                                                          \
+    }
+
+/* Rows [0, rows) x columns [0, kc) of a matrix (element (i, p) at
+ * src[i*rs + p*cs]) into panels of w rows, each stored k-major
+ * (dst[panel*w*kc + p*w + r]) and padded with zeros to w rows. A is packed
+ * as is; B is packed as B^T, so its panels hold w columns. Row-major A and
+ * B^T (cs == 1) need the transpose, 8 or 4 rows at a time. */
+#define DEFINE_PACK(T, SFX)                                                                        \
+    DEFINE_INTERLEAVE(T, SFX, 8)                                                                   \
+    DEFINE_INTERLEAVE(T, SFX, 4)                                                                   \
+    static void pack_##SFX(int64_t rows, int64_t kc, int w, const void *src_, int64_t rs,         \
+                           int64_t cs, void *dst_) {                                               \
+        const T *src = src_;                                                                       \
+        T *dst = dst_;                                                                             \
+        for (int64_t i = 0; i < rows; i += w, dst += w * kc) {                                     \
+            int64_t h = imin(w, rows - i), r = 0;                                                  \
+            const T *s = src + i * rs;                                                             \
+            if (rs == 1 && h == w) {                                                               \
+                for (int64_t p = 0; p < kc; p++) memcpy(dst + p * w, s + p * cs, sizeof(T) * w);  \
+                continue;                                                                          \
+            }                                                                                      \
+            if (cs == 1) {                                                                         \
+                for (; r + 8 <= h; r += 8) interleave8_##SFX(kc, s + r * rs, rs, dst + r, w);      \
+                for (; r + 4 <= h; r += 4) interleave4_##SFX(kc, s + r * rs, rs, dst + r, w);      \
+            }                                                                                      \
+            for (; r < h; r++) {                                                                   \
+                const T *row = s + r * rs;                                                         \
+                for (int64_t p = 0; p < kc; p++) dst[p * w + r] = row[p * cs];                     \
+            }                                                                                      \
+            for (int64_t p = 0; p < kc; p++)                                                       \
+                for (int64_t z = h; z < w; z++) dst[p * w + z] = 0;                                \
+        }                                                                                          \
+    }
+
+DEFINE_PACK(float, f32)
+DEFINE_PACK(double, f64)
+
+/* ------------------------------------------------------------------------ */
+/* Register tiles                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* C[mc x nc] = (add ? C : 0) + Ap * Bp over packed blocks. Each A panel
+ * (MR x kc) stays in L1 while the tiles sweep the whole B block, which is
+ * sized to stay in L2. acc[][] stays in registers only while every index
+ * into it is a constant after unrolling,
+ * so a partial tile at the edge is computed whole into tmp and then copied.
+ * NR must exceed 16 elements: shorter loops are unrolled before the
+ * vectoriser sees them, and the unrolled code is not vectorised. */
+#define DEFINE_TILE(NAME, T, MR, NR)                                                               \
+    CN_HOT static void NAME(int64_t mc, int64_t nc, int64_t kc, const void *ap_, const void *bp_, \
+                            void *c_, int64_t ldc, bool add) {                                     \
+        const T *ap = ap_, *bp = bp_;                                                              \
+        T *c = c_;                                                                                 \
+        T tmp[(MR) * (NR)];                                                                        \
+        for (int64_t i = 0; i < mc; i += (MR)) {                                                   \
+            for (int64_t j = 0; j < nc; j += (NR)) {                                               \
+                const T *restrict a = ap + i * kc, *restrict b = bp + j * kc;                      \
+                T acc[MR][NR];                                                                     \
+                for (int r = 0; r < (MR); r++)                                                     \
+                    for (int s = 0; s < (NR); s++) acc[r][s] = 0;                                  \
+                for (int64_t p = 0; p < kc; p++, a += (MR), b += (NR))                             \
+                    for (int r = 0; r < (MR); r++)                                                 \
+                        for (int s = 0; s < (NR); s++) acc[r][s] += a[r] * b[s];                   \
+                bool full = mc - i >= (MR) && nc - j >= (NR);                                      \
+                T *o = full ? c + i * ldc + j : tmp;                                               \
+                int64_t ld = full ? ldc : (NR);                                                    \
+                if (full && add) {                                                                 \
+                    for (int r = 0; r < (MR); r++)                                                 \
+                        for (int s = 0; s < (NR); s++) o[r * ld + s] += acc[r][s];                 \
+                } else {                                                                           \
+                    for (int r = 0; r < (MR); r++)                                                 \
+                        for (int s = 0; s < (NR); s++) o[r * ld + s] = acc[r][s];                  \
+                }                                                                                  \
+                if (full) continue;                                                                \
+                int64_t h = imin(MR, mc - i), w = imin(NR, nc - j);                                \
+                for (int64_t r = 0; r < h; r++) {                                                  \
+                    T *cr = c + (i + r) * ldc + j;                                                 \
+                    for (int64_t s = 0; s < w; s++)                                                \
+                        cr[s] = add ? cr[s] + tmp[r * (NR) + s] : tmp[r * (NR) + s];               \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* AVX-512 (32 vector registers). */
+DEFINE_TILE(tile_f32_8x32, float, 8, 32)
+DEFINE_TILE(tile_f32_6x64, float, 6, 64)
+DEFINE_TILE(tile_f64_8x24, double, 8, 24)
+DEFINE_TILE(tile_f64_6x32, double, 6, 32)
+/* AVX2 (16 registers): 12 and 10 accumulators, leaving registers for B.
+ * Also the portable default. */
+DEFINE_TILE(tile_f32_4x24, float, 4, 24)
+DEFINE_TILE(tile_f64_2x20, double, 2, 20)
+
+typedef void (*tile_fn)(int64_t mc, int64_t nc, int64_t kc, const void *ap, const void *bp,
+                        void *c, int64_t ldc, bool add);
+
+typedef struct tile_def {
+    const char *name;
+    int mr, nr;
+    int64_t kc, mc, nc; /* block sizes: mc a multiple of mr, nc of nr; kc x nc fits L2 */
+    tile_fn run;
+} tile_def;
+
+static const tile_def tiles_f32[] = {
+    {"8x32", 8, 32, 256, 96, 1024, tile_f32_8x32},
+    {"6x64", 6, 64, 256, 96, 1024, tile_f32_6x64},
+    {"4x24", 4, 24, 256, 96, 1032, tile_f32_4x24},
+};
+static const tile_def tiles_f64[] = {
+    {"8x24", 8, 24, 256, 48, 504, tile_f64_8x24},
+    {"6x32", 6, 32, 256, 48, 512, tile_f64_6x32},
+    {"2x20", 2, 20, 256, 48, 500, tile_f64_2x20},
+};
+#define NTILES(t) ((int)(sizeof(t) / sizeof((t)[0])))
+
+/* CN_HOT picks a clone by CPU under exactly these conditions (core.h);
+ * otherwise the tiles are compiled for the build's target only. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) &&    \
+    !defined(CN_NO_TARGET_CLONES) && !defined(__SANITIZE_ADDRESS__)
+static bool wide_vectors(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+#else
+static bool wide_vectors(void) {
+#ifdef __AVX512F__
+    return true;
+#else
+    return false;
+#endif
+}
+#endif
+
+static int forced_f32 = -1, forced_f64 = -1;
+
+static const tile_def *pick_tile(cn_dtype dt) {
+    bool wide = wide_vectors();
+    if (dt == CN_F32) return &tiles_f32[forced_f32 >= 0 ? forced_f32 : wide ? 0 : 2];
+    return &tiles_f64[forced_f64 >= 0 ? forced_f64 : wide ? 0 : 2];
+}
+
+const char *cn_gemm_select_tile(cn_dtype dt, int i) {
+    if (dt != CN_F32 && dt != CN_F64) return NULL;
+    int n = dt == CN_F32 ? NTILES(tiles_f32) : NTILES(tiles_f64);
+    if (i < -1 || i >= n) return NULL;
+    *(dt == CN_F32 ? &forced_f32 : &forced_f64) = i;
+    return pick_tile(dt)->name;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The blocked GEMM                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct gemm_plan {
+    const tile_def *t;
+    void (*pack)(int64_t rows, int64_t kc, int w, const void *src, int64_t rs, int64_t cs,
+                 void *dst);
+    size_t es;
+    int64_t m, n, k, kc, mc, nc;
+    const char *a, *b;
+    char *c;
+    int64_t rsa, csa, rsb, csb, ldc;
+    int pm, pn;       /* threads' grid over C: pm row parts x pn column parts */
+    char *work;       /* per slot: an A block, then a B block */
+    size_t slot_bytes;
+} gemm_plan;
+
+/* C[i0:i1, j0:j1], serially, with this slot's buffers. */
+static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                      char *abuf, char *bbuf) {
+    const tile_def *t = g->t;
+    size_t es = g->es;
+    /* Equal blocks, so no thin last block wastes a pass over the other operand. */
+    int64_t mc = round_up(cdiv(i1 - i0, cdiv(i1 - i0, g->mc)), t->mr);
+    int64_t nc = round_up(cdiv(j1 - j0, cdiv(j1 - j0, g->nc)), t->nr);
+    for (int64_t jc = j0; jc < j1; jc += nc) {
+        int64_t nb = imin(nc, j1 - jc);
+        for (int64_t pc = 0; pc < g->k; pc += g->kc) {
+            int64_t kb = imin(g->kc, g->k - pc);
+            g->pack(nb, kb, t->nr, g->b + (pc * g->rsb + jc * g->csb) * (int64_t)es, g->csb,
+                    g->rsb, bbuf);
+            for (int64_t ic = i0; ic < i1; ic += mc) {
+                int64_t mb = imin(mc, i1 - ic);
+                g->pack(mb, kb, t->mr, g->a + (ic * g->rsa + pc * g->csa) * (int64_t)es, g->rsa,
+                        g->csa, abuf);
+                t->run(mb, nb, kb, abuf, bbuf, g->c + (size_t)(ic * g->ldc + jc) * es, g->ldc,
+                       pc > 0);
+            }
+        }
+    }
+}
+
+/* Start of part q of [0, total) cut into parts at multiples of unit. */
+static int64_t part_start(int64_t total, int64_t unit, int parts, int q) {
+    int64_t units = cdiv(total, unit);
+    return imin(total, units * q / parts * unit);
+}
+
+static void gemm_slots(void *ctx, int64_t s0, int64_t s1) {
+    const gemm_plan *g = ctx;
+    for (int64_t s = s0; s < s1; s++) {
+        int r = (int)(s / g->pn), q = (int)(s % g->pn);
+        int64_t i0 = part_start(g->m, g->t->mr, g->pm, r), i1 = part_start(g->m, g->t->mr, g->pm, r + 1);
+        int64_t j0 = part_start(g->n, g->t->nr, g->pn, q), j1 = part_start(g->n, g->t->nr, g->pn, q + 1);
+        if (i0 >= i1 || j0 >= j1) continue;
+        char *abuf = g->work + (size_t)s * g->slot_bytes;
+        char *bbuf = abuf + (size_t)(g->mc * g->kc) * g->es;
+        gemm_rect(g, i0, i1, j0, j1, abuf, bbuf);
+    }
+}
+
+/* Multiply-adds below which another thread does not pay for its wake-up. */
+#define GEMM_MACS_PER_THREAD (1 << 18)
+
+/* The thread grid: as many threads as the work deserves, arranged to keep
+ * each thread's rectangle close to square (the least packing per thread). */
+static void plan_grid(gemm_plan *g) {
+    int nt = cn_in_parallel_region() ? 1 : cn_get_num_threads();
+    double macs = (double)g->m * (double)g->n * (double)g->k;
+    int64_t want = (int64_t)(macs / GEMM_MACS_PER_THREAD);
+    if (want < nt) nt = want < 1 ? 1 : (int)want;
+    int64_t mt = cdiv(g->m, g->t->mr), nt_cols = cdiv(g->n, g->t->nr);
+    g->pm = g->pn = 1;
+    double best = -1;
+    for (int pm = 1; pm <= nt; pm++) {
+        if (nt % pm) continue;
+        int pn = nt / pm;
+        if (pm > mt || pn > nt_cols) continue;
+        double cost = (double)cdiv(mt, pm) * g->t->mr + (double)cdiv(nt_cols, pn) * g->t->nr;
+        if (best < 0 || cost < best) {
+            best = cost;
+            g->pm = pm;
+            g->pn = pn;
+        }
+    }
+}
+
+static int gemm_blocked(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
+                        int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c,
+                        int64_t ldc) {
+    gemm_plan g = {0};
+    g.t = pick_tile(dt);
+    g.es = cn_dsize(dt);
+    g.pack = dt == CN_F32 ? pack_f32 : pack_f64;
+    g.m = m, g.n = n, g.k = k;
+    g.a = a, g.b = b, g.c = c;
+    g.rsa = rsa, g.csa = csa, g.rsb = rsb, g.csb = csb, g.ldc = ldc;
+    g.kc = cdiv(k, cdiv(k, g.t->kc));
+    plan_grid(&g);
+    /* The largest blocks any rectangle uses (multiples of the tile). */
+    g.mc = imin(g.t->mc, round_up(cdiv(m, g.pm), g.t->mr));
+    g.nc = imin(g.t->nc, round_up(cdiv(n, g.pn), g.t->nr));
+    g.slot_bytes = (size_t)((g.mc + g.nc) * g.kc) * g.es;
+    g.slot_bytes = (g.slot_bytes + CN_ALIGN - 1) / CN_ALIGN * CN_ALIGN;
+    int slots = g.pm * g.pn;
+    g.work = cn_alloc(g.slot_bytes * (size_t)slots);
+    if (!g.work) return cn_failc(CN_ENOMEM, "matmul: out of memory for packing buffers");
+    cn_parallel_for(slots, 1, gemm_slots, &g);
+    cn_free(g.work);
+    return CN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matrix-vector products                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* With one side of C a single row or column, a tile would be mostly padding.
+ * dots: out[i*so] = sum_p mat[i*rs + p] * x[p] (rows with unit stride; 32
+ * partial sums, combined in a fixed order). axpy: out[j] = sum_p x[p*sx] *
+ * mat[p*rs + j] (rows of mat added into out). */
+#define DEFINE_GEMV(T, SFX)                                                                        \
+    typedef struct gemv_##SFX {                                                                    \
+        int64_t k, rs, sx, so;                                                                     \
+        const T *mat, *x;                                                                          \
+        T *out;                                                                                    \
+    } gemv_##SFX;                                                                                  \
+                                                                                                   \
+    CN_HOT static void dots_##SFX(void *ctx, int64_t i0, int64_t i1) {                             \
+        const gemv_##SFX *g = ctx;                                                                 \
+        int64_t k = g->k;                                                                          \
+        const T *restrict x = g->x;                                                                \
+        for (int64_t i = i0; i < i1; i++) {                                                        \
+            const T *restrict r = g->mat + i * g->rs;                                              \
+            T acc[32];                                                                             \
+            for (int l = 0; l < 32; l++) acc[l] = 0;                                               \
+            int64_t p = 0;                                                                         \
+            for (; p + 32 <= k; p += 32)                                                           \
+                for (int l = 0; l < 32; l++) acc[l] += r[p + l] * x[p + l];                        \
+            for (int l = 0; p < k; p++, l++) acc[l] += r[p] * x[p];                                \
+            for (int w = 16; w > 0; w /= 2)                                                        \
+                for (int l = 0; l < w; l++) acc[l] += acc[l + w];                                  \
+            g->out[i * g->so] = acc[0];                                                            \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    CN_HOT static void axpy_##SFX(void *ctx, int64_t j0, int64_t j1) {                             \
+        const gemv_##SFX *g = ctx;                                                                 \
+        T *restrict o = g->out + j0;                                                               \
+        int64_t w = j1 - j0;                                                                       \
+        for (int64_t j = 0; j < w; j++) o[j] = 0;                                                  \
+        for (int64_t p = 0; p < g->k; p++) {                                                       \
+            T xp = g->x[p * g->sx];                                                                \
+            const T *restrict r = g->mat + p * g->rs + j0;                                         \
+            for (int64_t j = 0; j < w; j++) o[j] += xp * r[j];                                     \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static int gemv_run_##SFX(bool dot_form, int64_t len, int64_t k, const T *mat, int64_t rs,     \
+                              const T *x, int64_t sx, T *out, int64_t so) {                        \
+        T *xc = NULL;                                                                              \
+        if (dot_form && sx != 1) { /* the dot loop wants x contiguous */                          \
+            xc = cn_alloc(sizeof(T) * (size_t)k);                                                  \
+            if (!xc) return cn_failc(CN_ENOMEM, "matmul: out of memory");                         \
+            for (int64_t p = 0; p < k; p++) xc[p] = x[p * sx];                                     \
+            x = xc;                                                                                \
+            sx = 1;                                                                                \
+        }                                                                                          \
+        gemv_##SFX g = {k, rs, sx, so, mat, x, out};                                               \
+        int64_t grain = imax(16, (1 << 16) / imax(k, 1));                                         \
+        if (cn_in_parallel_region()) grain = len;                                                  \
+        cn_parallel_for(len, grain, dot_form ? dots_##SFX : axpy_##SFX, &g);                       \
+        cn_free(xc);                                                                               \
+        return CN_OK;                                                                              \
+    }
+
+DEFINE_GEMV(float, f32)
+DEFINE_GEMV(double, f64)
+
+/* A product with m = 1 or n = 1 whose matrix has a unit stride: 1 if done
+ * (or failed, in *rc), 0 if the blocked GEMM should take it. */
+static int try_gemv(cn_dtype dt, int64_t m, int64_t n, int64_t k, const char *a, int64_t rsa,
+                    int64_t csa, const char *b, int64_t rsb, int64_t csb, char *c, int64_t ldc,
+                    int *rc) {
+    bool dot_form;
+    int64_t len, rs, sx, so;
+    const char *mat, *x;
+    if (n == 1 && (csa == 1 || (rsa == 1 && ldc == 1))) {
+        len = m, mat = a, x = b, sx = rsb, so = ldc;
+        dot_form = csa == 1;
+        rs = dot_form ? rsa : csa;
+    } else if (m == 1 && (rsb == 1 || csb == 1)) {
+        len = n, mat = b, x = a, sx = csa, so = 1;
+        dot_form = csb != 1;
+        rs = dot_form ? csb : rsb;
+    } else {
+        return 0;
+    }
+    if (dt == CN_F32)
+        *rc = gemv_run_f32(dot_form, len, k, (const float *)mat, rs, (const float *)x, sx,
+                           (float *)c, so);
+    else
+        *rc = gemv_run_f64(dot_form, len, k, (const double *)mat, rs, (const double *)x, sx,
+                           (double *)c, so);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Integers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Rows of C as sums of rows of B scaled by elements of A, in blocks of B that
+ * stay in cache. U is the unsigned type of the same width: products wrap, as
+ * in PyTorch, instead of overflowing (undefined for signed types). B's rows
+ * have unit stride. */
+#define IGEMM_KB 64
+#define IGEMM_NB 512
+
+typedef struct igemm {
+    int64_t n, k, rsa, csa, rsb, ldc;
+    const void *a, *b;
+    void *c;
+} igemm;
+
+#define DEFINE_IGEMM(U, SFX)                                                                       \
+    CN_HOT static void igemm_##SFX(void *ctx, int64_t i0, int64_t i1) {                            \
+        const igemm *g = ctx;                                                                      \
+        const U *a = g->a, *b = g->b;                                                              \
+        U *c = g->c;                                                                               \
+        for (int64_t jc = 0; jc < g->n; jc += IGEMM_NB) {                                          \
+            int64_t nb = imin(IGEMM_NB, g->n - jc);                                                \
+            for (int64_t i = i0; i < i1; i++)                                                      \
+                memset(c + i * g->ldc + jc, 0, sizeof(U) * (size_t)nb);                            \
+            for (int64_t pc = 0; pc < g->k; pc += IGEMM_KB) {                                      \
+                int64_t kb = imin(IGEMM_KB, g->k - pc);                                            \
+                for (int64_t i = i0; i < i1; i++) {                                                \
+                    U *restrict cr = c + i * g->ldc + jc;                                          \
+                    for (int64_t p = pc; p < pc + kb; p++) {                                       \
+                        U av = a[i * g->rsa + p * g->csa];                                         \
+                        const U *restrict br = b + p * g->rsb + jc;                                \
+                        for (int64_t j = 0; j < nb; j++) cr[j] += (U)(av * br[j]);                 \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+DEFINE_IGEMM(uint8_t, u8)
+DEFINE_IGEMM(uint32_t, u32)
+DEFINE_IGEMM(uint64_t, u64)
+
+static int gemm_int(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
+                    int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc) {
+    size_t es = cn_dsize(dt);
+    void *bc = NULL;
+    if (csb != 1 && n > 1) { /* the row loop wants B's rows contiguous */
+        bc = cn_alloc(es * (size_t)(k * n));
+        if (!bc) return cn_failc(CN_ENOMEM, "matmul: out of memory");
+        for (int64_t p = 0; p < k; p++)
+            for (int64_t j = 0; j < n; j++)
+                memcpy((char *)bc + (size_t)(p * n + j) * es,
+                       (const char *)b + (p * rsb + j * csb) * (int64_t)es, es);
+        b = bc;
+        rsb = n;
+    }
+    igemm g = {n, k, rsa, csa, rsb, ldc, a, b, c};
+    cn_range_fn fn = es == 1 ? igemm_u8 : es == 4 ? igemm_u32 : igemm_u64;
+    int64_t grain = imax(1, (1 << 16) / imax(1, n * k));
+    cn_parallel_for(m, grain, fn, &g);
+    cn_free(bc);
+    return CN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points                                                             */
+/* ------------------------------------------------------------------------ */
+
+static void zero_c(cn_dtype dt, int64_t m, int64_t n, void *c, int64_t ldc) {
+    size_t es = cn_dsize(dt);
+    for (int64_t i = 0; i < m; i++) memset((char *)c + (size_t)(i * ldc) * es, 0, es * (size_t)n);
+}
+
+/* A stride along an axis of size 1 is never used: make it 1, which lets the
+ * unit-stride paths take vectors and single rows whatever their layout. */
+static void normalize_strides(int64_t m, int64_t n, int64_t k, int64_t *rsa, int64_t *csa,
+                              int64_t *rsb, int64_t *csb) {
+    if (m == 1) *rsa = 1;
+    if (n == 1) *csb = 1;
+    if (k == 1) *csa = *rsb = 1;
+}
+
+int cn_gemm_builtin(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
+                    int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc) {
+    if (m <= 0 || n <= 0) return CN_OK;
+    normalize_strides(m, n, k, &rsa, &csa, &rsb, &csb);
+    if (k <= 0) {
+        zero_c(dt, m, n, c, ldc);
+        return CN_OK;
+    }
+    if (dt == CN_F32 || dt == CN_F64) {
+        int rc = CN_OK;
+        if (try_gemv(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, &rc)) return rc;
+        return gemm_blocked(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
+    }
+    if (dt == CN_I32 || dt == CN_I64 || dt == CN_U8)
+        return gemm_int(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
+    return cn_failc(CN_EUNSUPPORTED, "matmul: no kernel for %s", cn_dtype_name(dt));
+}
+
+#ifdef CN_HAVE_CBLAS
+
+/* How BLAS can read a rows x cols operand in row-major terms: CblasNoTrans
+ * (unit column stride) or CblasTrans (unit row stride) with *ld, or -1 when
+ * neither works (a stride that is negative, or rows that overlap). A stride
+ * along an axis of size 1 is never used, so it may be anything. */
+static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t *ld) {
+    if ((cs == 1 || cols == 1) && (rows == 1 || rs >= imax(1, cols))) {
+        *ld = rows == 1 ? imax(1, cols) : rs;
+        return CblasNoTrans;
+    }
+    if ((rs == 1 || rows == 1) && (cols == 1 || cs >= imax(1, rows))) {
+        *ld = cols == 1 ? imax(1, rows) : cs;
+        return CblasTrans;
+    }
+    return -1;
+}
+
+/* A row-major copy of a rows x cols operand, for BLAS. */
+static void *copy_dense(cn_dtype dt, int64_t rows, int64_t cols, const void *src, int64_t rs,
+                        int64_t cs) {
+    void *dst = cn_alloc(cn_dsize(dt) * (size_t)(rows * cols));
+    if (!dst) return cn_fail("matmul: out of memory");
+    if (dt == CN_F32) {
+        float *d = dst;
+        const float *s = src;
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) d[i * cols + j] = s[i * rs + j * cs];
+    } else {
+        double *d = dst;
+        const double *s = src;
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) d[i * cols + j] = s[i * rs + j * cs];
+    }
+    return dst;
+}
+
+static bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+static int gemm_blas(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
+                     int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc) {
+    /* The first call settles the default thread count and tells OpenBLAS. */
+    (void)cn_get_num_threads();
+    int64_t lda, ldb;
+    int ta = blas_layout(m, k, rsa, csa, &lda), tb = blas_layout(k, n, rsb, csb, &ldb);
+    void *ac = NULL, *bc = NULL;
+    if (ta < 0) {
+        if (!(ac = copy_dense(dt, m, k, a, rsa, csa))) return CN_ENOMEM;
+        a = ac, ta = CblasNoTrans, lda = k, rsa = k, csa = 1;
+    }
+    if (tb < 0) {
+        if (!(bc = copy_dense(dt, k, n, b, rsb, csb))) {
+            cn_free(ac);
+            return CN_ENOMEM;
+        }
+        b = bc, tb = CblasNoTrans, ldb = n, rsb = n, csb = 1;
+    }
+    int M = (int)m, N = (int)n, K = (int)k;
+    if (n == 1) {
+        /* c = A b: A is m x k, stored as itself (NoTrans) or as its transpose. */
+        int rows = ta == CblasNoTrans ? M : K, cols = ta == CblasNoTrans ? K : M;
+        if (dt == CN_F32)
+            cblas_sgemv(CblasRowMajor, ta, rows, cols, 1.0f, a, (int)lda, b, (int)rsb, 0.0f, c,
+                        (int)ldc);
+        else
+            cblas_dgemv(CblasRowMajor, ta, rows, cols, 1.0, a, (int)lda, b, (int)rsb, 0.0, c,
+                        (int)ldc);
+    } else if (m == 1) {
+        /* c^T = B^T a^T: B is k x n; B^T is read with the opposite flag. */
+        int tr = tb == CblasNoTrans ? CblasTrans : CblasNoTrans;
+        int rows = tb == CblasNoTrans ? K : N, cols = tb == CblasNoTrans ? N : K;
+        if (dt == CN_F32)
+            cblas_sgemv(CblasRowMajor, tr, rows, cols, 1.0f, b, (int)ldb, a, (int)csa, 0.0f, c,
+                        1);
+        else
+            cblas_dgemv(CblasRowMajor, tr, rows, cols, 1.0, b, (int)ldb, a, (int)csa, 0.0, c, 1);
+    } else if (dt == CN_F32) {
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c,
+                    (int)ldc);
+    } else {
+        cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a, (int)lda, b, (int)ldb, 0.0, c,
+                    (int)ldc);
+    }
+    cn_free(ac);
+    cn_free(bc);
+    return CN_OK;
+}
+
+/* OpenBLAS runs products up to this many multiply-adds on the calling thread
+ * (GEMM_MULTITHREAD_THRESHOLD 4 x 65536) and larger ones on its own threads,
+ * which a caller already on the pool must not start. */
+#define BLAS_SERIAL_MACS (1 << 18)
+
+/* BLAS takes int sizes, and vectors (gemv) with positive increments. */
+static bool blas_can(int64_t m, int64_t n, int64_t k, int64_t rsa, int64_t csa, int64_t rsb,
+                     int64_t csb, int64_t ldc) {
+    if (cn_in_parallel_region() && (double)m * (double)n * (double)k > BLAS_SERIAL_MACS)
+        return false;
+    if (!fits_int(m) || !fits_int(n) || !fits_int(k) || !fits_int(ldc)) return false;
+    if (!fits_int(imax(imax(iabs(rsa), iabs(csa)), imax(iabs(rsb), iabs(csb))))) return false;
+    if (n == 1 && (rsb < 1 || ldc < 1)) return false;
+    if (m == 1 && n != 1 && csa < 1) return false;
+    return true;
+}
+
+#endif
+
+int cn_gemm(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa, int64_t csa,
+            const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc) {
+    normalize_strides(m, n, k, &rsa, &csa, &rsb, &csb);
+#ifdef CN_HAVE_CBLAS
+    if ((dt == CN_F32 || dt == CN_F64) && m > 0 && n > 0 && k > 0 &&
+        blas_can(m, n, k, rsa, csa, rsb, csb, ldc))
+        return gemm_blas(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
+#endif
+    return cn_gemm_builtin(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
+}

@@ -1,0 +1,37 @@
+/* Helpers shared by the gradient rules. They use the public ops, so they work
+ * on eager and symbolic tensors alike and are differentiable themselves. */
+#include "op.h"
+
+cn_tensor *cn_sum_to(cn_tensor *g, int ndim, const int64_t *shape) {
+    if (!g) return NULL;
+    int lead = g->ndim - ndim;
+    if (lead < 0) return cn_fail("sum_to: gradient of rank %d for a tensor of rank %d", g->ndim, ndim);
+    int axes[CN_MAX_DIMS], n = 0;
+    for (int i = 0; i < lead; i++) axes[n++] = i;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 1 && g->shape[i + lead] != 1) axes[n++] = i + lead;
+    if (n == 0) return lead == 0 ? cn_scope_add(cn_retain(g)) : cn_reshape(g, ndim, shape);
+    cn_tensor *s = cn_sum(g, axes, n, true);
+    if (lead == 0) return s;
+    return cn_reshape(s, ndim, shape);
+}
+
+cn_tensor *cn_unreduce(cn_tensor *g, const cn_tensor *x, const cn_attrs *a, bool keepdim) {
+    if (!g) return NULL;
+    if (!keepdim && a->nlist > 0) {
+        int64_t kshape[CN_MAX_DIMS];
+        bool red[CN_MAX_DIMS] = {false};
+        for (int i = 0; i < a->nlist; i++) red[a->list[i]] = true;
+        int k = 0;
+        for (int i = 0; i < x->ndim; i++) kshape[i] = red[i] ? 1 : g->shape[k++];
+        g = cn_reshape(g, x->ndim, kshape);
+    }
+    return cn_expand(g, x->ndim, x->shape);
+}
+
+cn_tensor *cn_zeros_like_op(cn_tensor *t) {
+    if (!t) return NULL;
+    cn_attrs a = {0};
+    a.i[0] = -1;
+    return cn_op_apply(CN_OP_full_like, &t, 1, &a);
+}

@@ -1,0 +1,96 @@
+/* softmax and log_softmax along one axis, and cumsum. Attribute: i[0] =
+ * axis (infer makes it non-negative).
+ *
+ * softmax and log_softmax are float functions (integer inputs compute in
+ * f32) and subtract the max of each line first, so large inputs do not
+ * overflow; a line of -inf gives NaN, as in PyTorch. cumsum keeps float
+ * dtypes (summing in double) and turns integers and bools into i64. */
+#include "op.h"
+
+#include "../backend/cpu/reduce.h"
+
+static int axis_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a,
+                      cn_meta *m) {
+    (void)nin;
+    const cn_tensor *x = in[0];
+    int ax = cn_norm_axis(op->name, (int)a->i[0], x->ndim);
+    if (ax < 0) return CN_EINVAL;
+    a->i[0] = ax;
+    m->dtype = (cn_dtype)x->dtype;
+    if (!cn_dtype_is_float(m->dtype)) m->dtype = CN_I64; /* cumsum; softmax gets floats */
+    m->ndim = x->ndim;
+    memcpy(m->shape, x->shape, sizeof m->shape);
+    return CN_OK;
+}
+
+static int softmax_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
+                          cn_tensor *out) {
+    (void)nin;
+    return cn_cpu_softmax(op->name, op->impl != NULL, out, in[0], (int)a->i[0]);
+}
+
+static const bool is_log = true;
+
+const cn_op_def cn_opdef_softmax = {
+    .name = "softmax",
+    .ninputs = 1,
+    .flags = CN_OPF_FLOAT_MATH,
+    .attrs = {{"axis", CN_ATTR_INT, 0, -1}},
+    .infer = axis_infer,
+    .cpu = softmax_kernel,
+    .onnx = "Softmax",
+    .doc = "y = exp(x - max) / sum(exp(x - max)) along axis",
+};
+
+const cn_op_def cn_opdef_log_softmax = {
+    .name = "log_softmax",
+    .ninputs = 1,
+    .flags = CN_OPF_FLOAT_MATH,
+    .attrs = {{"axis", CN_ATTR_INT, 0, -1}},
+    .infer = axis_infer,
+    .cpu = softmax_kernel,
+    .onnx = "LogSoftmax",
+    .impl = &is_log, /* set: the log form */
+    .doc = "y = x - max - log(sum(exp(x - max))) along axis",
+};
+
+static int cumsum_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
+                         cn_tensor *out) {
+    (void)nin;
+    cn_tensor *x = in[0], *w = NULL;
+    if (!cn_dtype_is_float((cn_dtype)x->dtype) && x->dtype != CN_I64) {
+        cn_attrs ca = {0};
+        ca.i[0] = CN_I64;
+        w = cn_op_run(CN_OP_cast, &x, 1, &ca);
+        if (!w) return CN_ENOMEM;
+        x = w;
+    }
+    int r = cn_cpu_cumsum(op->name, out, x, (int)a->i[0]);
+    cn_release(w);
+    return r;
+}
+
+const cn_op_def cn_opdef_cumsum = {
+    .name = "cumsum",
+    .ninputs = 1,
+    .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
+    .infer = axis_infer,
+    .cpu = cumsum_kernel,
+    .onnx = "CumSum",
+    .doc = "y[i] = x[0] + ... + x[i] along axis (integers and bools: i64)",
+};
+
+static cn_tensor *axis_apply(cn_op_id id, cn_tensor *x, int axis) {
+    if (!x) return NULL;
+    cn_attrs a = {0};
+    a.i[0] = axis;
+    return cn_op_apply(id, &x, 1, &a);
+}
+
+cn_tensor *cn_softmax(cn_tensor *x, int axis) { return axis_apply(CN_OP_softmax, x, axis); }
+
+cn_tensor *cn_log_softmax(cn_tensor *x, int axis) {
+    return axis_apply(CN_OP_log_softmax, x, axis);
+}
+
+cn_tensor *cn_cumsum(cn_tensor *x, int axis) { return axis_apply(CN_OP_cumsum, x, axis); }
