@@ -122,6 +122,12 @@ void cn_clear_error(void);
 int cn_set_num_threads(int n);
 int cn_get_num_threads(void);
 
+/* Memory: tensor buffers are cached for reuse once freed (at most
+ * CN_ALLOC_CACHE_MB megabytes, default 1024; 0 turns the cache off).
+ * cn_empty_cache returns every cached block to the system and says how many
+ * bytes that was. */
+size_t cn_empty_cache(void);
+
 /* ------------------------------------------------------------------------ */
 /* Dtypes                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -461,7 +467,8 @@ cn_tensor *cn_detach(cn_tensor *t);
 
 enum {
     CN_GRAD_RETAIN_GRAPH = 1 << 0, /* keep the record for another backward */
-    CN_GRAD_CREATE_GRAPH = 1 << 1, /* record the backward pass itself (higher order) */
+    CN_GRAD_CREATE_GRAPH = 1 << 1, /* record the backward pass itself (higher order);
+                                      implies RETAIN_GRAPH, as in PyTorch */
     CN_GRAD_ALLOW_UNUSED = 1 << 2  /* an input the outputs do not depend on gets NULL */
 };
 
@@ -478,6 +485,16 @@ int cn_backward_ex(cn_tensor *root, cn_tensor *seed, unsigned flags);
  * gradient subgraph. */
 int cn_grad(cn_tensor *const *outputs, cn_tensor *const *seeds, int noutputs,
             cn_tensor *const *inputs, int ninputs, cn_tensor **grads, unsigned flags);
+
+/* Gradient clipping, in place on the .grad of each of params (NULL entries
+ * and parameters without a gradient are skipped), as torch.nn.utils does.
+ * By value: every gradient element into [-clip, clip]. By norm: if the
+ * norm_type-norm of all gradients together (INFINITY: the largest |g|)
+ * exceeds max_norm, scale them all by max_norm / (norm + 1e-6); the norm
+ * before clipping goes to *total_norm (may be NULL). */
+int cn_clip_grad_value(cn_tensor *const *params, int n, double clip);
+int cn_clip_grad_norm(cn_tensor *const *params, int n, double max_norm, double norm_type,
+                      double *total_norm);
 
 /* Forward mode. Inside a dual region, a tensor given a tangent with
  * cn_set_tangent propagates one through every op (jvp rules), readable with
@@ -534,11 +551,416 @@ cn_program *cn_compile(cn_graph *g, cn_tensor *const *outputs, int noutputs,
 void cn_program_free(cn_program *p);
 /* The placeholders the program needs, in a fixed order. */
 int cn_program_num_inputs(const cn_program *p);
+/* How many op applications one run executes. */
+int cn_program_num_steps(const cn_program *p);
 cn_tensor *cn_program_input(const cn_program *p, int i);
 /* Feed values[i] to placeholders[i] (every input must be fed), run, and put
  * the outputs (owned by the current scope) into outputs[0..noutputs). */
 int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
            cn_tensor **outputs, int noutputs);
+
+/* ------------------------------------------------------------------------ */
+/* Data: datasets from files, and a batching loader                         */
+/* ------------------------------------------------------------------------ */
+/* The readers never abort on a bad file: they return NULL (or a negative
+ * status) and cn_last_error() names the file and what is wrong with it
+ * (missing, truncated, corrupt, which line and column). Results go to the
+ * current scope. */
+
+/* An IDX file (the MNIST family), plain or gzip-compressed (recognised by its
+ * content, not its name; gzip needs a build with zlib). The tensor has the
+ * header's shape and element type: unsigned byte -> u8; signed byte, short
+ * and int -> i32; float -> f32; double -> f64. */
+cn_tensor *cn_load_idx(const char *path);
+
+/* Fashion-MNIST (or MNIST) from dir (NULL: /usr/share/datasets/fashion-mnist):
+ * the training set (train = true, 60000 images) or the test set (10000).
+ * images: f32 [N, 1, 28, 28] scaled to [0, 1]; labels: i64 [N]. The files are
+ * {train,t10k}-{images-idx3,labels-idx1}-ubyte, with or without ".gz". */
+int cn_load_fashion_mnist(const char *dir, bool train, cn_tensor **images, cn_tensor **labels);
+
+/* Images through stb_image / stb_image_write. A build without stb fails with
+ * "built without stb". */
+typedef enum cn_image_layout {
+    CN_IMAGE_HWC = 0, /* [height, width, channels], as stored in files */
+    CN_IMAGE_CHW      /* [channels, height, width], as convolutions take them */
+} cn_image_layout;
+/* PNG, JPEG, BMP (and GIF, TGA, PSD, HDR, PNM) -> u8 (0..255) or f32 (scaled
+ * to [0, 1]) in the given layout. channels: 0 keeps the file's, 1 to 4
+ * converts (grey, grey + alpha, RGB, RGBA). */
+cn_tensor *cn_load_image(const char *path, int channels, cn_image_layout layout, cn_dtype dt);
+/* Writes PNG, JPEG or BMP, chosen by the extension (.png, .jpg/.jpeg, .bmp).
+ * img: [H, W] (grey) or rank 3 in the given layout with 1 to 4 channels; u8,
+ * or float with values in [0, 1] (scaled by 255, rounded and clamped).
+ * jpeg_quality: 1 to 100 (0: 90). */
+int cn_save_image(const char *path, const cn_tensor *img, cn_image_layout layout, int jpeg_quality);
+
+/* CSV with numeric cells -> a 2-D tensor [rows, columns]. Blank lines are
+ * skipped; cells may be quoted and padded with spaces; "nan" and "inf" are
+ * read for float dtypes. */
+enum { CN_CSV_HEADER_AUTO = 0, CN_CSV_HEADER_YES, CN_CSV_HEADER_NO };
+typedef struct cn_csv_opts {
+    char delimiter; /* 0: ',' */
+    int header;     /* CN_CSV_HEADER_*: AUTO skips a first row with a cell that does
+                       not start like a number ("x", "label") */
+    cn_dtype dtype; /* f32 (the zero value), f64, i32 or i64 */
+} cn_csv_opts;
+cn_tensor *cn_load_csv(const char *path, const cn_csv_opts *opts); /* opts may be NULL */
+
+/* NumPy .npy files (format versions 1, 2 and 3): f32, f64, f16, i32, i64,
+ * u8 and bool, either byte order, C or Fortran order (read into C order).
+ * Writing is atomic (see cn_save_safetensors) and in C order; bf16 has no
+ * NumPy dtype and is refused. */
+cn_tensor *cn_load_npy(const char *path);
+int cn_save_npy(const char *path, const cn_tensor *t);
+
+/* A loader over a dataset of tensors whose first axis is the sample: each
+ * call to cn_loader_next gives one batch from every tensor (the same samples
+ * in each). With shuffle, epoch e visits the samples in a permutation drawn
+ * from (seed, e) with the Philox generator; random transforms draw from
+ * (seed, e, sample), so batches depend only on the seed and the epoch, never
+ * on the thread count, the prefetching or the global generator. With
+ * prefetch 1 or 2, that many batches are prepared ahead on a background
+ * thread. The dataset tensors are retained and must not be changed while the
+ * loader lives. */
+typedef struct cn_loader cn_loader;
+typedef struct cn_loader_opts {
+    int64_t batch_size; /* > 0 */
+    bool shuffle;
+    bool drop_last;     /* drop a last batch smaller than batch_size (else keep it) */
+    uint64_t seed;
+    int prefetch;       /* 0: prepare each batch in cn_loader_next; 1 or 2: ahead */
+} cn_loader_opts;
+cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loader_opts *opts);
+void cn_loader_free(cn_loader *l);
+/* Transforms of dataset tensor `which`, applied per sample in the order they
+ * are added, before the first batch. Samples are [C, H, W] or [H, W] (C = 1);
+ * crops and flips work on any dtype, normalise gives f32. */
+/* (x - mean[c]) / std[c]; n is C, or 1 for every channel. */
+int cn_loader_normalize(cn_loader *l, int which, const double *mean, const double *std, int n);
+/* Pad H and W by `padding` zeros on each side, then cut a random
+ * height x width window (torchvision's RandomCrop). */
+int cn_loader_random_crop(cn_loader *l, int which, int64_t height, int64_t width, int64_t padding);
+/* Mirror the W axis with probability p. */
+int cn_loader_random_hflip(cn_loader *l, int which, double p);
+/* Batches per epoch. */
+int64_t cn_loader_num_batches(const cn_loader *l);
+/* The next batch into batch[0..ntensors) (owned by the current scope):
+ * returns 1, or 0 at the end of an epoch (the next call starts the next
+ * epoch), or a negative status. */
+int cn_loader_next(cn_loader *l, cn_tensor **batch);
+/* Restart at the beginning of epoch e (e.g. to resume training). */
+int cn_loader_set_epoch(cn_loader *l, int64_t epoch);
+int64_t cn_loader_epoch(const cn_loader *l);
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints: safetensors                                                 */
+/* ------------------------------------------------------------------------ */
+/* The safetensors format (8-byte little-endian header length, a JSON header
+ * with dtype, shape and data_offsets per name plus an optional
+ * "__metadata__" map of strings, then the raw little-endian data), readable
+ * by the Python safetensors package and others. */
+
+/* Writes n tensors (any layout) under names (NULL: each tensor's cn_get_name,
+ * which must then be set), with nmeta metadata strings. The write is atomic:
+ * the file is written as path.tmp.* in the same directory, flushed and
+ * fsync'ed, then renamed over path and the directory fsync'ed, so a crash at
+ * any moment leaves the previous file or the new one, complete. */
+int cn_save_safetensors(const char *path, const char *const *names, cn_tensor *const *tensors,
+                        int n, const char *const *meta_keys, const char *const *meta_values,
+                        int nmeta);
+
+/* A loaded checkpoint: its tensors and metadata in file order. */
+typedef struct cn_checkpoint cn_checkpoint;
+cn_checkpoint *cn_load_safetensors(const char *path);
+void cn_checkpoint_free(cn_checkpoint *c); /* releases its tensors (retain to keep one) */
+int cn_checkpoint_count(const cn_checkpoint *c);
+const char *cn_checkpoint_name(const cn_checkpoint *c, int i);
+/* Borrowed: valid until cn_checkpoint_free (cn_retain to keep). */
+cn_tensor *cn_checkpoint_tensor(const cn_checkpoint *c, int i);
+/* By name; NULL and an error naming it if absent. */
+cn_tensor *cn_checkpoint_find(const cn_checkpoint *c, const char *name);
+int cn_checkpoint_metadata_count(const cn_checkpoint *c);
+const char *cn_checkpoint_metadata_key(const cn_checkpoint *c, int i);
+const char *cn_checkpoint_metadata_value(const cn_checkpoint *c, int i);
+/* The value stored under key, or NULL. */
+const char *cn_checkpoint_metadata(const cn_checkpoint *c, const char *key);
+
+enum {
+    CN_CKPT_ALLOW_MISSING = 1 << 0,   /* names absent from the file are left unchanged */
+    CN_CKPT_ALLOW_UNEXPECTED = 1 << 1 /* tensors of the file not asked for are ignored */
+};
+/* Load a checkpoint into existing tensors (e.g. a model's parameters; views
+ * are fine, gradients are not recorded). Every name, shape and dtype is
+ * checked before anything is written; the error lists every problem: a
+ * missing name, an unexpected name, a shape mismatch (both shapes), a dtype
+ * mismatch, a truncated file, a bad header. names NULL: the tensors' names. */
+int cn_load_safetensors_into(const char *path, const char *const *names,
+                             cn_tensor *const *tensors, int n, unsigned flags);
+
+/* ------------------------------------------------------------------------ */
+/* Neural-network modules                                                   */
+/* ------------------------------------------------------------------------ */
+/* A module is a function with state: named parameters (trainable leaves
+ * with requires_grad set), named buffers (state that is not trained, e.g.
+ * BatchNorm's running statistics) and named child modules, as in
+ * torch.nn.Module. A module owns its parameters, buffers and children;
+ * cn_module_free releases them all. Forward passes are built from public
+ * ops, so the same module computes eagerly on data and builds a static graph
+ * when given a placeholder (a batch size of -1 is fine).
+ *
+ * Parameters are always reached through the module's stored tensor
+ * pointers, never through cached data pointers: an optimiser may move a
+ * parameter's data (re-point its storage and offset in place) and the
+ * module follows.
+ *
+ * Writing a module: embed cn_module as the first member of a struct, give it
+ * a vtable, allocate it with cn_module_new and register what it owns:
+ *
+ *     typedef struct { cn_module base; } mlp;
+ *     static cn_tensor *mlp_forward(cn_module *m, cn_tensor *x) {
+ *         x = cn_relu(cn_module_forward(cn_module_child(m, "fc1"), x));
+ *         return cn_module_forward(cn_module_child(m, "fc2"), x);
+ *     }
+ *     static const cn_module_vtable mlp_vt = {"MLP", mlp_forward, NULL};
+ *     cn_module *m = cn_module_new(&mlp_vt, sizeof(mlp));
+ *     cn_module_add_child(m, "fc1", cn_nn_linear(784, 100, true));
+ *     cn_module_add_child(m, "fc2", cn_nn_linear(100, 10, true));
+ */
+typedef struct cn_module cn_module;
+
+typedef struct cn_module_vtable {
+    const char *type; /* "Linear", "MLP", ... */
+    /* The output, owned by the current scope (or NULL after cn_fail). */
+    cn_tensor *(*forward)(cn_module *m, cn_tensor *x);
+    /* Releases what the module itself allocated beyond what it registered
+     * (may be NULL). Parameters, buffers, children and the struct are freed
+     * by cn_module_free. */
+    void (*free_impl)(cn_module *m);
+} cn_module_vtable;
+
+typedef struct cn_named_tensor {
+    char *name;
+    cn_tensor *t;
+} cn_named_tensor;
+
+typedef struct cn_named_module {
+    char *name;
+    cn_module *m;
+} cn_named_module;
+
+struct cn_module {
+    const cn_module_vtable *vt;
+    bool training; /* true after cn_module_new; see cn_module_train */
+    /* In registration order (read them; add with cn_module_add_*). */
+    int nparams, nbuffers, nchildren;
+    cn_named_tensor *params;
+    cn_named_tensor *buffers;
+    cn_named_module *children;
+    int cap_params, cap_buffers, cap_children;
+};
+
+/* A zeroed module struct of `size` bytes (>= sizeof(cn_module)), in training
+ * mode, freed by cn_module_free. */
+cn_module *cn_module_new(const cn_module_vtable *vt, size_t size);
+/* Register a parameter (a float leaf; requires_grad is set), a buffer, or a
+ * child. Names are unique within a module and contain no '.'. Tensors are
+ * retained (the caller's reference stays the caller's); a child is owned
+ * from then on (freed even if the call fails). */
+int cn_module_add_param(cn_module *m, const char *name, cn_tensor *t);
+int cn_module_add_buffer(cn_module *m, const char *name, cn_tensor *t);
+int cn_module_add_child(cn_module *m, const char *name, cn_module *child);
+/* This module's own parameter / child by name (borrowed), or NULL. */
+cn_tensor *cn_module_param(const cn_module *m, const char *name);
+cn_module *cn_module_child(const cn_module *m, const char *name);
+/* A parameter or buffer anywhere in the tree by its dotted state name
+ * ("layers.1.weight"), borrowed; NULL and an error if absent. */
+cn_tensor *cn_module_find(const cn_module *m, const char *name);
+const char *cn_module_type(const cn_module *m);
+
+/* m's forward on x; intermediate values the result does not need are freed
+ * before it returns. NULL x gives NULL. */
+cn_tensor *cn_module_forward(cn_module *m, cn_tensor *x);
+/* Training (true) or evaluation mode, for m and every descendant (Dropout
+ * and BatchNorm behave differently). */
+void cn_module_train(cn_module *m, bool training);
+/* Every parameter of the tree, as torch's named_parameters(): the module's
+ * own in registration order, then each child's (depth first), with dotted
+ * names ("0.weight", "layers.1.bias"); a tensor registered twice (tied
+ * weights) is listed once. *params and *names (either may be NULL) are
+ * malloc'd arrays to free() (one block each; names point into it); the
+ * tensors are borrowed from the module. Returns the count, or < 0. */
+int cn_module_parameters(const cn_module *m, cn_tensor ***params, const char ***names);
+/* Parameters and buffers, as torch's state_dict(): for each module (depth
+ * first) its parameters then its buffers; what a checkpoint holds (see
+ * cn_save_safetensors, cn_load_safetensors_into). Same ownership as above. */
+int cn_module_state(const cn_module *m, cn_tensor ***tensors, const char ***names);
+/* The number of parameter elements (tied parameters counted once). */
+int64_t cn_module_num_params(const cn_module *m);
+/* Clear every parameter's gradient. */
+void cn_module_zero_grad(cn_module *m);
+/* Free m, its children, and its references to its parameters and buffers. */
+void cn_module_free(cn_module *m);
+
+/* Layers. Parameters are f32 and initialised as PyTorch 1.13 does, from the
+ * library's generator (cn_manual_seed). Constructors return NULL (and an
+ * error) for bad sizes. Inputs are batched as in PyTorch ([N, ...]); shapes
+ * below omit N where PyTorch accepts unbatched input too. */
+
+/* y = x W^T + b. x: [..., in]; weight [out, in], bias [out]. */
+cn_module *cn_nn_linear(int64_t in_features, int64_t out_features, bool bias);
+/* Flatten axes start..end (PyTorch's nn.Flatten: 1, -1). */
+cn_module *cn_nn_flatten(int start_axis, int end_axis);
+cn_module *cn_nn_identity(void);
+/* Activations (no parameters). */
+cn_module *cn_nn_relu(void);
+cn_module *cn_nn_tanh(void);
+cn_module *cn_nn_sigmoid(void);
+cn_module *cn_nn_gelu(bool approximate);
+cn_module *cn_nn_silu(void);
+cn_module *cn_nn_leaky_relu(double negative_slope);
+cn_module *cn_nn_elu(double alpha);
+cn_module *cn_nn_softplus(double beta, double threshold);
+cn_module *cn_nn_softmax(int axis);
+cn_module *cn_nn_log_softmax(int axis);
+/* Modules applied in order; children named "0", "1", ... . Takes ownership
+ * of the n modules in every case (a NULL among them frees the others and
+ * fails, so constructors can be nested). */
+cn_module *cn_nn_sequential(cn_module *const *modules, int n);
+int cn_nn_sequential_append(cn_module *seq, cn_module *m); /* owns m */
+
+/* Dropout: in training mode each element is zeroed with probability p and
+ * the rest scaled by 1 / (1 - p) (drawn from the library's generator); in
+ * evaluation mode, and for p = 0, the identity. */
+cn_tensor *cn_dropout(cn_tensor *x, double p, bool training);
+cn_module *cn_nn_dropout(double p);
+
+/* A lookup table: weight [num, dim] ~ N(0, 1); x: integer indices of any
+ * shape -> [..., dim]. padding_idx (CN_NO_PADDING for none; negative counts
+ * from the end) names a row that starts at zero and gets no gradient. */
+#define CN_NO_PADDING INT64_MIN
+cn_module *cn_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx);
+
+/* Batch normalisation over [N, C] or [N, C, L] (1d) and [N, C, H, W] (2d):
+ * in training mode, batch statistics (biased variance to normalise), and the
+ * running mean and variance (unbiased) updated as
+ * running = (1 - momentum) * running + momentum * batch; in evaluation mode
+ * the running statistics. Parameters weight (ones) and bias (zeros); buffers
+ * running_mean, running_var, num_batches_tracked (i64). The running update
+ * happens in eager mode only: a static graph of a module in training mode
+ * normalises with batch statistics but does not update its buffers. */
+typedef struct cn_batch_norm_opts {
+    double eps;            /* 0: 1e-5 */
+    double momentum;       /* 0: 0.1; negative: a cumulative average (momentum=None) */
+    bool no_affine;        /* no weight and bias */
+    bool no_running_stats; /* always batch statistics (track_running_stats=False) */
+} cn_batch_norm_opts;
+cn_module *cn_nn_batch_norm1d(int64_t num_features, const cn_batch_norm_opts *opts);
+cn_module *cn_nn_batch_norm2d(int64_t num_features, const cn_batch_norm_opts *opts);
+/* Normalise over the last ndim axes (normalized_shape), then, if affine,
+ * multiply by weight (ones) and add bias (zeros), both of that shape. */
+cn_module *cn_nn_layer_norm(int ndim, const int64_t *normalized_shape, double eps, bool affine);
+
+/* Recurrent layers, unrolled through time with ops, with PyTorch's gate
+ * order, parameter names and shapes: weight_ih_l{k}[_reverse] [G*H, in],
+ * weight_hh_l{k} [G*H, H], bias_ih_l{k}, bias_hh_l{k} [G*H], G = 1 (RNN),
+ * 4 (LSTM: i, f, g, o) or 3 (GRU: r, z, n), all ~ U(-1/sqrt(H), 1/sqrt(H)).
+ * Input [T, N, in] ([N, T, in] with batch_first; [T, in] unbatched); output
+ * [T, N, D*H] (D = 2 if bidirectional), h_n and c_n [L*D, N, H]. */
+typedef struct cn_rnn_opts {
+    int num_layers;     /* 0: 1 */
+    bool relu;          /* RNN only: relu instead of tanh */
+    bool no_bias;
+    bool batch_first;
+    bool bidirectional;
+    double dropout;     /* on each layer's output but the last, in training mode */
+} cn_rnn_opts;
+cn_module *cn_nn_rnn(int64_t input_size, int64_t hidden_size, const cn_rnn_opts *opts);
+cn_module *cn_nn_lstm(int64_t input_size, int64_t hidden_size, const cn_rnn_opts *opts);
+cn_module *cn_nn_gru(int64_t input_size, int64_t hidden_size, const cn_rnn_opts *opts);
+/* The full recurrent forward: h0 (and c0 for LSTM) may be NULL (zeros);
+ * *h_n and *c_n may be NULL pointers when not wanted (c_n is LSTM only).
+ * cn_module_forward gives the output alone. */
+int cn_rnn_forward(cn_module *m, cn_tensor *x, cn_tensor *h0, cn_tensor *c0, cn_tensor **output,
+                   cn_tensor **h_n, cn_tensor **c_n);
+
+/* ------------------------------------------------------------------------ */
+/* Losses                                                                   */
+/* ------------------------------------------------------------------------ */
+/* Functions of (prediction, target), built from ops (so they differentiate
+ * and trace like any other), as in torch.nn.functional. */
+
+typedef enum cn_reduction {
+    CN_REDUCTION_MEAN = 0, /* PyTorch's default */
+    CN_REDUCTION_SUM,
+    CN_REDUCTION_NONE      /* the per-element (or per-sample) losses */
+} cn_reduction;
+
+/* (input - target)^2 and |input - target|; the two broadcast together. */
+cn_tensor *cn_mse_loss(cn_tensor *input, cn_tensor *target, cn_reduction reduction);
+cn_tensor *cn_l1_loss(cn_tensor *input, cn_tensor *target, cn_reduction reduction);
+
+/* Classification: logits (or log-probabilities for nll) [N, C] or
+ * [N, C, d1, ...] ([C] unbatched), target integer class indices [N] or
+ * [N, d1, ...]. label_smoothing e in [0, 1] mixes the target with the
+ * uniform distribution (PyTorch's formula: (1 - e) * nll + e * mean over
+ * classes of -log p). The mean is over the samples (weighted by weight[target]
+ * when weights are given); ignored targets count nowhere except in the
+ * label-smoothing term's plain mean, as in PyTorch 1.13. */
+cn_tensor *cn_cross_entropy(cn_tensor *logits, cn_tensor *target, cn_reduction reduction,
+                            double label_smoothing);
+cn_tensor *cn_nll_loss(cn_tensor *log_probs, cn_tensor *target, cn_reduction reduction);
+typedef struct cn_class_loss_opts {
+    cn_reduction reduction;
+    double label_smoothing; /* cross_entropy only */
+    cn_tensor *weight;      /* [C] per-class weights, or NULL */
+    bool use_ignore_index;  /* targets equal to ignore_index add nothing */
+    int64_t ignore_index;
+} cn_class_loss_opts;
+cn_tensor *cn_cross_entropy_ex(cn_tensor *logits, cn_tensor *target, const cn_class_loss_opts *opts);
+cn_tensor *cn_nll_loss_ex(cn_tensor *log_probs, cn_tensor *target, const cn_class_loss_opts *opts);
+
+/* Binary cross-entropy of logits x and targets y in [0, 1], computed stably
+ * as max(x, 0) - x y + log(1 + e^-|x|); pos_weight (NULL: 1) weights the
+ * positive term (broadcast against x, e.g. [C] for [N, C]). */
+cn_tensor *cn_bce_with_logits(cn_tensor *x, cn_tensor *y, cn_tensor *pos_weight,
+                              cn_reduction reduction);
+/* Binary cross-entropy of probabilities p: -(y log p + (1 - y) log(1 - p)),
+ * each log clamped at -100 as in PyTorch. */
+cn_tensor *cn_bce_loss(cn_tensor *p, cn_tensor *y, cn_reduction reduction);
+
+/* ------------------------------------------------------------------------ */
+/* Initialisers                                                             */
+/* ------------------------------------------------------------------------ */
+/* In place on a float tensor (a parameter is fine: no gradient is
+ * recorded), drawing from the library's generator; as torch.nn.init. Fans
+ * of a tensor of rank >= 2: fan_in = shape[1] * receptive field, fan_out =
+ * shape[0] * receptive field (the product of shape[2:]). */
+
+typedef enum cn_nonlinearity {
+    CN_NL_LINEAR = 0, /* also conv and sigmoid: gain 1 */
+    CN_NL_SIGMOID,
+    CN_NL_TANH,       /* 5/3 */
+    CN_NL_RELU,       /* sqrt(2) */
+    CN_NL_LEAKY_RELU, /* sqrt(2 / (1 + a^2)) */
+    CN_NL_SELU        /* 3/4 */
+} cn_nonlinearity;
+typedef enum cn_fan_mode { CN_FAN_IN = 0, CN_FAN_OUT } cn_fan_mode;
+
+/* torch.nn.init.calculate_gain (param: leaky_relu's slope). */
+double cn_init_gain(cn_nonlinearity nl, double param);
+int cn_init_fans(const cn_tensor *t, int64_t *fan_in, int64_t *fan_out);
+int cn_init_uniform_(cn_tensor *t, double lo, double hi);
+int cn_init_normal_(cn_tensor *t, double mean, double std);
+int cn_init_constant_(cn_tensor *t, double value);
+int cn_init_zeros_(cn_tensor *t);
+int cn_init_ones_(cn_tensor *t);
+/* U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)); N(0, gain * sqrt(2 / (fan_in + fan_out))). */
+int cn_init_xavier_uniform_(cn_tensor *t, double gain);
+int cn_init_xavier_normal_(cn_tensor *t, double gain);
+/* std = gain(nl, a) / sqrt(fan); uniform bound sqrt(3) * std. */
+int cn_init_kaiming_uniform_(cn_tensor *t, double a, cn_fan_mode mode, cn_nonlinearity nl);
+int cn_init_kaiming_normal_(cn_tensor *t, double a, cn_fan_mode mode, cn_nonlinearity nl);
 
 #ifdef __cplusplus
 }

@@ -56,10 +56,10 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-apt_install() { apt-get install -y --no-install-recommends "$@"; }
+apt_install() { apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=600 "$@"; }
 
 echo "setup: installing $miss_req${miss_req:+ }$miss_opt"
-if ! apt-get update; then
+if ! apt-get update -o DPkg::Lock::Timeout=600; then
     [ -n "$miss_req" ] && { echo "setup: apt-get update failed" >&2; exit 1; }
     echo "setup: apt-get update failed; skipping the optional packages" >&2
     exit 0

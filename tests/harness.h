@@ -190,7 +190,7 @@ static inline cn_tensor *th_make(cn_dtype dt, int ndim, const int64_t *shape, co
     switch (layout) {
     case TH_TRANSPOSED:
     case TH_MIXED: {
-        int64_t rshape[CN_MAX_DIMS];
+        int64_t rshape[CN_MAX_DIMS] = {0};
         int perm[CN_MAX_DIMS];
         for (int i = 0; i < ndim; i++) {
             rshape[i] = shape[ndim - 1 - i];
@@ -208,7 +208,7 @@ static inline cn_tensor *th_make(cn_dtype dt, int ndim, const int64_t *shape, co
         break;
     }
     case TH_STRIDED: {
-        int64_t bshape[CN_MAX_DIMS];
+        int64_t bshape[CN_MAX_DIMS] = {0};
         for (int i = 0; i < ndim; i++) bshape[i] = shape[i] * 2;
         t = cn_zeros(dt, ndim, bshape);
         for (int i = 0; i < ndim; i++) t = cn_slice(t, i, 1, CN_END, 2);

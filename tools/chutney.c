@@ -1,16 +1,25 @@
-/* The chutney command-line program. */
-#include <chutney.h>
+/* The chutney command-line program: a table of commands. */
+#include "tools.h"
 
 #include <stdio.h>
 #include <string.h>
 
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"ops", cn_tool_ops, "list the op table (--markdown: the text of docs/ops.md)"},
+};
+#define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
+
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: chutney <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  --version      print the version and the build configuration\n"
-            "  --help         print this help\n");
+    fprintf(f, "usage: chutney <command> [options]\n\ncommands:\n");
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "  %-12s %s\n", "--version", "print the version and the build configuration");
+    fprintf(f, "  %-12s %s\n", "--help", "print this help");
 }
 
 int main(int argc, char **argv) {
@@ -19,13 +28,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-        printf("chutney %s\n%s\n", cn_version(), cn_build_info());
+        printf("%s\n", cn_build_info());
         return 0;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return 0;
     }
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "chutney: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -1,25 +1,179 @@
-/* Host memory: aligned blocks and the ref-counted storage that owns them. */
+/* Host memory: aligned blocks and the ref-counted storage that owns them.
+ *
+ * Blocks are cached. Eager code frees a result buffer of the same size as the
+ * next op wants, thousands of times per second; malloc/free of small blocks
+ * was half the cost of a tiny op, and every large block that glibc mmaps is
+ * page-faulted in again on each training step. So freed blocks go to per-size
+ * free lists (four size classes per power of two, at most 25% slack) and are
+ * handed out again; the cache holds at most CN_ALLOC_CACHE_MB (default 1024)
+ * megabytes, beyond which blocks go back to the system. cn_empty_cache()
+ * returns everything. Under AddressSanitizer the cache is off, so the
+ * sanitizer sees every use after free. */
 #include "core.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
-void *cn_alloc(size_t nbytes) {
+#if defined(__SANITIZE_ADDRESS__)
+#define CN_ALLOC_CACHE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CN_ALLOC_CACHE 0
+#endif
+#endif
+#ifndef CN_ALLOC_CACHE
+#define CN_ALLOC_CACHE 1
+#endif
+
+/* Each block starts with a header of CN_ALIGN bytes holding its size class,
+ * so cn_free needs no size. */
+typedef struct block_header {
+    struct block_header *next; /* free-list link while cached */
+    size_t size;               /* usable bytes after the header */
+    int cls;                   /* size class, or -1 for uncached sizes */
+} block_header;
+_Static_assert(sizeof(block_header) <= CN_ALIGN, "block header fits in one alignment unit");
+
+#define NCLASSES 160 /* 64 B .. beyond 2^40: every size we can meet */
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static block_header *free_lists[NCLASSES];
+static size_t cached_bytes, cache_limit;
+static bool cache_limit_read;
+
+/* Size class of n bytes (n >= 1): classes 0..3 are 64, 80, 96, 112 bytes and
+ * so on up: four steps per power of two. */
+static int size_class(size_t n, size_t *rounded) {
+    if (n <= 64) {
+        *rounded = 64;
+        return 0;
+    }
+    int p = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^p < n <= 2^(p+1) */
+    size_t base = (size_t)1 << p, step = base / 4;
+    size_t k = (n - base + step - 1) / step; /* 1..4 */
+    *rounded = base + k * step;
+    /* 2^6 = 64 is class 0; 2^p + k*step is class 4*(p-6) + k. */
+    return 4 * (p - 6) + (int)k;
+}
+
+static size_t read_cache_limit(void) {
+    const char *s = getenv("CN_ALLOC_CACHE_MB");
+    long mb = 1024;
+    if (s && *s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (*end == '\0' && v >= 0) mb = v;
+    }
+    return (size_t)mb << 20;
+}
+
+static void *system_block(size_t size, int cls) {
     void *p = NULL;
+    if (posix_memalign(&p, CN_ALIGN, size + CN_ALIGN) != 0) return NULL;
+    block_header *h = p;
+    h->size = size;
+    h->cls = cls;
+    h->next = NULL;
+    return (char *)p + CN_ALIGN;
+}
+
+void *cn_alloc(size_t nbytes) {
     /* Round up so SIMD loops may read a whole vector past a short tail. */
     size_t n = (nbytes + CN_ALIGN - 1) / CN_ALIGN * CN_ALIGN;
     if (n == 0) n = CN_ALIGN;
-    if (posix_memalign(&p, CN_ALIGN, n) != 0) return NULL;
-    return p;
+    if (n < nbytes) return NULL; /* overflow */
+    if (!CN_ALLOC_CACHE) return system_block(n, -1);
+    size_t rounded;
+    int cls = size_class(n, &rounded);
+    if (cls >= NCLASSES) return system_block(n, -1);
+    pthread_mutex_lock(&cache_lock);
+    block_header *h = free_lists[cls];
+    if (h) {
+        free_lists[cls] = h->next;
+        cached_bytes -= h->size;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (h) return (char *)h + CN_ALIGN;
+    return system_block(rounded, cls);
 }
 
-void cn_free(void *p) { free(p); }
+void cn_free(void *p) {
+    if (!p) return;
+    block_header *h = (block_header *)((char *)p - CN_ALIGN);
+    if (h->cls >= 0) {
+        pthread_mutex_lock(&cache_lock);
+        if (!cache_limit_read) {
+            cache_limit = read_cache_limit();
+            cache_limit_read = true;
+        }
+        if (cached_bytes + h->size <= cache_limit) {
+            h->next = free_lists[h->cls];
+            free_lists[h->cls] = h;
+            cached_bytes += h->size;
+            h = NULL;
+        }
+        pthread_mutex_unlock(&cache_lock);
+        if (!h) return;
+    }
+    free(h);
+}
+
+size_t cn_empty_cache(void) {
+    pthread_mutex_lock(&cache_lock);
+    block_header *all[NCLASSES];
+    for (int c = 0; c < NCLASSES; c++) {
+        all[c] = free_lists[c];
+        free_lists[c] = NULL;
+    }
+    size_t freed = cached_bytes;
+    cached_bytes = 0;
+    pthread_mutex_unlock(&cache_lock);
+    for (int c = 0; c < NCLASSES; c++)
+        while (all[c]) {
+            block_header *next = all[c]->next;
+            free(all[c]);
+            all[c] = next;
+        }
+    return freed;
+}
+
+/* Storage structs come from a per-thread list, like tensor structs. */
+#if CN_ALLOC_CACHE
+static _Thread_local cn_storage *free_storages;
+static _Thread_local int free_storage_count;
+#define CN_STORAGE_CACHE_MAX 4096
+#endif
+
+static cn_storage *storage_struct(void) {
+#if CN_ALLOC_CACHE
+    cn_storage *s = free_storages;
+    if (s) {
+        free_storages = (cn_storage *)s->data;
+        free_storage_count--;
+        return s;
+    }
+#endif
+    return malloc(sizeof(cn_storage));
+}
+
+static void storage_struct_free(cn_storage *s) {
+#if CN_ALLOC_CACHE
+    if (free_storage_count < CN_STORAGE_CACHE_MAX) {
+        s->data = free_storages; /* reuse the field as the list link */
+        free_storages = s;
+        free_storage_count++;
+        return;
+    }
+#endif
+    free(s);
+}
 
 cn_storage *cn_storage_new(size_t nbytes) {
-    cn_storage *s = malloc(sizeof *s);
+    cn_storage *s = storage_struct();
     if (!s) return NULL;
     s->data = cn_alloc(nbytes);
     if (!s->data) {
-        free(s);
+        storage_struct_free(s);
         return NULL;
     }
     s->nbytes = nbytes;
@@ -37,5 +191,5 @@ void cn_storage_release(cn_storage *s) {
         cn_free(s->data);
     else if (s->free_fn)
         s->free_fn(s->data);
-    free(s);
+    storage_struct_free(s);
 }

@@ -58,8 +58,10 @@ typedef struct cn_node {
     uint16_t op;          /* cn_op_id */
     uint16_t nin;
     cn_attrs attrs;
-    struct cn_tensor **in;/* retained */
+    struct cn_tensor **in;/* retained; points at in_inline for up to 3 inputs */
     uint32_t *in_version; /* storage versions when recorded (eager) */
+    struct cn_tensor *in_inline[3];
+    uint32_t version_inline[3];
     uint32_t out_version; /* the output's storage version when recorded */
     bool freed;           /* backward released its inputs */
     uint64_t seq;         /* creation order: a topological order */
@@ -99,6 +101,11 @@ struct cn_tensor {
     struct cn_graph *graph;/* the static graph a symbolic tensor belongs to */
     struct cn_tensor *tangent; /* forward-mode tangent (dual regions only) */
     uint32_t tangent_gen;      /* the dual region the tangent belongs to */
+    /* The backward walk's index of this tensor, valid while walk_epoch is
+     * the running walk's: no hash lookups per edge. So backward calls over
+     * graphs that share tensors must not run at the same time. */
+    uint32_t walk_epoch;
+    int32_t walk_idx;
     char *name;                /* optional (placeholders, parameters); owned */
 };
 

@@ -2,26 +2,62 @@
 #include "core.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 void (*cn_node_extra_free)(void *extra) = NULL;
 
 static uint64_t cn_node_counter;
 
-cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a) {
-    cn_node *n = calloc(1, sizeof *n);
-    if (!n) return NULL;
-    n->in = malloc(sizeof *n->in * (size_t)(nin > 0 ? nin : 1));
-    n->in_version = malloc(sizeof *n->in_version * (size_t)(nin > 0 ? nin : 1));
-    if (!n->in || !n->in_version) {
-        free(n->in);
-        free(n->in_version);
+/* Recording makes one node per op: freed nodes are kept on a per-thread list
+ * (like tensor structs), and up to 3 inputs live inside the node. */
+static _Thread_local cn_node *free_nodes;
+static _Thread_local int free_node_count;
+#define CN_NODE_CACHE_MAX 8192
+
+static cn_node *node_struct(void) {
+    cn_node *n = free_nodes;
+    if (n) {
+        free_nodes = n->extra;
+        free_node_count--;
+        return n;
+    }
+    return malloc(sizeof *n);
+}
+
+static void node_struct_free(cn_node *n) {
+    if (free_node_count < CN_NODE_CACHE_MAX) {
+        n->extra = free_nodes; /* reuse the field as the list link */
+        free_nodes = n;
+        free_node_count++;
+    } else {
         free(n);
-        return NULL;
+    }
+}
+
+cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a) {
+    cn_node *n = node_struct();
+    if (!n) return NULL;
+    n->extra = NULL;
+    n->freed = false;
+    n->out_version = 0;
+    if (nin <= 3) {
+        n->in = n->in_inline;
+        n->in_version = n->version_inline;
+    } else {
+        n->in = malloc(sizeof *n->in * (size_t)nin);
+        n->in_version = malloc(sizeof *n->in_version * (size_t)nin);
+        if (!n->in || !n->in_version) {
+            free(n->in);
+            free(n->in_version);
+            node_struct_free(n);
+            return NULL;
+        }
     }
     n->refcount = 1;
     n->op = (uint16_t)op;
     n->nin = (uint16_t)nin;
     if (a) n->attrs = *a;
+    else memset(&n->attrs, 0, sizeof n->attrs);
     for (int i = 0; i < nin; i++) {
         n->in[i] = cn_retain(in[i]);
         n->in_version[i] = in[i]->storage ? in[i]->storage->version : 0;
@@ -34,7 +70,9 @@ void cn_node_release(cn_node *n) {
     if (!n || --n->refcount > 0) return;
     for (int i = 0; i < n->nin; i++) cn_release(n->in[i]);
     if (n->extra && cn_node_extra_free) cn_node_extra_free(n->extra);
-    free(n->in);
-    free(n->in_version);
-    free(n);
+    if (n->in != n->in_inline) {
+        free(n->in);
+        free(n->in_version);
+    }
+    node_struct_free(n);
 }

@@ -18,6 +18,9 @@ const char *cn_build_info(void) {
 #ifdef CN_HAVE_ZLIB
            " +zlib"
 #endif
+#ifdef CN_HAVE_STB
+           " +stb"
+#endif
 #ifdef CN_HAVE_CUDA
            " +cuda"
 #endif

@@ -55,12 +55,174 @@ static int binary_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, con
     return cn_cpu_binary(op->name, kind_of(op), out, in[0], in[1]);
 }
 
+/* ---- gradient rules ----
+ * Built from public ops, so they are differentiable again and work on
+ * symbolic tensors. The dispatcher's promotion casts are recorded like any
+ * op, so the rules see in[] already promoted (of out's dtype, where's cond
+ * aside) and the casts' own rules take each gradient back to its input's
+ * dtype. Reverse mode sums broadcast axes away (cn_sum_to); forward mode
+ * brings a tangent of a broadcast input up to out's shape. Conventions at
+ * ties and special points are PyTorch 1.13's (each op's .grad_doc). */
+
+/* A rank-0 constant of t's (float) dtype: rank 0 leaves the result type to
+ * the dimensioned operand, and two rank-0 operands agree. */
+static cn_tensor *sc(const cn_tensor *t, double v) {
+    cn_dtype dt = (cn_dtype)t->dtype;
+    return cn_scalar(cn_dtype_is_float(dt) ? dt : CN_F32, v);
+}
+
+static bool same_shape(const cn_tensor *a, const cn_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* The gradient of a broadcast input: g summed down to x's shape. */
+static cn_tensor *to_in(cn_tensor *g, const cn_tensor *x) {
+    return g ? cn_sum_to(g, x->ndim, x->shape) : NULL;
+}
+
+/* A tangent of out's shape. Sizes unknown until run (static graphs) cannot
+ * be named to expand, so there the tangent is broadcast against out. */
+static cn_tensor *to_out(cn_tensor *t, cn_tensor *out) {
+    if (!t || same_shape(t, out)) return t;
+    for (int i = 0; i < out->ndim; i++)
+        if (out->shape[i] < 0) return cn_add(t, cn_zeros_like_op(out));
+    return cn_expand(t, out->ndim, out->shape);
+}
+
+static cn_tensor *add_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                          cn_tensor *g, int i) {
+    return to_in(g, in[i]);
+}
+static cn_tensor *add_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
+                          cn_tensor *out) {
+    if (tin[0] && tin[1]) return to_out(cn_add(tin[0], tin[1]), out);
+    return to_out(tin[0] ? tin[0] : tin[1], out);
+}
+
+static cn_tensor *sub_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                          cn_tensor *g, int i) {
+    cn_tensor *r = to_in(g, in[i]);
+    return i == 0 ? r : cn_neg(r);
+}
+static cn_tensor *sub_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
+                          cn_tensor *out) {
+    if (tin[0] && tin[1]) return to_out(cn_sub(tin[0], tin[1]), out);
+    return to_out(tin[0] ? tin[0] : cn_neg(tin[1]), out);
+}
+
+static cn_tensor *mul_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                          cn_tensor *g, int i) {
+    return to_in(cn_mul(g, in[1 - i]), in[i]);
+}
+static cn_tensor *mul_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
+                          cn_tensor *out) {
+    cn_tensor *r0 = tin[0] ? cn_mul(tin[0], in[1]) : NULL;
+    cn_tensor *r1 = tin[1] ? cn_mul(in[0], tin[1]) : NULL;
+    return r0 && r1 ? cn_add(r0, r1) : r0 ? r0 : r1;
+}
+
+/* out, for a forward rule, or the same value computed again from the inputs
+ * when autograd records the rule's ops: a tangent built from out would hold
+ * out through its history while out holds the tangent, a reference cycle. */
+static cn_tensor *out_for_jvp(cn_tensor *out, cn_tensor *const *tin, int nin, cn_op_id id,
+                              cn_tensor *const *in) {
+    bool records = cn_is_grad_enabled() && out->requires_grad;
+    for (int i = 0; i < nin && !records; i++)
+        records = cn_is_grad_enabled() && tin[i] && tin[i]->requires_grad;
+    return records ? cn_op_apply(id, in, nin, NULL) : out;
+}
+
+/* d(a/b)/db = -a/b^2 = -out/b. */
+static cn_tensor *div_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                          cn_tensor *g, int i) {
+    if (i == 0) return to_in(cn_div(g, in[1]), in[0]);
+    return cn_neg(to_in(cn_mul(g, cn_div(out, in[1])), in[1]));
+}
+static cn_tensor *div_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
+                          cn_tensor *out) {
+    cn_tensor *r0 = tin[0] ? cn_div(tin[0], in[1]) : NULL;
+    cn_tensor *r1 = NULL;
+    if (tin[1]) r1 = cn_mul(tin[1], cn_div(out_for_jvp(out, tin, 2, CN_OP_div, in), in[1]));
+    return r0 && r1 ? cn_sub(r0, r1) : r0 ? r0 : cn_neg(r1);
+}
+
+/* PyTorch's pow_backward_self: v b a^(b-1), and 0 wherever b == 0 (so
+ * 0^0 and (-2)^0 have slope 0, where the formula would give NaN). */
+static cn_tensor *pow_dbase(cn_tensor *base, cn_tensor *ex, cn_tensor *v) {
+    cn_tensor *d = cn_mul(v, cn_mul(ex, cn_pow(base, cn_sub_scalar(ex, 1))));
+    return cn_where(cn_eq(ex, sc(ex, 0)), sc(v, 0), d);
+}
+/* PyTorch's pow_backward_exponent: v a^b log(a), and 0 where a == 0 and
+ * b >= 0 (log(0) would give NaN or -inf there); a < 0 gives NaN. */
+static cn_tensor *pow_dexp(cn_tensor *base, cn_tensor *ex, cn_tensor *y, cn_tensor *v) {
+    cn_tensor *zero_at = cn_logical_and(cn_eq(base, sc(base, 0)), cn_ge(ex, sc(ex, 0)));
+    return cn_mul(v, cn_where(zero_at, sc(y, 0), cn_mul(y, cn_log(base))));
+}
+
+static cn_tensor *pow_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                          cn_tensor *g, int i) {
+    if (i == 0) return to_in(pow_dbase(in[0], in[1], g), in[0]);
+    return to_in(pow_dexp(in[0], in[1], out, g), in[1]);
+}
+static cn_tensor *pow_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
+                          cn_tensor *out) {
+    cn_tensor *r0 = tin[0] ? pow_dbase(in[0], in[1], tin[0]) : NULL;
+    cn_tensor *r1 = NULL;
+    if (tin[1]) r1 = pow_dexp(in[0], in[1], out_for_jvp(out, tin, 2, CN_OP_pow, in), tin[1]);
+    return to_out(r0 && r1 ? cn_add(r0, r1) : r0 ? r0 : r1, out);
+}
+
+/* maximum/minimum (PyTorch's rules): a tie gives each input half the
+ * gradient; the losing input gets 0. A NaN makes neither win, so in reverse
+ * mode both inputs get the whole gradient; forward mode takes b's tangent. */
+static cn_tensor *minmax_vjp(bool is_max, cn_tensor *const *in, cn_tensor *g, int i) {
+    cn_tensor *a = in[0], *b = in[1];
+    cn_tensor *split = cn_where(cn_eq(a, b), cn_mul_scalar(g, 0.5), g);
+    cn_tensor *loses = is_max == (i == 0) ? cn_lt(a, b) : cn_gt(a, b);
+    return to_in(cn_where(loses, sc(g, 0), split), in[i]);
+}
+/* b' + w (a' - b'), w = 1/2 at ties, 1 where a wins, 0 where b wins. */
+static cn_tensor *minmax_jvp(bool is_max, cn_tensor *const *in, cn_tensor *const *tin,
+                             cn_tensor *out) {
+    cn_tensor *a = in[0], *b = in[1];
+    cn_tensor *a_wins = cn_cast(is_max ? cn_gt(a, b) : cn_lt(a, b), (cn_dtype)out->dtype);
+    cn_tensor *w = cn_where(cn_eq(a, b), sc(out, 0.5), a_wins);
+    if (tin[0] && tin[1]) return cn_add(tin[1], cn_mul(w, cn_sub(tin[0], tin[1])));
+    if (tin[0]) return cn_mul(w, tin[0]);
+    return cn_sub(tin[1], cn_mul(w, tin[1]));
+}
+
+static cn_tensor *maximum_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                              cn_tensor *g, int i) {
+    return minmax_vjp(true, in, g, i);
+}
+static cn_tensor *maximum_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                              const cn_attrs *a, cn_tensor *out) {
+    return minmax_jvp(true, in, tin, out);
+}
+static cn_tensor *minimum_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                              cn_tensor *g, int i) {
+    return minmax_vjp(false, in, g, i);
+}
+static cn_tensor *minimum_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                              const cn_attrs *a, cn_tensor *out) {
+    return minmax_jvp(false, in, tin, out);
+}
+
+#define MINMAX_GRAD_DOC(LOSER)                                                                     \
+    "at a == b each input gets half the gradient, else the " LOSER " input gets none; a NaN "    \
+    "in either passes the whole gradient to both (forward mode: b's tangent)"
+
 #define ARITH (CN_OPF_PROMOTE | CN_OPF_ELEMENTWISE)
 #define COMPARE (CN_OPF_PROMOTE | CN_OPF_ELEMENTWISE | CN_OPF_NONDIFF)
 /* Logic reads every dtype's truth value itself, halves included. */
 #define LOGIC (CN_OPF_ELEMENTWISE | CN_OPF_NONDIFF | CN_OPF_NO_HALF)
 
-#define BINARY_OP(NAME, KIND, FLAGS, INFER, ONNX, DOC)                                             \
+/* The rest of the fields (VA_ARGS) name the gradient rules and grad_doc. */
+#define BINARY_OP(NAME, KIND, FLAGS, INFER, ONNX, DOC, ...)                                        \
     const cn_op_def cn_opdef_##NAME = {                                                            \
         .name = #NAME,                                                                             \
         .ninputs = 2,                                                                              \
@@ -71,26 +233,34 @@ static int binary_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, con
         .onnx = ONNX,                                                                              \
         .impl = &bin_kinds[KIND],                                                                  \
         .doc = DOC,                                                                                \
+        __VA_ARGS__                                                                                \
     };
+#define RULES(NAME) .vjp = NAME##_vjp, .jvp = NAME##_jvp
+/* Comparisons and logic: CN_OPF_NONDIFF, their outputs carry no gradient. */
+#define NO_RULES .vjp = NULL, .jvp = NULL
 
-BINARY_OP(add, CN_BIN_ADD, ARITH, arith_infer, "Add", "y = a + b (bool: a or b)")
-BINARY_OP(sub, CN_BIN_SUB, ARITH, arith_infer, "Sub", "y = a - b")
-BINARY_OP(mul, CN_BIN_MUL, ARITH, arith_infer, "Mul", "y = a * b (bool: a and b)")
+BINARY_OP(add, CN_BIN_ADD, ARITH, arith_infer, "Add", "y = a + b (bool: a or b)", RULES(add))
+BINARY_OP(sub, CN_BIN_SUB, ARITH, arith_infer, "Sub", "y = a - b", RULES(sub))
+BINARY_OP(mul, CN_BIN_MUL, ARITH, arith_infer, "Mul", "y = a * b (bool: a and b)", RULES(mul))
 BINARY_OP(div, CN_BIN_DIV, ARITH | CN_OPF_FLOAT_MATH, arith_infer, "Div",
-          "y = a / b, true division (integers compute in f32)")
+          "y = a / b, true division (integers compute in f32)", RULES(div))
 BINARY_OP(pow, CN_BIN_POW, ARITH, arith_infer, "Pow",
-          "y = a ^ b (integers: exact, wrapping; b >= 0)")
-BINARY_OP(maximum, CN_BIN_MAX, ARITH, arith_infer, "Max", "y = max(a, b), NaN if either is NaN")
-BINARY_OP(minimum, CN_BIN_MIN, ARITH, arith_infer, "Min", "y = min(a, b), NaN if either is NaN")
-BINARY_OP(eq, CN_BIN_EQ, COMPARE, bool_infer, "Equal", "y = a == b")
-BINARY_OP(ne, CN_BIN_NE, COMPARE, bool_infer, NULL, "y = a != b")
-BINARY_OP(lt, CN_BIN_LT, COMPARE, bool_infer, "Less", "y = a < b")
-BINARY_OP(le, CN_BIN_LE, COMPARE, bool_infer, "LessOrEqual", "y = a <= b")
-BINARY_OP(gt, CN_BIN_GT, COMPARE, bool_infer, "Greater", "y = a > b")
-BINARY_OP(ge, CN_BIN_GE, COMPARE, bool_infer, "GreaterOrEqual", "y = a >= b")
-BINARY_OP(logical_and, CN_BIN_AND, LOGIC, bool_infer, "And", "y = (a != 0) and (b != 0)")
-BINARY_OP(logical_or, CN_BIN_OR, LOGIC, bool_infer, "Or", "y = (a != 0) or (b != 0)")
-BINARY_OP(logical_xor, CN_BIN_XOR, LOGIC, bool_infer, "Xor", "y = (a != 0) xor (b != 0)")
+          "y = a ^ b (integers: exact, wrapping; b >= 0)", RULES(pow),
+          .grad_doc = "d/da = b a^(b-1), 0 wherever b = 0 (0^0 included); d/db = a^b log(a), "
+                      "0 where a = 0 and b >= 0, -inf where a = 0 and b < 0, NaN where a < 0")
+BINARY_OP(maximum, CN_BIN_MAX, ARITH, arith_infer, "Max", "y = max(a, b), NaN if either is NaN",
+          RULES(maximum), .grad_doc = MINMAX_GRAD_DOC("smaller"))
+BINARY_OP(minimum, CN_BIN_MIN, ARITH, arith_infer, "Min", "y = min(a, b), NaN if either is NaN",
+          RULES(minimum), .grad_doc = MINMAX_GRAD_DOC("larger"))
+BINARY_OP(eq, CN_BIN_EQ, COMPARE, bool_infer, "Equal", "y = a == b", NO_RULES)
+BINARY_OP(ne, CN_BIN_NE, COMPARE, bool_infer, NULL, "y = a != b", NO_RULES)
+BINARY_OP(lt, CN_BIN_LT, COMPARE, bool_infer, "Less", "y = a < b", NO_RULES)
+BINARY_OP(le, CN_BIN_LE, COMPARE, bool_infer, "LessOrEqual", "y = a <= b", NO_RULES)
+BINARY_OP(gt, CN_BIN_GT, COMPARE, bool_infer, "Greater", "y = a > b", NO_RULES)
+BINARY_OP(ge, CN_BIN_GE, COMPARE, bool_infer, "GreaterOrEqual", "y = a >= b", NO_RULES)
+BINARY_OP(logical_and, CN_BIN_AND, LOGIC, bool_infer, "And", "y = (a != 0) and (b != 0)", NO_RULES)
+BINARY_OP(logical_or, CN_BIN_OR, LOGIC, bool_infer, "Or", "y = (a != 0) or (b != 0)", NO_RULES)
+BINARY_OP(logical_xor, CN_BIN_XOR, LOGIC, bool_infer, "Xor", "y = (a != 0) xor (b != 0)", NO_RULES)
 
 /* ---- where(cond, a, b): cond of any dtype, a and b promoted ---- */
 
@@ -111,6 +281,22 @@ static int where_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, cons
     return cn_cpu_where(out, in[0], in[1], in[2]);
 }
 
+/* cond carries no gradient (a zero one if it is a float that asks for one);
+ * each branch gets the gradient where it was selected, 0 elsewhere, by a
+ * select so that an infinite gradient does not leak into the other branch. */
+static cn_tensor *where_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                            cn_tensor *g, int i) {
+    if (i == 0) return cn_zeros_like_op(in[0]);
+    cn_tensor *z = sc(g, 0);
+    return to_in(i == 1 ? cn_where(in[0], g, z) : cn_where(in[0], z, g), in[i]);
+}
+static cn_tensor *where_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                            const cn_attrs *a, cn_tensor *out) {
+    if (!tin[1] && !tin[2]) return cn_zeros_like_op(out);
+    cn_tensor *t1 = tin[1] ? tin[1] : sc(out, 0), *t2 = tin[2] ? tin[2] : sc(out, 0);
+    return to_out(cn_where(in[0], t1, t2), out);
+}
+
 const cn_op_def cn_opdef_where = {
     .name = "where",
     .ninputs = 3,
@@ -119,8 +305,11 @@ const cn_op_def cn_opdef_where = {
     .flags = CN_OPF_PROMOTE | CN_OPF_ELEMENTWISE | CN_OPF_NO_HALF,
     .infer = where_infer,
     .cpu = where_kernel,
+    .vjp = where_vjp,
+    .jvp = where_jvp,
     .onnx = "Where",
     .doc = "y = cond != 0 ? a : b",
+    .grad_doc = "none for cond; a gets the gradient where cond != 0, b where cond == 0",
 };
 
 /* ---- public functions ---- */

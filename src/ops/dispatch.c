@@ -31,7 +31,25 @@ static int push_tangent(const cn_op_def *op, cn_tensor *const *in, int nin, cons
             int saved = cn_dual_level;
             cn_dual_level = 0;
             cn_scope_begin();
-            cn_tensor *t = op->jvp(in, tin, nin, a, out);
+            /* A rule that uses out would make the tangent's recorded history
+             * hold out, which holds the tangent: a cycle that is never
+             * freed. So recorded rules see an alias of out that shares its
+             * data and history but is not out. */
+            cn_tensor *o = out;
+            if (out->node && out->storage) {
+                o = cn_t_alias(out);
+                if (!o) {
+                    cn_scope_end();
+                    cn_dual_level = saved;
+                    if (tin != tin_buf) free(tin);
+                    return CN_ENOMEM;
+                }
+                o->node = out->node;
+                o->node->refcount++;
+                o->requires_grad = out->requires_grad;
+                cn_scope_add(o);
+            }
+            cn_tensor *t = op->jvp(in, tin, nin, a, o);
             if (t) {
                 cn_retain(t);
                 cn_release(out->tangent);

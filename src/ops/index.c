@@ -74,6 +74,32 @@ static int concat_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, con
     return cn_cpu_concat(in, nin, (int)a->i[0], out);
 }
 
+/* The gradient of input i is its stretch of the output's gradient. */
+static cn_tensor *concat_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                             cn_tensor *g, int i) {
+    (void)nin, (void)out;
+    int ax = (int)a->i[0];
+    int64_t start = 0;
+    for (int j = 0; j <= i; j++)
+        if (in[j]->shape[ax] < 0)
+            return cn_fail("concat: the gradient needs the sizes along axis %d, unknown for input %d",
+                           ax, j);
+    for (int j = 0; j < i; j++) start += in[j]->shape[ax];
+    return cn_slice(g, ax, start, start + in[i]->shape[ax], 1);
+}
+
+static cn_tensor *concat_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                             const cn_attrs *a, cn_tensor *out) {
+    (void)out;
+    cn_tensor *buf[8] = {NULL};
+    cn_tensor **t = nin > 8 ? malloc(sizeof *t * (size_t)nin) : buf;
+    if (!t) return cn_fail("concat: out of memory");
+    for (int j = 0; j < nin; j++) t[j] = tin[j] ? tin[j] : cn_zeros_like_op(in[j]);
+    cn_tensor *r = cn_concat(t, nin, (int)a->i[0]);
+    if (t != buf) free(t);
+    return r;
+}
+
 const cn_op_def cn_opdef_concat = {
     .name = "concat",
     .ninputs = -1,
@@ -82,6 +108,8 @@ const cn_op_def cn_opdef_concat = {
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = concat_infer,
     .cpu = concat_kernel,
+    .vjp = concat_vjp,
+    .jvp = concat_jvp,
     .onnx = "Concat",
     .doc = "y = [x_0, x_1, ...] joined along axis (sizes match elsewhere)",
 };
@@ -121,6 +149,22 @@ static int gather_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, con
     return cn_cpu_gather(op->name, in[0], in[1], (int)a->i[0], false, out);
 }
 
+/* Each element of x receives the gradients of every output that read it:
+ * repeated indices accumulate. */
+static cn_tensor *gather_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                             cn_tensor *g, int i) {
+    (void)nin, (void)out;
+    if (i != 0) return cn_fail("gather: the index has no gradient");
+    return cn_scatter_add(cn_zeros_like_op(in[0]), (int)a->i[0], in[1], g);
+}
+
+static cn_tensor *gather_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                             const cn_attrs *a, cn_tensor *out) {
+    (void)nin;
+    if (!tin[0]) return cn_zeros_like_op(out);
+    return cn_gather(tin[0], (int)a->i[0], in[1]);
+}
+
 const cn_op_def cn_opdef_gather = {
     .name = "gather",
     .ninputs = 2,
@@ -128,6 +172,8 @@ const cn_op_def cn_opdef_gather = {
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = gather_infer,
     .cpu = gather_kernel,
+    .vjp = gather_vjp,
+    .jvp = gather_jvp,
     .onnx = "GatherElements",
     .doc = "y[i][j][k] = x[i][index[i][j][k]][k] (axis 1)",
 };
@@ -164,6 +210,37 @@ static int index_select_kernel(const cn_op_def *op, cn_tensor *const *in, int ni
     return cn_cpu_gather(op->name, in[0], in[1], (int)a->i[0], true, out);
 }
 
+/* index_add as a scatter_add: the 1-D index laid along the axis and
+ * broadcast over the gradient's other axes. */
+static cn_tensor *index_select_vjp(cn_tensor *const *in, int nin, const cn_attrs *a,
+                                   cn_tensor *out, cn_tensor *g, int i) {
+    (void)nin, (void)out;
+    if (i != 0) return cn_fail("index_select: the index has no gradient");
+    cn_tensor *x = in[0];
+    if (x->ndim == 0) return cn_scope_add(cn_retain(g)); /* the one index is 0 */
+    int ax = (int)a->i[0];
+    int64_t line[CN_MAX_DIMS] = {0};
+    bool known = true;
+    for (int d = 0; d < x->ndim; d++) {
+        line[d] = d == ax ? -1 : 1;
+        known &= g->shape[d] >= 0;
+    }
+    cn_tensor *ix = cn_reshape(in[1], x->ndim, line);
+    /* Sizes unknown until run: broadcast by an addition rather than an
+     * expand, whose target shape would be fixed now. */
+    if (known) ix = cn_expand(ix, g->ndim, g->shape);
+    else ix = cn_add(ix, cn_op_apply(CN_OP_full_like, &g, 1,
+                                     &(cn_attrs){.i = {in[1]->dtype}}));
+    return cn_scatter_add(cn_zeros_like_op(x), ax, ix, g);
+}
+
+static cn_tensor *index_select_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                                   const cn_attrs *a, cn_tensor *out) {
+    (void)nin;
+    if (!tin[0]) return cn_zeros_like_op(out);
+    return cn_index_select(tin[0], (int)a->i[0], in[1]);
+}
+
 const cn_op_def cn_opdef_index_select = {
     .name = "index_select",
     .ninputs = 2,
@@ -171,6 +248,8 @@ const cn_op_def cn_opdef_index_select = {
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = index_select_infer,
     .cpu = index_select_kernel,
+    .vjp = index_select_vjp,
+    .jvp = index_select_jvp,
     .onnx = "Gather",
     .doc = "y = x with y[..., i, ...] = x[..., index[i], ...] along axis",
 };
@@ -224,12 +303,43 @@ static int scatter_add_kernel(const cn_op_def *op, cn_tensor *const *in, int nin
     return cn_cpu_scatter_add(in[0], in[1], in[2], (int)a->i[0], out);
 }
 
+/* x passes through; src's gradient is the output's gradient read back at the
+ * index, and zero where src reaches beyond the index. */
+static cn_tensor *scatter_add_vjp(cn_tensor *const *in, int nin, const cn_attrs *a,
+                                  cn_tensor *out, cn_tensor *g, int i) {
+    (void)nin, (void)out;
+    if (i == 0) return cn_scope_add(cn_retain(g));
+    if (i != 2) return cn_fail("scatter_add: the index has no gradient");
+    const cn_tensor *index = in[1], *src = in[2];
+    cn_tensor *r = cn_gather(g, (int)a->i[0], in[1]);
+    int64_t pads[2 * CN_MAX_DIMS];
+    bool grow = false;
+    for (int d = 0; d < src->ndim; d++) {
+        int64_t extra = src->shape[d] >= 0 && index->shape[d] >= 0
+                            ? src->shape[d] - index->shape[d] : 0;
+        pads[2 * (src->ndim - 1 - d)] = 0;
+        pads[2 * (src->ndim - 1 - d) + 1] = extra;
+        grow |= extra != 0;
+    }
+    return grow ? cn_pad(r, pads, 2 * src->ndim, CN_PAD_CONSTANT, 0) : r;
+}
+
+static cn_tensor *scatter_add_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                                  const cn_attrs *a, cn_tensor *out) {
+    (void)nin;
+    if (!tin[2]) return tin[0] ? cn_scope_add(cn_retain(tin[0])) : cn_zeros_like_op(out);
+    cn_tensor *base = tin[0] ? tin[0] : cn_zeros_like_op(in[0]);
+    return cn_scatter_add(base, (int)a->i[0], in[1], tin[2]);
+}
+
 const cn_op_def cn_opdef_scatter_add = {
     .name = "scatter_add",
     .ninputs = 3,
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = scatter_add_infer,
     .cpu = scatter_add_kernel,
+    .vjp = scatter_add_vjp,
+    .jvp = scatter_add_jvp,
     .onnx = "ScatterElements",
     .doc = "y = x; y[i][index[i][j][k]][k] += src[i][j][k] (axis 1)",
 };
@@ -301,6 +411,89 @@ static int pad_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const 
     return cn_cpu_pad(in[0], a->list, (int)a->nlist, (int)a->i[0], a->f[0], out);
 }
 
+/* g, of length L along axis d, holding piece (along d) from coordinate
+ * start on and zeros elsewhere. */
+static cn_tensor *pad_place(cn_tensor *piece, int d, int64_t start, int64_t L) {
+    int64_t pads[2 * CN_MAX_DIMS] = {0};
+    int np = 2 * (piece->ndim - d);
+    pads[np - 2] = start;
+    pads[np - 1] = L - start - piece->shape[d];
+    return cn_pad(piece, pads, np, CN_PAD_CONSTANT, 0);
+}
+
+/* The adjoint of reflect or replicate padding along one axis d of size L:
+ * output coordinate j reads x at s = j - before when 0 <= s < L, else at the
+ * reflection (-s, or 2 (L - 1) - s) or the nearest end. The output splits
+ * into the run copied from x and the runs before and after it; each run's
+ * gradient lands on its source coordinates (reversed for reflections,
+ * summed onto one element for replication), and overlapping runs add. */
+static cn_tensor *pad_axis_adjoint(cn_tensor *g, int d, int64_t L, int64_t before, int64_t after,
+                                   int mode) {
+    int64_t n = L + before + after;
+    cn_tensor *r = NULL;
+#define PAD_ACC(t) do { cn_tensor *t_ = (t); r = r ? cn_add(r, t_) : t_; } while (0)
+    int64_t j0 = before > 0 ? before : 0, j1 = L + before < n ? L + before : n;
+    if (j1 > j0) PAD_ACC(pad_place(cn_slice(g, d, j0, j1, 1), d, j0 - before, L));
+    int64_t na = before < n ? before : n;
+    if (na > 0) {
+        if (mode == CN_PAD_REFLECT)
+            PAD_ACC(pad_place(cn_slice(g, d, na - 1, CN_BEGIN, -1), d, before - na + 1, L));
+        else
+            PAD_ACC(pad_place(cn_sum(cn_slice(g, d, 0, na, 1), (int[]){d}, 1, true), d, 0, L));
+    }
+    int64_t z0 = L + before > 0 ? L + before : 0;
+    if (after > 0 && n > z0) {
+        if (mode == CN_PAD_REFLECT)
+            PAD_ACC(pad_place(cn_slice(g, d, n - 1, z0 > 0 ? z0 - 1 : CN_BEGIN, -1), d,
+                              L - 1 - after, L));
+        else
+            PAD_ACC(pad_place(cn_sum(cn_slice(g, d, z0, n, 1), (int[]){d}, 1, true), d, L - 1, L));
+    }
+#undef PAD_ACC
+    return r;
+}
+
+static cn_tensor *pad_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                          cn_tensor *g, int i) {
+    (void)nin, (void)out, (void)i;
+    cn_tensor *x = in[0];
+    int np = (int)a->nlist;
+    if (a->i[0] == CN_PAD_CONSTANT) {
+        /* Padding by the opposite amounts crops what was added and puts zeros
+         * where x was cropped. */
+        cn_attrs b = *a;
+        for (int k = 0; k < np; k++) b.list[k] = -a->list[k];
+        b.f[0] = 0;
+        return cn_op_apply(CN_OP_pad, &g, 1, &b);
+    }
+    int64_t numel = 1;
+    for (int d = 0; d < g->ndim; d++) numel *= g->shape[d];
+    if (numel == 0) return cn_zeros_like_op(x);
+    cn_tensor *r = g;
+    /* The padding of each axis is its own linear map; the adjoint undoes
+     * them one axis at a time. */
+    for (int p = 0; p < np / 2 && r; p++) {
+        int d = x->ndim - 1 - p;
+        int64_t before = a->list[2 * p], after = a->list[2 * p + 1];
+        if (before == 0 && after == 0) continue;
+        if (x->shape[d] < 0 || r->shape[d] < 0)
+            return cn_fail("pad: the gradient of reflect and replicate padding needs the size of "
+                           "axis %d, unknown until run",
+                           d);
+        r = pad_axis_adjoint(r, d, x->shape[d], before, after, (int)a->i[0]);
+    }
+    return r == g ? cn_scope_add(cn_retain(g)) : r;
+}
+
+/* Padding is linear; the constant does not depend on x. */
+static cn_tensor *pad_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
+                          cn_tensor *out) {
+    (void)in, (void)nin, (void)out;
+    cn_attrs b = *a;
+    b.f[0] = 0;
+    return cn_op_apply(CN_OP_pad, &tin[0], 1, &b);
+}
+
 const cn_op_def cn_opdef_pad = {
     .name = "pad",
     .ninputs = 1,
@@ -308,6 +501,8 @@ const cn_op_def cn_opdef_pad = {
     .attrs = {{"pads", CN_ATTR_INTS, 0, 0}, {"mode", CN_ATTR_INT, 0, 0}, {"value", CN_ATTR_FLOAT, 0, 0}},
     .infer = pad_infer,
     .cpu = pad_kernel,
+    .vjp = pad_vjp,
+    .jvp = pad_jvp,
     .onnx = "Pad",
     .doc = "y = x padded by (before, after) pairs from the last axis: constant, reflect or replicate",
 };
@@ -372,6 +567,28 @@ static int tri_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const 
     return cn_cpu_tri(in[0], a->i[0], *(const bool *)op->impl, out);
 }
 
+/* A fixed mask: gradients and tangents go through the same op. */
+static cn_tensor *tril_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                           cn_tensor *g, int i) {
+    (void)in, (void)nin, (void)out, (void)i;
+    return cn_op_apply(CN_OP_tril, &g, 1, a);
+}
+static cn_tensor *tril_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
+                           cn_tensor *out) {
+    (void)in, (void)nin, (void)out;
+    return cn_op_apply(CN_OP_tril, &tin[0], 1, a);
+}
+static cn_tensor *triu_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                           cn_tensor *g, int i) {
+    (void)in, (void)nin, (void)out, (void)i;
+    return cn_op_apply(CN_OP_triu, &g, 1, a);
+}
+static cn_tensor *triu_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
+                           cn_tensor *out) {
+    (void)in, (void)nin, (void)out;
+    return cn_op_apply(CN_OP_triu, &tin[0], 1, a);
+}
+
 const cn_op_def cn_opdef_tril = {
     .name = "tril",
     .ninputs = 1,
@@ -379,6 +596,8 @@ const cn_op_def cn_opdef_tril = {
     .attrs = {{"k", CN_ATTR_INT, 0, 0}},
     .infer = tri_infer,
     .cpu = tri_kernel,
+    .vjp = tril_vjp,
+    .jvp = tril_jvp,
     .onnx = "Trilu",
     .impl = &tri_lower,
     .doc = "y[..., i, j] = j - i <= k ? x[..., i, j] : 0",
@@ -391,6 +610,8 @@ const cn_op_def cn_opdef_triu = {
     .attrs = {{"k", CN_ATTR_INT, 0, 0}},
     .infer = tri_infer,
     .cpu = tri_kernel,
+    .vjp = triu_vjp,
+    .jvp = triu_jvp,
     .onnx = "Trilu",
     .impl = &tri_upper,
     .doc = "y[..., i, j] = j - i >= k ? x[..., i, j] : 0",

@@ -165,6 +165,50 @@ static int matmul_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const 
     return CN_OK;
 }
 
+/* ---- gradients ----
+ * A 1-D operand takes part as a matrix (a as a row [1, k], b as a column
+ * [k, 1]) so one formula covers every case; the gradient is reshaped back.
+ * Broadcast batch axes are summed away by cn_sum_to. */
+
+static cn_tensor *matmul_vjp(cn_tensor *const *in, int nin, const cn_attrs *at, cn_tensor *out,
+                             cn_tensor *g, int i) {
+    (void)nin, (void)at, (void)out;
+    cn_tensor *a = in[0], *b = in[1];
+    bool a1 = a->ndim == 1, b1 = b->ndim == 1;
+    if (a1) a = cn_unsqueeze(a, 0);
+    if (b1) b = cn_unsqueeze(b, 1);
+    if (a1 && b1) g = cn_reshape(g, CN_SHAPE(1, 1));
+    else if (a1) g = cn_unsqueeze(g, -2);
+    else if (b1) g = cn_unsqueeze(g, -1);
+    if (!a || !b || !g) return NULL;
+    cn_tensor *r;
+    if (i == 0) {
+        r = cn_sum_to(cn_matmul(g, cn_mT(b)), a->ndim, a->shape);
+    } else if (a->ndim > 2 && b->ndim == 2 && a->shape[a->ndim - 1] > 0 &&
+               g->shape[g->ndim - 1] > 0) {
+        /* A shared matrix (a linear layer over a batch): one product over the
+         * batch's rows instead of one per batch entry summed afterwards. */
+        cn_tensor *a2 = cn_reshape(a, CN_SHAPE(-1, a->shape[a->ndim - 1]));
+        cn_tensor *g2 = cn_reshape(g, CN_SHAPE(-1, g->shape[g->ndim - 1]));
+        r = cn_matmul(cn_mT(a2), g2);
+    } else {
+        r = cn_sum_to(cn_matmul(cn_mT(a), g), b->ndim, b->shape);
+    }
+    if (r && (a1 || b1)) r = cn_reshape(r, in[i]->ndim, in[i]->shape);
+    return r;
+}
+
+static cn_tensor *matmul_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                             const cn_attrs *at, cn_tensor *out) {
+    (void)nin, (void)at, (void)out;
+    cn_tensor *r = tin[0] ? cn_matmul(tin[0], in[1]) : NULL;
+    if (tin[1]) {
+        cn_tensor *t = cn_matmul(in[0], tin[1]);
+        r = r ? cn_add(r, t) : t;
+    }
+    return r;
+}
+
 const cn_op_def cn_opdef_matmul = {
     .name = "matmul",
     .ninputs = 2,
@@ -172,6 +216,8 @@ const cn_op_def cn_opdef_matmul = {
     .flags = CN_OPF_PROMOTE,
     .infer = matmul_infer,
     .cpu = matmul_cpu,
+    .vjp = matmul_vjp,
+    .jvp = matmul_jvp,
     .onnx = "MatMul",
     .doc = "c[..., i, j] = sum_p a[..., i, p] b[..., p, j]; a 1-D a is a row, a 1-D b a column; "
            "batch axes broadcast",

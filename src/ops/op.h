@@ -99,6 +99,10 @@ struct cn_op_def {
     const char *onnx;          /* the ONNX op it maps to, or NULL */
     const void *impl;          /* family-private data for shared kernels */
     const char *doc;           /* one line of maths */
+    /* The derivative used where the maths has none (kinks, ties, steps),
+     * e.g. "relu'(0) = 0"; NULL for ops smooth everywhere they are defined.
+     * docs/ops.md is generated from doc and grad_doc (chutney ops --markdown). */
+    const char *grad_doc;
 };
 
 /* The registry (registry.c). */

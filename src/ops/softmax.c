@@ -31,6 +31,49 @@ static int softmax_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, co
 
 static const bool is_log = true;
 
+/* ---- gradient rules ----
+ * softmax: J = diag(y) - y y^T along the axis, symmetric, so the same
+ * product serves both modes: y * (v - sum(v * y)). log_softmax: J = I - 1
+ * softmax^T; reverse g - softmax * sum(g), forward t - sum(softmax * t). */
+
+static cn_tensor *sum_axis(cn_tensor *t, const cn_attrs *a) {
+    int ax = (int)a->i[0];
+    return cn_sum(t, &ax, 1, true);
+}
+
+/* out, for a forward rule, or the same value computed again from x when
+ * the rule's ops will be recorded: the tangent is stored on out, so a
+ * tangent whose history holds out would be a reference cycle. */
+static cn_tensor *out_for_jvp(cn_op_id id, cn_tensor *x, cn_tensor *t, const cn_attrs *a,
+                              cn_tensor *out) {
+    bool records = cn_is_symbolic(out) || cn_is_symbolic(t) ||
+                   (cn_is_grad_enabled() && (out->requires_grad || t->requires_grad));
+    return records ? cn_op_apply(id, &x, 1, a) : out;
+}
+
+static cn_tensor *softmax_product(cn_tensor *y, cn_tensor *v, const cn_attrs *a) {
+    return cn_mul(y, cn_sub(v, sum_axis(cn_mul(v, y), a)));
+}
+
+static cn_tensor *softmax_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                              cn_tensor *g, int i) {
+    return softmax_product(out, g, a);
+}
+static cn_tensor *softmax_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                              const cn_attrs *a, cn_tensor *out) {
+    return softmax_product(out_for_jvp(CN_OP_softmax, in[0], tin[0], a, out), tin[0], a);
+}
+
+static cn_tensor *log_softmax_vjp(cn_tensor *const *in, int nin, const cn_attrs *a,
+                                  cn_tensor *out, cn_tensor *g, int i) {
+    return cn_sub(g, cn_mul(cn_exp(out), sum_axis(g, a)));
+}
+static cn_tensor *log_softmax_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                                  const cn_attrs *a, cn_tensor *out) {
+    cn_tensor *y = out_for_jvp(CN_OP_log_softmax, in[0], tin[0], a, out);
+    return cn_sub(tin[0], sum_axis(cn_mul(cn_exp(y), tin[0]), a));
+}
+
 const cn_op_def cn_opdef_softmax = {
     .name = "softmax",
     .ninputs = 1,
@@ -38,6 +81,8 @@ const cn_op_def cn_opdef_softmax = {
     .attrs = {{"axis", CN_ATTR_INT, 0, -1}},
     .infer = axis_infer,
     .cpu = softmax_kernel,
+    .vjp = softmax_vjp,
+    .jvp = softmax_jvp,
     .onnx = "Softmax",
     .doc = "y = exp(x - max) / sum(exp(x - max)) along axis",
 };
@@ -49,6 +94,8 @@ const cn_op_def cn_opdef_log_softmax = {
     .attrs = {{"axis", CN_ATTR_INT, 0, -1}},
     .infer = axis_infer,
     .cpu = softmax_kernel,
+    .vjp = log_softmax_vjp,
+    .jvp = log_softmax_jvp,
     .onnx = "LogSoftmax",
     .impl = &is_log, /* set: the log form */
     .doc = "y = x - max - log(sum(exp(x - max))) along axis",
@@ -70,12 +117,29 @@ static int cumsum_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, con
     return r;
 }
 
+/* cumsum: the transpose of a running sum is a running sum from the other
+ * end, reverse(cumsum(reverse(g))); reversing is a negative-step view. */
+static cn_tensor *flip(cn_tensor *t, int axis) { return cn_slice(t, axis, CN_END, CN_END, -1); }
+
+static cn_tensor *cumsum_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                             cn_tensor *g, int i) {
+    int ax = (int)a->i[0];
+    if (g->ndim == 0) return cn_scope_add(cn_retain(g));
+    return flip(cn_cumsum(flip(g, ax), ax), ax);
+}
+static cn_tensor *cumsum_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                             const cn_attrs *a, cn_tensor *out) {
+    return cn_cumsum(tin[0], (int)a->i[0]);
+}
+
 const cn_op_def cn_opdef_cumsum = {
     .name = "cumsum",
     .ninputs = 1,
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = axis_infer,
     .cpu = cumsum_kernel,
+    .vjp = cumsum_vjp,
+    .jvp = cumsum_jvp,
     .onnx = "CumSum",
     .doc = "y[i] = x[0] + ... + x[i] along axis (integers and bools: i64)",
 };

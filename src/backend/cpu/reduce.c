@@ -20,6 +20,7 @@
  * of 64 rows in double. Variance is two-pass inside each (cache-resident)
  * block, blocks merged with Chan's formula; logsumexp subtracts the max. */
 #include "reduce.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -296,7 +297,7 @@ static void state_store(const rplan *p, const rstate *s, char *o) {
     } while (0)
 
 #define ID_(v) (v)
-#define EXPM_f32(v) cn_exp_f32((v) - mx)
+#define EXPM_f32(v) cn_vexpf((v) - mx)
 #define EXPM_f64(v) exp((v) - mx)
 #define SQ_(v) ((double)(v) * (double)(v))
 #define ABS_(v) fabs((double)(v))
@@ -646,7 +647,7 @@ static seg_fn pick_seg(cn_reduce_kind kind, int et) {
         }                                                                                          \
     }
 
-DEF_FLOAT_COL(float, f32, cn_exp_f32)
+DEF_FLOAT_COL(float, f32, cn_vexpf)
 DEF_FLOAT_COL(double, f64, exp)
 
 CN_HOT static void col_i64(const rplan *p, rstate *st, const char *xc, const int64_t *off,

@@ -56,35 +56,4 @@ int cn_cpu_cumsum(const char *name, cn_tensor *out, cn_tensor *x, int axis);
         for (int k_ = 0; k_ < 4; k_++) h[k_] = OP(b8_[k_], b8_[k_ + 4]);                           \
     } while (0)
 
-/* e^x in f32, written so loops over it vectorise (libm's expf is a call per
- * element). x = k ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), e^r
- * by its Taylor series to degree 7 (truncation error 5e-9), and 2^k applied
- * in two halves so results near the overflow and underflow limits,
- * subnormals included, come out right. NaN propagates. Within 2 ulp. */
-static inline float cn_exp_f32(float x) {
-    x = x < -104.0f ? -104.0f : x; /* e^-104 rounds to 0 */
-    x = x > 89.0f ? 89.0f : x;     /* e^89 overflows to inf */
-    const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float t = x * 1.44269504088896341f + shifter;
-    float kf = t - shifter;
-    uint32_t tb;
-    memcpy(&tb, &t, sizeof tb);
-    int32_t k = (int32_t)(tb - 0x4B400000u); /* the integer in t's low mantissa bits */
-    float r = (x - kf * 0.693359375f) - kf * -2.12194440e-4f;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t k1 = k / 2, k2 = k - k1;
-    uint32_t b1 = (uint32_t)(k1 + 127) << 23, b2 = (uint32_t)(k2 + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &b1, sizeof s1);
-    memcpy(&s2, &b2, sizeof s2);
-    return p * s1 * s2;
-}
-
 #endif

@@ -7,6 +7,7 @@
  * Each output depends only on its own line of input and is computed by one
  * thread, so the results are the same for any thread count. */
 #include "reduce.h"
+#include "vmath.h"
 
 #include <math.h>
 
@@ -134,7 +135,7 @@ typedef struct line_job {
         }                                                                                          \
     }
 
-DEF_SOFTMAX(float, f32, cn_exp_f32)
+DEF_SOFTMAX(float, f32, cn_vexpf)
 DEF_SOFTMAX(double, f64, exp)
 
 /* Running sums; floats accumulate in double (as PyTorch does), integers

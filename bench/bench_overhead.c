@@ -1,0 +1,204 @@
+/* Eager per-op overhead: 10,000 tiny elementwise ops (add and mul in turn on
+ * 64-element f32 tensors), without recording, and with recording plus one
+ * backward through the whole chain; the same loop in PyTorch
+ * (/usr/bin/python3, torch) in the same run, interleaved, 1 thread each.
+ * Prints microseconds per op (medians of the repeats) and the ratio
+ * Chutney / PyTorch.
+ *
+ *   bench_overhead [--repeats N] [--no-torch] [--json]
+ */
+#include <chutney.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NOPS 10000
+#define NUMEL 64
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One run; returns microseconds per op. */
+static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) {
+    cn_scope_begin();
+    double t0 = now_s();
+    cn_tensor *x = x0;
+    bool prev = cn_set_grad_enabled(grad);
+    for (int i = 0; i < NOPS / 2; i++) {
+        x = cn_add(x, a);
+        x = cn_mul(x, b);
+    }
+    if (grad) {
+        cn_tensor *loss = cn_sum(x, NULL, 0, false);
+        if (cn_backward(loss, NULL) < 0) {
+            fprintf(stderr, "bench_overhead: %s\n", cn_last_error());
+            exit(1);
+        }
+    }
+    cn_set_grad_enabled(prev);
+    if (!x) {
+        fprintf(stderr, "bench_overhead: %s\n", cn_last_error());
+        exit(1);
+    }
+    double t = now_s() - t0;
+    cn_scope_end();
+    cn_zero_grad(a);
+    cn_zero_grad(b);
+    cn_zero_grad(x0);
+    return t * 1e6 / NOPS;
+}
+
+/* The same loop in PyTorch: a child process that times one run per line of
+ * input ("0" or "1" = with grad) and answers microseconds per op, so the two
+ * frameworks' runs interleave. */
+static const char *torch_script =
+    "import os, sys, time\n"
+    "os.environ['OMP_NUM_THREADS'] = '1'\n"
+    "import torch\n"
+    "torch.set_num_threads(1)\n"
+    "x0 = torch.rand(64, requires_grad=True)\n"
+    "a = torch.rand(64, requires_grad=True)\n"
+    "b = (0.5 + torch.rand(64) * 0.5).requires_grad_()\n"
+    "def run(grad):\n"
+    "    t0 = time.perf_counter()\n"
+    "    with torch.set_grad_enabled(grad):\n"
+    "        x = x0\n"
+    "        for i in range(5000):\n"
+    "            x = x + a\n"
+    "            x = x * b\n"
+    "        if grad:\n"
+    "            x.sum().backward()\n"
+    "    t = time.perf_counter() - t0\n"
+    "    x0.grad = a.grad = b.grad = None\n"
+    "    return t * 1e6 / 10000\n"
+    "for line in sys.stdin:\n"
+    "    print(run(line.strip() == '1'), flush=True)\n";
+
+typedef struct torch_proc {
+    FILE *to, *from;
+} torch_proc;
+
+#include <unistd.h>
+#include <sys/wait.h>
+
+static bool torch_start(torch_proc *p) {
+    int in[2], out[2];
+    if (pipe(in) < 0 || pipe(out) < 0) return false;
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl("/usr/bin/python3", "python3", "-c", torch_script, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    p->to = fdopen(in[1], "w");
+    p->from = fdopen(out[0], "r");
+    return p->to && p->from;
+}
+
+static double torch_run(torch_proc *p, bool grad) {
+    fprintf(p->to, "%d\n", grad ? 1 : 0);
+    fflush(p->to);
+    double us = -1;
+    if (fscanf(p->from, "%lf", &us) != 1) return -1;
+    return us;
+}
+
+int main(int argc, char **argv) {
+    int repeats = 9;
+    bool use_torch = true, json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-torch")) use_torch = false;
+        else if (!strcmp(argv[i], "--json")) json = true;
+        else {
+            fprintf(stderr, "usage: bench_overhead [--repeats N] [--no-torch] [--json]\n");
+            return 2;
+        }
+    }
+    if (repeats < 1) repeats = 1;
+    cn_set_num_threads(1);
+    cn_manual_seed(1);
+    cn_tensor *x0 = cn_rand(CN_F32, CN_SHAPE(NUMEL));
+    cn_tensor *a = cn_rand(CN_F32, CN_SHAPE(NUMEL));
+    cn_tensor *b = cn_add_scalar(cn_mul_scalar(cn_rand(CN_F32, CN_SHAPE(NUMEL)), 0.5), 0.5);
+    b = cn_detach(b);
+    cn_set_requires_grad(x0, true);
+    cn_set_requires_grad(a, true);
+    cn_set_requires_grad(b, true);
+
+    torch_proc tp = {0};
+    if (use_torch && !torch_start(&tp)) {
+        fprintf(stderr, "bench_overhead: cannot start /usr/bin/python3; use --no-torch\n");
+        return 1;
+    }
+    double *c[2], *t[2];
+    for (int g = 0; g < 2; g++) {
+        c[g] = calloc((size_t)repeats, sizeof(double));
+        t[g] = calloc((size_t)repeats, sizeof(double));
+    }
+    /* warm-up */
+    for (int g = 0; g < 2; g++) {
+        chutney_run(g, x0, a, b);
+        if (use_torch && torch_run(&tp, g) < 0) {
+            fprintf(stderr, "bench_overhead: the PyTorch side failed (is python3-torch installed?)\n");
+            return 1;
+        }
+    }
+    for (int r = 0; r < repeats; r++)
+        for (int g = 0; g < 2; g++) {
+            c[g][r] = chutney_run(g, x0, a, b);
+            if (use_torch) t[g][r] = torch_run(&tp, g);
+        }
+    if (use_torch) {
+        fclose(tp.to);
+        fclose(tp.from);
+        wait(NULL);
+    }
+    const char *label[2] = {"no recording", "recording + backward"};
+    double cm[2], tm[2];
+    for (int g = 0; g < 2; g++) {
+        cm[g] = median(c[g], repeats);
+        tm[g] = use_torch ? median(t[g], repeats) : 0;
+    }
+    if (json) {
+        printf("{\"bench\":\"overhead\",\"ops\":%d,\"numel\":%d,\"repeats\":%d,"
+               "\"chutney_us_per_op\":[%.4f,%.4f],\"torch_us_per_op\":[%.4f,%.4f]}\n",
+               NOPS, NUMEL, repeats, cm[0], cm[1], tm[0], tm[1]);
+    } else {
+        printf("eager overhead: %d ops on %d-element f32 tensors, 1 thread, median of %d\n", NOPS,
+               NUMEL, repeats);
+        printf("%-22s %12s %12s %8s\n", "", "chutney us", "torch us", "ratio");
+        for (int g = 0; g < 2; g++) {
+            if (use_torch)
+                printf("%-22s %12.3f %12.3f %8.3f\n", label[g], cm[g], tm[g], cm[g] / tm[g]);
+            else
+                printf("%-22s %12.3f %12s %8s\n", label[g], cm[g], "-", "-");
+        }
+    }
+    for (int g = 0; g < 2; g++) {
+        free(c[g]);
+        free(t[g]);
+    }
+    return 0;
+}

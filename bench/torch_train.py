@@ -1,0 +1,132 @@
+"""PyTorch reference for `chutney train`: the benchmark workloads of
+docs/benchmarks.md (mlp, cnn, lstm on Fashion-MNIST) with the same
+architecture, batch, optimiser, learning rate and [0, 1] inputs, trained for
+N epochs; prints the test accuracy, and with --json one line like
+`chutney train --json`.
+
+    /usr/bin/python3 bench/torch_train.py --model cnn --epochs 2 [--threads T]
+        [--seed S] [--data DIR] [--json]
+
+PyTorch at its best on this CPU: OMP/BLAS thread counts are set before torch
+is imported, with a passive OpenMP wait policy (see docs/benchmarks.md)."""
+import argparse
+import gzip
+import json
+import os
+import resource
+import struct
+import sys
+import time
+
+p = argparse.ArgumentParser()
+p.add_argument("--model", default="cnn", choices=["mlp", "cnn", "lstm"])
+p.add_argument("--epochs", type=int, default=2)
+p.add_argument("--batch", type=int, default=0)
+p.add_argument("--lr", type=float, default=0)
+p.add_argument("--threads", type=int, default=1)
+p.add_argument("--omp", type=int, default=0, help="OpenMP threads (default: --threads)")
+p.add_argument("--blas", type=int, default=0, help="BLAS threads (default: --threads)")
+p.add_argument("--seed", type=int, default=1)
+p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+p.add_argument("--json", action="store_true")
+args = p.parse_args()
+
+os.environ["OMP_NUM_THREADS"] = str(args.omp or args.threads)
+os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas or args.threads)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+torch.set_num_threads(args.omp or args.threads)
+torch.manual_seed(args.seed)
+
+DEFAULTS = {"mlp": (128, 0.05), "cnn": (64, 1e-3), "lstm": (128, 1e-3)}
+batch = args.batch or DEFAULTS[args.model][0]
+lr = args.lr or DEFAULTS[args.model][1]
+
+
+def idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, = struct.unpack(">I", data[:4])
+    ndim = magic & 0xFF
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    t = torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8)
+    return t.reshape(dims)
+
+
+def load(split):
+    x = idx(os.path.join(args.data, split + "-images-idx3-ubyte.gz")).float() / 255.0
+    y = idx(os.path.join(args.data, split + "-labels-idx1-ubyte.gz")).long()
+    return x, y
+
+
+class LSTMNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(28, 128, batch_first=True)
+        self.fc = nn.Linear(128, 10)
+
+    def forward(self, x):
+        out, _ = self.lstm(x.reshape(-1, 28, 28))
+        return self.fc(out[:, -1])
+
+
+def make_model():
+    if args.model == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256),
+                             nn.ReLU(), nn.Linear(256, 10))
+    if args.model == "cnn":
+        return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+    return LSTMNet()
+
+
+xtr, ytr = load("train")
+xte, yte = load("t10k")
+xtr = xtr.unsqueeze(1)
+xte = xte.unsqueeze(1)
+model = make_model()
+if args.model == "mlp":
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+else:
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+loss_fn = nn.CrossEntropyLoss()
+
+t_start = time.time()
+train_time = 0.0
+samples = 0
+warmup = 20
+for epoch in range(args.epochs):
+    model.train()
+    perm = torch.randperm(len(xtr))
+    nb = len(xtr) // batch + (1 if len(xtr) % batch else 0)
+    for b in range(nb):
+        sel = perm[b * batch:(b + 1) * batch]
+        xb, yb = xtr[sel], ytr[sel]
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        dt = time.perf_counter() - t0
+        if epoch > 0 or b >= warmup:
+            train_time += dt
+            samples += len(sel)
+    model.eval()
+    with torch.no_grad():
+        correct = 0
+        for b in range(0, len(xte), 1000):
+            correct += (model(xte[b:b + 1000]).argmax(1) == yte[b:b + 1000]).sum().item()
+    acc = correct / len(xte)
+    print("epoch %d: loss %.4f, test accuracy %.2f%%" % (epoch + 1, loss.item(), 100 * acc),
+          flush=True)
+
+sps = samples / train_time if train_time > 0 else 0
+print("test accuracy: %.2f%%" % (100 * acc))
+if args.json:
+    print(json.dumps({"model": args.model, "epochs": args.epochs, "test_accuracy": acc,
+                      "samples_per_sec": sps, "seconds": time.time() - t_start,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                      "framework": "pytorch " + torch.__version__}))

@@ -1,0 +1,188 @@
+/* Images to and from tensors through stb_image / stb_image_write (Debian's
+ * libstb-dev, header-only here). Without stb every call fails clearly. */
+#include "../io/fileio.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+
+#ifdef CN_HAVE_STB
+/* The implementations are compiled into this file only, static, so they
+ * cannot clash with a program that links its own copy of stb. The headers
+ * come in as system headers (CMake's SYSTEM include), which keeps their
+ * warnings out, except for the static functions this file does not call:
+ * GCC reports those at the end of the file. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb_image.h>
+#include <stb_image_write.h>
+#endif
+
+static int check_layout(const char *fn, cn_image_layout layout) {
+    if (layout != CN_IMAGE_HWC && layout != CN_IMAGE_CHW)
+        return cn_failc(CN_EINVAL, "%s: layout %d is neither CN_IMAGE_HWC nor CN_IMAGE_CHW", fn,
+                        (int)layout);
+    return CN_OK;
+}
+
+cn_tensor *cn_load_image(const char *path, int channels, cn_image_layout layout, cn_dtype dt) {
+    static const char fn[] = "load_image";
+    if (!path) return cn_fail("%s: path is NULL", fn);
+    if (channels < 0 || channels > 4)
+        return cn_fail("%s: channels is %d; it must be 0 (as in the file) or 1 to 4", fn, channels);
+    if (check_layout(fn, layout) != CN_OK) return NULL;
+    if (dt != CN_U8 && dt != CN_F32)
+        return cn_fail("%s: dtype %s is not supported (u8 or f32)", fn, cn_dtype_name(dt));
+#ifndef CN_HAVE_STB
+    return cn_fail("%s: cannot read '%s': Chutney was built without stb (install libstb-dev and "
+                   "reconfigure)",
+                   fn, path);
+#else
+    char eb[128];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cn_fail("%s: cannot open '%s': %s", fn, path, cn_errno_str(errno, eb, sizeof eb));
+    int w = 0, h = 0, c = 0;
+    unsigned char *px = stbi_load_from_file(f, &w, &h, &c, channels);
+    fclose(f);
+    if (!px)
+        return cn_fail("%s: cannot decode '%s': %s", fn, path,
+                       stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+    int ch = channels ? channels : c;
+    int64_t shape[3];
+    if (layout == CN_IMAGE_HWC)
+        shape[0] = h, shape[1] = w, shape[2] = ch;
+    else
+        shape[0] = ch, shape[1] = h, shape[2] = w;
+    cn_tensor *t = cn_t_empty(dt, 3, shape);
+    if (!t) {
+        stbi_image_free(px);
+        return NULL;
+    }
+    size_t hw = (size_t)w * (size_t)h;
+    for (size_t p = 0; p < hw; p++)
+        for (int k = 0; k < ch; k++) {
+            size_t o = layout == CN_IMAGE_HWC ? p * (size_t)ch + (size_t)k : (size_t)k * hw + p;
+            unsigned char v = px[p * (size_t)ch + (size_t)k];
+            if (dt == CN_U8)
+                ((uint8_t *)t->storage->data)[o] = v;
+            else
+                ((float *)t->storage->data)[o] = (float)v / 255.0f;
+        }
+    stbi_image_free(px);
+    return cn_scope_add(t);
+#endif
+}
+
+#ifdef CN_HAVE_STB
+typedef struct write_ctx {
+    FILE *f;
+    bool failed;
+} write_ctx;
+
+static void write_fn(void *ctx, void *data, int size) {
+    write_ctx *w = ctx;
+    if (size > 0 && fwrite(data, 1, (size_t)size, w->f) != (size_t)size) w->failed = true;
+}
+#endif
+
+int cn_save_image(const char *path, const cn_tensor *img, cn_image_layout layout,
+                  int jpeg_quality) {
+    static const char fn[] = "save_image";
+    if (!img) return CN_EINVAL;
+    if (!path) return cn_failc(CN_EINVAL, "%s: path is NULL", fn);
+    if (check_layout(fn, layout) != CN_OK) return CN_EINVAL;
+    if (!img->storage)
+        return cn_failc(CN_EINVAL, "%s: the tensor is symbolic (a static graph value)", fn);
+    cn_dtype dt = (cn_dtype)img->dtype;
+    char b[160];
+    if (dt != CN_U8 && !cn_dtype_is_float(dt))
+        return cn_failc(CN_EINVAL, "%s: %s %s is neither u8 nor float; cast it first", fn,
+                        cn_dtype_name(dt), cn_fmt_shape(b, sizeof b, img->ndim, img->shape));
+    int64_t h, w, c;
+    if (img->ndim == 2)
+        h = img->shape[0], w = img->shape[1], c = 1;
+    else if (img->ndim == 3 && layout == CN_IMAGE_HWC)
+        h = img->shape[0], w = img->shape[1], c = img->shape[2];
+    else if (img->ndim == 3)
+        c = img->shape[0], h = img->shape[1], w = img->shape[2];
+    else
+        return cn_failc(CN_EINVAL, "%s: an image is [H, W] or rank 3 with channels, not %s", fn,
+                        cn_fmt_shape(b, sizeof b, img->ndim, img->shape));
+    if (c < 1 || c > 4 || h < 1 || w < 1 || h > (1 << 24) || w > (1 << 24) || h * w * c > INT_MAX)
+        return cn_failc(CN_EINVAL,
+                        "%s: %s in %s layout is not an image of 1 to 4 channels and a positive, "
+                        "not huge, size",
+                        fn, cn_fmt_shape(b, sizeof b, img->ndim, img->shape),
+                        layout == CN_IMAGE_HWC ? "HWC" : "CHW");
+    int kind = cn_has_ext(path, ".png")                                ? 0
+               : cn_has_ext(path, ".jpg") || cn_has_ext(path, ".jpeg") ? 1
+               : cn_has_ext(path, ".bmp")                              ? 2
+                                                                       : -1;
+    if (kind < 0)
+        return cn_failc(CN_EINVAL, "%s: '%s': unknown image extension (.png, .jpg, .jpeg, .bmp)",
+                        fn, path);
+    if (jpeg_quality < 0 || jpeg_quality > 100)
+        return cn_failc(CN_EINVAL, "%s: jpeg_quality %d is not in 1..100 (0: default)", fn,
+                        jpeg_quality);
+#ifndef CN_HAVE_STB
+    return cn_failc(CN_EUNSUPPORTED,
+                    "%s: cannot write '%s': Chutney was built without stb (install libstb-dev and "
+                    "reconfigure)",
+                    fn, path);
+#else
+    cn_tensor *src = cn_t_contiguous((cn_tensor *)img);
+    if (!src) return CN_ENOMEM;
+    size_t hw = (size_t)(h * w), n = hw * (size_t)c;
+    unsigned char *px = malloc(n);
+    if (!px) {
+        cn_release(src);
+        return cn_failc(CN_ENOMEM, "%s: out of memory", fn);
+    }
+    const void *sp = cn_t_ptr(src);
+    bool chw = img->ndim == 3 && layout == CN_IMAGE_CHW;
+    for (size_t p = 0; p < hw; p++)
+        for (int64_t k = 0; k < c; k++) {
+            size_t i = chw ? (size_t)k * hw + p : p * (size_t)c + (size_t)k;
+            unsigned char v;
+            if (dt == CN_U8) {
+                v = ((const uint8_t *)sp)[i];
+            } else {
+                double x = cn_load_f64(sp, dt, (int64_t)i) * 255.0;
+                v = isnan(x) ? 0 : x <= 0 ? 0 : x >= 255 ? 255 : (unsigned char)lround(x);
+            }
+            px[p * (size_t)c + (size_t)k] = v;
+        }
+    cn_release(src);
+    cn_afile af;
+    int status = cn_afile_open(&af, path, fn);
+    if (status != CN_OK) {
+        free(px);
+        return status;
+    }
+    write_ctx ctx = {af.f, false};
+    int ok;
+    if (kind == 0)
+        ok = stbi_write_png_to_func(write_fn, &ctx, (int)w, (int)h, (int)c, px, (int)(w * c));
+    else if (kind == 1)
+        ok = stbi_write_jpg_to_func(write_fn, &ctx, (int)w, (int)h, (int)c, px,
+                                    jpeg_quality ? jpeg_quality : 90);
+    else
+        ok = stbi_write_bmp_to_func(write_fn, &ctx, (int)w, (int)h, (int)c, px);
+    free(px);
+    if (!ok || ctx.failed) {
+        char eb[128];
+        int err = errno;
+        cn_afile_abort(&af);
+        return cn_failc(CN_EIO, "%s: writing '%s' failed: %s", fn, path,
+                        ctx.failed ? cn_errno_str(err, eb, sizeof eb) : "the encoder failed");
+    }
+    return cn_afile_commit(&af, fn);
+#endif
+}

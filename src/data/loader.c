@@ -1,0 +1,570 @@
+/* The batching loader: seeded shuffling, per-sample transforms, and
+ * prefetching on a background thread.
+ *
+ * Determinism: every random choice is a Philox draw keyed by the loader's
+ * seed and addressed by (epoch, position) — the permutation of epoch e
+ * draws at (e, i) for i = N-1 .. 1, the transform k of sample j at (e, j)
+ * under a key derived from (seed, k) — so a batch is a pure function of the
+ * seed, the epoch and its index. The background thread computes exactly
+ * what cn_loader_next would compute itself; it only does it earlier.
+ *
+ * Threads: tensor structs and scopes are per-thread and reference counts
+ * are not atomic, so the background thread never touches a cn_tensor: it
+ * reads the dataset's (immutable, contiguous) bytes and writes plain
+ * buffers from cn_alloc, which the caller's thread wraps into tensors. */
+#include "../io/fileio.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#define LOADER_MAX_TENSORS 16
+#define LOADER_MAX_TRANSFORMS 16
+#define QUEUE_CAP 2
+
+typedef enum xf_kind { XF_NORMALIZE, XF_CROP, XF_HFLIP } xf_kind;
+
+typedef struct transform {
+    xf_kind kind;
+    int which;
+    int64_t h, w, pad;  /* crop */
+    double p;           /* flip */
+    double *mean, *std; /* normalize: nmean entries (1 or C) */
+    int nmean;
+    /* The sample's dtype and [C, H, W] before and after this step. */
+    cn_dtype in_dt, out_dt;
+    int64_t in_c, in_h, in_w, out_h, out_w;
+} transform;
+
+/* The per-tensor sample description: the dataset layout and the layout
+ * after its transforms. */
+typedef struct column {
+    cn_tensor *data; /* contiguous, retained */
+    const unsigned char *bytes;
+    size_t sample_bytes; /* in the dataset */
+    cn_dtype dt;         /* after transforms */
+    int ndim;            /* sample rank after transforms */
+    int64_t shape[CN_MAX_DIMS];
+    size_t out_sample_bytes;
+} column;
+
+/* One prepared batch, or the end of an epoch, or an error. */
+typedef struct item {
+    int status; /* 1 batch, 0 end of epoch, < 0 error */
+    int64_t rows;
+    void *buf[LOADER_MAX_TENSORS];
+    char err[512];
+} item;
+
+/* Where the producer is: epoch, next batch index, and that epoch's order. */
+typedef struct cursor {
+    int64_t epoch, batch;
+    int64_t *perm;      /* N entries */
+    int64_t perm_epoch; /* the epoch perm was drawn for (-1: none) */
+} cursor;
+
+struct cn_loader {
+    int ncols;
+    column col[LOADER_MAX_TENSORS];
+    transform xf[LOADER_MAX_TRANSFORMS];
+    int nxf;
+    int64_t n, batch_size, nbatches;
+    bool shuffle, drop_last, started;
+    uint64_t seed;
+    int prefetch;
+    int64_t epoch; /* the epoch cn_loader_next is in */
+    int sticky;    /* a failed production stops the loader: its status */
+    char sticky_msg[512];
+
+    /* Synchronous production, and the producer's own state. */
+    cursor cur;
+
+    /* The prefetch queue (a ring of QUEUE_CAP items). */
+    pthread_t thread;
+    bool running, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t not_full, not_empty;
+    item q[QUEUE_CAP];
+    int qhead, qcount;
+};
+
+/* ---- random draws ---- */
+
+/* Philox at (epoch, index) under key. Indices below 2^40 and epochs below
+ * 2^24 address distinct counters. */
+static void draw(uint64_t key, int64_t epoch, int64_t index, uint32_t out[4]) {
+    cn_philox(key, ((uint64_t)epoch << 40) | (uint64_t)index, out);
+}
+
+/* The key for transform k: the seed mixed with k so transforms draw
+ * independent streams (splitmix64's finaliser). */
+static uint64_t xf_key(uint64_t seed, int k) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void make_perm(const cn_loader *l, int64_t epoch, int64_t *perm) {
+    for (int64_t i = 0; i < l->n; i++)
+        perm[i] = i;
+    if (!l->shuffle) return;
+    /* Fisher-Yates from the end; the 64-bit draw's modulo bias is below
+     * 2^-24 for any dataset that fits in memory. */
+    for (int64_t i = l->n - 1; i > 0; i--) {
+        uint32_t o[4];
+        draw(l->seed, epoch, i, o);
+        uint64_t x = ((uint64_t)o[0] << 32) | o[1];
+        int64_t j = (int64_t)(x % (uint64_t)(i + 1));
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* ---- transforms on one sample ---- */
+
+static void apply(const cn_loader *l, int k, const transform *x, int64_t epoch, int64_t sample,
+                  const void *in, void *out) {
+    size_t ies = cn_dsize(x->in_dt);
+    int64_t C = x->in_c, H = x->in_h, W = x->in_w;
+    switch (x->kind) {
+    case XF_NORMALIZE: {
+        float *o = out;
+        for (int64_t c = 0; c < C; c++) {
+            double m = x->mean[x->nmean == 1 ? 0 : c], s = x->std[x->nmean == 1 ? 0 : c];
+            for (int64_t i = 0; i < H * W; i++) {
+                int64_t e = c * H * W + i;
+                o[e] = (float)((cn_load_f64(in, x->in_dt, e) - m) / s);
+            }
+        }
+        break;
+    }
+    case XF_CROP: {
+        uint32_t r[4];
+        draw(xf_key(l->seed, k), epoch, sample, r);
+        int64_t oy = (int64_t)(r[0] % (uint32_t)(H + 2 * x->pad - x->h + 1));
+        int64_t ox = (int64_t)(r[1] % (uint32_t)(W + 2 * x->pad - x->w + 1));
+        /* Window origin in the unpadded image. */
+        int64_t y0 = oy - x->pad, x0 = ox - x->pad;
+        unsigned char *o = out;
+        const unsigned char *src = in;
+        memset(o, 0, (size_t)(C * x->h * x->w) * ies);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t y = 0; y < x->h; y++) {
+                int64_t sy = y0 + y;
+                if (sy < 0 || sy >= H) continue;
+                int64_t xa = x0 < 0 ? -x0 : 0, xb = x->w;
+                if (x0 + xb > W) xb = W - x0;
+                if (xb <= xa) continue;
+                memcpy(o + ((size_t)((c * x->h + y) * x->w + xa)) * ies,
+                       src + ((size_t)((c * H + sy) * W + x0 + xa)) * ies, (size_t)(xb - xa) * ies);
+            }
+        break;
+    }
+    case XF_HFLIP: {
+        uint32_t r[4];
+        draw(xf_key(l->seed, k), epoch, sample, r);
+        bool flip = (double)(r[2] >> 8) * 0x1p-24 < x->p;
+        const unsigned char *src = in;
+        unsigned char *o = out;
+        if (!flip) {
+            memcpy(o, src, (size_t)(C * H * W) * ies);
+            break;
+        }
+        for (int64_t row = 0; row < C * H; row++)
+            for (int64_t j = 0; j < W; j++)
+                memcpy(o + (size_t)(row * W + j) * ies, src + (size_t)(row * W + W - 1 - j) * ies,
+                       ies);
+        break;
+    }
+    }
+}
+
+/* Batch b of epoch e into it (buffers from cn_alloc). Runs on either
+ * thread; touches no tensor struct. */
+static void produce(cn_loader *l, cursor *cur, item *it) {
+    memset(it, 0, sizeof *it);
+    if (cur->batch >= l->nbatches) {
+        it->status = 0;
+        cur->epoch++;
+        cur->batch = 0;
+        return;
+    }
+    if (cur->perm_epoch != cur->epoch) {
+        make_perm(l, cur->epoch, cur->perm);
+        cur->perm_epoch = cur->epoch;
+    }
+    int64_t start = cur->batch * l->batch_size;
+    int64_t rows = l->n - start < l->batch_size ? l->n - start : l->batch_size;
+    it->rows = rows;
+    /* Scratch for transform chains: the largest intermediate sample. */
+    size_t scratch = 0;
+    for (int k = 0; k < l->nxf; k++) {
+        const transform *x = &l->xf[k];
+        size_t a = (size_t)(x->in_c * x->in_h * x->in_w) * cn_dsize(x->in_dt);
+        size_t b = (size_t)(x->in_c * x->out_h * x->out_w) * cn_dsize(x->out_dt);
+        if (a > scratch) scratch = a;
+        if (b > scratch) scratch = b;
+    }
+    unsigned char *s0 = scratch ? malloc(scratch) : NULL, *s1 = scratch ? malloc(scratch) : NULL;
+    bool ok = !scratch || (s0 && s1);
+    for (int c = 0; c < l->ncols && ok; c++) {
+        const column *col = &l->col[c];
+        it->buf[c] = cn_alloc((size_t)rows * col->out_sample_bytes);
+        if (!it->buf[c]) {
+            ok = false;
+            break;
+        }
+        unsigned char *dst = it->buf[c];
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t j = cur->perm[start + r];
+            const unsigned char *src = col->bytes + (size_t)j * col->sample_bytes;
+            unsigned char *out = dst + (size_t)r * col->out_sample_bytes;
+            /* The transforms of this column, in order, ping-ponging between
+             * the scratch buffers; the last one writes the batch. */
+            int last = -1;
+            for (int k = 0; k < l->nxf; k++)
+                if (l->xf[k].which == c) last = k;
+            if (last < 0) {
+                memcpy(out, src, col->sample_bytes);
+                continue;
+            }
+            const void *in = src;
+            unsigned char *bufs[2] = {s0, s1};
+            int flip = 0;
+            for (int k = 0; k <= last; k++) {
+                if (l->xf[k].which != c) continue;
+                void *o = k == last ? (void *)out : bufs[flip];
+                apply(l, k, &l->xf[k], cur->epoch, j, in, o);
+                in = o;
+                flip ^= 1;
+            }
+        }
+    }
+    free(s0);
+    free(s1);
+    if (!ok) {
+        for (int c = 0; c < l->ncols; c++)
+            cn_free(it->buf[c]);
+        memset(it->buf, 0, sizeof it->buf);
+        it->status = CN_ENOMEM;
+        snprintf(it->err, sizeof it->err, "loader_next: out of memory preparing a batch of %lld",
+                 (long long)rows);
+        return;
+    }
+    it->status = 1;
+    cur->batch++;
+}
+
+static void item_clear(item *it) {
+    for (int c = 0; c < LOADER_MAX_TENSORS; c++)
+        cn_free(it->buf[c]);
+    memset(it, 0, sizeof *it);
+}
+
+/* ---- the background thread ---- */
+
+static void *producer_main(void *arg) {
+    cn_loader *l = arg;
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        while (l->qcount == l->prefetch && !l->stop)
+            pthread_cond_wait(&l->not_full, &l->mu);
+        bool stop = l->stop;
+        pthread_mutex_unlock(&l->mu);
+        if (stop) break;
+        item it;
+        produce(l, &l->cur, &it);
+        pthread_mutex_lock(&l->mu);
+        l->q[(l->qhead + l->qcount) % QUEUE_CAP] = it;
+        l->qcount++;
+        pthread_cond_signal(&l->not_empty);
+        pthread_mutex_unlock(&l->mu);
+        if (it.status < 0) break; /* the consumer reports it; nothing more to do */
+    }
+    return NULL;
+}
+
+static int start_thread(cn_loader *l) {
+    l->stop = false;
+    if (pthread_create(&l->thread, NULL, producer_main, l) != 0)
+        return cn_failc(CN_ESTATE, "loader_next: cannot start the prefetch thread");
+    l->running = true;
+    return CN_OK;
+}
+
+static void stop_thread(cn_loader *l) {
+    if (l->running) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = true;
+        pthread_cond_broadcast(&l->not_full);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->thread, NULL);
+        l->running = false;
+    }
+    while (l->qcount) {
+        item_clear(&l->q[l->qhead]);
+        l->qhead = (l->qhead + 1) % QUEUE_CAP;
+        l->qcount--;
+    }
+    l->qhead = 0;
+}
+
+/* ---- public API ---- */
+
+cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loader_opts *opts) {
+    static const char fn[] = "loader_new";
+    if (!opts) return cn_fail("%s: opts is NULL", fn);
+    if (ntensors < 1 || ntensors > LOADER_MAX_TENSORS)
+        return cn_fail("%s: %d tensors; give 1 to %d", fn, ntensors, LOADER_MAX_TENSORS);
+    if (!tensors) return cn_fail("%s: tensors is NULL", fn);
+    for (int i = 0; i < ntensors; i++)
+        if (!tensors[i]) return NULL; /* the error that made it NULL stands */
+    if (opts->batch_size < 1)
+        return cn_fail("%s: batch_size is %lld; it must be at least 1", fn,
+                       (long long)opts->batch_size);
+    if (opts->prefetch < 0 || opts->prefetch > QUEUE_CAP)
+        return cn_fail("%s: prefetch is %d; it must be 0 to %d", fn, opts->prefetch, QUEUE_CAP);
+    int64_t n = -1;
+    char b1[160], b2[160];
+    for (int i = 0; i < ntensors; i++) {
+        const cn_tensor *t = tensors[i];
+        if (!t->storage) return cn_fail("%s: tensor %d is symbolic (a static graph value)", fn, i);
+        if (t->ndim < 1)
+            return cn_fail("%s: tensor %d is rank 0; the first axis is the sample", fn, i);
+        if (n < 0)
+            n = t->shape[0];
+        else if (t->shape[0] != n)
+            return cn_fail("%s: tensor 0 %s and tensor %d %s have different numbers of samples", fn,
+                           cn_shape_str(tensors[0], b1, sizeof b1), i,
+                           cn_shape_str(t, b2, sizeof b2));
+    }
+    if (n >= ((int64_t)1 << 40)) return cn_fail("%s: more than 2^40 samples", fn);
+    cn_loader *l = calloc(1, sizeof *l);
+    if (!l) return cn_fail("%s: out of memory", fn);
+    l->cur.perm = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!l->cur.perm) {
+        free(l);
+        return cn_fail("%s: out of memory", fn);
+    }
+    l->cur.perm_epoch = -1;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->not_full, NULL);
+    pthread_cond_init(&l->not_empty, NULL);
+    l->n = n;
+    l->batch_size = opts->batch_size;
+    l->shuffle = opts->shuffle;
+    l->drop_last = opts->drop_last;
+    l->seed = opts->seed;
+    l->prefetch = opts->prefetch;
+    l->nbatches = l->drop_last ? n / l->batch_size : (n + l->batch_size - 1) / l->batch_size;
+    for (int i = 0; i < ntensors; i++) {
+        column *c = &l->col[i];
+        c->data = cn_t_contiguous(tensors[i]);
+        if (!c->data) {
+            l->ncols = i;
+            cn_loader_free(l);
+            return NULL;
+        }
+        l->ncols = i + 1;
+        c->bytes = cn_t_ptr(c->data);
+        c->dt = (cn_dtype)c->data->dtype;
+        c->ndim = c->data->ndim - 1;
+        memcpy(c->shape, c->data->shape + 1, sizeof(int64_t) * (size_t)c->ndim);
+        c->sample_bytes = (size_t)cn_shape_numel(c->ndim, c->shape) * cn_dsize(c->dt);
+        c->out_sample_bytes = c->sample_bytes;
+    }
+    return l;
+}
+
+void cn_loader_free(cn_loader *l) {
+    if (!l) return;
+    stop_thread(l);
+    for (int i = 0; i < l->ncols; i++)
+        cn_release(l->col[i].data);
+    for (int k = 0; k < l->nxf; k++) {
+        free(l->xf[k].mean);
+        free(l->xf[k].std);
+    }
+    free(l->cur.perm);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->not_full);
+    pthread_cond_destroy(&l->not_empty);
+    free(l);
+}
+
+/* Checks a new transform of column `which` and reads the sample as
+ * [C, H, W]. */
+static transform *add_xf(cn_loader *l, const char *fn, int which) {
+    if (!l) return NULL;
+    if (l->started)
+        return cn_fail("%s: transforms must be added before the first cn_loader_next", fn);
+    if (which < 0 || which >= l->ncols)
+        return cn_fail("%s: tensor %d out of range for a loader of %d tensors", fn, which,
+                       l->ncols);
+    if (l->nxf >= LOADER_MAX_TRANSFORMS)
+        return cn_fail("%s: more than %d transforms", fn, LOADER_MAX_TRANSFORMS);
+    column *c = &l->col[which];
+    if (c->ndim != 2 && c->ndim != 3) {
+        char b[160];
+        return cn_fail("%s: samples of tensor %d are %s; transforms take [C, H, W] or [H, W]", fn,
+                       which, cn_fmt_shape(b, sizeof b, c->ndim, c->shape));
+    }
+    transform *x = &l->xf[l->nxf];
+    memset(x, 0, sizeof *x);
+    x->which = which;
+    x->in_dt = x->out_dt = c->dt;
+    x->in_c = c->ndim == 3 ? c->shape[0] : 1;
+    x->in_h = c->shape[c->ndim - 2];
+    x->in_w = c->shape[c->ndim - 1];
+    x->out_h = x->in_h;
+    x->out_w = x->in_w;
+    return x;
+}
+
+/* Commits the transform: the column's sample takes its output form. */
+static int commit_xf(cn_loader *l, transform *x) {
+    column *c = &l->col[x->which];
+    c->dt = x->out_dt;
+    c->shape[c->ndim - 2] = x->out_h;
+    c->shape[c->ndim - 1] = x->out_w;
+    c->out_sample_bytes = (size_t)cn_shape_numel(c->ndim, c->shape) * cn_dsize(c->dt);
+    l->nxf++;
+    return CN_OK;
+}
+
+int cn_loader_normalize(cn_loader *l, int which, const double *mean, const double *std, int n) {
+    static const char fn[] = "loader_normalize";
+    if (!l) return CN_EINVAL;
+    transform *x = add_xf(l, fn, which);
+    if (!x) return CN_EINVAL;
+    if (!mean || !std) return cn_failc(CN_EINVAL, "%s: mean or std is NULL", fn);
+    if (n != 1 && n != x->in_c)
+        return cn_failc(CN_EINVAL,
+                        "%s: %d means and stds for samples of %lld channels (give 1 or %lld)", fn,
+                        n, (long long)x->in_c, (long long)x->in_c);
+    for (int i = 0; i < n; i++)
+        if (!(std[i] != 0) || !isfinite(std[i]) || !isfinite(mean[i]))
+            return cn_failc(CN_EINVAL,
+                            "%s: channel %d has mean %g and std %g; std must be finite and "
+                            "non-zero",
+                            fn, i, mean[i], std[i]);
+    x->kind = XF_NORMALIZE;
+    x->out_dt = CN_F32;
+    x->nmean = n;
+    x->mean = malloc(sizeof(double) * (size_t)n);
+    x->std = malloc(sizeof(double) * (size_t)n);
+    if (!x->mean || !x->std) {
+        free(x->mean);
+        free(x->std);
+        x->mean = x->std = NULL;
+        return cn_failc(CN_ENOMEM, "%s: out of memory", fn);
+    }
+    memcpy(x->mean, mean, sizeof(double) * (size_t)n);
+    memcpy(x->std, std, sizeof(double) * (size_t)n);
+    return commit_xf(l, x);
+}
+
+int cn_loader_random_crop(cn_loader *l, int which, int64_t height, int64_t width, int64_t padding) {
+    static const char fn[] = "loader_random_crop";
+    if (!l) return CN_EINVAL;
+    transform *x = add_xf(l, fn, which);
+    if (!x) return CN_EINVAL;
+    if (padding < 0 || height < 1 || width < 1 || padding > (1 << 20) ||
+        height > x->in_h + 2 * padding || width > x->in_w + 2 * padding)
+        return cn_failc(CN_EINVAL,
+                        "%s: a %lld x %lld window with padding %lld does not fit samples of "
+                        "H x W = %lld x %lld",
+                        fn, (long long)height, (long long)width, (long long)padding,
+                        (long long)x->in_h, (long long)x->in_w);
+    x->kind = XF_CROP;
+    x->h = x->out_h = height;
+    x->w = x->out_w = width;
+    x->pad = padding;
+    return commit_xf(l, x);
+}
+
+int cn_loader_random_hflip(cn_loader *l, int which, double p) {
+    static const char fn[] = "loader_random_hflip";
+    if (!l) return CN_EINVAL;
+    transform *x = add_xf(l, fn, which);
+    if (!x) return CN_EINVAL;
+    if (!(p >= 0 && p <= 1)) return cn_failc(CN_EINVAL, "%s: p = %g is not in [0, 1]", fn, p);
+    x->kind = XF_HFLIP;
+    x->p = p;
+    return commit_xf(l, x);
+}
+
+int64_t cn_loader_num_batches(const cn_loader *l) { return l ? l->nbatches : CN_EINVAL; }
+
+int64_t cn_loader_epoch(const cn_loader *l) { return l ? l->epoch : CN_EINVAL; }
+
+int cn_loader_set_epoch(cn_loader *l, int64_t epoch) {
+    if (!l) return CN_EINVAL;
+    if (epoch < 0 || epoch >= ((int64_t)1 << 24))
+        return cn_failc(CN_EINVAL, "loader_set_epoch: epoch %lld is not in [0, 2^24)",
+                        (long long)epoch);
+    stop_thread(l);
+    l->epoch = epoch;
+    l->cur.epoch = epoch;
+    l->cur.batch = 0;
+    l->sticky = 0;
+    return CN_OK;
+}
+
+int cn_loader_next(cn_loader *l, cn_tensor **batch) {
+    static const char fn[] = "loader_next";
+    if (!l) return CN_EINVAL;
+    if (!batch) return cn_failc(CN_EINVAL, "%s: batch is NULL", fn);
+    if (l->sticky) return cn_failc(l->sticky, "%s", l->sticky_msg);
+    if (!l->running && l->cur.epoch >= ((int64_t)1 << 24))
+        return cn_failc(CN_ESTATE, "%s: more than 2^24 epochs", fn);
+    l->started = true;
+    item it;
+    if (l->prefetch == 0) {
+        produce(l, &l->cur, &it);
+    } else {
+        if (!l->running) {
+            int st = start_thread(l);
+            if (st != CN_OK) return st;
+        }
+        pthread_mutex_lock(&l->mu);
+        while (l->qcount == 0)
+            pthread_cond_wait(&l->not_empty, &l->mu);
+        it = l->q[l->qhead];
+        memset(&l->q[l->qhead], 0, sizeof l->q[l->qhead]);
+        l->qhead = (l->qhead + 1) % QUEUE_CAP;
+        l->qcount--;
+        pthread_cond_signal(&l->not_full);
+        pthread_mutex_unlock(&l->mu);
+    }
+    if (it.status < 0) {
+        l->sticky = it.status;
+        snprintf(l->sticky_msg, sizeof l->sticky_msg, "%s", it.err);
+        return cn_failc(it.status, "%s", it.err);
+    }
+    if (it.status == 0) {
+        l->epoch++;
+        return 0;
+    }
+    /* Wrap every buffer first, so a failure leaves nothing half-owned. */
+    cn_tensor *out[LOADER_MAX_TENSORS] = {0};
+    int status = CN_OK;
+    for (int c = 0; c < l->ncols; c++) {
+        const column *col = &l->col[c];
+        int64_t shape[CN_MAX_DIMS];
+        shape[0] = it.rows;
+        memcpy(shape + 1, col->shape, sizeof(int64_t) * (size_t)col->ndim);
+        out[c] = cn_t_from_alloc(col->dt, col->ndim + 1, shape, it.buf[c]);
+        it.buf[c] = NULL;
+        if (!out[c]) status = CN_ENOMEM;
+    }
+    for (int c = 0; c < l->ncols; c++) {
+        if (status != CN_OK)
+            cn_release(out[c]);
+        else
+            batch[c] = cn_scope_add(out[c]);
+    }
+    return status == CN_OK ? 1 : status;
+}

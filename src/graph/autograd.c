@@ -1,0 +1,558 @@
+/* Reverse- and forward-mode automatic differentiation.
+ *
+ * Recording: when an input of an op requires a gradient (and recording is
+ * on), the dispatcher calls record_node, which hangs a node (op, inputs,
+ * attributes) on the output. The output keeps its history alive; the history
+ * holds no reference to the output, so there are no cycles.
+ *
+ * Backward: collect every value reachable from the roots through inputs that
+ * require a gradient, visit them in decreasing node creation order (a
+ * topological order, since a node's inputs always exist before it), and call
+ * each op's vjp rule. The rules are built from ops, so the same walk computes
+ * numbers (eager), records a differentiable backward pass (create_graph), or
+ * appends gradient nodes to a static graph (symbolic values). */
+#include "../ops/op.h"
+#include "../backend/cpu/binary.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+/* ---- recording switch ---- */
+
+#define CN_MAX_NO_GRAD_DEPTH 64
+static _Thread_local bool grad_disabled;
+static _Thread_local bool no_grad_stack[CN_MAX_NO_GRAD_DEPTH];
+static _Thread_local int no_grad_depth;
+
+bool cn_set_grad_enabled(bool enabled) {
+    bool prev = !grad_disabled;
+    grad_disabled = !enabled;
+    return prev;
+}
+
+bool cn_is_grad_enabled(void) { return !grad_disabled; }
+
+void cn_no_grad_begin(void) {
+    if (no_grad_depth < CN_MAX_NO_GRAD_DEPTH) no_grad_stack[no_grad_depth] = grad_disabled;
+    no_grad_depth++;
+    grad_disabled = true;
+}
+
+void cn_no_grad_end(void) {
+    if (no_grad_depth == 0) {
+        cn_fail("no_grad_end: no no-grad region is open");
+        return;
+    }
+    no_grad_depth--;
+    grad_disabled = no_grad_depth < CN_MAX_NO_GRAD_DEPTH ? no_grad_stack[no_grad_depth] : true;
+}
+
+static int record_node(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a,
+                       cn_tensor *out) {
+    if (grad_disabled) return CN_OK;
+    cn_node *n = cn_node_new(op, in, nin, a);
+    if (!n) return cn_failc(CN_ENOMEM, "%s: out of memory recording for autograd", cn_ops[op]->name);
+    n->out_version = out->storage ? out->storage->version : 0;
+    cn_node_release(out->node);
+    out->node = n;
+    out->requires_grad = 1;
+    return CN_OK;
+}
+
+__attribute__((constructor)) static void install_record_hook(void) {
+    cn_graph_record_hook = record_node;
+}
+
+/* ---- leaves ---- */
+
+int cn_set_requires_grad(cn_tensor *t, bool requires_grad) {
+    if (!t) return CN_EINVAL;
+    if (t->node && !cn_is_symbolic(t))
+        return cn_failc(CN_EINVAL,
+                        "set_requires_grad: only leaves (tensors not made by an op) can be marked; "
+                        "use cn_detach for a leaf copy");
+    if (requires_grad && !cn_dtype_is_float((cn_dtype)t->dtype))
+        return cn_failc(CN_EINVAL, "set_requires_grad: only float tensors can require a gradient, "
+                                   "this one is %s",
+                        cn_dtype_name((cn_dtype)t->dtype));
+    t->requires_grad = requires_grad;
+    return CN_OK;
+}
+
+bool cn_requires_grad(const cn_tensor *t) { return t && t->requires_grad; }
+
+bool cn_is_leaf(const cn_tensor *t) { return t && !t->node; }
+
+cn_tensor *cn_get_grad(const cn_tensor *t) { return t ? t->grad : NULL; }
+
+static bool same_shape(const cn_tensor *a, const cn_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+int cn_set_grad(cn_tensor *t, cn_tensor *grad) {
+    if (!t) return CN_EINVAL;
+    if (grad && !same_shape(t, grad)) {
+        char b1[160], b2[160];
+        return cn_failc(CN_EINVAL, "set_grad: gradient %s does not match tensor %s",
+                        cn_shape_str(grad, b1, sizeof b1), cn_shape_str(t, b2, sizeof b2));
+    }
+    cn_retain(grad);
+    cn_release(t->grad);
+    t->grad = grad;
+    return CN_OK;
+}
+
+void cn_zero_grad(cn_tensor *t) {
+    if (!t) return;
+    cn_release(t->grad);
+    t->grad = NULL;
+}
+
+cn_tensor *cn_detach(cn_tensor *t) {
+    if (!t) return NULL;
+    cn_tensor *d = cn_t_alias(t);
+    if (!d) return NULL;
+    d->flags |= CN_TF_LEAF;
+    return cn_scope_add(d);
+}
+
+/* ---- the walk's index on each tensor ---- */
+
+static uint32_t walk_epoch_counter;
+
+typedef struct epoch_map {
+    uint32_t epoch;
+} epoch_map;
+
+static int32_t map_get(const epoch_map *m, const cn_tensor *t) {
+    return t->walk_epoch == m->epoch ? t->walk_idx : -1;
+}
+
+static void map_put(epoch_map *m, cn_tensor *t, int32_t v) {
+    t->walk_epoch = m->epoch;
+    t->walk_idx = v;
+}
+
+/* ---- the backward walk ---- */
+
+typedef struct value {
+    cn_tensor *t;     /* retained during the walk */
+    cn_tensor *grad;  /* accumulated gradient (owned), or NULL */
+    bool needed;      /* on a path to a target */
+    bool target;
+} value;
+
+typedef struct walk {
+    value *v;
+    int n, cap;
+    epoch_map map;
+} walk;
+
+static int walk_add(walk *w, cn_tensor *t) {
+    int32_t k = map_get(&w->map, t);
+    if (k >= 0) return k;
+    if (w->n == w->cap) {
+        int ncap = w->cap ? w->cap * 2 : 64;
+        value *nv = realloc(w->v, sizeof *nv * (size_t)ncap);
+        if (!nv) return -1;
+        w->v = nv;
+        w->cap = ncap;
+    }
+    w->v[w->n] = (value){.t = cn_retain(t)};
+    map_put(&w->map, t, w->n);
+    return w->n++;
+}
+
+static int cmp_seq_desc(const void *a, const void *b) {
+    const value *x = a, *y = b;
+    uint64_t sx = x->t->node ? x->t->node->seq : 0, sy = y->t->node ? y->t->node->seq : 0;
+    return sx < sy ? 1 : sx > sy ? -1 : 0;
+}
+
+/* grad may broadcast or differ in dtype from t after a sloppy rule; the
+ * engine insists on an exact match so errors surface at the op at fault. */
+static int check_grad(const cn_op_def *op, int i, const cn_tensor *in, const cn_tensor *g) {
+    if (!same_shape(in, g)) {
+        char b1[160], b2[160];
+        return cn_failc(CN_EINVAL, "backward: %s's gradient for input %d is %s, expected %s",
+                        op->name, i, cn_shape_str(g, b1, sizeof b1), cn_shape_str(in, b2, sizeof b2));
+    }
+    return CN_OK;
+}
+
+/* Add g into *acc (both owned references). */
+static int accumulate(cn_tensor **acc, cn_tensor *g) {
+    if (!*acc) {
+        *acc = g;
+        return CN_OK;
+    }
+    cn_tensor *pair[2] = {*acc, g};
+    cn_tensor *s = cn_op_run(CN_OP_add, pair, 2, NULL);
+    cn_release(*acc);
+    cn_release(g);
+    *acc = s;
+    return s ? CN_OK : CN_EINVAL;
+}
+
+/* A gradient stored in a leaf must be its own contiguous buffer: optimisers
+ * and clipping update it in place. */
+static cn_tensor *own_buffer(cn_tensor *g) {
+    if (cn_is_symbolic(g) || g->node) return g;
+    if (cn_is_contiguous(g) && g->storage->refcount == 1 && g->offset == 0) return g;
+    cn_tensor *c = cn_op_run(CN_OP_contiguous, &g, 1, NULL);
+    cn_release(g);
+    return c;
+}
+
+/* Add g into a leaf's existing eager gradient in place, as PyTorch does: a
+ * gradient set with cn_set_grad (a view into a flat buffer of all
+ * parameters' gradients, say) stays where its owner put it. Consumes g when
+ * it returns true; false means "not possible here, accumulate out of place". */
+static bool accumulate_leaf(cn_tensor *acc, cn_tensor *g) {
+    if (cn_is_symbolic(acc) || cn_is_symbolic(g) || acc->node || acc->requires_grad ||
+        acc->dtype != g->dtype || !same_shape(acc, g) || !acc->storage)
+        return false;
+    /* A stride-0 (broadcast) gradient cannot take distinct sums. */
+    for (int i = 0; i < acc->ndim; i++)
+        if (acc->strides[i] == 0 && acc->shape[i] > 1) return false;
+    if (cn_cpu_binary("backward", CN_BIN_ADD, acc, acc, g) < 0) return false;
+    acc->storage->version++;
+    cn_release(g);
+    return true;
+}
+
+typedef struct engine_args {
+    cn_tensor *const *roots;
+    cn_tensor *const *seeds;
+    int nroots;
+    cn_tensor *const *inputs; /* NULL: accumulate into every leaf */
+    int ninputs;
+    cn_tensor **grads;
+    unsigned flags;
+    const char *fn;
+} engine_args;
+
+static int run_engine(const engine_args *e) {
+    walk w = {0};
+    int rc = CN_OK;
+    /* Epoch 0 is never used: fresh tensors have walk_epoch 0. */
+    do w.map.epoch = __atomic_add_fetch(&walk_epoch_counter, 1, __ATOMIC_RELAXED);
+    while (w.map.epoch == 0);
+    bool create = e->flags & CN_GRAD_CREATE_GRAPH;
+    bool prev_enabled = cn_set_grad_enabled(create);
+
+    for (int r = 0; r < e->nroots; r++) {
+        cn_tensor *root = e->roots[r];
+        if (!root) {
+            rc = CN_EINVAL;
+            goto out;
+        }
+        if (!root->requires_grad) {
+            rc = cn_failc(CN_EINVAL,
+                          "%s: output %d does not require a gradient (no input it was computed "
+                          "from requires one, or it was computed with recording off)",
+                          e->fn, r);
+            goto out;
+        }
+        if (walk_add(&w, root) < 0) goto oom;
+    }
+    /* Collect everything reachable through values that require a gradient. */
+    for (int k = 0; k < w.n; k++) {
+        cn_node *n = w.v[k].t->node;
+        if (!n) continue;
+        if (n->freed) {
+            rc = cn_failc(CN_ESTATE,
+                          "%s: the recorded graph was already freed by an earlier backward; pass "
+                          "CN_GRAD_RETAIN_GRAPH to the first call to go through it twice",
+                          e->fn);
+            goto out;
+        }
+        for (int i = 0; i < n->nin; i++)
+            if (n->in[i]->requires_grad && walk_add(&w, n->in[i]) < 0) goto oom;
+    }
+    /* Targets: the requested inputs, or every leaf. */
+    if (e->inputs) {
+        for (int i = 0; i < e->ninputs; i++) {
+            if (!e->inputs[i]) {
+                rc = CN_EINVAL;
+                goto out;
+            }
+            int32_t k = map_get(&w.map, e->inputs[i]);
+            if (k >= 0) w.v[k].target = true;
+        }
+    } else {
+        for (int k = 0; k < w.n; k++) w.v[k].target = !w.v[k].t->node;
+    }
+    qsort(w.v, (size_t)w.n, sizeof *w.v, cmp_seq_desc);
+    for (int k = 0; k < w.n; k++) map_put(&w.map, w.v[k].t, k);
+    /* needed = leads to a target; inputs come later in this order. */
+    for (int k = w.n - 1; k >= 0; k--) {
+        value *v = &w.v[k];
+        v->needed = v->target;
+        cn_node *n = v->t->node;
+        if (!n) continue;
+        for (int i = 0; i < n->nin && !v->needed; i++) {
+            int32_t j = map_get(&w.map, n->in[i]);
+            if (j >= 0 && w.v[j].needed) v->needed = true;
+        }
+    }
+    /* Seeds. */
+    for (int r = 0; r < e->nroots; r++) {
+        cn_tensor *root = e->roots[r], *seed = e->seeds ? e->seeds[r] : NULL, *g;
+        if (seed) {
+            if (!same_shape(seed, root)) {
+                char b1[160], b2[160];
+                rc = cn_failc(CN_EINVAL, "%s: seed %s does not match output %s", e->fn,
+                              cn_shape_str(seed, b1, sizeof b1), cn_shape_str(root, b2, sizeof b2));
+                goto out;
+            }
+            g = seed->dtype == root->dtype ? cn_retain(seed)
+                                           : cn_op_run(CN_OP_cast, &seed, 1,
+                                                       &(cn_attrs){.i = {root->dtype}});
+        } else {
+            int64_t numel = cn_shape_numel(root->ndim, root->shape);
+            if (numel != 1) {
+                char b[160];
+                rc = cn_failc(CN_EINVAL,
+                              "%s: output %s is not a single value; pass a seed gradient of its "
+                              "shape",
+                              e->fn, cn_shape_str(root, b, sizeof b));
+                goto out;
+            }
+            g = cn_t_full((cn_dtype)root->dtype, root->ndim, root->shape, 1.0);
+        }
+        if (!g) goto fail;
+        int32_t k = map_get(&w.map, root);
+        if (accumulate(&w.v[k].grad, g) < 0) goto fail;
+    }
+
+    /* The walk. */
+    for (int k = 0; k < w.n; k++) {
+        value *v = &w.v[k];
+        cn_node *n = v->t->node;
+        if (!n || !v->grad || !v->needed) continue;
+        const cn_op_def *op = cn_ops[n->op];
+        bool any = false;
+        for (int i = 0; i < n->nin; i++) {
+            int32_t j = map_get(&w.map, n->in[i]);
+            if (j >= 0 && w.v[j].needed && n->in[i]->requires_grad) any = true;
+        }
+        if (!any) continue;
+        if (!op->vjp) {
+            rc = cn_failc(CN_EUNSUPPORTED, "%s: %s has no gradient rule", e->fn, op->name);
+            goto out;
+        }
+        /* Data a rule reads must not have changed since it was recorded. */
+        for (int i = 0; i < n->nin; i++) {
+            const cn_tensor *x = n->in[i];
+            if (x->storage && x->storage->version != n->in_version[i]) {
+                char b[160];
+                rc = cn_failc(CN_ESTATE,
+                              "%s: input %d of %s (%s) was modified in place after it was used; "
+                              "its gradient cannot be computed (clone it before changing it)",
+                              e->fn, i, op->name, cn_shape_str(x, b, sizeof b));
+                goto out;
+            }
+        }
+        for (int i = 0; i < n->nin; i++) {
+            cn_tensor *x = n->in[i];
+            int32_t j = map_get(&w.map, x);
+            if (j < 0 || !w.v[j].needed || !x->requires_grad) continue;
+            cn_scope_begin();
+            cn_tensor *gi = op->vjp(n->in, n->nin, &n->attrs, v->t, v->grad, i);
+            if (gi && check_grad(op, i, x, gi) < 0) gi = NULL;
+            if (gi && gi->dtype != x->dtype) gi = cn_cast(gi, (cn_dtype)x->dtype);
+            cn_retain(gi);
+            cn_scope_end();
+            if (!gi) {
+                char msg[1024];
+                snprintf(msg, sizeof msg, "%s", cn_last_error());
+                rc = cn_failc(CN_EINVAL, "%s: in the gradient of %s: %s", e->fn, op->name, msg);
+                goto out;
+            }
+            if (accumulate(&w.v[j].grad, gi) < 0) goto fail;
+        }
+        if (!v->target) {
+            cn_release(v->grad);
+            v->grad = NULL;
+        }
+    }
+
+    /* Deliver. */
+    if (e->inputs) {
+        for (int i = 0; i < e->ninputs; i++) {
+            int32_t k = map_get(&w.map, e->inputs[i]);
+            cn_tensor *g = k >= 0 ? w.v[k].grad : NULL;
+            if (!g && !(e->flags & CN_GRAD_ALLOW_UNUSED)) {
+                rc = cn_failc(CN_EINVAL,
+                              "%s: input %d was not used to compute the outputs (or does not "
+                              "require a gradient); pass CN_GRAD_ALLOW_UNUSED to get NULL",
+                              e->fn, i);
+                for (int q = 0; q < i; q++) e->grads[q] = NULL;
+                goto out;
+            }
+            e->grads[i] = g ? cn_scope_add(cn_retain(g)) : NULL;
+        }
+    } else {
+        for (int k = 0; k < w.n; k++) {
+            value *v = &w.v[k];
+            if (!v->target || !v->grad) continue;
+            cn_tensor *g = create ? v->grad : own_buffer(v->grad);
+            v->grad = NULL;
+            if (!g) goto fail;
+            if (v->t->grad) {
+                if (accumulate_leaf(v->t->grad, g)) continue;
+                if (accumulate(&v->t->grad, g) < 0) goto fail;
+            } else {
+                v->t->grad = g;
+            }
+        }
+    }
+    if (!(e->flags & (CN_GRAD_RETAIN_GRAPH | CN_GRAD_CREATE_GRAPH))) {
+        /* Free the record: later backward calls through it fail clearly. */
+        for (int k = 0; k < w.n; k++) {
+            cn_node *n = w.v[k].t->node;
+            if (!n || n->freed || cn_is_symbolic(w.v[k].t)) continue;
+            for (int i = 0; i < n->nin; i++) cn_release(n->in[i]);
+            n->nin = 0;
+            n->freed = true;
+        }
+    }
+    goto out;
+
+oom:
+    rc = cn_failc(CN_ENOMEM, "%s: out of memory", e->fn);
+    goto out;
+fail:
+    rc = CN_EINVAL;
+out:
+    cn_set_grad_enabled(prev_enabled);
+    for (int k = 0; k < w.n; k++) {
+        cn_release(w.v[k].grad);
+        cn_release(w.v[k].t);
+    }
+    free(w.v);
+    return rc;
+}
+
+int cn_backward_ex(cn_tensor *root, cn_tensor *seed, unsigned flags) {
+    if (!root) return CN_EINVAL;
+    engine_args e = {.roots = &root, .seeds = seed ? &seed : NULL, .nroots = 1, .flags = flags,
+                     .fn = "backward"};
+    return run_engine(&e);
+}
+
+int cn_backward(cn_tensor *root, cn_tensor *seed) { return cn_backward_ex(root, seed, 0); }
+
+int cn_grad(cn_tensor *const *outputs, cn_tensor *const *seeds, int noutputs,
+            cn_tensor *const *inputs, int ninputs, cn_tensor **grads, unsigned flags) {
+    if (!outputs || !inputs || !grads || noutputs < 1 || ninputs < 1)
+        return cn_failc(CN_EINVAL, "grad: outputs, inputs and grads must be non-empty arrays");
+    for (int i = 0; i < ninputs; i++) grads[i] = NULL;
+    /* A static graph's gradient is always a graph: keep its record. */
+    bool symbolic = false;
+    for (int i = 0; i < noutputs; i++)
+        if (outputs[i] && cn_is_symbolic(outputs[i])) symbolic = true;
+    if (symbolic) flags |= CN_GRAD_RETAIN_GRAPH | CN_GRAD_CREATE_GRAPH;
+    engine_args e = {.roots = outputs, .seeds = seeds, .nroots = noutputs, .inputs = inputs,
+                     .ninputs = ninputs, .grads = grads, .flags = flags, .fn = "grad"};
+    return run_engine(&e);
+}
+
+/* ---- forward mode ---- */
+
+static _Thread_local uint32_t dual_gen_counter;
+static _Thread_local uint32_t dual_gen_stack[16];
+
+void cn_dual_begin(void) {
+    if (cn_dual_level < 16) dual_gen_stack[cn_dual_level] = cn_dual_gen;
+    cn_dual_level++;
+    cn_dual_gen = ++dual_gen_counter;
+}
+
+void cn_dual_end(void) {
+    if (cn_dual_level == 0) {
+        cn_fail("dual_end: no dual region is open");
+        return;
+    }
+    cn_dual_level--;
+    cn_dual_gen = cn_dual_level < 16 ? dual_gen_stack[cn_dual_level] : cn_dual_gen;
+    if (cn_dual_level == 0) cn_dual_gen = 0;
+}
+
+int cn_set_tangent(cn_tensor *t, cn_tensor *tangent) {
+    if (!t) return CN_EINVAL;
+    if (cn_dual_level == 0)
+        return cn_failc(CN_ESTATE, "set_tangent: no dual region is open (cn_dual_begin)");
+    if (tangent && !same_shape(t, tangent)) {
+        char b1[160], b2[160];
+        return cn_failc(CN_EINVAL, "set_tangent: tangent %s does not match tensor %s",
+                        cn_shape_str(tangent, b1, sizeof b1), cn_shape_str(t, b2, sizeof b2));
+    }
+    if (tangent && !cn_dtype_is_float((cn_dtype)t->dtype))
+        return cn_failc(CN_EINVAL, "set_tangent: only float tensors have tangents");
+    cn_retain(tangent);
+    cn_release(t->tangent);
+    t->tangent = tangent;
+    t->tangent_gen = cn_dual_gen;
+    return CN_OK;
+}
+
+cn_tensor *cn_get_tangent(const cn_tensor *t) { return t ? cn_tangent_of(t) : NULL; }
+
+int cn_jvp(cn_tensor_fn fn, void *ctx, cn_tensor *const *primals, cn_tensor *const *tangents,
+           int ninputs, cn_tensor **outputs, cn_tensor **out_tangents, int noutputs) {
+    if (!fn || ninputs < 0 || noutputs < 1 || !outputs || !out_tangents || (ninputs && !primals))
+        return cn_failc(CN_EINVAL, "jvp: bad arguments");
+    for (int i = 0; i < noutputs; i++) outputs[i] = out_tangents[i] = NULL;
+    cn_tensor **duals = calloc((size_t)(ninputs ? ninputs : 1), sizeof *duals);
+    if (!duals) return cn_failc(CN_ENOMEM, "jvp: out of memory");
+    int rc = CN_OK;
+    cn_dual_begin();
+    for (int i = 0; i < ninputs; i++) {
+        if (!primals[i]) {
+            rc = CN_EINVAL;
+            goto out;
+        }
+        /* Tangents go on aliases: the caller's tensors stay untouched. */
+        duals[i] = cn_t_alias(primals[i]);
+        if (!duals[i]) goto oom;
+        duals[i]->requires_grad = primals[i]->requires_grad;
+        duals[i]->node = primals[i]->node;
+        if (duals[i]->node) duals[i]->node->refcount++;
+        if (tangents && tangents[i] && (rc = cn_set_tangent(duals[i], tangents[i])) < 0) goto out;
+    }
+    cn_scope_begin();
+    rc = fn(ctx, duals, ninputs, outputs, noutputs);
+    for (int i = 0; i < noutputs && rc >= 0; i++)
+        if (!outputs[i]) rc = CN_EINVAL;
+    if (rc >= 0) {
+        for (int i = 0; i < noutputs; i++) {
+            cn_tensor *t = cn_tangent_of(outputs[i]);
+            cn_retain(outputs[i]);
+            out_tangents[i] = t ? cn_retain(t)
+                                : cn_t_zeros((cn_dtype)outputs[i]->dtype, outputs[i]->ndim,
+                                             outputs[i]->shape);
+        }
+    }
+    cn_scope_end();
+    for (int i = 0; i < noutputs; i++) {
+        if (rc >= 0) {
+            cn_scope_add(outputs[i]);
+            cn_scope_add(out_tangents[i]);
+        } else {
+            outputs[i] = out_tangents[i] = NULL;
+        }
+    }
+    goto out;
+oom:
+    rc = cn_failc(CN_ENOMEM, "jvp: out of memory");
+out:
+    cn_dual_end();
+    for (int i = 0; i < ninputs; i++) cn_release(duals[i]);
+    free(duals);
+    return rc;
+}

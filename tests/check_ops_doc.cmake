@@ -1,0 +1,12 @@
+# Fails when docs/ops.md differs from `chutney ops --markdown`.
+execute_process(COMMAND ${CHUTNEY} ops --markdown OUTPUT_VARIABLE generated RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "chutney ops --markdown failed (${rc})")
+endif()
+if(NOT EXISTS ${DOC})
+  message(FATAL_ERROR "${DOC} is missing; run: build/chutney ops --markdown > docs/ops.md")
+endif()
+file(READ ${DOC} current)
+if(NOT generated STREQUAL current)
+  message(FATAL_ERROR "${DOC} is out of date with the op table; run: build/chutney ops --markdown > docs/ops.md")
+endif()

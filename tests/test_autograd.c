@@ -1,0 +1,266 @@
+/* Eager autograd: recording, backward, accumulation, the errors, no-grad,
+ * detach, higher order, forward mode. References are derivatives worked out
+ * by hand. */
+#include "harness.h"
+
+static cn_tensor *param(int ndim, const int64_t *shape, const double *v) {
+    cn_tensor *t = th_make(CN_F64, ndim, shape, v, TH_CONTIG);
+    cn_set_requires_grad(t, true);
+    return t;
+}
+
+static void test_square_sum(void) {
+    double xv[] = {1, -2, 3.5};
+    cn_tensor *x = param(CN_SHAPE(3), xv);
+    cn_tensor *y = cn_sum(cn_mul(x, x), NULL, 0, false);
+    CHECK(cn_requires_grad(y));
+    CHECK(!cn_is_leaf(y));
+    CHECK_EQ_INT(cn_backward(y, NULL), 0);
+    cn_tensor *g = cn_get_grad(x);
+    CHECK(g != NULL);
+    for (int i = 0; i < 3; i++) CHECK_CLOSE(th_at(g, i), 2 * xv[i], 1e-12, 0);
+}
+
+/* The seed material's F(x, y, z) = (x + y) * z. */
+static void test_seed_example(void) {
+    cn_tensor *x = param(0, NULL, (double[]){1});
+    cn_tensor *y = param(0, NULL, (double[]){2});
+    cn_tensor *z = param(0, NULL, (double[]){-4});
+    cn_tensor *f = cn_mul(cn_add(x, y), z);
+    CHECK_CLOSE(cn_item(f), -12, 0, 0);
+    CHECK_EQ_INT(cn_backward(f, NULL), 0);
+    CHECK_CLOSE(cn_item(cn_get_grad(x)), -4, 0, 0);
+    CHECK_CLOSE(cn_item(cn_get_grad(y)), -4, 0, 0);
+    CHECK_CLOSE(cn_item(cn_get_grad(z)), 3, 0, 0);
+}
+
+static void test_accumulate_and_zero(void) {
+    cn_tensor *x = param(CN_SHAPE(2), (double[]){1, 2});
+    for (int k = 0; k < 3; k++) {
+        cn_tensor *y = cn_sum(cn_mul_scalar(x, 3), NULL, 0, false);
+        CHECK_EQ_INT(cn_backward(y, NULL), 0);
+    }
+    CHECK_CLOSE(th_at(cn_get_grad(x), 1), 9, 0, 0);
+    cn_zero_grad(x);
+    CHECK(cn_get_grad(x) == NULL);
+}
+
+static void test_broadcast_grad(void) {
+    cn_tensor *a = param(CN_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+    cn_tensor *b = param(CN_SHAPE(3), (double[]){1, 1, 1});
+    cn_tensor *y = cn_sum(cn_mul(a, b), NULL, 0, false);
+    CHECK_EQ_INT(cn_backward(y, NULL), 0);
+    CHECK_SHAPE(cn_get_grad(b), 3);
+    CHECK_CLOSE(th_at(cn_get_grad(b), 0), 5, 0, 0);
+    CHECK_CLOSE(th_at(cn_get_grad(b), 2), 9, 0, 0);
+    CHECK_SHAPE(cn_get_grad(a), 2, 3);
+}
+
+static void test_errors(void) {
+    cn_tensor *x = param(CN_SHAPE(2), (double[]){1, 2});
+    cn_tensor *y = cn_mul(x, x);
+    CHECK_STATUS_ERROR(cn_backward(y, NULL), "not a single value");
+    cn_tensor *s = cn_sum(y, NULL, 0, false);
+    CHECK_EQ_INT(cn_backward(s, NULL), 0);
+    CHECK_STATUS_ERROR(cn_backward(s, NULL), "already freed");
+
+    cn_tensor *c = cn_ones(CN_F64, CN_SHAPE(2));
+    CHECK_STATUS_ERROR(cn_backward(cn_sum(c, NULL, 0, false), NULL), "does not require a gradient");
+    cn_tensor *i = cn_zeros(CN_I64, CN_SHAPE(2));
+    CHECK_STATUS_ERROR(cn_set_requires_grad(i, true), "only float tensors");
+    CHECK_STATUS_ERROR(cn_set_requires_grad(y, true), "only leaves");
+
+    /* Modifying a value a recorded node reads. */
+    cn_tensor *t = cn_mul_scalar(x, 2);
+    cn_tensor *u = cn_sum(cn_mul(t, t), NULL, 0, false);
+    cn_no_grad_begin();
+    cn_fill_(t, 5);
+    cn_no_grad_end();
+    CHECK_STATUS_ERROR(cn_backward(u, NULL), "modified in place");
+
+    /* A seed of the wrong shape. */
+    cn_tensor *v = cn_mul(x, x);
+    CHECK_STATUS_ERROR(cn_backward(v, cn_ones(CN_F64, CN_SHAPE(3))), "does not match");
+}
+
+static void test_retain_graph(void) {
+    cn_tensor *x = param(0, NULL, (double[]){3});
+    cn_tensor *y = cn_mul(x, x);
+    CHECK_EQ_INT(cn_backward_ex(y, NULL, CN_GRAD_RETAIN_GRAPH), 0);
+    CHECK_EQ_INT(cn_backward(y, NULL), 0);
+    CHECK_CLOSE(cn_item(cn_get_grad(x)), 12, 0, 0);
+}
+
+static void test_no_grad_and_detach(void) {
+    cn_tensor *x = param(CN_SHAPE(2), (double[]){1, 2});
+    cn_no_grad_begin();
+    cn_tensor *y = cn_mul(x, x);
+    cn_no_grad_end();
+    CHECK(!cn_requires_grad(y));
+    CHECK(cn_is_grad_enabled());
+    cn_tensor *d = cn_detach(x);
+    CHECK(!cn_requires_grad(d));
+    CHECK(cn_shares_storage(d, x));
+    /* Gradient flows through x but not through the detached copy. */
+    cn_tensor *z = cn_sum(cn_mul(x, d), NULL, 0, false);
+    CHECK_EQ_INT(cn_backward(z, NULL), 0);
+    CHECK_CLOSE(th_at(cn_get_grad(x), 1), 2, 0, 0);
+    bool prev = cn_set_grad_enabled(false);
+    CHECK(prev);
+    CHECK(!cn_requires_grad(cn_mul(x, x)));
+    cn_set_grad_enabled(true);
+}
+
+static void test_grad_function(void) {
+    cn_tensor *x = param(CN_SHAPE(2), (double[]){0.5, -1});
+    cn_tensor *y = cn_sum(cn_mul(x, cn_mul(x, x)), NULL, 0, false); /* sum x^3 */
+    cn_tensor *g;
+    CHECK_EQ_INT(cn_grad(&y, NULL, 1, &x, 1, &g, 0), 0);
+    CHECK_CLOSE(th_at(g, 0), 0.75, 1e-12, 0);
+    CHECK_CLOSE(th_at(g, 1), 3, 1e-12, 0);
+    CHECK(cn_get_grad(x) == NULL); /* .grad untouched */
+    cn_tensor *unused = param(CN_SHAPE(1), (double[]){1});
+    cn_tensor *y2 = cn_sum(cn_mul(x, x), NULL, 0, false);
+    cn_tensor *two[2] = {x, unused}, *g2[2];
+    CHECK_STATUS_ERROR(cn_grad(&y2, NULL, 1, two, 2, g2, CN_GRAD_RETAIN_GRAPH), "was not used");
+    CHECK_EQ_INT(cn_grad(&y2, NULL, 1, two, 2, g2, CN_GRAD_ALLOW_UNUSED), 0);
+    CHECK(g2[1] == NULL);
+}
+
+/* d2/dx2 tanh(x) = -2 tanh(x) (1 - tanh(x)^2). */
+static void test_second_order(void) {
+    double xs[] = {-1.3, 0.2, 0.9};
+    cn_tensor *x = param(CN_SHAPE(3), xs);
+    cn_tensor *y = cn_sum(cn_tanh(x), NULL, 0, false);
+    cn_tensor *g;
+    CHECK_EQ_INT(cn_grad(&y, NULL, 1, &x, 1, &g, CN_GRAD_CREATE_GRAPH), 0);
+    CHECK(cn_requires_grad(g));
+    cn_tensor *gs = cn_sum(g, NULL, 0, false), *h;
+    CHECK_EQ_INT(cn_grad(&gs, NULL, 1, &x, 1, &h, 0), 0);
+    for (int i = 0; i < 3; i++) {
+        double t = tanh(xs[i]);
+        CHECK_CLOSE(th_at(g, i), 1 - t * t, 1e-12, 0);
+        CHECK_CLOSE(th_at(h, i), -2 * t * (1 - t * t), 1e-10, 0);
+    }
+}
+
+/* d2/dx2 of sin and sigmoid, and a third derivative of sin, through
+ * repeated cn_grad with CN_GRAD_CREATE_GRAPH. */
+static void test_second_order_sin_sigmoid(void) {
+    double xs[] = {-2.1, -0.4, 0.3, 1.7};
+    for (int f = 0; f < 2; f++) {
+        cn_tensor *x = param(CN_SHAPE(4), xs);
+        cn_tensor *y = cn_sum(f == 0 ? cn_sin(x) : cn_sigmoid(x), NULL, 0, false);
+        cn_tensor *g, *h, *h3;
+        CHECK_EQ_INT(cn_grad(&y, NULL, 1, &x, 1, &g, CN_GRAD_CREATE_GRAPH), 0);
+        cn_tensor *gs = cn_sum(g, NULL, 0, false);
+        CHECK_EQ_INT(cn_grad(&gs, NULL, 1, &x, 1, &h, CN_GRAD_CREATE_GRAPH), 0);
+        cn_tensor *hs = cn_sum(h, NULL, 0, false);
+        CHECK_EQ_INT(cn_grad(&hs, NULL, 1, &x, 1, &h3, 0), 0);
+        for (int i = 0; i < 4; i++) {
+            double v = xs[i];
+            if (f == 0) {
+                CHECK_CLOSE(th_at(g, i), cos(v), 1e-12, 1e-15);
+                CHECK_CLOSE(th_at(h, i), -sin(v), 1e-12, 1e-15);
+                CHECK_CLOSE(th_at(h3, i), -cos(v), 1e-12, 1e-15);
+            } else {
+                double sg = 1 / (1 + exp(-v));
+                CHECK_CLOSE(th_at(g, i), sg * (1 - sg), 1e-12, 1e-15);
+                CHECK_CLOSE(th_at(h, i), sg * (1 - sg) * (1 - 2 * sg), 1e-10, 1e-15);
+                CHECK_CLOSE(th_at(h3, i), sg * (1 - sg) * (1 - 6 * sg + 6 * sg * sg), 1e-10, 1e-15);
+            }
+        }
+    }
+}
+
+/* L(w1, w2) = mean((tanh(x w1) w2 - t)^2) over a fixed batch, params flat. */
+static cn_tensor *mlp_loss(cn_tensor *w1, cn_tensor *w2, cn_tensor *x, cn_tensor *t) {
+    cn_tensor *h = cn_tanh(cn_matmul(x, w1));
+    cn_tensor *d = cn_sub(cn_matmul(h, w2), t);
+    return cn_mean(cn_square(d), NULL, 0, false);
+}
+
+/* Hessian-vector product (grad of <grad L, v>) against central differences
+ * of the gradient along v, in f64. */
+static void test_hessian_vector_product(void) {
+    th_seed(77);
+    cn_tensor *x = th_random(CN_F64, CN_SHAPE(6, 3), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *t = th_random(CN_F64, CN_SHAPE(6, 2), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *w[2] = {th_random(CN_F64, CN_SHAPE(3, 4), -1, 1, TH_CONTIG, NULL),
+                       th_random(CN_F64, CN_SHAPE(4, 2), -1, 1, TH_CONTIG, NULL)};
+    cn_tensor *v[2] = {th_random(CN_F64, CN_SHAPE(3, 4), -1, 1, TH_CONTIG, NULL),
+                       th_random(CN_F64, CN_SHAPE(4, 2), -1, 1, TH_CONTIG, NULL)};
+    for (int i = 0; i < 2; i++) cn_set_requires_grad(w[i], true);
+    cn_tensor *loss = mlp_loss(w[0], w[1], x, t), *g[2], *hv[2];
+    CHECK_EQ_INT(cn_grad(&loss, NULL, 1, w, 2, g, CN_GRAD_CREATE_GRAPH), 0);
+    cn_tensor *gv = cn_add(cn_sum(cn_mul(g[0], v[0]), NULL, 0, false),
+                           cn_sum(cn_mul(g[1], v[1]), NULL, 0, false));
+    CHECK_EQ_INT(cn_grad(&gv, NULL, 1, w, 2, hv, 0), 0);
+    /* numeric: (grad L(w + eps v) - grad L(w - eps v)) / 2 eps */
+    const double eps = 1e-5;
+    cn_tensor *gp[2], *gm[2];
+    for (int sgn = 0; sgn < 2; sgn++) {
+        cn_tensor *ws[2];
+        for (int i = 0; i < 2; i++) {
+            ws[i] = cn_detach(cn_add(cn_detach(w[i]), cn_mul_scalar(v[i], sgn ? -eps : eps)));
+            cn_set_requires_grad(ws[i], true);
+        }
+        cn_tensor *l = mlp_loss(ws[0], ws[1], x, t);
+        CHECK_EQ_INT(cn_grad(&l, NULL, 1, ws, 2, sgn ? gm : gp, 0), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        cn_tensor *num = cn_div_scalar(cn_sub(gp[i], gm[i]), 2 * eps);
+        for (int64_t k = 0; k < cn_numel(num); k++)
+            CHECK_CLOSE(th_at(hv[i], k), th_at(num, k), 1e-6, 1e-8);
+    }
+}
+
+static int cube_fn(void *ctx, cn_tensor *const *in, int nin, cn_tensor **out, int nout) {
+    (void)ctx;
+    (void)nin;
+    (void)nout;
+    out[0] = cn_mul(in[0], cn_mul(in[0], in[1]));
+    return out[0] ? 0 : -1;
+}
+
+static void test_forward_mode(void) {
+    cn_tensor *x = th_make(CN_F64, CN_SHAPE(2), (double[]){2, 3}, TH_CONTIG);
+    cn_tensor *w = th_make(CN_F64, CN_SHAPE(2), (double[]){5, 7}, TH_CONTIG);
+    cn_tensor *tx = th_make(CN_F64, CN_SHAPE(2), (double[]){1, 0}, TH_CONTIG);
+    cn_tensor *primals[2] = {x, w}, *tangents[2] = {tx, NULL}, *out, *out_t;
+    CHECK_EQ_INT(cn_jvp(cube_fn, NULL, primals, tangents, 2, &out, &out_t, 1), 0);
+    /* d(x^2 w) = 2 x w dx */
+    CHECK_CLOSE(th_at(out, 0), 20, 0, 0);
+    CHECK_CLOSE(th_at(out_t, 0), 20, 1e-12, 0);
+    CHECK_CLOSE(th_at(out_t, 1), 0, 0, 0);
+    CHECK(cn_get_tangent(x) == NULL); /* caller's tensors untouched */
+}
+
+static void test_long_chain(void) {
+    /* A long recorded chain: backward and release must not recurse. */
+    cn_tensor *x = param(0, NULL, (double[]){1});
+    cn_scope_begin();
+    cn_tensor *y = x;
+    for (int i = 0; i < 20000; i++) y = cn_mul_scalar(y, 1.0001);
+    cn_keep(y);
+    cn_scope_end();
+    CHECK_EQ_INT(cn_backward(y, NULL), 0);
+    CHECK_CLOSE(cn_item(cn_get_grad(x)), pow(1.0001, 20000), 1e-9, 0);
+}
+
+int main(void) {
+    RUN(test_square_sum);
+    RUN(test_seed_example);
+    RUN(test_accumulate_and_zero);
+    RUN(test_broadcast_grad);
+    RUN(test_errors);
+    RUN(test_retain_graph);
+    RUN(test_no_grad_and_detach);
+    RUN(test_grad_function);
+    RUN(test_second_order);
+    RUN(test_second_order_sin_sigmoid);
+    RUN(test_hessian_vector_product);
+    RUN(test_forward_mode);
+    RUN(test_long_chain);
+    return th_summary();
+}

@@ -1,0 +1,112 @@
+/* Static graphs: placeholders, tracing, compile and run, unknown sizes,
+ * gradients as graphs, and the errors. Eager results are the reference. */
+#include "harness.h"
+
+/* A model written once against the tensor API. */
+static cn_tensor *mlp(cn_tensor *x, cn_tensor *w1, cn_tensor *b1, cn_tensor *w2) {
+    cn_tensor *h = cn_tanh(cn_add(cn_matmul(x, w1), b1));
+    return cn_matmul(h, w2);
+}
+
+static void test_trace_and_run(void) {
+    th_seed(7);
+    cn_tensor *w1 = th_random(CN_F64, CN_SHAPE(4, 5), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *b1 = th_random(CN_F64, CN_SHAPE(5), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *w2 = th_random(CN_F64, CN_SHAPE(5, 2), -1, 1, TH_CONTIG, NULL);
+    cn_graph *g = cn_graph_new();
+    cn_tensor *x = cn_placeholder(g, "x", CN_F64, CN_SHAPE(-1, 4));
+    CHECK(cn_is_symbolic_tensor(x));
+    CHECK(strcmp(cn_get_name(x), "x") == 0);
+    cn_tensor *y = mlp(x, w1, b1, w2);
+    CHECK(cn_is_symbolic_tensor(y));
+    CHECK_SHAPE(y, -1, 2);
+    cn_program *p = cn_compile(g, &y, 1, NULL);
+    CHECK(p != NULL);
+    CHECK_EQ_INT(cn_program_num_inputs(p), 1);
+    for (int batch = 1; batch <= 3; batch++) { /* the unknown size varies per run */
+        cn_tensor *xv = th_random(CN_F64, CN_SHAPE(batch, 4), -1, 1, TH_CONTIG, NULL);
+        cn_tensor *out;
+        CHECK_EQ_INT(cn_run(p, &x, &xv, 1, &out, 1), 0);
+        cn_tensor *ref = mlp(xv, w1, b1, w2);
+        CHECK(cn_allclose(out, ref, 0, 0));
+    }
+    /* Parameters are captured by reference. */
+    cn_fill_(b1, 0.5);
+    cn_tensor *xv = th_random(CN_F64, CN_SHAPE(2, 4), -1, 1, TH_CONTIG, NULL), *out;
+    CHECK_EQ_INT(cn_run(p, &x, &xv, 1, &out, 1), 0);
+    CHECK(cn_allclose(out, mlp(xv, w1, b1, w2), 0, 0));
+    cn_program_free(p);
+    cn_graph_free(g);
+}
+
+static void test_build_time_errors(void) {
+    cn_graph *g = cn_graph_new();
+    cn_tensor *x = cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 4));
+    cn_tensor *w = cn_zeros(CN_F32, CN_SHAPE(5, 3));
+    CHECK_ERROR(cn_matmul(x, w), "inner dimensions");
+    cn_tensor *y = cn_placeholder(g, "y", CN_F32, CN_SHAPE(3, 5));
+    CHECK_ERROR(cn_add(x, y), "cannot be broadcast");
+    cn_graph *g2 = cn_graph_new();
+    cn_tensor *z = cn_placeholder(g2, "z", CN_F32, CN_SHAPE(3, 4));
+    CHECK_ERROR(cn_add(x, z), "different static graphs");
+    cn_graph_free(g2);
+    cn_graph_free(g);
+}
+
+static void test_run_errors(void) {
+    cn_graph *g = cn_graph_new();
+    cn_tensor *a = cn_placeholder(g, "a", CN_F32, CN_SHAPE(-1, 3));
+    cn_tensor *b = cn_placeholder(g, "b", CN_F32, CN_SHAPE(3));
+    cn_tensor *y = cn_add(a, b);
+    cn_program *p = cn_compile(g, &y, 1, NULL);
+    cn_tensor *out;
+    cn_tensor *av = cn_ones(CN_F32, CN_SHAPE(2, 3));
+    CHECK_STATUS_ERROR(cn_run(p, &a, &av, 1, &out, 1), "'b' was not fed");
+    cn_tensor *bad = cn_ones(CN_F32, CN_SHAPE(4));
+    cn_tensor *ph[2] = {a, b}, *vals[2] = {av, bad};
+    CHECK_STATUS_ERROR(cn_run(p, ph, vals, 2, &out, 1), "placeholder 'b' is f32[3], fed f32[4]");
+    cn_tensor *badt = cn_ones(CN_F64, CN_SHAPE(3));
+    vals[1] = badt;
+    CHECK_STATUS_ERROR(cn_run(p, ph, vals, 2, &out, 1), "fed f64[3]");
+    vals[1] = cn_ones(CN_F32, CN_SHAPE(3));
+    CHECK_EQ_INT(cn_run(p, ph, vals, 2, &out, 1), 0);
+    CHECK_CLOSE(th_at(out, 5), 2, 0, 0);
+    cn_program_free(p);
+    cn_graph_free(g);
+}
+
+/* The gradient subgraph of a static graph equals eager backward. */
+static void test_static_gradient(void) {
+    th_seed(11);
+    cn_tensor *w1 = th_random(CN_F64, CN_SHAPE(4, 5), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *b1 = th_random(CN_F64, CN_SHAPE(5), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *w2 = th_random(CN_F64, CN_SHAPE(5, 2), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *params[3] = {w1, b1, w2};
+    for (int i = 0; i < 3; i++) cn_set_requires_grad(params[i], true);
+    cn_tensor *xv = th_random(CN_F64, CN_SHAPE(3, 4), -1, 1, TH_CONTIG, NULL);
+
+    cn_graph *g = cn_graph_new();
+    cn_tensor *x = cn_placeholder(g, "x", CN_F64, CN_SHAPE(-1, 4));
+    cn_tensor *loss = cn_sum(cn_square(mlp(x, w1, b1, w2)), NULL, 0, false);
+    cn_tensor *grads[3];
+    CHECK_MSG(cn_grad(&loss, NULL, 1, params, 3, grads, 0) == 0, "grad: %s", cn_last_error());
+    cn_tensor *outs[4] = {loss, grads[0], grads[1], grads[2]};
+    cn_program *p = cn_compile(g, outs, 4, NULL);
+    cn_tensor *res[4];
+    CHECK_EQ_INT(cn_run(p, &x, &xv, 1, res, 4), 0);
+
+    cn_tensor *eloss = cn_sum(cn_square(mlp(xv, w1, b1, w2)), NULL, 0, false);
+    CHECK_EQ_INT(cn_backward(eloss, NULL), 0);
+    CHECK(cn_allclose(res[0], eloss, 1e-12, 0));
+    for (int i = 0; i < 3; i++) CHECK(cn_allclose(res[i + 1], cn_get_grad(params[i]), 1e-12, 1e-14));
+    cn_program_free(p);
+    cn_graph_free(g);
+}
+
+int main(void) {
+    RUN(test_trace_and_run);
+    RUN(test_build_time_errors);
+    RUN(test_run_errors);
+    RUN(test_static_gradient);
+    return th_summary();
+}
