@@ -103,6 +103,7 @@ int main(int argc, char **argv) {
     }
 
     /* Static: the same rnn_loss on placeholders unrolls into a graph. */
+    cn_scope_begin();
     cn_graph *g = cn_graph_new();
     cn_tensor *px = cn_placeholder(g, "xs", CN_F32, CN_SHAPE(-1, T));
     cn_tensor *py = cn_placeholder(g, "ys", CN_F32, CN_SHAPE(-1, T));
@@ -118,7 +119,6 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* One batch both ways: the same loss and gradients. */
-    cn_scope_begin();
     cn_tensor *xs, *ys, *res[1 + NPARAMS];
     make_batch(&xs, &ys);
     cn_tensor *feeds[2] = {xs, ys}, *phs[2] = {px, py};
@@ -137,9 +137,9 @@ int main(int argc, char **argv) {
     printf("static program: %d ops unrolled over %d steps; loss %.5f, largest difference "
            "from eager %.2g\n",
            cn_program_num_steps(prog), T, cn_item(res[0]), worst);
-    cn_scope_end();
     cn_program_free(prog);
     cn_graph_free(g);
+    cn_scope_end(); /* the graph's values go with their scope */
     for (int i = 0; i < NPARAMS; i++) cn_release(params(&m)[i]);
 
     printf("loss %.5f -> %.5f\n", first, last);

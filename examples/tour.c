@@ -67,6 +67,13 @@ int main(void) {
     cn_tensor *batch = cn_ones(CN_F32, CN_SHAPE(2, 2, 3));
     show("batch @ xt", cn_matmul(batch, xt)); /* batch axes broadcast: [2, 2, 2] */
 
+    /* ---- gradients ---- */
+    cn_tensor *wt = cn_from_data(CN_F32, CN_SHAPE(3), (float[]){0.5f, -1, 2});
+    cn_set_requires_grad(wt, true); /* a leaf: ops on it are recorded */
+    cn_tensor *loss = cn_sum(cn_square(cn_matmul(x, wt)), NULL, 0, false); /* |x w|^2 */
+    cn_backward(loss, NULL);                    /* d loss / d w = 2 x^T (x w) */
+    show("grad of w", cn_get_grad(wt));
+
     /* ---- scopes ---- */
     cn_tensor *total;
     cn_scope_begin();

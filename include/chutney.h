@@ -432,6 +432,59 @@ cn_tensor *cn_causal_mask(int64_t n);
 cn_tensor *cn_sequence_mask(cn_tensor *lengths, int64_t maxlen);
 
 /* ------------------------------------------------------------------------ */
+/* Convolution and pooling                                                  */
+/* ------------------------------------------------------------------------ */
+/* Images are NCHW: [N, C, H, W], or [C, H, W] for one image without a batch
+ * axis, as in torch.nn.functional; f32, f64, f16 or bf16. Pairs in the
+ * options are {height, width}; zero-initialised options (or NULL) are
+ * PyTorch's defaults, so designated initialisers name only what differs:
+ *     cn_conv2d(x, w, b, &(cn_conv_opts){.padding = {1, 1}});
+ *     cn_max_pool2d(x, &(cn_pool_opts){.kernel = {2, 2}}); */
+
+typedef struct cn_conv_opts {
+    int64_t stride[2];         /* 0: 1 */
+    int64_t padding[2];        /* zeros added on both sides */
+    int64_t dilation[2];       /* 0: 1 */
+    int64_t groups;            /* 0: 1 */
+    int64_t output_padding[2]; /* conv_transpose2d only: added to one side of the output */
+} cn_conv_opts;
+
+/* x [N, C, H, W], weight [O, C / groups, kH, kW], bias [O] or NULL (none)
+ * -> [N, O, (H + 2 pad - dilation (kH - 1) - 1) / stride + 1, ...]. */
+cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *weight, cn_tensor *bias, const cn_conv_opts *opts);
+/* x [N, C, L] (or [C, L]), weight [O, C / groups, k]: conv2d over a height
+ * of 1, with the first entry of each option pair. */
+cn_tensor *cn_conv1d(cn_tensor *x, cn_tensor *weight, cn_tensor *bias, const cn_conv_opts *opts);
+/* The adjoint of conv2d in x ("deconvolution"): x [N, Cin, H, W], weight
+ * [Cin, Cout / groups, kH, kW], bias [Cout] or NULL -> [N, Cout,
+ * (H - 1) stride - 2 pad + dilation (kH - 1) + output_padding + 1, ...].
+ * output_padding must be smaller than the stride or the dilation. */
+cn_tensor *cn_conv_transpose2d(cn_tensor *x, cn_tensor *weight, cn_tensor *bias,
+                               const cn_conv_opts *opts);
+
+typedef struct cn_pool_opts {
+    int64_t kernel[2];        /* required */
+    int64_t stride[2];        /* 0: the kernel size */
+    int64_t padding[2];       /* at most half the kernel */
+    int64_t dilation[2];      /* max pooling only; 0: 1 */
+    bool ceil_mode;           /* round the output size up (windows must start inside) */
+    bool exclude_pad;         /* avg: divide by the taps inside x (count_include_pad = false) */
+    int64_t divisor_override; /* avg: > 0 divides every window by this */
+} cn_pool_opts;
+
+/* Window maxima; padding never wins. The gradient goes to the first maximum
+ * of each window (row-major), as in PyTorch. */
+cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool_opts *opts);
+/* Where max_pool2d's maxima are: i64, the flat position h * W + w within
+ * the plane (PyTorch's return_indices=True). */
+cn_tensor *cn_max_pool2d_indices(cn_tensor *x, const cn_pool_opts *opts);
+/* Window means (padding counts as zeros unless exclude_pad). */
+cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool_opts *opts);
+/* Means over out_h x out_w windows that tile the image (rows
+ * [floor(i H / out_h), ceil((i + 1) H / out_h))); (1, 1) is global pooling. */
+cn_tensor *cn_adaptive_avg_pool2d(cn_tensor *x, int64_t out_h, int64_t out_w);
+
+/* ------------------------------------------------------------------------ */
 /* Automatic differentiation                                                */
 /* ------------------------------------------------------------------------ */
 /* Eager (define-by-run): an op whose input requires a gradient is recorded;
@@ -699,6 +752,182 @@ int cn_load_safetensors_into(const char *path, const char *const *names,
                              cn_tensor *const *tensors, int n, unsigned flags);
 
 /* ------------------------------------------------------------------------ */
+/* Optimisers                                                               */
+/* ------------------------------------------------------------------------ */
+/* torch.optim's SGD, Adam, AdamW, RMSprop and Adagrad with PyTorch 1.13's
+ * update formulas (bias correction, per-parameter step counts, momentum
+ * buffers that start as the first gradient), for f32 and f64 parameters.
+ *
+ *     cn_optimizer *opt = cn_adam(params, n, &(cn_adam_opts){.lr = 3e-4});
+ *     for (...) {
+ *         cn_optimizer_zero_grad(opt);
+ *         cn_scope_begin();
+ *         cn_backward(loss_of(model, batch), NULL);
+ *         cn_scope_end();
+ *         cn_optimizer_step(opt);
+ *     }
+ *     cn_optimizer_free(opt);
+ *
+ * Layout. When it is created, an optimiser moves the parameters of one dtype
+ * into one contiguous buffer: each parameter tensor is re-pointed in place at
+ * its slice (the cn_tensor pointers a model holds stay valid; pointers to
+ * the old data do not), and its .grad becomes a view of the same slice of a
+ * flat gradient buffer, zero-filled (or holding the gradient it had), into
+ * which backward accumulates directly. A step is then one pass over
+ * contiguous memory, split over the thread pool in fixed chunks: the result
+ * is the same bits for any thread count. A parameter that another tensor
+ * shares storage with (a view of it, or it a view of something), one on a
+ * borrowed buffer (cn_from_buffer), or one of another dtype stays where it
+ * is and is updated on its own by the same rules, as is everything when the
+ * parameters already tile one storage in order (e.g. an earlier optimiser
+ * flattened them). Moving a parameter counts as a write: create the
+ * optimiser before recording a graph through the parameters.
+ *
+ * Gradients. A parameter whose .grad is NULL is skipped (no update, its step
+ * count unchanged), as torch does; a .grad the user replaced
+ * (cn_set_grad) is read. cn_optimizer_zero_grad zeroes the flat buffer and
+ * re-attaches the views; a parameter that does not require a gradient loses
+ * its .grad there, so it is not updated.
+ *
+ * Options. A zero field takes torch's default where noted (so a literal 0
+ * cannot be asked for there: use a tiny value, e.g. eps = 1e-300). */
+typedef struct cn_optimizer cn_optimizer;
+
+typedef struct cn_sgd_opts {
+    double lr;           /* required (torch has no default either) */
+    double momentum;     /* 0: plain SGD */
+    double dampening;
+    bool nesterov;       /* needs momentum > 0 and dampening 0 */
+    double weight_decay; /* L2: weight_decay * p is added to the gradient */
+    bool maximize;       /* ascend */
+} cn_sgd_opts;
+
+typedef struct cn_adam_opts {
+    double lr;           /* 0: 1e-3 */
+    double beta1, beta2; /* both 0: 0.9, 0.999 (set both to choose) */
+    double eps;          /* 0: 1e-8 */
+    /* Adam: added to the gradient (L2). AdamW: decoupled, p *= 1 - lr *
+     * weight_decay each step; 0 there means torch's 1e-2 (AdamW without
+     * decay is Adam). */
+    double weight_decay;
+    bool amsgrad;
+    bool maximize;
+} cn_adam_opts;
+
+typedef struct cn_rmsprop_opts {
+    double lr;    /* 0: 1e-2 */
+    double alpha; /* smoothing constant; 0: 0.99 */
+    double eps;   /* 0: 1e-8 */
+    double weight_decay;
+    double momentum;
+    bool centered; /* normalise by the variance estimate */
+    bool maximize;
+} cn_rmsprop_opts;
+
+typedef struct cn_adagrad_opts {
+    double lr; /* 0: 1e-2 */
+    double lr_decay;
+    double weight_decay;
+    double initial_accumulator_value;
+    double eps; /* 0: 1e-10 */
+    bool maximize;
+} cn_adagrad_opts;
+
+/* Optimisers over params[0..n) (leaves, f32 or f64, each listed once; they
+ * are retained until cn_optimizer_free). opts NULL: every default (SGD has
+ * none for lr, so it needs opts). NULL and an error on a bad option or
+ * parameter. */
+cn_optimizer *cn_sgd(cn_tensor *const *params, int n, const cn_sgd_opts *opts);
+cn_optimizer *cn_adam(cn_tensor *const *params, int n, const cn_adam_opts *opts);
+cn_optimizer *cn_adamw(cn_tensor *const *params, int n, const cn_adam_opts *opts);
+cn_optimizer *cn_rmsprop(cn_tensor *const *params, int n, const cn_rmsprop_opts *opts);
+cn_optimizer *cn_adagrad(cn_tensor *const *params, int n, const cn_adagrad_opts *opts);
+/* Leaves the parameters where they are, with their gradients. */
+void cn_optimizer_free(cn_optimizer *opt);
+
+/* One update of every parameter that has a gradient (never recorded). */
+int cn_optimizer_step(cn_optimizer *opt);
+/* Gradients to zero, keeping the buffers (see above). */
+int cn_optimizer_zero_grad(cn_optimizer *opt);
+int cn_optimizer_set_lr(cn_optimizer *opt, double lr); /* lr >= 0 */
+double cn_optimizer_get_lr(const cn_optimizer *opt);
+int cn_optimizer_num_params(const cn_optimizer *opt);
+/* Do all parameters lie in one flat buffer? Then these are 1-D views of the
+ * parameters' and gradients' buffers, in parameter order (owned by the
+ * current scope; writing to them writes the parameters / gradients). */
+bool cn_optimizer_is_flat(const cn_optimizer *opt);
+cn_tensor *cn_optimizer_flat_params(cn_optimizer *opt);
+cn_tensor *cn_optimizer_flat_grads(cn_optimizer *opt);
+
+/* The state, as named tensors for a checkpoint (cn_save_safetensors):
+ * "algorithm" (u8 characters: "adam", ...), each hyper-parameter as an f64
+ * scalar ("lr", "beta1", ..., flags as 0/1), "initial_lr" (NaN until a
+ * schedule sets it), "step" (i64 [n]: updates per parameter), and each
+ * buffer of parameter i with its shape and dtype ("exp_avg.0",
+ * "exp_avg_sq.0", "momentum_buffer.3", ...). As cn_module_state: *tensors
+ * and *names (either may be NULL) are malloc'd arrays to free() (one block
+ * each); the tensors are borrowed from the optimiser, valid until its next
+ * cn_optimizer_state or cn_optimizer_free, and the buffers among them are
+ * views of the live state (a later step changes them: cn_clone to keep a
+ * snapshot). Returns the count, or < 0. */
+int cn_optimizer_state(cn_optimizer *opt, cn_tensor ***tensors, const char ***names);
+/* Restore a state from an optimiser of the same algorithm and parameter
+ * shapes: hyper-parameters (lr included), step counts and buffers, so
+ * training continues bit for bit as if never interrupted. Every entry is
+ * checked before anything is written; the error lists each missing,
+ * unexpected or mismatched (dtype, shape) entry. */
+int cn_optimizer_load_state(cn_optimizer *opt, const char *const *names,
+                            cn_tensor *const *tensors, int n);
+
+/* ------------------------------------------------------------------------ */
+/* Learning-rate schedules                                                  */
+/* ------------------------------------------------------------------------ */
+/* torch.optim.lr_scheduler: each call to cn_lr_scheduler_step (once per
+ * epoch or per iteration, as you choose, after cn_optimizer_step) sets the
+ * optimiser's lr with the same formulas as torch (its chainable forms, so
+ * the values are the same doubles). Creating a schedule sets the
+ * optimiser's initial_lr to its lr if no schedule did before, takes it as
+ * the base lr, and applies step 0 (cn_linear_lr scales the lr by
+ * start_factor at once), as torch does. */
+typedef struct cn_lr_scheduler cn_lr_scheduler;
+
+/* lr * gamma every step_size steps. */
+cn_lr_scheduler *cn_step_lr(cn_optimizer *opt, int64_t step_size, double gamma);
+/* lr * gamma every step. */
+cn_lr_scheduler *cn_exponential_lr(cn_optimizer *opt, double gamma);
+/* eta_min + (base - eta_min) (1 + cos(pi t / t_max)) / 2. */
+cn_lr_scheduler *cn_cosine_annealing_lr(cn_optimizer *opt, int64_t t_max, double eta_min);
+/* base * factor, the factor going linearly from start_factor (in (0, 1]) to
+ * end_factor (in [0, 1]) over total_iters steps, then constant: a warm-up. */
+cn_lr_scheduler *cn_linear_lr(cn_optimizer *opt, double start_factor, double end_factor,
+                              int64_t total_iters);
+/* torch's SequentialLR: schedulers[0] until step milestones[0], then
+ * schedulers[1] (restarted from its step 0) and so on; milestones has n - 1
+ * increasing entries. The schedules must be of opt; on success they belong
+ * to the sequence (freed with it). */
+cn_lr_scheduler *cn_sequential_lr(cn_optimizer *opt, cn_lr_scheduler *const *schedulers, int n,
+                                  const int64_t *milestones);
+/* Linear warm-up from start_factor * lr to lr over warmup_steps steps, then
+ * `then` (which belongs to the result on success): a cn_sequential_lr of
+ * cn_linear_lr(opt, start_factor, 1, warmup_steps) and then. */
+cn_lr_scheduler *cn_warmup_lr(cn_optimizer *opt, int64_t warmup_steps, double start_factor,
+                              cn_lr_scheduler *then);
+void cn_lr_scheduler_free(cn_lr_scheduler *s);
+
+int cn_lr_scheduler_step(cn_lr_scheduler *s);
+/* The lr the last step set, and how many steps were taken (0 right after
+ * creation, as torch's last_epoch). */
+double cn_lr_scheduler_get_last_lr(const cn_lr_scheduler *s);
+int64_t cn_lr_scheduler_last_epoch(const cn_lr_scheduler *s);
+/* State, as cn_optimizer_state / cn_optimizer_load_state ("kind",
+ * "last_epoch", "base_lr", the schedule's parameters, ...; a sequence adds
+ * its schedules' entries as "0.last_epoch", "1.base_lr", ...). The
+ * optimiser's lr is in the optimiser's state: restore both. */
+int cn_lr_scheduler_state(cn_lr_scheduler *s, cn_tensor ***tensors, const char ***names);
+int cn_lr_scheduler_load_state(cn_lr_scheduler *s, const char *const *names,
+                               cn_tensor *const *tensors, int n);
+
+/* ------------------------------------------------------------------------ */
 /* Neural-network modules                                                   */
 /* ------------------------------------------------------------------------ */
 /* A module is a function with state: named parameters (trainable leaves
@@ -809,6 +1038,21 @@ void cn_module_free(cn_module *m);
 
 /* y = x W^T + b. x: [..., in]; weight [out, in], bias [out]. */
 cn_module *cn_nn_linear(int64_t in_features, int64_t out_features, bool bias);
+/* Convolutions over cn_conv1d / cn_conv2d / cn_conv_transpose2d, with their
+ * options (opts may be NULL: stride 1, no padding, dilation 1, one group).
+ * weight [out, in / groups, kH, kW] ([out, in / groups, k] for 1d;
+ * [in, out / groups, kH, kW] transposed), bias [out] if bias. */
+cn_module *cn_nn_conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                        const cn_conv_opts *opts, bool bias);
+cn_module *cn_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kh, int64_t kw,
+                        const cn_conv_opts *opts, bool bias);
+cn_module *cn_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int64_t kh,
+                                  int64_t kw, const cn_conv_opts *opts, bool bias);
+/* Pooling over cn_max_pool2d / cn_avg_pool2d (opts gives the kernel) and
+ * cn_adaptive_avg_pool2d. */
+cn_module *cn_nn_max_pool2d(const cn_pool_opts *opts);
+cn_module *cn_nn_avg_pool2d(const cn_pool_opts *opts);
+cn_module *cn_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w);
 /* Flatten axes start..end (PyTorch's nn.Flatten: 1, -1). */
 cn_module *cn_nn_flatten(int start_axis, int end_axis);
 cn_module *cn_nn_identity(void);
@@ -905,8 +1149,7 @@ cn_tensor *cn_l1_loss(cn_tensor *input, cn_tensor *target, cn_reduction reductio
  * [N, d1, ...]. label_smoothing e in [0, 1] mixes the target with the
  * uniform distribution (PyTorch's formula: (1 - e) * nll + e * mean over
  * classes of -log p). The mean is over the samples (weighted by weight[target]
- * when weights are given); ignored targets count nowhere except in the
- * label-smoothing term's plain mean, as in PyTorch 1.13. */
+ * when weights are given); ignored targets count nowhere. */
 cn_tensor *cn_cross_entropy(cn_tensor *logits, cn_tensor *target, cn_reduction reduction,
                             double label_smoothing);
 cn_tensor *cn_nll_loss(cn_tensor *log_probs, cn_tensor *target, cn_reduction reduction);

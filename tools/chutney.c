@@ -11,6 +11,8 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"train", cn_tool_train, "train a model on Fashion-MNIST (train --help for options)"},
+    {"eval", cn_tool_eval, "test accuracy of a checkpoint written by train --save"},
     {"ops", cn_tool_ops, "list the op table (--markdown: the text of docs/ops.md)"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])

@@ -8,5 +8,7 @@
 #include <stdbool.h>
 
 int cn_tool_ops(int argc, char **argv);
+int cn_tool_train(int argc, char **argv);
+int cn_tool_eval(int argc, char **argv);
 
 #endif

@@ -89,5 +89,17 @@ CN_OP(cumsum)
 CN_OP(tril)
 CN_OP(triu)
 
+/* convolution and pooling, NCHW (conv.c, pool.c) */
+CN_OP(conv2d)
+CN_OP(conv_transpose2d)
+CN_OP(conv2d_weight_grad)
+CN_OP(max_pool2d)
+CN_OP(max_pool2d_backward)
+CN_OP(max_pool2d_indices)
+CN_OP(avg_pool2d)
+CN_OP(avg_pool2d_backward)
+CN_OP(adaptive_avg_pool2d)
+CN_OP(adaptive_avg_pool2d_backward)
+
 /* random (random.c) */
 CN_OP(bernoulli)

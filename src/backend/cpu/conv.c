@@ -1,0 +1,666 @@
+/* Convolution kernels: the reference loops and the im2col + GEMM path (see
+ * conv.h); oneDNN, where the build has it, lives in conv_dnnl.c.
+ *
+ * The GEMM path works on contiguous copies of its inputs. For one sample n
+ * and one group, with Kg = (C / groups) KH KW and P = OH OW output pixels:
+ *   fwd:   y_g [Og, P]   = W_g [Og, Kg] cols [Kg, P]          (im2col of x)
+ *   dgrad: cols [Kg, P]  = W_g^T [Kg, Og] dy_g [Og, P], then col2im into dx
+ *   wgrad: W'_g [Og, Kg] += dy_g [Og, P] cols^T [P, Kg]
+ * P is cut into tiles so the column buffer stays around L2's size whatever
+ * the image. A 1x1 kernel with stride 1 and no padding needs no columns: x
+ * itself is the matrix.
+ *
+ * The products run on the built-in GEMM, never BLAS: each output element is
+ * then summed in one order whatever the thread count or the split of the
+ * work (BLAS is only usable outside the pool's parallel regions, so which of
+ * the two ran would depend on the thread count), and bench/bench_conv shows
+ * the built-in one is as fast on these shapes. The weight gradient sums over
+ * the batch in blocks fixed by N alone, added up in block order, so it too
+ * gives the same bits for any thread count. */
+#include "conv.h"
+
+#include "gemm.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+/* ceil(a / b) for b > 0 and any a. */
+static inline int64_t ceil_div(int64_t a, int64_t b) {
+    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+
+static cn_conv_impl conv_impl = CN_CONV_AUTO;
+
+cn_conv_impl cn_conv_set_impl(cn_conv_impl impl) {
+    cn_conv_impl prev = conv_impl;
+    conv_impl = impl;
+    return prev;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reference loops: one output element at a time, summed in double, reading */
+/* the inputs through their strides.                                        */
+/* ------------------------------------------------------------------------ */
+
+#define AT4(p, t, a, b, c, d)                                                                      \
+    (p)[(a) * (t)->strides[0] + (b) * (t)->strides[1] + (c) * (t)->strides[2] +                    \
+        (d) * (t)->strides[3]]
+
+#define DEFINE_REF(T, SFX)                                                                         \
+    static void fwd_ref_##SFX(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,       \
+                              const cn_tensor *b, cn_tensor *y) {                                  \
+        const T *xp = cn_t_ptr(x), *wp = cn_t_ptr(w), *bp = b ? cn_t_ptr(b) : NULL;                \
+        T *yp = cn_t_ptr(y);                                                                       \
+        int64_t Cg = g->C / g->groups, Og = g->O / g->groups;                                      \
+        for (int64_t n = 0; n < g->N; n++)                                                         \
+            for (int64_t o = 0; o < g->O; o++)                                                     \
+                for (int64_t oh = 0; oh < g->OH; oh++)                                             \
+                    for (int64_t ow = 0; ow < g->OW; ow++) {                                       \
+                        double acc = bp ? (double)bp[o * b->strides[0]] : 0.0;                     \
+                        int64_t c0 = o / Og * Cg;                                                  \
+                        for (int64_t c = 0; c < Cg; c++)                                           \
+                            for (int64_t i = 0; i < g->KH; i++) {                                  \
+                                int64_t ih = oh * g->sh - g->ph + i * g->dh;                       \
+                                if (ih < 0 || ih >= g->H) continue;                                \
+                                for (int64_t j = 0; j < g->KW; j++) {                              \
+                                    int64_t iw = ow * g->sw - g->pw + j * g->dw;                   \
+                                    if (iw < 0 || iw >= g->W) continue;                            \
+                                    acc += (double)AT4(xp, x, n, c0 + c, ih, iw) *                 \
+                                           (double)AT4(wp, w, o, c, i, j);                         \
+                                }                                                                  \
+                            }                                                                      \
+                        *yp++ = (T)acc;                                                            \
+                    }                                                                              \
+    }                                                                                              \
+                                                                                                   \
+    /* dx[n, c, ih, iw] = sum over the (o, i, j) whose window puts tap (i, j) \
+     * on (ih, iw): oh = (ih + ph - i dh) / sh when that divides exactly. */                      \
+    static void dgrad_ref_##SFX(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,    \
+                                const cn_tensor *b, cn_tensor *dx) {                               \
+        const T *gp = cn_t_ptr(dy), *wp = cn_t_ptr(w), *bp = b ? cn_t_ptr(b) : NULL;               \
+        T *xp = cn_t_ptr(dx);                                                                      \
+        int64_t Cg = g->C / g->groups, Og = g->O / g->groups;                                      \
+        for (int64_t n = 0; n < g->N; n++)                                                         \
+            for (int64_t c = 0; c < g->C; c++)                                                     \
+                for (int64_t ih = 0; ih < g->H; ih++)                                              \
+                    for (int64_t iw = 0; iw < g->W; iw++) {                                        \
+                        double acc = bp ? (double)bp[c * b->strides[0]] : 0.0;                     \
+                        int64_t o0 = c / Cg * Og;                                                  \
+                        for (int64_t o = 0; o < Og; o++)                                           \
+                            for (int64_t i = 0; i < g->KH; i++) {                                  \
+                                int64_t th = ih + g->ph - i * g->dh;                               \
+                                if (th < 0 || th % g->sh) continue;                                \
+                                int64_t oh = th / g->sh;                                           \
+                                if (oh >= g->OH) continue;                                         \
+                                for (int64_t j = 0; j < g->KW; j++) {                              \
+                                    int64_t tw = iw + g->pw - j * g->dw;                           \
+                                    if (tw < 0 || tw % g->sw) continue;                            \
+                                    int64_t ow = tw / g->sw;                                       \
+                                    if (ow >= g->OW) continue;                                     \
+                                    acc += (double)AT4(gp, dy, n, o0 + o, oh, ow) *                \
+                                           (double)AT4(wp, w, o0 + o, c % Cg, i, j);               \
+                                }                                                                  \
+                            }                                                                      \
+                        *xp++ = (T)acc;                                                            \
+                    }                                                                              \
+    }                                                                                              \
+                                                                                                   \
+    static void wgrad_ref_##SFX(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,    \
+                                cn_tensor *dw) {                                                   \
+        const T *xp = cn_t_ptr(x), *gp = cn_t_ptr(dy);                                             \
+        T *wp = cn_t_ptr(dw);                                                                      \
+        int64_t Cg = g->C / g->groups, Og = g->O / g->groups;                                      \
+        for (int64_t o = 0; o < g->O; o++)                                                         \
+            for (int64_t c = 0; c < Cg; c++)                                                       \
+                for (int64_t i = 0; i < g->KH; i++)                                                \
+                    for (int64_t j = 0; j < g->KW; j++) {                                          \
+                        double acc = 0.0;                                                          \
+                        int64_t cx = o / Og * Cg + c;                                              \
+                        for (int64_t n = 0; n < g->N; n++)                                         \
+                            for (int64_t oh = 0; oh < g->OH; oh++) {                               \
+                                int64_t ih = oh * g->sh - g->ph + i * g->dh;                       \
+                                if (ih < 0 || ih >= g->H) continue;                                \
+                                for (int64_t ow = 0; ow < g->OW; ow++) {                           \
+                                    int64_t iw = ow * g->sw - g->pw + j * g->dw;                   \
+                                    if (iw < 0 || iw >= g->W) continue;                            \
+                                    acc += (double)AT4(gp, dy, n, o, oh, ow) *                     \
+                                           (double)AT4(xp, x, n, cx, ih, iw);                      \
+                                }                                                                  \
+                            }                                                                      \
+                        *wp++ = (T)acc;                                                            \
+                    }                                                                              \
+    }
+
+DEFINE_REF(float, f32)
+DEFINE_REF(double, f64)
+
+int cn_cpu_conv2d_fwd_ref(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                          const cn_tensor *bias, cn_tensor *y) {
+    if (y->dtype == CN_F32) fwd_ref_f32(g, x, w, bias, y);
+    else fwd_ref_f64(g, x, w, bias, y);
+    return CN_OK;
+}
+
+int cn_cpu_conv2d_dgrad_ref(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                            const cn_tensor *bias, cn_tensor *dx) {
+    if (dx->dtype == CN_F32) dgrad_ref_f32(g, dy, w, bias, dx);
+    else dgrad_ref_f64(g, dy, w, bias, dx);
+    return CN_OK;
+}
+
+int cn_cpu_conv2d_wgrad_ref(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                            cn_tensor *dw) {
+    if (dw->dtype == CN_F32) wgrad_ref_f32(g, x, dy, dw);
+    else wgrad_ref_f64(g, x, dy, dw);
+    return CN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* im2col and col2im over a tile [p0, p1) of output pixels                  */
+/* ------------------------------------------------------------------------ */
+
+/* For tap offset `off` (= j dw - pw) the output columns ow whose input
+ * column ow sw + off lies in [0, W): [lo, hi), clipped to [a, b). */
+static inline void valid_cols(int64_t W, int64_t sw, int64_t off, int64_t a, int64_t b,
+                              int64_t *lo, int64_t *hi) {
+    int64_t l = ceil_div(-off, sw), h = ceil_div(W - off, sw);
+    *lo = imin(imax(l, a), b);
+    *hi = imax(imin(h, b), *lo);
+}
+
+/* cols[k][t] (rows of len = p1 - p0) for k = (c, i, j) of one group's
+ * channels x (Cg planes of H x W, contiguous). */
+#define DEFINE_COLS(T, SFX)                                                                        \
+    CN_HOT static void im2col_##SFX(const cn_conv_geom *g, int64_t Cg, const T *x, int64_t p0,     \
+                                    int64_t p1, T *restrict cols) {                                \
+        const int64_t len = p1 - p0, OW = g->OW, sw = g->sw, H = g->H, W = g->W;                   \
+        const int64_t KH = g->KH, KW = g->KW, sh = g->sh, ph = g->ph, dh = g->dh;                  \
+        const int64_t oh0 = p0 / OW, a0 = p0 % OW;                                                 \
+        for (int64_t c = 0; c < Cg; c++)                                                           \
+            for (int64_t i = 0; i < KH; i++)                                                       \
+                for (int64_t j = 0; j < KW; j++) {                                                 \
+                    const T *xc = x + c * H * W;                                                   \
+                    const int64_t off = j * g->dw - g->pw;                                         \
+                    int64_t lo_j, hi_j;                                                            \
+                    valid_cols(W, sw, off, 0, OW, &lo_j, &hi_j);                                   \
+                    T *row = cols;                                                                 \
+                    cols += len;                                                                   \
+                    int64_t oh = oh0, a = a0;                                                      \
+                    for (int64_t p = p0; p < p1; oh++, a = 0) {                                    \
+                        const int64_t b = imin(OW, a + (p1 - p));                                  \
+                        const int64_t ih = oh * sh - ph + i * dh;                                  \
+                        T *r = row - a; /* r[ow] for ow in [a, b) */                               \
+                        if (ih < 0 || ih >= H) {                                                   \
+                            for (int64_t ow = a; ow < b; ow++) r[ow] = 0;                          \
+                        } else {                                                                   \
+                            const int64_t lo = imin(imax(lo_j, a), b);                             \
+                            const int64_t hi = imax(imin(hi_j, b), lo);                            \
+                            const T *xr = xc + ih * W;                                             \
+                            for (int64_t ow = a; ow < lo; ow++) r[ow] = 0;                         \
+                            if (sw == 1)                                                           \
+                                for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow + off];         \
+                            else                                                                   \
+                                for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * sw + off];    \
+                            for (int64_t ow = hi; ow < b; ow++) r[ow] = 0;                         \
+                        }                                                                          \
+                        row += b - a;                                                              \
+                        p += b - a;                                                                \
+                    }                                                                              \
+                }                                                                                  \
+    }                                                                                              \
+                                                                                                   \
+    /* The adjoint: dx += the columns, each added where im2col read it. */                        \
+    CN_HOT static void col2im_##SFX(const cn_conv_geom *g, int64_t Cg, const T *restrict cols,     \
+                                    int64_t p0, int64_t p1, T *dx) {                               \
+        const int64_t len = p1 - p0, OW = g->OW, sw = g->sw, H = g->H, W = g->W;                   \
+        const int64_t KH = g->KH, KW = g->KW, sh = g->sh, ph = g->ph, dh = g->dh;                  \
+        const int64_t oh0 = p0 / OW, a0 = p0 % OW;                                                 \
+        for (int64_t c = 0; c < Cg; c++)                                                           \
+            for (int64_t i = 0; i < KH; i++)                                                       \
+                for (int64_t j = 0; j < KW; j++) {                                                 \
+                    T *xc = dx + c * H * W;                                                        \
+                    const int64_t off = j * g->dw - g->pw;                                         \
+                    int64_t lo_j, hi_j;                                                            \
+                    valid_cols(W, sw, off, 0, OW, &lo_j, &hi_j);                                   \
+                    const T *row = cols;                                                           \
+                    cols += len;                                                                   \
+                    int64_t oh = oh0, a = a0;                                                      \
+                    for (int64_t p = p0; p < p1; oh++, a = 0) {                                    \
+                        const int64_t b = imin(OW, a + (p1 - p));                                  \
+                        const int64_t ih = oh * sh - ph + i * dh;                                  \
+                        if (ih >= 0 && ih < H) {                                                   \
+                            const int64_t lo = imin(imax(lo_j, a), b);                             \
+                            const int64_t hi = imax(imin(hi_j, b), lo);                            \
+                            T *xr = xc + ih * W;                                                   \
+                            const T *r = row - a;                                                  \
+                            if (sw == 1)                                                           \
+                                for (int64_t ow = lo; ow < hi; ow++) xr[ow + off] += r[ow];        \
+                            else                                                                   \
+                                for (int64_t ow = lo; ow < hi; ow++) xr[ow * sw + off] += r[ow];   \
+                        }                                                                          \
+                        row += b - a;                                                              \
+                        p += b - a;                                                                \
+                    }                                                                              \
+                }                                                                                  \
+    }                                                                                              \
+                                                                                                   \
+    /* rows [0, m) of y (row stride ld), columns [0, len): y[r][t] += b[r]. */                    \
+    CN_HOT static void add_rows_##SFX(T *y, int64_t m, int64_t len, int64_t ld, const T *b) {     \
+        for (int64_t r = 0; r < m; r++) {                                                          \
+            T v = b[r];                                                                            \
+            T *yr = y + r * ld;                                                                    \
+            for (int64_t t = 0; t < len; t++) yr[t] += v;                                          \
+        }                                                                                          \
+    }                                                                                              \
+    /* dst[i] = v[i / per] for i < n: a plane per value (zeros when v is NULL). */                \
+    CN_HOT static void fill_planes_##SFX(T *dst, int64_t nv, int64_t per, const T *v) {           \
+        for (int64_t k = 0; k < nv; k++) {                                                         \
+            T x = v ? v[k] : 0;                                                                    \
+            for (int64_t t = 0; t < per; t++) dst[k * per + t] = x;                                \
+        }                                                                                          \
+    }                                                                                              \
+    CN_HOT static void acc_##SFX(T *restrict dst, const T *restrict src, int64_t n) {             \
+        for (int64_t t = 0; t < n; t++) dst[t] += src[t];                                          \
+    }
+
+DEFINE_COLS(float, f32)
+DEFINE_COLS(double, f64)
+
+static void im2col(cn_dtype dt, const cn_conv_geom *g, int64_t Cg, const void *x, int64_t p0,
+                   int64_t p1, void *cols) {
+    if (dt == CN_F32) im2col_f32(g, Cg, x, p0, p1, cols);
+    else im2col_f64(g, Cg, x, p0, p1, cols);
+}
+static void col2im(cn_dtype dt, const cn_conv_geom *g, int64_t Cg, const void *cols, int64_t p0,
+                   int64_t p1, void *dx) {
+    if (dt == CN_F32) col2im_f32(g, Cg, cols, p0, p1, dx);
+    else col2im_f64(g, Cg, cols, p0, p1, dx);
+}
+static void add_rows(cn_dtype dt, void *y, int64_t m, int64_t len, int64_t ld, const void *b) {
+    if (dt == CN_F32) add_rows_f32(y, m, len, ld, b);
+    else add_rows_f64(y, m, len, ld, b);
+}
+static void fill_planes(cn_dtype dt, void *dst, int64_t nv, int64_t per, const void *v) {
+    if (dt == CN_F32) fill_planes_f32(dst, nv, per, v);
+    else fill_planes_f64(dst, nv, per, v);
+}
+static void acc(cn_dtype dt, void *dst, const void *src, int64_t n) {
+    if (dt == CN_F32) acc_f32(dst, src, n);
+    else acc_f64(dst, src, n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The GEMM path                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Column buffers of at most about this many elements (with tiles of at
+ * least MIN_TILE pixels, so the products stay wide enough to run well). */
+#define COLS_CAP (1 << 16)
+#define MIN_TILE 256
+
+typedef struct gemm_conv {
+    const cn_conv_geom *g;
+    cn_dtype dt;
+    size_t es;
+    int64_t Cg, Og, Kg, P, HW;
+    int64_t tile, ntiles;
+    bool direct; /* 1x1, stride 1, no padding: x is the column matrix */
+    const char *x, *w, *dy, *b;
+    char *out;
+    char *partial; /* wgrad: one [O, Kg] block per batch block */
+    int64_t bs;    /* wgrad: samples per block */
+    atomic_int failed;
+} gemm_conv;
+
+static void setup(gemm_conv *c, const cn_conv_geom *g, cn_dtype dt) {
+    memset(c, 0, sizeof *c);
+    c->g = g;
+    c->dt = dt;
+    c->es = cn_dsize(dt);
+    c->Cg = g->C / g->groups;
+    c->Og = g->O / g->groups;
+    c->Kg = c->Cg * g->KH * g->KW;
+    c->P = g->OH * g->OW;
+    c->HW = g->H * g->W;
+    c->direct = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 &&
+                g->pw == 0 && g->OH == g->H && g->OW == g->W;
+    int64_t t = imax(MIN_TILE, COLS_CAP / imax(c->Kg, 1));
+    c->tile = imax(1, imin(t, c->P));
+    c->ntiles = (c->P + c->tile - 1) / c->tile;
+    atomic_init(&c->failed, 0);
+}
+
+static int gemm(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
+                int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc) {
+    return cn_gemm_builtin(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
+}
+
+/* Runs items [0, n) through fn: split over the pool when there are enough
+ * to keep every thread busy (each product then runs on one thread), else
+ * one after another with each product split over the pool. */
+static void run_items(int64_t n, cn_range_fn fn, void *ctx) {
+    if (n >= cn_get_num_threads()) cn_parallel_for(n, 1, fn, ctx);
+    else fn(ctx, 0, n);
+}
+
+/* fwd: item = (n, group, tile). */
+static void fwd_items(void *ctx, int64_t i0, int64_t i1) {
+    gemm_conv *c = ctx;
+    const cn_conv_geom *g = c->g;
+    void *cols = c->direct ? NULL : cn_alloc(c->es * (size_t)(c->Kg * c->tile));
+    if (!c->direct && !cols) {
+        atomic_store(&c->failed, 1);
+        return;
+    }
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t t = it % c->ntiles, ng = it / c->ntiles, grp = ng % g->groups, n = ng / g->groups;
+        int64_t p0 = t * c->tile, p1 = imin(c->P, p0 + c->tile), len = p1 - p0;
+        const char *xg = c->x + (size_t)((n * g->C + grp * c->Cg) * c->HW) * c->es;
+        const char *wg = c->w + (size_t)(grp * c->Og * c->Kg) * c->es;
+        char *yg = c->out + (size_t)((n * g->O + grp * c->Og) * c->P + p0) * c->es;
+        const void *bm;
+        int64_t ldb;
+        if (c->direct) {
+            bm = xg + (size_t)p0 * c->es;
+            ldb = c->HW;
+        } else {
+            im2col(c->dt, g, c->Cg, xg, p0, p1, cols);
+            bm = cols;
+            ldb = len;
+        }
+        if (gemm(c->dt, c->Og, len, c->Kg, wg, c->Kg, 1, bm, ldb, 1, yg, c->P) < 0)
+            atomic_store(&c->failed, 1);
+        if (c->b) add_rows(c->dt, yg, c->Og, len, c->P, c->b + (size_t)(grp * c->Og) * c->es);
+    }
+    cn_free(cols);
+}
+
+/* dgrad: item = (n, group); the tiles of one item all add into the same dx
+ * planes, so they stay on one thread. */
+static void dgrad_items(void *ctx, int64_t i0, int64_t i1) {
+    gemm_conv *c = ctx;
+    const cn_conv_geom *g = c->g;
+    void *cols = c->direct ? NULL : cn_alloc(c->es * (size_t)(c->Kg * c->tile));
+    if (!c->direct && !cols) {
+        atomic_store(&c->failed, 1);
+        return;
+    }
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t grp = it % g->groups, n = it / g->groups;
+        char *xg = c->out + (size_t)((n * g->C + grp * c->Cg) * c->HW) * c->es;
+        const char *wg = c->w + (size_t)(grp * c->Og * c->Kg) * c->es;
+        const char *bg = c->b ? c->b + (size_t)(grp * c->Cg) * c->es : NULL;
+        if (!c->direct) fill_planes(c->dt, xg, c->Cg, c->HW, bg);
+        for (int64_t t = 0; t < c->ntiles; t++) {
+            int64_t p0 = t * c->tile, p1 = imin(c->P, p0 + c->tile), len = p1 - p0;
+            const char *gg = c->dy + (size_t)((n * g->O + grp * c->Og) * c->P + p0) * c->es;
+            /* W_g^T: element (k, o) at w[o * Kg + k]. */
+            if (c->direct) {
+                char *xt = xg + (size_t)p0 * c->es;
+                if (gemm(c->dt, c->Kg, len, c->Og, wg, 1, c->Kg, gg, c->P, 1, xt, c->HW) < 0)
+                    atomic_store(&c->failed, 1);
+                if (bg) add_rows(c->dt, xt, c->Cg, len, c->HW, bg);
+            } else {
+                if (gemm(c->dt, c->Kg, len, c->Og, wg, 1, c->Kg, gg, c->P, 1, cols, len) < 0)
+                    atomic_store(&c->failed, 1);
+                col2im(c->dt, g, c->Cg, cols, p0, p1, xg);
+            }
+        }
+    }
+    cn_free(cols);
+}
+
+/* wgrad: item = a block of bs samples, summed into its own [O, Kg] partial
+ * in a fixed order (sample, group, tile). */
+static void wgrad_items(void *ctx, int64_t i0, int64_t i1) {
+    gemm_conv *c = ctx;
+    const cn_conv_geom *g = c->g;
+    size_t blk = (size_t)(g->O * c->Kg);
+    void *cols = c->direct ? NULL : cn_alloc(c->es * (size_t)(c->Kg * c->tile));
+    void *tmp = cn_alloc(c->es * (size_t)(c->Og * c->Kg));
+    if ((!c->direct && !cols) || !tmp) {
+        atomic_store(&c->failed, 1);
+        cn_free(cols);
+        cn_free(tmp);
+        return;
+    }
+    for (int64_t blkno = i0; blkno < i1; blkno++) {
+        char *part = c->partial + blk * (size_t)blkno * c->es;
+        int64_t n0 = blkno * c->bs, n1 = imin(g->N, n0 + c->bs);
+        for (int64_t n = n0; n < n1; n++)
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                char *pg = part + (size_t)(grp * c->Og * c->Kg) * c->es;
+                const char *xg = c->x + (size_t)((n * g->C + grp * c->Cg) * c->HW) * c->es;
+                for (int64_t t = 0; t < c->ntiles; t++) {
+                    int64_t p0 = t * c->tile, p1 = imin(c->P, p0 + c->tile), len = p1 - p0;
+                    const char *gg =
+                        c->dy + (size_t)((n * g->O + grp * c->Og) * c->P + p0) * c->es;
+                    const void *bt;
+                    int64_t csb;
+                    if (c->direct) {
+                        bt = xg + (size_t)p0 * c->es;
+                        csb = c->HW;
+                    } else {
+                        im2col(c->dt, g, c->Cg, xg, p0, p1, cols);
+                        bt = cols;
+                        csb = len;
+                    }
+                    /* cols^T: element (p, k) at cols[k * len + p]. */
+                    void *dst = n == n0 && t == 0 ? pg : tmp;
+                    if (gemm(c->dt, c->Og, c->Kg, len, gg, c->P, 1, bt, 1, csb, dst, c->Kg) < 0)
+                        atomic_store(&c->failed, 1);
+                    if (dst == tmp) acc(c->dt, pg, tmp, c->Og * c->Kg);
+                }
+            }
+    }
+    cn_free(cols);
+    cn_free(tmp);
+}
+
+static int oom(const char *what, const cn_conv_geom *g) {
+    return cn_failc(CN_ENOMEM,
+                    "%s: out of memory (x [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                    "], %" PRId64 " output channels, kernel %" PRId64 "x%" PRId64 ")",
+                    what, g->N, g->C, g->H, g->W, g->O, g->KH, g->KW);
+}
+
+/* Contiguous inputs for the GEMM path: *own is set when a copy was made. */
+static const char *dense(const cn_tensor *t, cn_tensor **own) {
+    *own = NULL;
+    if (!t) return NULL;
+    cn_tensor *c = cn_t_contiguous((cn_tensor *)t);
+    if (!c) return NULL;
+    if (c != t) *own = c;
+    else cn_release(c);
+    return cn_t_ptr(t == c ? t : c);
+}
+
+static int fwd_gemm(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                    const cn_tensor *bias, cn_tensor *y) {
+    gemm_conv c;
+    setup(&c, g, (cn_dtype)y->dtype);
+    cn_tensor *ox, *ow, *ob;
+    c.x = dense(x, &ox);
+    c.w = dense(w, &ow);
+    c.b = dense(bias, &ob);
+    c.out = cn_t_ptr(y);
+    int rc = CN_OK;
+    if (!c.x || !c.w || (bias && !c.b)) rc = oom("conv2d", g);
+    else {
+        run_items(g->N * g->groups * c.ntiles, fwd_items, &c);
+        if (atomic_load(&c.failed)) rc = oom("conv2d", g);
+    }
+    cn_release(ox);
+    cn_release(ow);
+    cn_release(ob);
+    return rc;
+}
+
+static int dgrad_gemm(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                      const cn_tensor *bias, cn_tensor *dx) {
+    gemm_conv c;
+    setup(&c, g, (cn_dtype)dx->dtype);
+    c.direct &= c.P > 0; /* with no pixels, dx is the bias alone */
+    cn_tensor *og, *ow, *ob;
+    c.dy = dense(dy, &og);
+    c.w = dense(w, &ow);
+    c.b = dense(bias, &ob);
+    c.out = cn_t_ptr(dx);
+    int rc = CN_OK;
+    if (!c.dy || !c.w || (bias && !c.b)) rc = oom("conv_transpose2d", g);
+    else {
+        run_items(g->N * g->groups, dgrad_items, &c);
+        if (atomic_load(&c.failed)) rc = oom("conv_transpose2d", g);
+    }
+    cn_release(og);
+    cn_release(ow);
+    cn_release(ob);
+    return rc;
+}
+
+/* The batch is summed in at most this many blocks: enough for a pool of
+ * this size to share, fixed by N alone. */
+#define WGRAD_BLOCKS 16
+
+static int wgrad_gemm(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                      cn_tensor *dw) {
+    gemm_conv c;
+    setup(&c, g, (cn_dtype)dw->dtype);
+    if (g->N == 0 || c.P == 0) {
+        memset(cn_t_ptr(dw), 0, c.es * (size_t)(g->O * c.Kg));
+        return CN_OK;
+    }
+    cn_tensor *ox, *og;
+    c.x = dense(x, &ox);
+    c.dy = dense(dy, &og);
+    c.bs = (g->N + WGRAD_BLOCKS - 1) / WGRAD_BLOCKS;
+    int64_t nblk = (g->N + c.bs - 1) / c.bs;
+    size_t blk = (size_t)(g->O * c.Kg) * c.es;
+    c.partial = nblk == 1 ? cn_t_ptr(dw) : cn_alloc(blk * (size_t)nblk);
+    int rc = CN_OK;
+    if (!c.x || !c.dy || !c.partial) rc = oom("conv2d_weight_grad", g);
+    else {
+        if (nblk >= cn_get_num_threads()) cn_parallel_tasks(nblk, wgrad_items, &c);
+        else wgrad_items(&c, 0, nblk);
+        if (atomic_load(&c.failed)) rc = oom("conv2d_weight_grad", g);
+        else if (nblk > 1) {
+            memcpy(cn_t_ptr(dw), c.partial, blk);
+            for (int64_t b = 1; b < nblk; b++)
+                acc(c.dt, cn_t_ptr(dw), c.partial + blk * (size_t)b, g->O * c.Kg);
+        }
+    }
+    if (nblk > 1) cn_free(c.partial);
+    cn_release(ox);
+    cn_release(og);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points                                                             */
+/* ------------------------------------------------------------------------ */
+
+#ifdef CN_HAVE_DNNL
+int cn_dnnl_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                       const cn_tensor *bias, cn_tensor *y);
+int cn_dnnl_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                         const cn_tensor *bias, cn_tensor *dx);
+int cn_dnnl_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                         cn_tensor *dw);
+/* Whether oneDNN takes this product (f32, a geometry it supports). */
+bool cn_dnnl_conv2d_available(const cn_conv_geom *g, cn_dtype dt, int which);
+
+/* Whether oneDNN is the better choice for this product. Measured with
+ * bench/bench_conv and a sweep over input channels (batch 64, 3x3, pad 1,
+ * f32, one thread, ms, im2col+GEMM / oneDNN):
+ *   C  O  HxW     forward      input grad   weight grad
+ *   1 32  28x28   1.20 / 1.01  1.81 / 4.45  1.53 / 0.61
+ *   3 32  28x28   1.63 / 0.99  1.89 / 4.31  1.87 / 0.94
+ *   8 32  28x28   3.38 / 2.39  4.14 / 4.63  4.77 / 3.04
+ *  16 32  14x14   2.17 / 1.07  2.73 / 1.05  2.28 / 1.16
+ *  32 64  14x14   6.87 / 4.54  8.31 / 4.40  6.72 / 5.72
+ * oneDNN wins but for the input gradient onto few channels. It runs one
+ * block of the batch per thread, so small batches stay on the GEMM path,
+ * which also splits the pixels. The rule reads shapes only, so the choice
+ * (and the bits) never depends on the thread count. */
+static bool dnnl_prefer(const cn_conv_geom *g, cn_dtype dt, int which) {
+    if (dt != CN_F32 || g->N < 4 || g->C == 0 || g->O == 0) return false;
+    if (which == 1 && g->C / g->groups < 16) return false;
+    return cn_dnnl_conv2d_available(g, dt, which);
+}
+#endif
+
+bool cn_conv_have_dnnl(void) {
+#ifdef CN_HAVE_DNNL
+    return true;
+#else
+    return false;
+#endif
+}
+
+/* 0 reference, 1 GEMM, 2 oneDNN. */
+static int pick(const cn_conv_geom *g, cn_dtype dt, int which) {
+    switch (conv_impl) {
+    case CN_CONV_REF: return 0;
+    case CN_CONV_GEMM: return 1;
+    case CN_CONV_DNNL: return cn_conv_have_dnnl() && dt == CN_F32 ? 2 : 1;
+    default: break;
+    }
+#ifdef CN_HAVE_DNNL
+    if (dnnl_prefer(g, dt, which)) return 2;
+#else
+    (void)g, (void)dt, (void)which;
+#endif
+    return 1;
+}
+
+int cn_cpu_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                      const cn_tensor *bias, cn_tensor *y) {
+    switch (pick(g, (cn_dtype)y->dtype, 0)) {
+    case 0: return cn_cpu_conv2d_fwd_ref(g, x, w, bias, y);
+#ifdef CN_HAVE_DNNL
+    case 2: {
+        int rc = cn_dnnl_conv2d_fwd(g, x, w, bias, y);
+        if (rc != 1) return rc; /* 1: oneDNN does not take this geometry */
+        return fwd_gemm(g, x, w, bias, y);
+    }
+#endif
+    default: return fwd_gemm(g, x, w, bias, y);
+    }
+}
+
+int cn_cpu_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                        const cn_tensor *bias, cn_tensor *dx) {
+    switch (pick(g, (cn_dtype)dx->dtype, 1)) {
+    case 0: return cn_cpu_conv2d_dgrad_ref(g, dy, w, bias, dx);
+#ifdef CN_HAVE_DNNL
+    case 2: {
+        int rc = cn_dnnl_conv2d_dgrad(g, dy, w, bias, dx);
+        if (rc != 1) return rc; /* 1: oneDNN does not take this geometry */
+        return dgrad_gemm(g, dy, w, bias, dx);
+    }
+#endif
+    default: return dgrad_gemm(g, dy, w, bias, dx);
+    }
+}
+
+int cn_cpu_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                        cn_tensor *dw) {
+    switch (pick(g, (cn_dtype)dw->dtype, 2)) {
+    case 0: return cn_cpu_conv2d_wgrad_ref(g, x, dy, dw);
+#ifdef CN_HAVE_DNNL
+    case 2: {
+        int rc = cn_dnnl_conv2d_wgrad(g, x, dy, dw);
+        if (rc != 1) return rc; /* 1: oneDNN does not take this geometry */
+        return wgrad_gemm(g, x, dy, dw);
+    }
+#endif
+    default: return wgrad_gemm(g, x, dy, dw);
+    }
+}

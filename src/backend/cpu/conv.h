@@ -1,0 +1,60 @@
+/* Convolution kernels on the CPU (NCHW, f32 and f64).
+ *
+ * Every kernel is stated for one convolution, y = conv2d(x, w): x is
+ * [N, C, H, W], w is [O, C/groups, KH, KW], y is [N, O, OH, OW]. The three
+ * products a network needs are
+ *   fwd:   y  = conv2d(x, w) (+ bias over O)
+ *   dgrad: x' = conv2d's input gradient given y' (= conv_transpose2d of y'
+ *          with w), + bias over C (conv_transpose2d's bias)
+ *   wgrad: w' = conv2d's weight gradient given x and y'.
+ * conv_transpose2d is dgrad with the roles of the names swapped.
+ *
+ * Each has a fast path (im2col + GEMM by tiles of output pixels, parallel
+ * over batch x group x tile; or oneDNN where the build has it and it was
+ * measured faster) and a reference path (plain loops in double, any
+ * strides), the oracle of the tests. Inputs may have any strides; outputs
+ * are contiguous and fully written. They return 0, or CN_ENOMEM after
+ * cn_fail. */
+#ifndef CN_CPU_CONV_H
+#define CN_CPU_CONV_H
+
+#include "../../core/core.h"
+
+typedef struct cn_conv_geom {
+    int64_t N, C, H, W;     /* x */
+    int64_t O, KH, KW;      /* w: [O, C / groups, KH, KW] */
+    int64_t OH, OW;         /* y */
+    int64_t sh, sw, ph, pw, dh, dw;
+    int64_t groups;
+} cn_conv_geom;
+
+/* Which implementation the fast entry points use (tests and benchmarks). */
+typedef enum cn_conv_impl {
+    CN_CONV_AUTO = 0, /* measured choice per shape (see conv.c) */
+    CN_CONV_REF,      /* reference loops */
+    CN_CONV_GEMM,     /* im2col + GEMM */
+    CN_CONV_DNNL      /* oneDNN (falls back to GEMM without it) */
+} cn_conv_impl;
+/* Force an implementation (process-wide, not thread-safe: call it before
+ * convolutions run). Returns the previous setting. */
+cn_conv_impl cn_conv_set_impl(cn_conv_impl impl);
+/* Whether the build has oneDNN. */
+bool cn_conv_have_dnnl(void);
+
+/* dt is out's dtype (f32 or f64); every tensor has it. bias may be NULL. */
+int cn_cpu_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                      const cn_tensor *bias, cn_tensor *y);
+int cn_cpu_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                        const cn_tensor *bias, cn_tensor *dx);
+int cn_cpu_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                        cn_tensor *dw);
+
+/* The reference loops. */
+int cn_cpu_conv2d_fwd_ref(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                          const cn_tensor *bias, cn_tensor *y);
+int cn_cpu_conv2d_dgrad_ref(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                            const cn_tensor *bias, cn_tensor *dx);
+int cn_cpu_conv2d_wgrad_ref(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                            cn_tensor *dw);
+
+#endif

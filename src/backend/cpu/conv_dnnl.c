@@ -1,0 +1,385 @@
+/* The oneDNN path of the convolution kernels (CHUTNEY_WITH_DNNL), f32 only.
+ *
+ * Each product (forward, input gradient, weight gradient) is a oneDNN
+ * primitive for one geometry, created once and kept in a small cache: the
+ * primitive picks its own memory formats (blocked, nChw16c and the like),
+ * and reorders move our plain NCHW/OIHW tensors in and out. Scratch memory
+ * is ours (user scratchpad), so one primitive may run on several threads at
+ * once.
+ *
+ * oneDNN runs single-threaded inside our own pool, never on its OpenMP
+ * threads: the batch is cut into blocks fixed by N alone, each block one
+ * call on one pool thread. OpenMP's workers would otherwise spin after every
+ * call on the cores the pool is about to use, and the blocks also make the
+ * results independent of the thread count (the weight gradient sums the
+ * blocks' parts in block order).
+ *
+ * Whether this or im2col + GEMM runs is decided per product in conv.c
+ * (cn_dnnl_conv2d_prefer), from bench/bench_conv's measurements. */
+/* RTLD_DEFAULT */
+#define _GNU_SOURCE
+#include "conv.h"
+
+#ifdef CN_HAVE_DNNL
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+enum { FWD, DGRAD, WGRAD };
+
+/* One cached primitive and the reorders around it. */
+typedef struct dnnl_conv {
+    int which;
+    bool bias;
+    cn_conv_geom g;
+    dnnl_primitive_t prim;
+    /* per argument: the user's (plain) and the primitive's memory formats,
+     * and the reorder between them (NULL when they are the same) */
+    dnnl_memory_desc_t user[3], mine[3];
+    dnnl_primitive_t reorder[3];
+    int arg[3];
+    dnnl_memory_desc_t scratch_md;
+    size_t scratch;
+} dnnl_conv;
+
+#define CACHE_MAX 64
+
+static struct {
+    pthread_once_t once;
+    bool ok;
+    dnnl_engine_t eng;
+    void (*set_threads)(int);
+    pthread_mutex_t mu;
+    dnnl_conv *cache[CACHE_MAX];
+    int n;
+} dn = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void init_once(void) {
+    dn.ok = dnnl_engine_create(&dn.eng, dnnl_cpu, 0) == dnnl_success;
+    /* oneDNN's OpenMP runtime is loaded with it; its thread count is set
+     * through it rather than by linking OpenMP ourselves. */
+    dn.set_threads = (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+}
+
+static bool same_geom(const cn_conv_geom *a, const cn_conv_geom *b) {
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+static void conv_free(dnnl_conv *c) {
+    if (!c) return;
+    if (c->prim) dnnl_primitive_destroy(c->prim);
+    for (int k = 0; k < 3; k++)
+        if (c->reorder[k]) dnnl_primitive_destroy(c->reorder[k]);
+    free(c);
+}
+
+static bool make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                         dnnl_primitive_t *r) {
+    *r = NULL;
+    if (dnnl_memory_desc_equal(from, to)) return true;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_reorder_primitive_desc_create(&pd, from, dn.eng, to, dn.eng, NULL) != dnnl_success)
+        return false;
+    bool ok = dnnl_primitive_create(r, pd) == dnnl_success;
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* The primitive for one product, or NULL when oneDNN does not take it. */
+static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias) {
+    dnnl_conv *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->which = which;
+    c->g = *g;
+    c->bias = bias;
+    int64_t G = g->groups;
+    dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, yd = {g->N, g->O, g->OH, g->OW};
+    dnnl_dims_t wd = {G, g->O / G, g->C / G, g->KH, g->KW}, bd = {g->O};
+    dnnl_dims_t strides = {g->sh, g->sw}, dil = {g->dh - 1, g->dw - 1}, pl = {g->ph, g->pw};
+    /* right padding that makes oneDNN's size formula give exactly OH x OW */
+    dnnl_dims_t pr = {(g->OH - 1) * g->sh + (g->KH - 1) * g->dh + 1 - g->H - g->ph,
+                      (g->OW - 1) * g->sw + (g->KW - 1) * g->dw + 1 - g->W - g->pw};
+    int wn = G > 1 ? 5 : 4;
+    const int64_t *wdims = G > 1 ? wd : wd + 1;
+    dnnl_format_tag_t wtag = G > 1 ? dnnl_goihw : dnnl_oihw;
+    dnnl_memory_desc_t ux, uy, uw, ub, ax, ay, aw;
+    bool ok = dnnl_memory_desc_init_by_tag(&ux, 4, xd, dnnl_f32, dnnl_nchw) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&uy, 4, yd, dnnl_f32, dnnl_nchw) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&uw, wn, wdims, dnnl_f32, wtag) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&ub, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&ax, 4, xd, dnnl_f32, dnnl_format_tag_any) ==
+                  dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&ay, 4, yd, dnnl_f32, dnnl_format_tag_any) ==
+                  dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&aw, wn, wdims, dnnl_f32, dnnl_format_tag_any) ==
+                  dnnl_success;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+    ok = ok && dnnl_primitive_attr_create(&attr) == dnnl_success &&
+         dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    dnnl_convolution_desc_t fd, bdsc;
+    ok = ok && dnnl_dilated_convolution_forward_desc_init(
+                   &fd, dnnl_forward_training, dnnl_convolution_direct, &ax, &aw,
+                   which == FWD && bias ? &ub : NULL, &ay, strides, dil, pl, pr) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&fpd, &fd, which == FWD ? attr : NULL, dn.eng, NULL) ==
+                   dnnl_success;
+    if (ok && which == FWD) {
+        pd = fpd;
+        fpd = NULL;
+    } else if (ok && which == DGRAD) {
+        ok = dnnl_dilated_convolution_backward_data_desc_init(&bdsc, dnnl_convolution_direct, &ax,
+                                                             &aw, &ay, strides, dil, pl, pr) ==
+                 dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &bdsc, attr, dn.eng, fpd) == dnnl_success;
+    } else if (ok) {
+        ok = dnnl_dilated_convolution_backward_weights_desc_init(
+                 &bdsc, dnnl_convolution_direct, &ax, &aw, NULL, &ay, strides, dil, pl, pr) ==
+                 dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &bdsc, attr, dn.eng, fpd) == dnnl_success;
+    }
+    if (ok) {
+        /* arguments: 0 the x-like tensor, 1 the weights, 2 the y-like one */
+        static const dnnl_query_t q[3][3] = {
+            {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md},
+            {dnnl_query_diff_src_md, dnnl_query_weights_md, dnnl_query_diff_dst_md},
+            {dnnl_query_src_md, dnnl_query_diff_weights_md, dnnl_query_diff_dst_md}};
+        static const int args[3][3] = {
+            {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+            {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST},
+            {DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST}};
+        dnnl_memory_desc_t users[3] = {ux, uw, uy};
+        /* which arguments are outputs (reordered from the primitive's format) */
+        int out = which == FWD ? 2 : which == DGRAD ? 0 : 1;
+        for (int k = 0; k < 3 && ok; k++) {
+            c->user[k] = users[k];
+            c->mine[k] = *dnnl_primitive_desc_query_md(pd, q[which][k], 0);
+            c->arg[k] = args[which][k];
+            ok = k == out ? make_reorder(&c->mine[k], &c->user[k], &c->reorder[k])
+                          : make_reorder(&c->user[k], &c->mine[k], &c->reorder[k]);
+        }
+        c->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        c->scratch = dnnl_memory_desc_get_size(&c->scratch_md);
+        ok = ok && dnnl_primitive_create(&c->prim, pd) == dnnl_success;
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (fpd) dnnl_primitive_desc_destroy(fpd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (!ok) {
+        conv_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The cached primitive (created on first use), or a fresh one the caller
+ * frees (*owned) when the cache is full. */
+static dnnl_conv *conv_get(int which, const cn_conv_geom *g, bool bias, bool *owned) {
+    *owned = false;
+    /* Primitives split their work when created, for the OpenMP thread count
+     * then in force: one. */
+    if (dn.set_threads) dn.set_threads(1);
+    pthread_mutex_lock(&dn.mu);
+    for (int i = 0; i < dn.n; i++) {
+        dnnl_conv *c = dn.cache[i];
+        if (c->which == which && c->bias == bias && same_geom(&c->g, g)) {
+            pthread_mutex_unlock(&dn.mu);
+            return c;
+        }
+    }
+    dnnl_conv *c = conv_create(which, g, bias);
+    if (c && dn.n < CACHE_MAX) dn.cache[dn.n++] = c;
+    else *owned = c != NULL;
+    pthread_mutex_unlock(&dn.mu);
+    return c;
+}
+
+static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *p) {
+    dnnl_memory_t m = NULL;
+    if (dnnl_memory_create(&m, md, dn.eng, p) != dnnl_success) return NULL;
+    return m;
+}
+
+/* Runs product c on plain buffers p[3] (x-like, weights, y-like). */
+static int run(dnnl_conv *c, void *const p[3]) {
+    int rc = CN_ENOMEM;
+    dnnl_stream_t s = NULL;
+    dnnl_memory_t user[3] = {NULL}, mine[3] = {NULL}, scratch = NULL;
+    void *buf[3] = {NULL}, *sbuf = NULL;
+    if (dnnl_stream_create(&s, dn.eng, dnnl_stream_default_flags) != dnnl_success) goto out;
+    if (dn.set_threads) dn.set_threads(1);
+    int out = c->which == FWD ? 2 : c->which == DGRAD ? 0 : 1;
+    for (int k = 0; k < 3; k++) {
+        if (!(user[k] = mem(&c->user[k], p[k]))) goto out;
+        if (c->reorder[k]) {
+            if (!(buf[k] = cn_alloc(dnnl_memory_desc_get_size(&c->mine[k])))) goto out;
+            if (!(mine[k] = mem(&c->mine[k], buf[k]))) goto out;
+            if (k != out) {
+                dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, user[k]}, {DNNL_ARG_TO, mine[k]}};
+                if (dnnl_primitive_execute(c->reorder[k], s, 2, a) != dnnl_success) goto out;
+            }
+        }
+    }
+    if (!(sbuf = cn_alloc(c->scratch)) || !(scratch = mem(&c->scratch_md, sbuf))) goto out;
+    dnnl_exec_arg_t a[4];
+    for (int k = 0; k < 3; k++) a[k] = (dnnl_exec_arg_t){c->arg[k], mine[k] ? mine[k] : user[k]};
+    a[3] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scratch};
+    if (dnnl_primitive_execute(c->prim, s, 4, a) != dnnl_success) goto out;
+    if (c->reorder[out]) {
+        dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, mine[out]}, {DNNL_ARG_TO, user[out]}};
+        if (dnnl_primitive_execute(c->reorder[out], s, 2, r) != dnnl_success) goto out;
+    }
+    if (dnnl_stream_wait(s) == dnnl_success) rc = CN_OK;
+out:
+    for (int k = 0; k < 3; k++) {
+        if (user[k]) dnnl_memory_destroy(user[k]);
+        if (mine[k]) dnnl_memory_destroy(mine[k]);
+        cn_free(buf[k]);
+    }
+    if (scratch) dnnl_memory_destroy(scratch);
+    cn_free(sbuf);
+    if (s) dnnl_stream_destroy(s);
+    return rc;
+}
+
+static bool usable(void) {
+    pthread_once(&dn.once, init_once);
+    return dn.ok;
+}
+
+/* Contiguous copies where needed (*own set when one was made). */
+static void *dense(const cn_tensor *t, cn_tensor **own) {
+    *own = NULL;
+    cn_tensor *c = cn_t_contiguous((cn_tensor *)t);
+    if (!c) return NULL;
+    if (c != t) *own = c;
+    else cn_release(c);
+    return cn_t_ptr(c);
+}
+
+
+/* The batch is cut into at most this many blocks (of equal size but the
+ * last): enough for the pool to share, and each call still big enough to
+ * amortise its overhead. */
+#define DNNL_BLOCKS 16
+
+static int64_t block_size(int64_t N) { return (N + DNNL_BLOCKS - 1) / DNNL_BLOCKS; }
+
+bool cn_dnnl_conv2d_available(const cn_conv_geom *g, cn_dtype dt, int which) {
+    if (dt != CN_F32 || g->N < 1 || !usable()) return false;
+    cn_conv_geom gb = *g;
+    gb.N = block_size(g->N);
+    bool owned;
+    dnnl_conv *c = conv_get(which, &gb, false, &owned);
+    if (owned) conv_free(c);
+    return c != NULL;
+}
+
+typedef struct blocks {
+    int which;
+    const cn_conv_geom *g;
+    dnnl_conv *full, *last; /* primitives for a whole block and the last one */
+    int64_t bs, nblk;
+    char *p[3];      /* x-like, weights, y-like (plain, contiguous) */
+    char *partial;   /* wgrad: one weight-sized part per block */
+    const float *bias; /* added to the output channels (fwd: O, dgrad: C) */
+    atomic_int failed;
+} blocks;
+
+static void block_task(void *ctx, int64_t b0, int64_t b1) {
+    blocks *k = ctx;
+    const cn_conv_geom *g = k->g;
+    size_t xs = (size_t)(g->C * g->H * g->W), ys = (size_t)(g->O * g->OH * g->OW);
+    size_t ws = (size_t)(g->O * (g->C / g->groups) * g->KH * g->KW);
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t n0 = b * k->bs, n = b == k->nblk - 1 ? g->N - n0 : k->bs;
+        void *p[3] = {k->p[0] + sizeof(float) * xs * (size_t)n0, k->p[1],
+                      k->p[2] + sizeof(float) * ys * (size_t)n0};
+        if (k->which == WGRAD) p[1] = k->partial ? k->partial + sizeof(float) * ws * (size_t)b : k->p[1];
+        dnnl_conv *c = n == k->bs ? k->full : k->last;
+        if (run(c, p) != CN_OK) {
+            atomic_store(&k->failed, 1);
+            continue;
+        }
+        if (!k->bias) continue;
+        int out = k->which == FWD ? 2 : 0;
+        int64_t ch = out == 2 ? g->O : g->C, P = out == 2 ? g->OH * g->OW : g->H * g->W;
+        float *o = p[out];
+        for (int64_t s = 0; s < n * ch; s++) {
+            float v = k->bias[s % ch], *r = o + s * P;
+            for (int64_t i = 0; i < P; i++) r[i] += v;
+        }
+    }
+}
+
+/* Runs one product on t = {x-like, weights, y-like} (the output is the
+ * y-like for fwd, the x-like for dgrad, the weights for wgrad). Returns 1
+ * when oneDNN does not take the geometry (the caller falls back), else a
+ * status. */
+static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
+                   const cn_tensor *t[3]) {
+    if (!usable() || g->N < 1) return 1;
+    blocks k;
+    memset(&k, 0, sizeof k);
+    k.which = which;
+    k.g = g;
+    k.bs = block_size(g->N);
+    k.nblk = (g->N + k.bs - 1) / k.bs;
+    cn_conv_geom gb = *g, gl = *g;
+    gb.N = k.bs;
+    gl.N = g->N - (k.nblk - 1) * k.bs;
+    bool own_full, own_last = false;
+    k.full = conv_get(which, &gb, false, &own_full);
+    k.last = gl.N == gb.N ? k.full : conv_get(which, &gl, false, &own_last);
+    int rc = CN_OK;
+    if (!k.full || !k.last) rc = 1;
+    cn_tensor *own[4] = {NULL};
+    size_t ws = (size_t)(g->O * (g->C / g->groups) * g->KH * g->KW);
+    for (int j = 0; j < 3 && rc == CN_OK; j++)
+        if (!(k.p[j] = dense(t[j], &own[j]))) rc = CN_ENOMEM;
+    if (rc == CN_OK && bias && !(k.bias = dense(bias, &own[3]))) rc = CN_ENOMEM;
+    if (rc == CN_OK && which == WGRAD && k.nblk > 1 &&
+        !(k.partial = cn_alloc(sizeof(float) * ws * (size_t)k.nblk)))
+        rc = CN_ENOMEM;
+    if (rc == CN_OK) {
+        atomic_init(&k.failed, 0);
+        if (k.nblk > 1) cn_parallel_tasks(k.nblk, block_task, &k);
+        else block_task(&k, 0, 1);
+        if (atomic_load(&k.failed)) rc = CN_ENOMEM;
+    }
+    if (rc == CN_OK && k.partial) {
+        float *dw = (float *)k.p[1];
+        const float *part = (const float *)k.partial;
+        memcpy(dw, part, sizeof(float) * ws);
+        for (int64_t b = 1; b < k.nblk; b++)
+            for (size_t i = 0; i < ws; i++) dw[i] += part[(size_t)b * ws + i];
+    }
+    cn_free(k.partial);
+    for (int j = 0; j < 4; j++) cn_release(own[j]);
+    if (own_full) conv_free(k.full);
+    if (own_last) conv_free(k.last);
+    return rc;
+}
+
+int cn_dnnl_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                       const cn_tensor *bias, cn_tensor *y) {
+    const cn_tensor *t[3] = {x, w, y};
+    return product(FWD, g, bias, t);
+}
+
+int cn_dnnl_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                         const cn_tensor *bias, cn_tensor *dx) {
+    const cn_tensor *t[3] = {dx, w, dy};
+    return product(DGRAD, g, bias, t);
+}
+
+int cn_dnnl_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                         cn_tensor *dw) {
+    const cn_tensor *t[3] = {x, dw, dy};
+    return product(WGRAD, g, NULL, t);
+}
+
+#endif

@@ -1,0 +1,34 @@
+/* Internal helpers shared by the module library (src/nn/). */
+#ifndef CN_NN_H
+#define CN_NN_H
+
+#include "../ops/op.h"
+
+/* Register a new parameter (f32, zero-filled) or buffer (filled with value)
+ * under name; the module holds the only reference. Returns the tensor
+ * (borrowed) or NULL. */
+cn_tensor *cn_nn_new_param(cn_module *m, const char *name, int ndim, const int64_t *shape);
+cn_tensor *cn_nn_new_buffer(cn_module *m, const char *name, cn_dtype dt, int ndim,
+                            const int64_t *shape, double value);
+
+/* The i-th registered parameter or buffer (borrowed), or NULL. Modules
+ * reach their state through these on every call and never keep pointers to
+ * its data, so an optimiser may move the data elsewhere. */
+static inline cn_tensor *cn_nn_p(const cn_module *m, int i) {
+    return i >= 0 && i < m->nparams ? m->params[i].t : NULL;
+}
+static inline cn_tensor *cn_nn_b(const cn_module *m, int i) {
+    return i >= 0 && i < m->nbuffers ? m->buffers[i].t : NULL;
+}
+
+/* U(-bound, bound): PyTorch's default for biases and recurrent weights. */
+int cn_nn_init_bound(cn_tensor *t, double bound);
+/* PyTorch's default for Linear and Conv weights, kaiming_uniform(a = sqrt(5)),
+ * and U(+-1/sqrt(fan_in)) for the bias (may be NULL). */
+int cn_nn_init_default(cn_tensor *weight, cn_tensor *bias);
+
+/* A tensor shaped like x filled with value, of x's dtype, as an op
+ * (full_like), so it follows the unknown sizes of a static graph. */
+cn_tensor *cn_nn_full_like(cn_tensor *x, double value);
+
+#endif

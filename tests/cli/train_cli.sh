@@ -1,0 +1,87 @@
+#!/bin/sh
+# `chutney train` / `chutney eval` from the outside: bad input gives a clear
+# message and a non-zero exit (never a crash), --resume continues exactly,
+# and eval reads what train saved.
+#   train_cli.sh path/to/chutney
+set -u
+CHUTNEY=$1
+DATA=${CN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-cli.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error DESCRIPTION NEEDLE COMMAND...: exit status 1 or 2 (not a
+# signal), and stderr contains NEEDLE.
+expect_error() {
+    desc=$1 needle=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        fail "$desc: exited 0"
+    elif [ "$rc" -gt 2 ]; then
+        fail "$desc: exit status $rc (a crash?)"; cat "$tmp/err"
+    elif ! grep -q -- "$needle" "$tmp/err"; then
+        fail "$desc: stderr lacks \"$needle\":"; cat "$tmp/err"
+    else
+        echo "ok: $desc: $(head -n 1 "$tmp/err")"
+    fi
+}
+
+expect_error "unknown model" "unknown model 'resnet'" "$CHUTNEY" train --model resnet
+expect_error "missing --model" "--model is required" "$CHUTNEY" train
+expect_error "unknown option" "unknown option" "$CHUTNEY" train --model mlp --bogus
+expect_error "bad number" "bad value" "$CHUTNEY" train --model mlp --epochs x
+expect_error "unknown optimizer" "unknown optimizer" "$CHUTNEY" train --model mlp --optimizer nope --limit 100
+expect_error "missing data dir" "$tmp/nowhere" "$CHUTNEY" train --model mlp --data "$tmp/nowhere"
+
+# A corrupt and a truncated data set.
+mkdir -p "$tmp/bad" "$tmp/trunc"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    printf 'not an idx file at all' >"$tmp/bad/$f"
+    gzip -dc "$DATA/$f.gz" | head -c 5000 >"$tmp/trunc/$f"
+done
+expect_error "corrupt data" "train-images-idx3-ubyte" "$CHUTNEY" train --model mlp --data "$tmp/bad"
+expect_error "truncated data" "train-images-idx3-ubyte" "$CHUTNEY" train --model mlp --data "$tmp/trunc"
+
+# Resume: 2 epochs straight equal 1 epoch, save, resume to 2 (same loss).
+common="--limit 1500 --threads 1 --json --seed 5"
+"$CHUTNEY" train --model mlp --epochs 2 $common >"$tmp/full" 2>"$tmp/err" || { fail "train"; cat "$tmp/err"; }
+"$CHUTNEY" train --model mlp --epochs 1 --save "$tmp/one.ckpt" $common >/dev/null 2>"$tmp/err" || { fail "train --save"; cat "$tmp/err"; }
+"$CHUTNEY" train --model mlp --epochs 2 --resume "$tmp/one.ckpt" --save "$tmp/two.ckpt" $common >"$tmp/resumed" 2>"$tmp/err" || { fail "train --resume"; cat "$tmp/err"; }
+full=$(grep -o '"final_loss":[0-9.e+-]*' "$tmp/full")
+resumed=$(grep -o '"final_loss":[0-9.e+-]*' "$tmp/resumed")
+if [ -n "$full" ] && [ "$full" = "$resumed" ]; then
+    echo "ok: resume gives the uninterrupted run's loss ($full)"
+else
+    fail "resume: uninterrupted $full, resumed $resumed"
+fi
+acc_full=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/full")
+acc_res=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/resumed")
+[ "$acc_full" = "$acc_res" ] || fail "resume: accuracy $acc_full vs $acc_res"
+
+# eval reads the checkpoint and gets the same test accuracy.
+"$CHUTNEY" eval --model mlp --load "$tmp/two.ckpt" --limit 1500 --json >"$tmp/eval" 2>"$tmp/err" || { fail "eval"; cat "$tmp/err"; }
+acc_eval=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/eval")
+if [ -n "$acc_eval" ] && [ "$acc_eval" = "$acc_res" ]; then
+    echo "ok: eval of the saved checkpoint: $acc_eval"
+else
+    fail "eval: $acc_eval, training reported $acc_res"
+fi
+
+# Checkpoints of another model, a truncated one, a file that is not one.
+expect_error "checkpoint of another model" "holds a 'mlp' model" "$CHUTNEY" eval --model cnn --load "$tmp/two.ckpt" --limit 100
+head -c 3000 "$tmp/two.ckpt" >"$tmp/cut.ckpt"
+expect_error "truncated checkpoint" "cut.ckpt" "$CHUTNEY" eval --model mlp --load "$tmp/cut.ckpt" --limit 100
+expect_error "missing resume file" "notes.txt" "$CHUTNEY" train --model mlp --resume "$tmp/notes.txt" --limit 100
+printf 'hello' >"$tmp/notes.txt"
+expect_error "garbage checkpoint" "notes.txt" "$CHUTNEY" eval --model mlp --load "$tmp/notes.txt" --limit 100
+expect_error "missing checkpoint" "absent.ckpt" "$CHUTNEY" eval --model mlp --load "$tmp/absent.ckpt" --limit 100
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails failure(s)"
+    exit 1
+fi
+echo "all passed"

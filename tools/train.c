@@ -1,0 +1,567 @@
+/* `chutney train` and `chutney eval`: the benchmark models of
+ * docs/benchmarks.md on Fashion-MNIST, with checkpoints and exact resume. */
+#include "tools.h"
+
+#include "core/core.h" /* cn_fail */
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+typedef struct train_args {
+    const char *model, *optimizer, *data, *save, *resume, *load;
+    int epochs, threads;
+    int64_t batch, limit;
+    double lr;
+    uint64_t seed;
+    bool json, quiet;
+} train_args;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+/* ---- models (docs/benchmarks.md) ---- */
+
+typedef struct lstm_classifier {
+    cn_module base;
+} lstm_classifier;
+
+/* Each image is 28 steps of 28 features; the last hidden state -> 10. */
+static cn_tensor *lstm_classifier_forward(cn_module *m, cn_tensor *x) {
+    int64_t shape[3] = {-1, 28, 28};
+    cn_tensor *seq = cn_reshape(x, 3, shape), *out = NULL;
+    if (cn_rnn_forward(cn_module_child(m, "lstm"), seq, NULL, NULL, &out, NULL, NULL) < 0)
+        return NULL;
+    cn_tensor *last = cn_squeeze(cn_narrow(out, 1, 27, 1), 1);
+    return cn_module_forward(cn_module_child(m, "fc"), last);
+}
+
+static const cn_module_vtable lstm_classifier_vt = {"LSTMClassifier", lstm_classifier_forward,
+                                                    NULL};
+
+static bool known_model(const char *name) {
+    return !strcmp(name, "mlp") || !strcmp(name, "cnn") || !strcmp(name, "lstm");
+}
+
+static cn_module *make_model(const char *name) {
+    if (!strcmp(name, "mlp")) {
+        cn_module *layers[] = {cn_nn_flatten(1, -1),      cn_nn_linear(784, 512, true),
+                               cn_nn_relu(),              cn_nn_linear(512, 256, true),
+                               cn_nn_relu(),              cn_nn_linear(256, 10, true)};
+        return cn_nn_sequential(layers, 6);
+    }
+    if (!strcmp(name, "cnn")) {
+        cn_conv_opts c = {.padding = {1, 1}};
+        cn_pool_opts pool = {.kernel = {2, 2}};
+        cn_module *layers[] = {cn_nn_conv2d(1, 32, 3, 3, &c, true),  cn_nn_relu(),
+                               cn_nn_max_pool2d(&pool),              cn_nn_conv2d(32, 64, 3, 3, &c, true),
+                               cn_nn_relu(),                         cn_nn_max_pool2d(&pool),
+                               cn_nn_flatten(1, -1),                 cn_nn_linear(3136, 128, true),
+                               cn_nn_relu(),                         cn_nn_linear(128, 10, true)};
+        return cn_nn_sequential(layers, 10);
+    }
+    if (!strcmp(name, "lstm")) {
+        cn_module *m = cn_module_new(&lstm_classifier_vt, sizeof(lstm_classifier));
+        if (!m) return NULL;
+        cn_rnn_opts o = {.batch_first = true};
+        if (cn_module_add_child(m, "lstm", cn_nn_lstm(28, 128, &o)) < 0 ||
+            cn_module_add_child(m, "fc", cn_nn_linear(128, 10, true)) < 0) {
+            cn_module_free(m);
+            return NULL;
+        }
+        return m;
+    }
+    cn_fail("unknown model '%s' (choose mlp, cnn or lstm)", name);
+    return NULL;
+}
+
+/* The benchmark definitions: batch, optimiser, learning rate. */
+static void model_defaults(train_args *a) {
+    bool mlp = !strcmp(a->model, "mlp");
+    if (a->batch <= 0) a->batch = mlp ? 128 : !strcmp(a->model, "cnn") ? 64 : 128;
+    if (!a->optimizer) a->optimizer = mlp ? "sgd" : "adam";
+    if (!(a->lr > 0)) a->lr = mlp ? 0.05 : 1e-3;
+}
+
+static cn_optimizer *make_optimizer(const train_args *a, cn_tensor **params, int n) {
+    const char *o = a->optimizer;
+    bool mlp = !strcmp(a->model, "mlp");
+    if (!strcmp(o, "sgd")) {
+        cn_sgd_opts s = {.lr = a->lr, .momentum = mlp ? 0.9 : 0.0};
+        return cn_sgd(params, n, &s);
+    }
+    if (!strcmp(o, "adam")) return cn_adam(params, n, &(cn_adam_opts){.lr = a->lr});
+    if (!strcmp(o, "adamw")) return cn_adamw(params, n, &(cn_adam_opts){.lr = a->lr});
+    if (!strcmp(o, "rmsprop")) return cn_rmsprop(params, n, &(cn_rmsprop_opts){.lr = a->lr});
+    if (!strcmp(o, "adagrad")) return cn_adagrad(params, n, &(cn_adagrad_opts){.lr = a->lr});
+    cn_fail("unknown optimizer '%s' (choose sgd, adam, adamw, rmsprop or adagrad)", o);
+    return NULL;
+}
+
+/* ---- data ---- */
+
+typedef struct dataset {
+    cn_tensor *images, *labels; /* [N, 1, 28, 28] f32 in [0, 1]; [N] i64 */
+} dataset;
+
+static int load_split(const char *dir, bool train, int64_t limit, dataset *d) {
+    d->images = d->labels = NULL;
+    cn_scope_begin();
+    cn_tensor *images, *labels;
+    if (cn_load_fashion_mnist(dir, train, &images, &labels) < 0) {
+        cn_scope_end();
+        return -1;
+    }
+    if (limit > 0 && limit < cn_shape(images)[0]) {
+        images = cn_contiguous(cn_narrow(images, 0, 0, limit));
+        labels = cn_contiguous(cn_narrow(labels, 0, 0, limit));
+    }
+    d->images = cn_keep(images);
+    d->labels = cn_keep(labels);
+    cn_scope_end();
+    return d->images && d->labels ? 0 : -1;
+}
+
+static void free_split(dataset *d) {
+    cn_release(d->images);
+    cn_release(d->labels);
+}
+
+/* Accuracy of m (in eval mode) on d, in batches of 1000. */
+static double evaluate(cn_module *m, const dataset *d) {
+    cn_module_train(m, false);
+    int64_t n = cn_shape(d->images)[0], correct = 0;
+    cn_no_grad_begin();
+    for (int64_t s = 0; s < n; s += 1000) {
+        cn_scope_begin();
+        int64_t len = n - s < 1000 ? n - s : 1000;
+        cn_tensor *logits = cn_module_forward(m, cn_narrow(d->images, 0, s, len));
+        cn_tensor *hit = cn_eq(cn_argmax(logits, 1, false), cn_narrow(d->labels, 0, s, len));
+        correct += (int64_t)cn_item(cn_sum(cn_cast(hit, CN_I64), NULL, 0, false));
+        cn_scope_end();
+    }
+    cn_no_grad_end();
+    cn_module_train(m, true);
+    return n ? (double)correct / (double)n : 0;
+}
+
+/* ---- checkpoints: model state, optimiser state, progress, RNG ---- */
+
+#define MAX_STATE 256
+
+static int save_checkpoint(const char *path, const train_args *a, cn_module *m, cn_optimizer *opt,
+                           int epochs_done) {
+    cn_tensor **mt = NULL, **ot = NULL;
+    const char **mn = NULL, **on = NULL;
+    int nm = cn_module_state(m, &mt, &mn);
+    int no = cn_optimizer_state(opt, &ot, &on);
+    int rc = -1;
+    if (nm < 0 || no < 0) goto out;
+    int total = nm + no;
+    const char **names = malloc(sizeof *names * (size_t)total);
+    cn_tensor **tensors = malloc(sizeof *tensors * (size_t)total);
+    char **owned = malloc(sizeof *owned * (size_t)(no ? no : 1));
+    if (!names || !tensors || !owned) {
+        free(names);
+        free(tensors);
+        free(owned);
+        goto out;
+    }
+    for (int i = 0; i < nm; i++) {
+        names[i] = mn[i];
+        tensors[i] = mt[i];
+    }
+    for (int i = 0; i < no; i++) {
+        size_t len = strlen(on[i]) + 11;
+        owned[i] = malloc(len);
+        if (owned[i]) snprintf(owned[i], len, "optimizer.%s", on[i]);
+        names[nm + i] = owned[i] ? owned[i] : "";
+        tensors[nm + i] = ot[i];
+    }
+    uint64_t seed, offset;
+    cn_rng_get_state(&seed, &offset);
+    char epochs_s[32], seed_s[32], offset_s[32], lr_s[64], batch_s[32];
+    snprintf(epochs_s, sizeof epochs_s, "%d", epochs_done);
+    snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seed);
+    snprintf(offset_s, sizeof offset_s, "%llu", (unsigned long long)offset);
+    snprintf(lr_s, sizeof lr_s, "%.17g", a->lr);
+    snprintf(batch_s, sizeof batch_s, "%lld", (long long)a->batch);
+    char run_seed[32];
+    snprintf(run_seed, sizeof run_seed, "%llu", (unsigned long long)a->seed);
+    const char *keys[] = {"format", "model", "optimizer", "epochs_done", "rng_seed",
+                          "rng_offset", "lr", "batch", "seed"};
+    const char *vals[] = {"chutney-train-1", a->model, a->optimizer, epochs_s, seed_s,
+                          offset_s, lr_s, batch_s, run_seed};
+    rc = cn_save_safetensors(path, names, tensors, total, keys, vals, 9);
+    for (int i = 0; i < no; i++) free(owned[i]);
+    free(owned);
+    free(names);
+    free(tensors);
+out:
+    free(mt);
+    free(mn);
+    free(ot);
+    free(on);
+    return rc;
+}
+
+/* Loads the model state (and, with opt, the optimiser state and the RNG)
+ * from path; *epochs_done gets how far that run had got. */
+static int load_checkpoint(const char *path, const char *model, cn_module *m, cn_optimizer *opt,
+                           int *epochs_done) {
+    cn_checkpoint *c = cn_load_safetensors(path);
+    if (!c) return -1;
+    int rc = -1;
+    const char *fmt = cn_checkpoint_metadata(c, "format");
+    const char *saved_model = cn_checkpoint_metadata(c, "model");
+    if (!fmt || strcmp(fmt, "chutney-train-1") != 0) {
+        cn_fail("%s is not a checkpoint written by chutney train", path);
+        goto out;
+    }
+    if (!saved_model || strcmp(saved_model, model) != 0) {
+        cn_fail("%s holds a '%s' model, not '%s'", path, saved_model ? saved_model : "?", model);
+        goto out;
+    }
+    cn_tensor **mt = NULL;
+    const char **mn = NULL;
+    int nm = cn_module_state(m, &mt, &mn);
+    if (nm < 0) goto out;
+    int ok = 0;
+    cn_no_grad_begin();
+    for (int i = 0; i < nm && ok == 0; i++) {
+        cn_tensor *src = cn_checkpoint_find(c, mn[i]);
+        if (!src) {
+            cn_fail("%s has no '%s': it was saved from a different model", path, mn[i]);
+            ok = -1;
+            break;
+        }
+        char b1[128], b2[128];
+        bool same = cn_ndim(src) == cn_ndim(mt[i]) && cn_tensor_dtype(src) == cn_tensor_dtype(mt[i]);
+        for (int k = 0; same && k < cn_ndim(src); k++) same = cn_shape(src)[k] == cn_shape(mt[i])[k];
+        if (!same) {
+            cn_fail("%s: '%s' is %s in the file, the model has %s", path, mn[i],
+                    cn_shape_str(src, b1, sizeof b1), cn_shape_str(mt[i], b2, sizeof b2));
+            ok = -1;
+            break;
+        }
+        ok = cn_copy_(mt[i], src);
+    }
+    cn_no_grad_end();
+    free(mt);
+    free(mn);
+    if (ok < 0) goto out;
+    if (opt) {
+        /* The optimiser's entries, without their "optimizer." prefix. */
+        int n = cn_checkpoint_count(c), k = 0;
+        const char **names = malloc(sizeof *names * (size_t)(n ? n : 1));
+        cn_tensor **tensors = malloc(sizeof *tensors * (size_t)(n ? n : 1));
+        if (!names || !tensors) {
+            free(names);
+            free(tensors);
+            goto out;
+        }
+        for (int i = 0; i < n; i++) {
+            const char *name = cn_checkpoint_name(c, i);
+            if (!strncmp(name, "optimizer.", 10)) {
+                names[k] = name + 10;
+                tensors[k++] = cn_checkpoint_tensor(c, i);
+            }
+        }
+        int lrc = cn_optimizer_load_state(opt, names, tensors, k);
+        free(names);
+        free(tensors);
+        if (lrc < 0) goto out;
+        const char *s = cn_checkpoint_metadata(c, "rng_seed");
+        const char *o = cn_checkpoint_metadata(c, "rng_offset");
+        if (s && o) cn_rng_set_state(strtoull(s, NULL, 10), strtoull(o, NULL, 10));
+    }
+    const char *e = cn_checkpoint_metadata(c, "epochs_done");
+    *epochs_done = e ? atoi(e) : 0;
+    rc = 0;
+out:
+    cn_checkpoint_free(c);
+    return rc;
+}
+
+/* ---- progress ---- */
+
+static void progress(bool tty, int epoch, int epochs, int64_t done, int64_t total, double loss,
+                     double acc, double sps, double elapsed) {
+    double left = done > 0 ? elapsed * (double)(total - done) / (double)done : 0;
+    if (tty) {
+        int width = 24, filled = total ? (int)(width * done / total) : width;
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr,
+                "\repoch %d/%d [%s] %lld/%lld  loss %.4f  acc %5.2f%%  %6.0f samples/s  "
+                "%3.0fs left ",
+                epoch, epochs, bar, (long long)done, (long long)total, loss, 100 * acc, sps, left);
+        fflush(stderr);
+    } else {
+        fprintf(stderr, "epoch %d/%d: batch %lld/%lld  loss %.4f  acc %.2f%%  %.0f samples/s\n",
+                epoch, epochs, (long long)done, (long long)total, loss, 100 * acc, sps);
+    }
+}
+
+/* ---- the commands ---- */
+
+static void train_usage(FILE *f) {
+    fprintf(f,
+            "usage: chutney train --model {mlp,cnn,lstm} [--epochs N] [--batch B] [--lr X]\n"
+            "                     [--optimizer {sgd,adam,adamw,rmsprop,adagrad}] [--threads T]\n"
+            "                     [--seed S] [--data DIR] [--save FILE] [--resume FILE]\n"
+            "                     [--limit N] [--json]\n"
+            "       chutney eval --model {mlp,cnn,lstm} --load FILE [--data DIR] [--threads T]\n"
+            "\n"
+            "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
+            "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
+            "128; 2 epochs; seed 1; data in " DEFAULT_DATA ".\n"
+            "--save writes a checkpoint after every epoch; --resume continues one exactly.\n"
+            "--limit uses only the first N training and test images (quick checks).\n");
+}
+
+static int parse_args(int argc, char **argv, train_args *a, bool eval) {
+    *a = (train_args){.epochs = 2, .seed = 1, .data = DEFAULT_DATA};
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool has = v != NULL;
+#define TAKE()                                                                                     \
+    do {                                                                                           \
+        if (!has) {                                                                                \
+            fprintf(stderr, "chutney: %s needs a value\n", k);                                     \
+            return -1;                                                                             \
+        }                                                                                          \
+        i++;                                                                                       \
+    } while (0)
+        char *end = NULL;
+        errno = 0;
+        if (!strcmp(k, "--model")) { TAKE(); a->model = v; }
+        else if (!strcmp(k, "--optimizer") && !eval) { TAKE(); a->optimizer = v; }
+        else if (!strcmp(k, "--data")) { TAKE(); a->data = v; }
+        else if (!strcmp(k, "--save") && !eval) { TAKE(); a->save = v; }
+        else if (!strcmp(k, "--resume") && !eval) { TAKE(); a->resume = v; }
+        else if (!strcmp(k, "--load") && eval) { TAKE(); a->load = v; }
+        else if (!strcmp(k, "--json")) a->json = true;
+        else if (!strcmp(k, "--epochs") && !eval) {
+            TAKE();
+            a->epochs = (int)strtol(v, &end, 10);
+            if (*end || a->epochs < 0) goto bad;
+        } else if (!strcmp(k, "--batch") && !eval) {
+            TAKE();
+            a->batch = strtoll(v, &end, 10);
+            if (*end || a->batch <= 0) goto bad;
+        } else if (!strcmp(k, "--limit")) {
+            TAKE();
+            a->limit = strtoll(v, &end, 10);
+            if (*end || a->limit <= 0) goto bad;
+        } else if (!strcmp(k, "--lr") && !eval) {
+            TAKE();
+            a->lr = strtod(v, &end);
+            if (*end || !(a->lr > 0)) goto bad;
+        } else if (!strcmp(k, "--threads")) {
+            TAKE();
+            a->threads = (int)strtol(v, &end, 10);
+            if (*end || a->threads <= 0) goto bad;
+        } else if (!strcmp(k, "--seed")) {
+            TAKE();
+            a->seed = strtoull(v, &end, 10);
+            if (*end || errno) goto bad;
+        } else if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            train_usage(stdout);
+            exit(0);
+        } else {
+            fprintf(stderr, "chutney: unknown option '%s'\n", k);
+            train_usage(stderr);
+            return -1;
+        }
+        continue;
+    bad:
+        fprintf(stderr, "chutney: bad value '%s' for %s\n", v, k);
+        return -1;
+#undef TAKE
+    }
+    if (!a->model) {
+        fprintf(stderr, "chutney: --model is required\n");
+        train_usage(stderr);
+        return -1;
+    }
+    if (!known_model(a->model)) {
+        fprintf(stderr, "chutney: unknown model '%s' (choose mlp, cnn or lstm)\n", a->model);
+        return -1;
+    }
+    if (eval && !a->load) {
+        fprintf(stderr, "chutney: eval needs --load FILE\n");
+        return -1;
+    }
+    return 0;
+}
+
+int cn_tool_train(int argc, char **argv) {
+    train_args a;
+    if (parse_args(argc, argv, &a, false) < 0) return 2;
+    model_defaults(&a);
+    if (a.threads) cn_set_num_threads(a.threads);
+    cn_manual_seed(a.seed);
+    double t_start = now_s();
+
+    dataset tr, te;
+    if (load_split(a.data, true, a.limit, &tr) < 0 || load_split(a.data, false, a.limit, &te) < 0) {
+        fprintf(stderr, "chutney: cannot load Fashion-MNIST: %s\n", cn_last_error());
+        return 1;
+    }
+    cn_module *model = make_model(a.model);
+    cn_tensor **params = NULL;
+    int np = model ? cn_module_parameters(model, &params, NULL) : -1;
+    cn_optimizer *opt = np >= 0 ? make_optimizer(&a, params, np) : NULL;
+    free(params);
+    if (!model || !opt) {
+        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        cn_module_free(model);
+        free_split(&tr);
+        free_split(&te);
+        return 1;
+    }
+    int start_epoch = 0;
+    if (a.resume && load_checkpoint(a.resume, a.model, model, opt, &start_epoch) < 0) {
+        fprintf(stderr, "chutney: cannot resume: %s\n", cn_last_error());
+        cn_optimizer_free(opt);
+        cn_module_free(model);
+        free_split(&tr);
+        free_split(&te);
+        return 1;
+    }
+    if (!a.quiet && !a.json)
+        printf("training %s (%lld parameters) on %lld images, batch %lld, %s lr %g, %d thread%s\n",
+               a.model, (long long)cn_module_num_params(model),
+               (long long)cn_shape(tr.images)[0], (long long)a.batch, a.optimizer, a.lr,
+               cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s");
+
+    cn_tensor *data[2] = {tr.images, tr.labels};
+    cn_loader *loader = cn_loader_new(
+        data, 2, &(cn_loader_opts){.batch_size = a.batch, .shuffle = true, .seed = a.seed, .prefetch = 1});
+    if (!loader) {
+        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        return 1;
+    }
+    bool tty = isatty(2);
+    int64_t nb = cn_loader_num_batches(loader);
+    double train_time = 0, acc = 0, last_loss = NAN;
+    int64_t timed_samples = 0, step = 0;
+    const int warmup = 20;
+    int rc = 0;
+    for (int epoch = start_epoch; epoch < a.epochs && rc == 0; epoch++) {
+        cn_loader_set_epoch(loader, epoch);
+        cn_module_train(model, true);
+        double e_start = now_s(), loss_sum = 0;
+        int64_t correct = 0, seen = 0;
+        for (int64_t b = 0; b < nb; b++, step++) {
+            cn_tensor *batch[2];
+            cn_scope_begin();
+            if (cn_loader_next(loader, batch) < 0) {
+                fprintf(stderr, "chutney: %s\n", cn_last_error());
+                cn_scope_end();
+                rc = 1;
+                break;
+            }
+            double t0 = now_s();
+            cn_optimizer_zero_grad(opt);
+            cn_tensor *logits = cn_module_forward(model, batch[0]);
+            cn_tensor *loss = cn_cross_entropy(logits, batch[1], CN_REDUCTION_MEAN, 0);
+            if (!loss || cn_backward(loss, NULL) < 0 || cn_optimizer_step(opt) < 0) {
+                fprintf(stderr, "chutney: training step failed: %s\n", cn_last_error());
+                cn_scope_end();
+                rc = 1;
+                break;
+            }
+            double dt = now_s() - t0;
+            int64_t bs = cn_shape(batch[1])[0];
+            if (epoch > start_epoch || b >= warmup) {
+                train_time += dt;
+                timed_samples += bs;
+            }
+            last_loss = cn_item(loss);
+            cn_no_grad_begin();
+            cn_tensor *hit = cn_eq(cn_argmax(logits, 1, false), batch[1]);
+            correct += (int64_t)cn_item(cn_sum(cn_cast(hit, CN_I64), NULL, 0, false));
+            cn_no_grad_end();
+            seen += bs;
+            loss_sum += last_loss * (double)bs;
+            cn_scope_end();
+            if (!a.json && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199)))
+                progress(tty, epoch + 1, a.epochs, b + 1, nb, loss_sum / (double)seen,
+                         (double)correct / (double)seen,
+                         (double)seen / (now_s() - e_start), now_s() - e_start);
+        }
+        if (rc) break;
+        acc = evaluate(model, &te);
+        if (tty && !a.json) fputc('\n', stderr);
+        if (!a.json)
+            printf("epoch %d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%\n",
+                   epoch + 1, loss_sum / (double)(seen ? seen : 1),
+                   100.0 * (double)correct / (double)(seen ? seen : 1), 100 * acc);
+        fflush(stdout);
+        if (a.save && save_checkpoint(a.save, &a, model, opt, epoch + 1) < 0) {
+            fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
+            rc = 1;
+        }
+    }
+    if (rc == 0 && start_epoch >= a.epochs) acc = evaluate(model, &te);
+    double sps = train_time > 0 ? (double)timed_samples / train_time : 0;
+    if (rc == 0) {
+        printf("test accuracy: %.2f%%\n", 100 * acc);
+        if (a.json)
+            printf("{\"model\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f,\"samples_per_sec\":%.1f,"
+                   "\"seconds\":%.2f,\"peak_rss_mb\":%.1f,\"final_loss\":%.9g}\n",
+                   a.model, a.epochs, acc, sps, now_s() - t_start, peak_rss_mb(), last_loss);
+    }
+    cn_loader_free(loader);
+    cn_optimizer_free(opt);
+    cn_module_free(model);
+    free_split(&tr);
+    free_split(&te);
+    return rc;
+}
+
+int cn_tool_eval(int argc, char **argv) {
+    train_args a;
+    if (parse_args(argc, argv, &a, true) < 0) return 2;
+    if (a.threads) cn_set_num_threads(a.threads);
+    dataset te;
+    if (load_split(a.data, false, a.limit, &te) < 0) {
+        fprintf(stderr, "chutney: cannot load Fashion-MNIST: %s\n", cn_last_error());
+        return 1;
+    }
+    cn_module *model = make_model(a.model);
+    int epochs = 0;
+    if (!model || load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
+        fprintf(stderr, "chutney: cannot load %s: %s\n", a.load, cn_last_error());
+        cn_module_free(model);
+        free_split(&te);
+        return 1;
+    }
+    double acc = evaluate(model, &te);
+    printf("test accuracy: %.2f%%\n", 100 * acc);
+    if (a.json)
+        printf("{\"model\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f}\n", a.model, epochs, acc);
+    cn_module_free(model);
+    free_split(&te);
+    return 0;
+}
