@@ -17,6 +17,9 @@
 #ifdef CN_HAVE_CBLAS
 #include <cblas.h>
 #endif
+#ifdef CN_HAVE_OPENBLAS
+void openblas_set_num_threads(int num_threads);
+#endif
 
 static double now_s(void) {
     struct timespec ts;
@@ -60,8 +63,16 @@ static double run_once(int meth, int64_t n, cn_tensor *a, cn_tensor *b, float *c
     case M_BUILTIN: cn_gemm_builtin(CN_F32, n, n, n, pa, n, 1, pb, n, 1, c, n); break;
     default:
 #ifdef CN_HAVE_CBLAS
+        /* OpenBLAS on its own threads, as a program calling it directly
+         * would (Chutney keeps it single-threaded and splits over its pool). */
+#ifdef CN_HAVE_OPENBLAS
+        openblas_set_num_threads(cn_get_num_threads());
+#endif
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, pa,
                     (int)n, pb, (int)n, 0.0f, c, (int)n);
+#ifdef CN_HAVE_OPENBLAS
+        openblas_set_num_threads(1);
+#endif
 #endif
         break;
     }

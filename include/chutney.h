@@ -775,13 +775,15 @@ int cn_load_safetensors_into(const char *path, const char *const *names,
  * flat gradient buffer, zero-filled (or holding the gradient it had), into
  * which backward accumulates directly. A step is then one pass over
  * contiguous memory, split over the thread pool in fixed chunks: the result
- * is the same bits for any thread count. A parameter that another tensor
- * shares storage with (a view of it, or it a view of something), one on a
- * borrowed buffer (cn_from_buffer), or one of another dtype stays where it
- * is and is updated on its own by the same rules, as is everything when the
- * parameters already tile one storage in order (e.g. an earlier optimiser
- * flattened them). Moving a parameter counts as a write: create the
- * optimiser before recording a graph through the parameters.
+ * is the same bits for any thread count. Parameters that already tile one
+ * storage, contiguous and in list order (an earlier optimiser flattened
+ * them, or there is one contiguous parameter), are used where they are as
+ * that buffer. A parameter that another tensor shares storage with (a view
+ * of it, or it a view of something), one on a borrowed buffer
+ * (cn_from_buffer), or one of another dtype stays where it is and is
+ * updated on its own by the same rules (cn_optimizer_is_flat tells).
+ * Moving a parameter counts as a write: create the optimiser before
+ * recording a graph through the parameters.
  *
  * Gradients. A parameter whose .grad is NULL is skipped (no update, its step
  * count unchanged), as torch does; a .grad the user replaced
@@ -888,7 +890,8 @@ int cn_optimizer_load_state(cn_optimizer *opt, const char *const *names,
  * the values are the same doubles). Creating a schedule sets the
  * optimiser's initial_lr to its lr if no schedule did before, takes it as
  * the base lr, and applies step 0 (cn_linear_lr scales the lr by
- * start_factor at once), as torch does. */
+ * start_factor at once), as torch does. A schedule points at its
+ * optimiser: free the schedule first. */
 typedef struct cn_lr_scheduler cn_lr_scheduler;
 
 /* lr * gamma every step_size steps. */
@@ -912,6 +915,8 @@ cn_lr_scheduler *cn_sequential_lr(cn_optimizer *opt, cn_lr_scheduler *const *sch
  * cn_linear_lr(opt, start_factor, 1, warmup_steps) and then. */
 cn_lr_scheduler *cn_warmup_lr(cn_optimizer *opt, int64_t warmup_steps, double start_factor,
                               cn_lr_scheduler *then);
+/* A member of a sequence is freed with the sequence (freeing it alone does
+ * nothing, and stepping it alone fails). */
 void cn_lr_scheduler_free(cn_lr_scheduler *s);
 
 int cn_lr_scheduler_step(cn_lr_scheduler *s);
@@ -995,7 +1000,7 @@ cn_module *cn_module_new(const cn_module_vtable *vt, size_t size);
 /* Register a parameter (a float leaf; requires_grad is set), a buffer, or a
  * child. Names are unique within a module and contain no '.'. Tensors are
  * retained (the caller's reference stays the caller's); a child is owned
- * from then on (freed even if the call fails). */
+ * from then on (freed even if the call fails, unless it contains m). */
 int cn_module_add_param(cn_module *m, const char *name, cn_tensor *t);
 int cn_module_add_buffer(cn_module *m, const char *name, cn_tensor *t);
 int cn_module_add_child(cn_module *m, const char *name, cn_module *child);
@@ -1149,7 +1154,10 @@ cn_tensor *cn_l1_loss(cn_tensor *input, cn_tensor *target, cn_reduction reductio
  * [N, d1, ...]. label_smoothing e in [0, 1] mixes the target with the
  * uniform distribution (PyTorch's formula: (1 - e) * nll + e * mean over
  * classes of -log p). The mean is over the samples (weighted by weight[target]
- * when weights are given); ignored targets count nowhere. */
+ * when weights are given); ignored targets count nowhere. cross_entropy
+ * also takes class probabilities as the target (float, the logits' shape);
+ * the mean is then over the samples whatever the weights. Labels out of
+ * [0, C) fail. */
 cn_tensor *cn_cross_entropy(cn_tensor *logits, cn_tensor *target, cn_reduction reduction,
                             double label_smoothing);
 cn_tensor *cn_nll_loss(cn_tensor *log_probs, cn_tensor *target, cn_reduction reduction);

@@ -215,6 +215,30 @@ static void test_hessian_vector_product(void) {
     }
 }
 
+/* A .grad set to a view of a larger buffer (as optimisers lay gradients
+ * out) is accumulated into in place: same tensor, buffer updated. */
+static void test_accumulate_into_view(void) {
+    double xv[] = {1, 2, 3};
+    cn_tensor *x = param(CN_SHAPE(3), xv);
+    cn_tensor *buf = cn_zeros(CN_F64, CN_SHAPE(5));
+    cn_tensor *view = cn_slice(buf, 0, 1, 4, 1);
+    CHECK_EQ_INT(cn_set_grad(x, view), 0);
+    for (int r = 0; r < 2; r++) {
+        cn_tensor *y = cn_sum(cn_square(x), NULL, 0, false);
+        CHECK_EQ_INT(cn_backward(y, NULL), 0);
+    }
+    CHECK(cn_get_grad(x) == view);
+    for (int i = 0; i < 3; i++) CHECK_CLOSE(th_at(buf, i + 1), 4 * xv[i], 0, 0);
+    CHECK_CLOSE(th_at(buf, 0), 0, 0, 0);
+    CHECK_CLOSE(th_at(buf, 4), 0, 0, 0);
+    /* create_graph gradients stay out of place (differentiable). */
+    cn_tensor *y = cn_sum(cn_square(x), NULL, 0, false);
+    CHECK_EQ_INT(cn_backward_ex(y, NULL, CN_GRAD_CREATE_GRAPH), 0);
+    CHECK(cn_get_grad(x) != view);
+    CHECK(cn_requires_grad(cn_get_grad(x)));
+    CHECK_CLOSE(th_at(cn_get_grad(x), 2), 6 * xv[2], 1e-12, 0);
+}
+
 static int cube_fn(void *ctx, cn_tensor *const *in, int nin, cn_tensor **out, int nout) {
     (void)ctx;
     (void)nin;
@@ -258,6 +282,7 @@ int main(void) {
     RUN(test_no_grad_and_detach);
     RUN(test_grad_function);
     RUN(test_second_order);
+    RUN(test_accumulate_into_view);
     RUN(test_second_order_sin_sigmoid);
     RUN(test_hessian_vector_product);
     RUN(test_forward_mode);

@@ -26,8 +26,10 @@ typedef struct config {
 static const config CONFIGS[] = {
     {"sgd", SGD, .sgd = {.lr = 0.05}},
     {"sgd_momentum", SGD, .sgd = {.lr = 0.05, .momentum = 0.9}},
-    {"sgd_dampening_wd", SGD, .sgd = {.lr = 0.05, .momentum = 0.9, .dampening = 0.3, .weight_decay = 0.1}},
-    {"sgd_nesterov_wd", SGD, .sgd = {.lr = 0.05, .momentum = 0.9, .nesterov = true, .weight_decay = 0.05}},
+    {"sgd_dampening_wd", SGD,
+     .sgd = {.lr = 0.05, .momentum = 0.9, .dampening = 0.3, .weight_decay = 0.1}},
+    {"sgd_nesterov_wd", SGD,
+     .sgd = {.lr = 0.05, .momentum = 0.9, .nesterov = true, .weight_decay = 0.05}},
     {"sgd_maximize", SGD, .sgd = {.lr = 0.01, .momentum = 0.5, .maximize = true}},
     {"sgd_momentum_skip", SGD, .sgd = {.lr = 0.05, .momentum = 0.9}, .skip = {1, 4, 5}},
     {"adam", ADAM, .adam = {.lr = 0.05}},
@@ -225,7 +227,8 @@ static void test_flat_layout(void) {
     for (int k = 0; k < 28; k++) zero &= gbase[k] == (k >= 15 && k < 20 ? 7.0f : 0.0f);
     CHECK_MSG(zero, "the gradient buffer should hold zeros and b's gradient");
     /* Ops on the moved parameters see the same values. */
-    CHECK_CLOSE(cn_item(cn_sum(w, NULL, 0, false)), cn_item(cn_sum(cn_from_data(CN_F32, CN_SHAPE(15), before), NULL, 0, false)), 1e-6, 1e-6);
+    cn_tensor *w_before = cn_from_data(CN_F32, CN_SHAPE(3, 5), before);
+    CHECK(cn_equal(w, w_before));
     /* backward lands in the flat buffer. */
     cn_tensor *loss = cn_sum(cn_mul(w, w), NULL, 0, false);
     CHECK_EQ_INT(cn_backward(loss, NULL), 0);
@@ -290,7 +293,7 @@ static void test_zero_grad_keeps_buffers(void) {
     CHECK(cn_data(cn_get_grad(p)) != d0);
     double v = th_at(p, 0);
     CHECK_EQ_INT(cn_optimizer_step(opt), 0);
-    CHECK_CLOSE(th_at(p, 0), (float)(v - (float)0.5 * (float)(2 + (float)0.1 * (float)v)), 1e-6, 1e-6);
+    CHECK_CLOSE(th_at(p, 0), v - 0.5 * (2 + 0.1 * v), 1e-6, 1e-6);
     CHECK_EQ_INT(cn_optimizer_zero_grad(opt), 0);
     CHECK(cn_get_grad(p) == g0 && cn_data(cn_get_grad(p)) == d0);
     cn_optimizer_free(opt);
@@ -404,7 +407,8 @@ static void test_state_names_and_errors(void) {
     CHECK_EQ_INT(found, 3);
     /* Another algorithm's state. */
     cn_optimizer *sgd = cn_sgd(params, 2, &(cn_sgd_opts){.lr = 0.1, .momentum = 0.9});
-    CHECK_STATUS_ERROR(cn_optimizer_load_state(sgd, names, st, n), "state is of optimiser \"adam\"");
+    CHECK_STATUS_ERROR(cn_optimizer_load_state(sgd, names, st, n),
+                       "state is of optimiser \"adam\"");
     /* Missing, mismatched and unexpected entries, all named at once. */
     cn_optimizer *adam2 = cn_adam(params, 2, &(cn_adam_opts){.amsgrad = true});
     const char *nn[16];
@@ -474,8 +478,9 @@ static void test_thread_count_independence(void) {
         /* Three steps with gradients +-(0.5 + 0.25 sin(k + t)), written
          * straight into the flat gradient buffer (kept away from 0, where
          * Adam's g / |g| would magnify rounding). */
-        double *m = calloc((size_t)total, sizeof(double)), *v = calloc((size_t)total, sizeof(double)),
-               *vm = calloc((size_t)total, sizeof(double));
+        double *m = calloc((size_t)total, sizeof(double));
+        double *v = calloc((size_t)total, sizeof(double));
+        double *vm = calloc((size_t)total, sizeof(double));
         for (int64_t k = 0; k < total; k++) ref[k] = p0[k];
         for (int t = 1; t <= 3; t++) {
             float *gd = cn_data(fg);
@@ -524,8 +529,10 @@ static void test_errors(void) {
     CHECK_ERROR(cn_sgd(&i, 1, &(cn_sgd_opts){.lr = 1}), "f32 and f64");
     CHECK_ERROR(cn_sgd(&p, 1, NULL), "lr must be set");
     CHECK_ERROR(cn_sgd(&p, 1, &(cn_sgd_opts){.lr = -1}), "lr -1 must be >= 0");
-    CHECK_ERROR(cn_sgd(&p, 1, &(cn_sgd_opts){.lr = 1, .nesterov = true}), "nesterov needs momentum");
-    CHECK_ERROR(cn_adam(&p, 1, &(cn_adam_opts){.beta1 = 1.0, .beta2 = 0.9}), "beta1 1 must be in [0, 1)");
+    CHECK_ERROR(cn_sgd(&p, 1, &(cn_sgd_opts){.lr = 1, .nesterov = true}),
+                "nesterov needs momentum");
+    CHECK_ERROR(cn_adam(&p, 1, &(cn_adam_opts){.beta1 = 1.0, .beta2 = 0.9}),
+                "beta1 1 must be in [0, 1)");
     CHECK_ERROR(cn_rmsprop(&p, 1, &(cn_rmsprop_opts){.momentum = -0.5}), "momentum -0.5");
     CHECK_ERROR(cn_adagrad(&p, 1, &(cn_adagrad_opts){.lr_decay = -1}), "lr_decay -1");
     cn_graph *g = cn_graph_new();

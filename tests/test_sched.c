@@ -192,7 +192,8 @@ static void test_errors(void) {
     CHECK_ERROR(cn_warmup_lr(opt, 0, 0.1, a), "warmup_steps 0 must be >= 1");
     CHECK_ERROR(cn_warmup_lr(opt, 3, 0.1, b), "belongs to another optimiser");
     cn_lr_scheduler *ab[2] = {a, b};
-    CHECK_ERROR(cn_sequential_lr(opt, ab, 2, (int64_t[]){3}), "schedule 1 belongs to another optimiser");
+    CHECK_ERROR(cn_sequential_lr(opt, ab, 2, (int64_t[]){3}),
+                "schedule 1 belongs to another optimiser");
     cn_lr_scheduler *c = cn_exponential_lr(opt, 0.9);
     cn_lr_scheduler *ac[2] = {a, c};
     CHECK_ERROR(cn_sequential_lr(opt, ac, 2, (int64_t[]){0}), "milestones must be >= 1");

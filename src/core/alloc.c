@@ -141,7 +141,7 @@ size_t cn_empty_cache(void) {
 #if CN_ALLOC_CACHE
 static _Thread_local cn_storage *free_storages;
 static _Thread_local int free_storage_count;
-#define CN_STORAGE_CACHE_MAX 4096
+#define CN_STORAGE_CACHE_MAX 32768
 #endif
 
 static cn_storage *storage_struct(void) {

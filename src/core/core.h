@@ -57,15 +57,15 @@ typedef struct cn_node {
     int32_t refcount;
     uint16_t op;          /* cn_op_id */
     uint16_t nin;
-    cn_attrs attrs;
     struct cn_tensor **in;/* retained; points at in_inline for up to 3 inputs */
     uint32_t *in_version; /* storage versions when recorded (eager) */
-    struct cn_tensor *in_inline[3];
-    uint32_t version_inline[3];
+    uint64_t seq;         /* creation order: a topological order */
     uint32_t out_version; /* the output's storage version when recorded */
     bool freed;           /* backward released its inputs */
-    uint64_t seq;         /* creation order: a topological order */
+    struct cn_tensor *in_inline[3];
+    uint32_t version_inline[3];
     void *extra;          /* owned by the graph layer */
+    cn_attrs attrs;       /* last: large and read only by the rules */
 } cn_node;
 
 /* A block of memory on one device, shared by every view of it. */
@@ -87,25 +87,27 @@ enum {
 };
 
 struct cn_tensor {
+    /* The fields autograd and the dispatcher touch on every op come first,
+     * in one cache line; shape and strides follow. */
     int32_t refcount;
     uint8_t dtype;         /* cn_dtype */
     int8_t ndim;
     uint8_t requires_grad;
     uint8_t flags;         /* CN_TF_* */
     int64_t offset;        /* elements from storage->data */
-    int64_t shape[CN_MAX_DIMS];
-    int64_t strides[CN_MAX_DIMS];
     cn_storage *storage;   /* NULL for symbolic tensors */
     cn_node *node;         /* the op that produced this value (recorded or symbolic) */
     struct cn_tensor *grad;/* accumulated gradient of a leaf */
-    struct cn_graph *graph;/* the static graph a symbolic tensor belongs to */
-    struct cn_tensor *tangent; /* forward-mode tangent (dual regions only) */
-    uint32_t tangent_gen;      /* the dual region the tangent belongs to */
     /* The backward walk's index of this tensor, valid while walk_epoch is
      * the running walk's: no hash lookups per edge. So backward calls over
      * graphs that share tensors must not run at the same time. */
     uint32_t walk_epoch;
     int32_t walk_idx;
+    struct cn_tensor *tangent; /* forward-mode tangent (dual regions only) */
+    uint32_t tangent_gen;      /* the dual region the tangent belongs to */
+    int64_t shape[CN_MAX_DIMS];
+    int64_t strides[CN_MAX_DIMS];
+    struct cn_graph *graph;/* the static graph a symbolic tensor belongs to */
     char *name;                /* optional (placeholders, parameters); owned */
 };
 

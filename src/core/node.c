@@ -12,7 +12,7 @@ static uint64_t cn_node_counter;
  * (like tensor structs), and up to 3 inputs live inside the node. */
 static _Thread_local cn_node *free_nodes;
 static _Thread_local int free_node_count;
-#define CN_NODE_CACHE_MAX 8192
+#define CN_NODE_CACHE_MAX 16384
 
 static cn_node *node_struct(void) {
     cn_node *n = free_nodes;

@@ -12,7 +12,7 @@
  * drops one per op, and malloc would dominate small ops. */
 static _Thread_local cn_tensor *cn_free_tensors;
 static _Thread_local int cn_free_tensor_count;
-#define CN_TENSOR_CACHE_MAX 4096
+#define CN_TENSOR_CACHE_MAX 32768
 
 cn_tensor *cn_t_alloc(void) {
     cn_tensor *t = cn_free_tensors;

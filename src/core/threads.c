@@ -135,7 +135,10 @@ int cn_set_num_threads(int n) {
     nthreads = n;
     pthread_mutex_unlock(&submit_mu);
 #ifdef CN_HAVE_OPENBLAS
-    openblas_set_num_threads(n);
+    /* OpenBLAS runs on the calling thread only: large products are split
+     * over this pool instead (gemm.c), so BLAS threads and ours never
+     * compete for the cores (OpenBLAS's own threads spin in sched_yield). */
+    openblas_set_num_threads(1);
 #endif
     return CN_OK;
 }

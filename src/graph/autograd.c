@@ -212,8 +212,9 @@ static cn_tensor *own_buffer(cn_tensor *g) {
  * parameters' gradients, say) stays where its owner put it. Consumes g when
  * it returns true; false means "not possible here, accumulate out of place". */
 static bool accumulate_leaf(cn_tensor *acc, cn_tensor *g) {
-    if (cn_is_symbolic(acc) || cn_is_symbolic(g) || acc->node || acc->requires_grad ||
-        acc->dtype != g->dtype || !same_shape(acc, g) || !acc->storage)
+    /* A recorded g (create_graph) must stay differentiable: out of place. */
+    if (cn_is_symbolic(acc) || cn_is_symbolic(g) || acc->node || acc->requires_grad || g->node ||
+        g->requires_grad || acc->dtype != g->dtype || !same_shape(acc, g) || !acc->storage)
         return false;
     /* A stride-0 (broadcast) gradient cannot take distinct sums. */
     for (int i = 0; i < acc->ndim; i++)

@@ -35,6 +35,17 @@ static int bn_update(bn_mod *b, cn_tensor *mean, cn_tensor *var, int64_t n) {
     return rc;
 }
 
+/* eps as a value of x's graph when x is symbolic. In evaluation mode the
+ * statistics and the affine parameters are all data; without a symbolic
+ * operand, scale and shift would be computed once while tracing and frozen
+ * into the graph, whereas a graph must read the buffers' and parameters'
+ * values at run time (they change with training). */
+static cn_tensor *eps_of(cn_tensor *x, double eps) {
+    if (!cn_is_symbolic(x)) return cn_scalar(CN_F32, eps);
+    cn_tensor *one = cn_reshape(cn_narrow(cn_reshape(x, 1, (int64_t[]){-1}), 0, 0, 1), 0, NULL);
+    return cn_nn_full_like(one, eps);
+}
+
 static cn_tensor *bn_forward(cn_module *m, cn_tensor *x) {
     bn_mod *b = (bn_mod *)m;
     const char *type = m->vt->type;
@@ -69,7 +80,7 @@ static cn_tensor *bn_forward(cn_module *m, cn_tensor *x) {
     }
     /* y = x * scale + shift with scale = w / sqrt(var + eps), shift = b - mean * scale:
      * two passes over x instead of four. */
-    cn_tensor *scale = cn_rsqrt(cn_add_scalar(var, b->eps));
+    cn_tensor *scale = cn_rsqrt(cn_add(var, eps_of(x, b->eps)));
     if (b->affine) scale = cn_mul(scale, cn_reshape(cn_nn_p(m, 0), x->ndim, bshape));
     cn_tensor *shift = cn_neg(cn_mul(mean, scale));
     if (b->affine) shift = cn_add(shift, cn_reshape(cn_nn_p(m, 1), x->ndim, bshape));

@@ -109,7 +109,8 @@ typedef struct memset_ctx {
 static void memset_task(void *ctx, int64_t t0, int64_t t1) {
     const memset_ctx *m = ctx;
     for (int64_t t = t0; t < t1; t++) {
-        size_t lo = (size_t)t * m->chunk, hi = lo + m->chunk < m->nbytes ? lo + m->chunk : m->nbytes;
+        size_t lo = (size_t)t * m->chunk;
+        size_t hi = lo + m->chunk < m->nbytes ? lo + m->chunk : m->nbytes;
         memset(m->p + lo, 0, hi - lo);
     }
 }
@@ -385,7 +386,8 @@ fail:
 }
 
 cn_optimizer *cn_sgd(cn_tensor *const *params, int n, const cn_sgd_opts *o) {
-    if (!o || o->lr == 0) return cn_fail("sgd: opts->lr must be set (it has no default, as in torch)");
+    if (!o || o->lr == 0)
+        return cn_fail("sgd: opts->lr must be set (it has no default, as in torch)");
     cn_sgd_opts opts = *o;
     cn_opt_hyper h = {.lr = opts.lr, .momentum = opts.momentum, .dampening = opts.dampening,
                       .nesterov = opts.nesterov, .weight_decay = opts.weight_decay,
@@ -453,7 +455,8 @@ typedef struct run_ctx {
 static void run_task(void *ctx, int64_t t0, int64_t t1) {
     const run_ctx *r = ctx;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t lo = t * CN_OPT_CHUNK, hi = lo + CN_OPT_CHUNK < r->total ? lo + CN_OPT_CHUNK : r->total;
+        int64_t lo = t * CN_OPT_CHUNK;
+        int64_t hi = lo + CN_OPT_CHUNK < r->total ? lo + CN_OPT_CHUNK : r->total;
         /* The first item that ends after lo. */
         int a = 0, b = r->nitems - 1;
         while (a < b) {
@@ -719,7 +722,8 @@ int cn_optimizer_load_state(cn_optimizer *o, const char *const *names, cn_tensor
     cn_opt_hyper h = o->h;
     int e = 1;
     for (int f = 0; f < NHYPER; f++)
-        if (hyper_fields[f].algs & (1u << o->alg)) hyper_set(&h, &hyper_fields[f], cn_state_f64(m[e++]));
+        if (hyper_fields[f].algs & (1u << o->alg))
+            hyper_set(&h, &hyper_fields[f], cn_state_f64(m[e++]));
     double initial_lr = cn_state_f64(m[e++]);
     const cn_tensor *steps = m[e++];
     if ((rc = check_hyper(fn, o->alg, &h)) < 0) goto out;

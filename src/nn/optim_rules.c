@@ -22,7 +22,7 @@
  * bits: 1 weight decay, 2 momentum, 4 first step (the buffer starts as the
  * gradient), 8 nesterov. s[0]: momentum buffer. */
 #define SGD_BODY(T)                                                                                \
-    CN_ALWAYS_INLINE void sgd_body_##T(const cn_opt_item *it, int64_t b, int64_t e, unsigned f) {   \
+    CN_ALWAYS_INLINE void sgd_body_##T(const cn_opt_item *it, int64_t b, int64_t e, unsigned f) { \
         T *restrict p = (T *)it->p;                                                                \
         const T *restrict g = (const T *)it->g;                                                    \
         T *restrict buf = (T *)it->s[0];                                                           \
@@ -47,10 +47,11 @@
  * bits: 1 Adam's weight decay, 2 amsgrad. s: exp_avg, exp_avg_sq,
  * max_exp_avg_sq. */
 #define ADAM_BODY(T, SQRT)                                                                         \
-    CN_ALWAYS_INLINE void adam_body_##T(const cn_opt_item *it, int64_t b, int64_t e, unsigned f) {  \
+    CN_ALWAYS_INLINE void adam_body_##T(const cn_opt_item *it, int64_t b, int64_t e, unsigned f) { \
         T *restrict p = (T *)it->p;                                                                \
         const T *restrict g = (const T *)it->g;                                                    \
-        T *restrict m_ = (T *)it->s[0], *restrict v_ = (T *)it->s[1], *restrict vmax = (T *)it->s[2]; \
+        T *restrict m_ = (T *)it->s[0], *restrict v_ = (T *)it->s[1];                              \
+        T *restrict vmax = (T *)it->s[2];                                                          \
         const T sgn = (T)it->c[0], wd = (T)it->c[1], decay = (T)it->c[2], b1 = (T)it->c[3],        \
                 omb1 = (T)it->c[4], b2 = (T)it->c[5], omb2 = (T)it->c[6], bc2s = (T)it->c[7],      \
                 eps = (T)it->c[8], nss = (T)it->c[9];                                              \
@@ -82,7 +83,8 @@
                                            unsigned f) {                                           \
         T *restrict p = (T *)it->p;                                                                \
         const T *restrict g = (const T *)it->g;                                                    \
-        T *restrict sq_ = (T *)it->s[0], *restrict buf = (T *)it->s[1], *restrict ga_ = (T *)it->s[2]; \
+        T *restrict sq_ = (T *)it->s[0], *restrict buf = (T *)it->s[1];                            \
+        T *restrict ga_ = (T *)it->s[2];                                                           \
         const T sgn = (T)it->c[0], wd = (T)it->c[1], alpha = (T)it->c[2], oma = (T)it->c[3],       \
                 eps = (T)it->c[4], mom = (T)it->c[5], nlr = (T)it->c[6], neg1 = (T)-1;             \
         for (int64_t i = b; i < e; i++) {                                                          \
@@ -145,7 +147,8 @@ ADAGRAD_BODY(double, sqrt)
     }
 #define KERNELS2(R, T) KERNEL(R, T, 0) KERNEL(R, T, 1)
 #define KERNELS4(R, T) KERNELS2(R, T) KERNEL(R, T, 2) KERNEL(R, T, 3)
-#define KERNELS8(R, T) KERNELS4(R, T) KERNEL(R, T, 4) KERNEL(R, T, 5) KERNEL(R, T, 6) KERNEL(R, T, 7)
+#define KERNELS8(R, T)                                                                             \
+    KERNELS4(R, T) KERNEL(R, T, 4) KERNEL(R, T, 5) KERNEL(R, T, 6) KERNEL(R, T, 7)
 #define KERNELS16(R, T)                                                                            \
     KERNELS8(R, T) KERNEL(R, T, 8) KERNEL(R, T, 9) KERNEL(R, T, 10) KERNEL(R, T, 11)               \
         KERNEL(R, T, 12) KERNEL(R, T, 13) KERNEL(R, T, 14) KERNEL(R, T, 15)

@@ -23,7 +23,7 @@ typedef struct rnn_mod {
     cn_module base;
     rnn_kind kind;
     int64_t in, H;
-    int L, D, G;
+    int L, D;
     bool bias, batch_first;
     double dropout;
 } rnn_mod;
@@ -221,7 +221,6 @@ static cn_module *rnn_new(const cn_module_vtable *vt, rnn_kind kind, int G, int6
     r->H = H;
     r->L = L;
     r->D = o->bidirectional ? 2 : 1;
-    r->G = G;
     r->bias = !o->no_bias;
     r->batch_first = o->batch_first;
     r->dropout = o->dropout;

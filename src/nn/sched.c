@@ -198,7 +198,8 @@ static int check_members(const char *fn, cn_optimizer *opt, cn_lr_scheduler *con
         if (c->opt != opt)
             return cn_failc(CN_EINVAL, "%s: schedule %d belongs to another optimiser", fn, i);
         if (c->kind == SK_SEQ)
-            return cn_failc(CN_EINVAL, "%s: schedule %d is a sequence; sequences do not nest", fn, i);
+            return cn_failc(CN_EINVAL, "%s: schedule %d is a sequence; sequences do not nest", fn,
+                            i);
         if (c->owned)
             return cn_failc(CN_EINVAL, "%s: schedule %d already belongs to a sequence", fn, i);
         for (int j = 0; j < i; j++)

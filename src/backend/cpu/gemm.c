@@ -558,10 +558,55 @@ static void *copy_dense(cn_dtype dt, int64_t rows, int64_t cols, const void *src
 
 static bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
+/* One BLAS call on the calling thread: c (m x n) = a (m x k) b (k x n), with
+ * a and b in BLAS layout (ta/tb, lda/ldb). */
+static void blas_call(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *a,
+                      int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc) {
+    int M = (int)m, N = (int)n, K = (int)k;
+    if (dt == CN_F32)
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c,
+                    (int)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a, (int)lda, b, (int)ldb, 0.0, c,
+                    (int)ldc);
+}
+
+typedef struct blas_split {
+    cn_dtype dt;
+    int ta, tb;
+    int64_t m, n, k, lda, ldb, ldc;
+    const char *a, *b;
+    char *c;
+    bool by_rows; /* split the rows of c (else its columns) */
+    int64_t block; /* rows or columns per task, a multiple of the kernel's tile */
+} blas_split;
+
+static void blas_part(void *ctx, int64_t begin, int64_t end) {
+    const blas_split *s = ctx;
+    size_t es = cn_dsize(s->dt);
+    for (int64_t t = begin; t < end; t++) {
+        int64_t lo = t * s->block, hi = lo + s->block;
+        if (s->by_rows) {
+            if (hi > s->m) hi = s->m;
+            /* rows lo..hi of a: NoTrans rows, or Trans (k x m stored) columns */
+            const char *a = s->a + (size_t)(s->ta == CblasNoTrans ? lo * s->lda : lo) * es;
+            blas_call(s->dt, s->ta, s->tb, hi - lo, s->n, s->k, a, s->lda, s->b, s->ldb,
+                      s->c + (size_t)(lo * s->ldc) * es, s->ldc);
+        } else {
+            if (hi > s->n) hi = s->n;
+            const char *b = s->b + (size_t)(s->tb == CblasNoTrans ? lo : lo * s->ldb) * es;
+            blas_call(s->dt, s->ta, s->tb, s->m, hi - lo, s->k, s->a, s->lda, b, s->ldb,
+                      s->c + (size_t)lo * es, s->ldc);
+        }
+    }
+}
+
+/* Products smaller than this many multiply-adds stay on one thread. */
+#define BLAS_SPLIT_MACS (1 << 17)
+
 static int gemm_blas(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
                      int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc) {
-    /* The first call settles the default thread count and tells OpenBLAS. */
-    (void)cn_get_num_threads();
+    int nt = cn_get_num_threads(); /* the first call also tells OpenBLAS */
     int64_t lda, ldb;
     int ta = blas_layout(m, k, rsa, csa, &lda), tb = blas_layout(k, n, rsb, csb, &ldb);
     void *ac = NULL, *bc = NULL;
@@ -595,28 +640,29 @@ static int gemm_blas(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a
                         1);
         else
             cblas_dgemv(CblasRowMajor, tr, rows, cols, 1.0, b, (int)ldb, a, (int)csa, 0.0, c, 1);
-    } else if (dt == CN_F32) {
-        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c,
-                    (int)ldc);
+    } else if (nt > 1 && !cn_in_parallel_region() &&
+               (double)m * (double)n * (double)k >= BLAS_SPLIT_MACS) {
+        /* Split the larger side of c into one block per thread (rounded to
+         * 16 rows/columns so the kernel's tiles stay whole). Each element of
+         * c is still one BLAS dot product over all of k. */
+        blas_split sp = {dt, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, m >= n, 0};
+        int64_t side = sp.by_rows ? m : n;
+        int64_t block = (side + nt - 1) / nt;
+        block = (block + 15) / 16 * 16;
+        sp.block = block;
+        int64_t tasks = (side + block - 1) / block;
+        cn_parallel_for(tasks, 1, blas_part, &sp);
     } else {
-        cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a, (int)lda, b, (int)ldb, 0.0, c,
-                    (int)ldc);
+        blas_call(dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
     }
     cn_free(ac);
     cn_free(bc);
     return CN_OK;
 }
 
-/* OpenBLAS runs products up to this many multiply-adds on the calling thread
- * (GEMM_MULTITHREAD_THRESHOLD 4 x 65536) and larger ones on its own threads,
- * which a caller already on the pool must not start. */
-#define BLAS_SERIAL_MACS (1 << 18)
-
 /* BLAS takes int sizes, and vectors (gemv) with positive increments. */
 static bool blas_can(int64_t m, int64_t n, int64_t k, int64_t rsa, int64_t csa, int64_t rsb,
                      int64_t csb, int64_t ldc) {
-    if (cn_in_parallel_region() && (double)m * (double)n * (double)k > BLAS_SERIAL_MACS)
-        return false;
     if (!fits_int(m) || !fits_int(n) || !fits_int(k) || !fits_int(ldc)) return false;
     if (!fits_int(imax(imax(iabs(rsa), iabs(csa)), imax(iabs(rsb), iabs(csb))))) return false;
     if (n == 1 && (rsb < 1 || ldc < 1)) return false;
