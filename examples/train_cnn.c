@@ -1,0 +1,90 @@
+/* Train a convolutional network on Fashion-MNIST.
+ *
+ *   build/examples/example_train_cnn [epochs] [images]
+ *
+ * images (default: all 60000) limits the training set, for a quick run.
+ * The same model as `chutney train --model cnn`: conv 1->32 3x3 pad 1, ReLU,
+ * max-pool 2; conv 32->64 3x3 pad 1, ReLU, max-pool 2; linear 3136->128, ReLU;
+ * linear 128->10; cross-entropy, Adam lr 1e-3, batch 64. */
+#include <chutney.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv) {
+    int epochs = argc > 1 ? atoi(argv[1]) : 2;
+    int64_t limit = argc > 2 ? atoll(argv[2]) : 0;
+    cn_manual_seed(1);
+    cn_scope_begin(); /* owns the data sets; freed at the end */
+
+    /* Data: images [N, 1, 28, 28] in [0, 1], labels [N] (i64). */
+    cn_tensor *train_x, *train_y, *test_x, *test_y;
+    if (cn_load_fashion_mnist(NULL, true, &train_x, &train_y) < 0 ||
+        cn_load_fashion_mnist(NULL, false, &test_x, &test_y) < 0) {
+        fprintf(stderr, "%s\n", cn_last_error());
+        return 1;
+    }
+    if (limit > 0) {
+        train_x = cn_narrow(train_x, 0, 0, limit);
+        train_y = cn_narrow(train_y, 0, 0, limit);
+    }
+
+    /* The model: modules in sequence; parameters initialised as PyTorch does. */
+    cn_conv_opts pad1 = {.padding = {1, 1}};
+    cn_pool_opts pool2 = {.kernel = {2, 2}};
+    cn_module *layers[] = {cn_nn_conv2d(1, 32, 3, 3, &pad1, true),  cn_nn_relu(),
+                           cn_nn_max_pool2d(&pool2),                 cn_nn_conv2d(32, 64, 3, 3, &pad1, true),
+                           cn_nn_relu(),                             cn_nn_max_pool2d(&pool2),
+                           cn_nn_flatten(1, -1),                     cn_nn_linear(3136, 128, true),
+                           cn_nn_relu(),                             cn_nn_linear(128, 10, true)};
+    cn_module *model = cn_nn_sequential(layers, 10);
+
+    /* The optimiser gathers the parameters into one flat buffer. */
+    cn_tensor **params;
+    int n = cn_module_parameters(model, &params, NULL);
+    cn_optimizer *opt = cn_adam(params, n, &(cn_adam_opts){.lr = 1e-3});
+    free(params);
+
+    cn_tensor *data[2] = {train_x, train_y};
+    cn_loader *loader =
+        cn_loader_new(data, 2, &(cn_loader_opts){.batch_size = 64, .shuffle = true, .seed = 1});
+
+    for (int epoch = 0; epoch < epochs; epoch++) {
+        cn_loader_set_epoch(loader, epoch);
+        double total = 0;
+        int64_t nb = cn_loader_num_batches(loader);
+        for (int64_t b = 0; b < nb; b++) {
+            cn_scope_begin(); /* everything made for this batch is freed at its end */
+            cn_tensor *batch[2];
+            cn_loader_next(loader, batch);
+            cn_optimizer_zero_grad(opt);
+            cn_tensor *loss =
+                cn_cross_entropy(cn_module_forward(model, batch[0]), batch[1], CN_REDUCTION_MEAN, 0);
+            cn_backward(loss, NULL);
+            cn_optimizer_step(opt);
+            total += cn_item(loss);
+            cn_scope_end();
+        }
+
+        /* Test accuracy, without recording, in evaluation mode. */
+        cn_scope_begin();
+        cn_module_train(model, false);
+        cn_no_grad_begin();
+        double correct = 0;
+        for (int64_t s = 0; s < 10000; s += 1000) { /* 1000 images at a time */
+            cn_tensor *pred = cn_argmax(cn_module_forward(model, cn_narrow(test_x, 0, s, 1000)), 1, false);
+            correct += cn_item(cn_sum(cn_eq(pred, cn_narrow(test_y, 0, s, 1000)), NULL, 0, false));
+        }
+        double acc = correct / 10000;
+        cn_no_grad_end();
+        cn_module_train(model, true);
+        printf("epoch %d: mean loss %.4f, test accuracy %.2f%%\n", epoch + 1, total / (double)nb,
+               100 * acc);
+        cn_scope_end();
+    }
+    cn_loader_free(loader);
+    cn_optimizer_free(opt);
+    cn_module_free(model);
+    cn_scope_end();
+    return 0;
+}
