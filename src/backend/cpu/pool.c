@@ -144,6 +144,30 @@ static void max_rows_free(max_rows *r) {
             }                                                                                      \
     }                                                                                              \
                                                                                                    \
+    /* The CNN's pool: 2x2 windows, stride 2, no padding, rows of unit     \
+     * stride. All four taps in one pass over an output row (the general   \
+     * path makes a pass per tap, which is mostly overhead on short rows). \
+     * Taps in PyTorch's order; a NaN takes over. */                                              \
+    CN_HOT static void max_2x2_row_##SFX(const T *restrict r0, const T *restrict r1, int64_t OW,  \
+                                         IT first, IT W, T *restrict m, IT *restrict ix) {         \
+        for (int64_t ow = 0; ow < OW; ow++) {                                                      \
+            T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];              \
+            T v = a;                                                                               \
+            IT k = 0;                                                                              \
+            bool t = b > v || b != b;                                                              \
+            v = t ? b : v;                                                                         \
+            k = t ? 1 : k;                                                                         \
+            t = c > v || c != c;                                                                   \
+            v = t ? c : v;                                                                         \
+            k = t ? W : k;                                                                         \
+            t = d > v || d != d;                                                                   \
+            v = t ? d : v;                                                                         \
+            k = t ? W + 1 : k;                                                                     \
+            m[ow] = v;                                                                             \
+            ix[ow] = first + 2 * (IT)ow + k;                                                       \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
     /* Max pooling over planes [b, e): y (values), idx (positions), or with \
      * dy the gradient dx (dy added at each window's maximum). */                                 \
     static void max_planes_##SFX(void *p, int64_t b, int64_t e) {                                  \
@@ -155,6 +179,10 @@ static void max_rows_free(max_rows *r) {
             return;                                                                                \
         }                                                                                          \
         bool want_ix = c->idx || c->dy;                                                            \
+        /* (the values alone are as fast on the general path) */                                  \
+        bool two = want_ix && g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 &&              \
+                   g->ph == 0 && g->pw == 0 && g->dh == 1 && g->dw == 1 && c->sw == 1 &&           \
+                   2 * g->OH <= g->H && 2 * g->OW <= g->W; /* no window cut by ceil_mode */         \
         for (int64_t pl = b; pl < e; pl++) {                                                       \
             const T *x = (const T *)c->x + (pl / g->C) * c->sn + (pl % g->C) * c->sc;              \
             T *y = c->y ? (T *)c->y + pl * g->OH * g->OW : NULL;                                   \
@@ -164,9 +192,16 @@ static void max_rows_free(max_rows *r) {
             T *dx = c->dx ? (T *)c->dx + pl * g->H * g->W : NULL;                                  \
             if (dx) memset(dx, 0, sizeof(T) * (size_t)(g->H * g->W));                             \
             for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
-                int64_t h0 = oh * g->sh - g->ph, h1 = imin(h0 + (g->kh - 1) * g->dh + 1, g->H);    \
-                while (h0 < 0) h0 += g->dh;                                                        \
-                max_row_##SFX(g, c, x, h0, h1, &r, want_ix);                                       \
+                if (two) {                                                                         \
+                    const T *r0 = x + 2 * oh * c->sh;                                              \
+                    max_2x2_row_##SFX(r0, r0 + c->sh, g->OW, (IT)(2 * oh * g->W), (IT)g->W, r.m,  \
+                                      r.ix);                                                       \
+                } else {                                                                           \
+                    int64_t h0 = oh * g->sh - g->ph;                                               \
+                    int64_t h1 = imin(h0 + (g->kh - 1) * g->dh + 1, g->H);                         \
+                    while (h0 < 0) h0 += g->dh;                                                    \
+                    max_row_##SFX(g, c, x, h0, h1, &r, want_ix);                                   \
+                }                                                                                  \
                 const T *m = r.m;                                                                  \
                 if (y) memcpy(y + oh * g->OW, m, sizeof(T) * (size_t)g->OW);                       \
                 const IT *rix = r.ix;                                                              \
@@ -178,7 +213,7 @@ static void max_rows_free(max_rows *r) {
             }                                                                                      \
         }                                                                                          \
         max_rows_free(&r);                                                                         \
-    }                                                                                              \
+    }
 
 DEFINE_MAX(float, int32_t, f32)
 DEFINE_MAX(float, int64_t, f32l)
