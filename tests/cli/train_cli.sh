@@ -30,11 +30,17 @@ expect_error() {
     fi
 }
 
+# The data uncompressed, so that a build without zlib runs the rest too.
+mkdir -p "$tmp/data"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    gzip -dc "$DATA/$f.gz" >"$tmp/data/$f"
+done
+
 expect_error "unknown model" "unknown model 'resnet'" "$CHUTNEY" train --model resnet
 expect_error "missing --model" "--model is required" "$CHUTNEY" train
 expect_error "unknown option" "unknown option" "$CHUTNEY" train --model mlp --bogus
 expect_error "bad number" "bad value" "$CHUTNEY" train --model mlp --epochs x
-expect_error "unknown optimizer" "unknown optimizer" "$CHUTNEY" train --model mlp --optimizer nope --limit 100
+expect_error "unknown optimizer" "unknown optimizer" "$CHUTNEY" train --model mlp --optimizer nope --limit 100 --data "$tmp/data"
 expect_error "missing data dir" "$tmp/nowhere" "$CHUTNEY" train --model mlp --data "$tmp/nowhere"
 
 # A corrupt and a truncated data set.
@@ -47,7 +53,7 @@ expect_error "corrupt data" "train-images-idx3-ubyte" "$CHUTNEY" train --model m
 expect_error "truncated data" "train-images-idx3-ubyte" "$CHUTNEY" train --model mlp --data "$tmp/trunc"
 
 # Resume: 2 epochs straight equal 1 epoch, save, resume to 2 (same loss).
-common="--limit 1500 --threads 1 --json --seed 5"
+common="--limit 1500 --threads 1 --json --seed 5 --data $tmp/data"
 "$CHUTNEY" train --model mlp --epochs 2 $common >"$tmp/full" 2>"$tmp/err" || { fail "train"; cat "$tmp/err"; }
 "$CHUTNEY" train --model mlp --epochs 1 --save "$tmp/one.ckpt" $common >/dev/null 2>"$tmp/err" || { fail "train --save"; cat "$tmp/err"; }
 "$CHUTNEY" train --model mlp --epochs 2 --resume "$tmp/one.ckpt" --save "$tmp/two.ckpt" $common >"$tmp/resumed" 2>"$tmp/err" || { fail "train --resume"; cat "$tmp/err"; }
@@ -63,7 +69,7 @@ acc_res=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/resumed")
 [ "$acc_full" = "$acc_res" ] || fail "resume: accuracy $acc_full vs $acc_res"
 
 # eval reads the checkpoint and gets the same test accuracy.
-"$CHUTNEY" eval --model mlp --load "$tmp/two.ckpt" --limit 1500 --json >"$tmp/eval" 2>"$tmp/err" || { fail "eval"; cat "$tmp/err"; }
+"$CHUTNEY" eval --model mlp --load "$tmp/two.ckpt" --limit 1500 --data "$tmp/data" --json >"$tmp/eval" 2>"$tmp/err" || { fail "eval"; cat "$tmp/err"; }
 acc_eval=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/eval")
 if [ -n "$acc_eval" ] && [ "$acc_eval" = "$acc_res" ]; then
     echo "ok: eval of the saved checkpoint: $acc_eval"
@@ -72,13 +78,13 @@ else
 fi
 
 # Checkpoints of another model, a truncated one, a file that is not one.
-expect_error "checkpoint of another model" "holds a 'mlp' model" "$CHUTNEY" eval --model cnn --load "$tmp/two.ckpt" --limit 100
+expect_error "checkpoint of another model" "holds a 'mlp' model" "$CHUTNEY" eval --model cnn --load "$tmp/two.ckpt" --limit 100 --data "$tmp/data"
 head -c 3000 "$tmp/two.ckpt" >"$tmp/cut.ckpt"
-expect_error "truncated checkpoint" "cut.ckpt" "$CHUTNEY" eval --model mlp --load "$tmp/cut.ckpt" --limit 100
-expect_error "missing resume file" "notes.txt" "$CHUTNEY" train --model mlp --resume "$tmp/notes.txt" --limit 100
+expect_error "truncated checkpoint" "cut.ckpt" "$CHUTNEY" eval --model mlp --load "$tmp/cut.ckpt" --limit 100 --data "$tmp/data"
+expect_error "missing resume file" "notes.txt" "$CHUTNEY" train --model mlp --resume "$tmp/notes.txt" --limit 100 --data "$tmp/data"
 printf 'hello' >"$tmp/notes.txt"
-expect_error "garbage checkpoint" "notes.txt" "$CHUTNEY" eval --model mlp --load "$tmp/notes.txt" --limit 100
-expect_error "missing checkpoint" "absent.ckpt" "$CHUTNEY" eval --model mlp --load "$tmp/absent.ckpt" --limit 100
+expect_error "garbage checkpoint" "notes.txt" "$CHUTNEY" eval --model mlp --load "$tmp/notes.txt" --limit 100 --data "$tmp/data"
+expect_error "missing checkpoint" "absent.ckpt" "$CHUTNEY" eval --model mlp --load "$tmp/absent.ckpt" --limit 100 --data "$tmp/data"
 
 if [ "$fails" -ne 0 ]; then
     echo "$fails failure(s)"
