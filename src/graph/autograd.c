@@ -183,12 +183,20 @@ static int check_grad(const cn_op_def *op, int i, const cn_tensor *in, const cn_
     return CN_OK;
 }
 
+static bool accumulate_leaf(cn_tensor *acc, cn_tensor *g);
+
 /* Add g into *acc (both owned references). */
 static int accumulate(cn_tensor **acc, cn_tensor *g) {
     if (!*acc) {
         *acc = g;
         return CN_OK;
     }
+    /* A sum only this walk holds (no other reference to it or its data)
+     * takes g in place: a value used many times (a weight shared by every
+     * step of a loop) then costs no new tensor per use. */
+    cn_tensor *a = *acc;
+    if (a->refcount == 1 && a->storage && a->storage->refcount == 1 && accumulate_leaf(a, g))
+        return CN_OK;
     cn_tensor *pair[2] = {*acc, g};
     cn_tensor *s = cn_op_run(CN_OP_add, pair, 2, NULL);
     cn_release(*acc);
