@@ -409,13 +409,15 @@ static int run_engine(const engine_args *e) {
         for (int k = 0; k < w.n; k++) {
             value *v = &w.v[k];
             if (!v->target || !v->grad) continue;
-            cn_tensor *g = create ? v->grad : own_buffer(v->grad);
+            cn_tensor *g = v->grad;
             v->grad = NULL;
-            if (!g) goto fail;
             if (v->t->grad) {
                 if (accumulate_leaf(v->t->grad, g)) continue;
                 if (accumulate(&v->t->grad, g) < 0) goto fail;
             } else {
+                /* A new .grad gets its own buffer (only then: copying a
+                 * gradient that is about to be added somewhere is waste). */
+                if (!create && !(g = own_buffer(g))) goto fail;
                 v->t->grad = g;
             }
         }
