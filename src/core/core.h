@@ -188,6 +188,9 @@ typedef void (*cn_range_fn)(void *ctx, int64_t begin, int64_t end);
  * elements and run fn on the pool (the caller runs one chunk). Nested calls
  * from inside a chunk run serially. */
 void cn_parallel_for(int64_t n, int64_t grain, cn_range_fn fn, void *ctx);
+/* Spinning workers go to sleep at once (benchmarks that time another
+ * library's threads next, so ours do not compete with them). */
+void cn_threads_park(void);
 /* Run fn(ctx, task, task+1) for task in [0, ntasks) across the pool. */
 void cn_parallel_tasks(int64_t ntasks, cn_range_fn fn, void *ctx);
 bool cn_in_parallel_region(void);

@@ -3,8 +3,8 @@
  * A job is published as (generation, next chunk) in one 64-bit atomic; the
  * caller and the workers claim chunks with compare-and-swap, so a worker that
  * wakes late can never run a chunk of a newer job with an older job's
- * function. Workers spin briefly after a job (the next op usually follows
- * within microseconds), then sleep on a condition variable. */
+ * function. Workers spin for up to CN_SPIN_US after a job (the next op
+ * usually follows within microseconds), then sleep on a condition variable. */
 #define _GNU_SOURCE
 #include "core.h"
 
@@ -19,6 +19,13 @@ void openblas_set_num_threads(int num_threads);
 #endif
 
 #define CN_MAX_THREADS 256
+/* How long a worker spins for the next job before it sleeps. Waking a
+ * sleeping thread costs far more than the ~100 us it takes on bare metal
+ * on virtual machines, where an idle vCPU is halted (a 512 x 512 product
+ * split over two threads ran at half speed when its helper had to be
+ * woken); 2 ms of spinning covers the gaps between the ops of a training
+ * step without burning a core when the program is idle. */
+#define CN_SPIN_US 2000.0
 
 typedef struct job {
     cn_range_fn fn;
@@ -30,6 +37,7 @@ typedef struct job {
 static job jobs[2]; /* indexed by generation & 1 */
 static _Atomic uint64_t pool_state; /* generation << 32 | next chunk */
 static atomic_int sleepers;
+static atomic_bool park_requested; /* spinning workers: go to sleep now */
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t submit_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -80,7 +88,9 @@ static void *worker_main(void *arg) {
             g = (uint32_t)(atomic_load_explicit(&pool_state, memory_order_acquire) >> 32);
             if (g != seen) break;
             cpu_relax();
-            if ((spins & 255) == 255 && now_us() - t0 > 100.0) break;
+            if ((spins & 255) == 255 &&
+                (now_us() - t0 > CN_SPIN_US || atomic_load_explicit(&park_requested, memory_order_relaxed)))
+                break;
         }
         if (g == seen) {
             pthread_mutex_lock(&pool_mu);
@@ -150,7 +160,10 @@ int cn_get_num_threads(void) {
 
 bool cn_in_parallel_region(void) { return in_region; }
 
+void cn_threads_park(void) { atomic_store(&park_requested, true); }
+
 static void run_job(int64_t n, int64_t nchunks, cn_range_fn fn, void *ctx) {
+    atomic_store_explicit(&park_requested, false, memory_order_relaxed);
     uint64_t s = atomic_load(&pool_state);
     uint32_t g = (uint32_t)(s >> 32) + 1;
     job *j = &jobs[g & 1];

@@ -642,13 +642,16 @@ static int gemm_blas(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a
             cblas_dgemv(CblasRowMajor, tr, rows, cols, 1.0, b, (int)ldb, a, (int)csa, 0.0, c, 1);
     } else if (nt > 1 && !cn_in_parallel_region() &&
                (double)m * (double)n * (double)k >= BLAS_SPLIT_MACS) {
-        /* Split the larger side of c into one block per thread (rounded to
-         * 16 rows/columns so the kernel's tiles stay whole). Each element of
-         * c is still one BLAS dot product over all of k. */
+        /* Split the larger side of c into about four blocks per thread
+         * (rounded to 16 rows/columns so the kernel's tiles stay whole, at
+         * least 32): with one block per thread, a worker still waking up
+         * would find the caller had taken its block too. Each element of c
+         * is still one BLAS dot product over all of k. */
         blas_split sp = {dt, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, m >= n, 0};
         int64_t side = sp.by_rows ? m : n;
-        int64_t block = (side + nt - 1) / nt;
+        int64_t block = (side + 4 * nt - 1) / (4 * nt);
         block = (block + 15) / 16 * 16;
+        if (block < 32) block = 32;
         sp.block = block;
         int64_t tasks = (side + block - 1) / block;
         cn_parallel_for(tasks, 1, blas_part, &sp);
