@@ -17,6 +17,8 @@
  */
 #include <chutney.h>
 
+#include "bench_util.h"
+
 #include "backend/cpu/conv.h"
 #include "ops/op.h"
 
@@ -33,16 +35,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(use_cpu_time ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void die(const char *what) {
@@ -245,7 +237,7 @@ int main(int argc, char **argv) {
                     }
                 for (int k = 0; k < nimpl; k++)
                     if (impls[k] != CN_CONV_DNNL || have_dnnl)
-                        conv_ms[l][pass][nt - 1][k] = 1e3 * median(t + k * repeats, repeats);
+                        conv_ms[l][pass][nt - 1][k] = 1e3 * bench_median(t + k * repeats, repeats);
             }
         cn_conv_set_impl(CN_CONV_AUTO);
         for (int l = 0; l < NLAYERS; l++)
@@ -264,14 +256,14 @@ int main(int argc, char **argv) {
                     if (r >= 0) t[r] = now_s() - t0;
                     cn_scope_end();
                 }
-                pool_ms[l][pass][nt - 1] = 1e3 * median(t, repeats);
+                pool_ms[l][pass][nt - 1] = 1e3 * bench_median(t, repeats);
             }
         for (int r = -2; r < repeats; r++) {
             double t0 = now_s();
             train_step(&m, xs);
             if (r >= 0) t[r] = now_s() - t0;
         }
-        step_ms[nt - 1] = 1e3 * median(t, repeats);
+        step_ms[nt - 1] = 1e3 * bench_median(t, repeats);
     }
     free(t);
     bool have_torch = torch && run_torch(repeats);

@@ -7,28 +7,14 @@
  */
 #include <chutney.h>
 
+#include "bench_util.h"
+
 #include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 typedef struct copy_job {
     char *dst;
@@ -43,9 +29,9 @@ static void copy_range(void *ctx, int64_t begin, int64_t end) {
 /* memcpy of len bytes over the pool (one piece per thread). */
 static double time_memcpy(char *dst, const char *src, int64_t len) {
     copy_job j = {dst, src};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     cn_parallel_for(len, 1 << 20, copy_range, &j);
-    return now_s() - t0;
+    return bench_now_s() - t0;
 }
 
 enum { OP_ADD, OP_MUL, OP_EXP, NOPS };
@@ -55,9 +41,9 @@ static const int op_inputs[NOPS] = {2, 2, 1};
 /* One timed run; -1 if the op failed. */
 static double time_op(int op, cn_tensor *a, cn_tensor *b) {
     cn_scope_begin();
-    double t0 = now_s();
+    double t0 = bench_now_s();
     cn_tensor *r = op == OP_ADD ? cn_add(a, b) : op == OP_MUL ? cn_mul(a, b) : cn_exp(a);
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     cn_scope_end();
     return r ? t : -1;
 }
@@ -94,7 +80,7 @@ int main(int argc, char **argv) {
     const char *failed[NOPS] = {NULL};
 
     /* Warm up for a while: page tables, the allocator, the clock speed. */
-    for (double t0 = now_s(); now_s() - t0 < 0.3;) {
+    for (double t0 = bench_now_s(); bench_now_s() - t0 < 0.3;) {
         for (int op = 0; op < NOPS; op++) time_op(op, a, b);
         time_memcpy(dst, src, bytes_max);
     }
@@ -116,8 +102,8 @@ int main(int argc, char **argv) {
                 if (t_op[r] < 0) ok = false;
             }
             if (!ok && !failed[op]) failed[op] = strdup(cn_last_error());
-            res[ti].op_gbs[op] = ok ? (double)bytes / median(t_op, repeats) * 1e-9 : -1;
-            res[ti].copy_gbs[op] = (double)(2 * half) / median(t_cp, repeats) * 1e-9;
+            res[ti].op_gbs[op] = ok ? (double)bytes / bench_median(t_op, repeats) * 1e-9 : -1;
+            res[ti].copy_gbs[op] = (double)(2 * half) / bench_median(t_cp, repeats) * 1e-9;
         }
     }
 

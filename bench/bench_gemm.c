@@ -9,6 +9,8 @@
 #define _DEFAULT_SOURCE /* usleep */
 #include <chutney.h>
 
+#include "bench_util.h"
+
 #include "backend/cpu/gemm.h"
 
 #include <stdio.h>
@@ -23,22 +25,6 @@
 #ifdef CN_HAVE_OPENBLAS
 void openblas_set_num_threads(int num_threads);
 #endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 enum { M_MATMUL, M_BUILTIN, M_BLAS, NMETHODS };
 static const char *method_names[NMETHODS] = {"cn_matmul", "builtin", "cblas_sgemm"};
@@ -59,7 +45,7 @@ static double run_once(int meth, int64_t n, cn_tensor *a, cn_tensor *b, float *c
         usleep(3000); /* our workers asleep, as in a program using only OpenBLAS */
     }
 #endif
-    double t0 = now_s();
+    double t0 = bench_now_s();
     switch (meth) {
     case M_MATMUL: {
         cn_scope_begin();
@@ -83,7 +69,7 @@ static double run_once(int meth, int64_t n, cn_tensor *a, cn_tensor *b, float *c
 #endif
         break;
     }
-    return now_s() - t0;
+    return bench_now_s() - t0;
 }
 
 int main(int argc, char **argv) {
@@ -143,7 +129,7 @@ int main(int argc, char **argv) {
             w->n = n;
             w->threads = thread_counts[t];
             for (int meth = 0; meth < NMETHODS; meth++) {
-                double med = median(times + meth * repeats, repeats);
+                double med = bench_median(times + meth * repeats, repeats);
                 w->gflops[meth] = med > 0 ? 2.0 * (double)n * (double)n * (double)n / med * 1e-9 : 0;
             }
         }

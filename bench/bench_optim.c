@@ -11,6 +11,8 @@
  */
 #include <chutney.h>
 
+#include "bench_util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,22 +37,6 @@ static int rank_of(const int64_t *s) {
     int r = 0;
     while (r < 4 && s[r]) r++;
     return r;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 typedef struct cset {
@@ -87,10 +73,10 @@ static void cset_init(cset *c, int which) {
 
 /* Milliseconds per step over `steps` steps. */
 static double chutney_run(cset *c, int steps) {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int s = 0; s < steps; s++)
         if (cn_optimizer_step(c->opt) < 0) die("step");
-    return (now_s() - t0) * 1e3 / steps;
+    return (bench_now_s() - t0) * 1e3 / steps;
 }
 
 /* The PyTorch side: the same shapes; each input line "SET MODE STEPS"
@@ -213,8 +199,8 @@ int main(int argc, char **argv) {
     }
     double cm[NSETS], tm[NSETS][2];
     for (int k = 0; k < NSETS; k++) {
-        cm[k] = median(c[k], repeats);
-        for (int fe = 0; fe < 2; fe++) tm[k][fe] = use_torch ? median(t[k][fe], repeats) : 0;
+        cm[k] = bench_median(c[k], repeats);
+        for (int fe = 0; fe < 2; fe++) tm[k][fe] = use_torch ? bench_median(t[k][fe], repeats) : 0;
     }
     if (json) {
         printf("{\"bench\":\"optim\",\"optimizer\":\"adam\",\"threads\":%d,\"repeats\":%d,"

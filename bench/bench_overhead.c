@@ -9,6 +9,8 @@
  */
 #include <chutney.h>
 
+#include "bench_util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +19,10 @@
 #define NOPS 10000
 #define NUMEL 64
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* One run; returns microseconds per op. */
 static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) {
     cn_scope_begin();
-    double t0 = now_s();
+    double t0 = bench_now_s();
     cn_tensor *x = x0;
     bool prev = cn_set_grad_enabled(grad);
     for (int i = 0; i < NOPS / 2; i++) {
@@ -55,7 +41,7 @@ static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) 
         fprintf(stderr, "bench_overhead: %s\n", cn_last_error());
         exit(1);
     }
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     cn_scope_end();
     cn_zero_grad(a);
     cn_zero_grad(b);
@@ -178,8 +164,8 @@ int main(int argc, char **argv) {
     const char *label[2] = {"no recording", "recording + backward"};
     double cm[2], tm[2];
     for (int g = 0; g < 2; g++) {
-        cm[g] = median(c[g], repeats);
-        tm[g] = use_torch ? median(t[g], repeats) : 0;
+        cm[g] = bench_median(c[g], repeats);
+        tm[g] = use_torch ? bench_median(t[g], repeats) : 0;
     }
     if (json) {
         printf("{\"bench\":\"overhead\",\"ops\":%d,\"numel\":%d,\"repeats\":%d,"
