@@ -16,6 +16,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- recording switch ---- */
 
@@ -295,7 +296,23 @@ static int run_engine(const engine_args *e) {
     } else {
         for (int k = 0; k < w.n; k++) w.v[k].target = !w.v[k].t->node;
     }
-    qsort(w.v, (size_t)w.n, sizeof *w.v, cmp_seq_desc);
+    /* Values with a node in decreasing creation order, then the leaves (in
+     * any order: they have no rule to call). The breadth-first collection
+     * already gives that order for chains such as an unrolled loop, so the
+     * sort runs only when it has something to do. */
+    value *tmp = malloc(sizeof *tmp * (size_t)(w.n ? w.n : 1));
+    if (!tmp) goto oom;
+    int nodes = 0, at = 0;
+    for (int k = 0; k < w.n; k++)
+        if (w.v[k].t->node) tmp[at++] = w.v[k];
+    nodes = at;
+    for (int k = 0; k < w.n; k++)
+        if (!w.v[k].t->node) tmp[at++] = w.v[k];
+    memcpy(w.v, tmp, sizeof *tmp * (size_t)w.n);
+    free(tmp);
+    bool sorted = true;
+    for (int k = 1; k < nodes && sorted; k++) sorted = w.v[k - 1].t->node->seq > w.v[k].t->node->seq;
+    if (!sorted) qsort(w.v, (size_t)nodes, sizeof *w.v, cmp_seq_desc);
     for (int k = 0; k < w.n; k++) map_put(&w.map, w.v[k].t, k);
     /* needed = leads to a target; inputs come later in this order. */
     for (int k = w.n - 1; k >= 0; k--) {
