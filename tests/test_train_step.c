@@ -2,10 +2,10 @@
  * cross-entropy, Adam) against PyTorch's: the same initial parameters (read
  * by PyTorch's names), the same batch; the losses agree to 1e-5 relative,
  * the first step's gradients to 1e-5 of each tensor's largest, and the
- * parameters after both steps to 1e-5 (Adam divides by the gradients' root
- * mean square, so where a gradient is near zero f32 rounding moves a weight
- * by a visible fraction of lr: the parameters cannot agree more closely
- * than the gradients do, relative to lr). Fixtures from CTest's
+ * parameters after both steps to 1e-5, except where a gradient is itself
+ * below the f32 rounding of its sums (Adam divides by the gradients' root
+ * mean square, so such noise becomes a step of up to lr either way; at
+ * most 1% of a tensor may be such). Fixtures from CTest's
  * train_step_fixtures test (CN_TRAIN_STEP_FILE). */
 #include "harness.h"
 
@@ -106,15 +106,29 @@ static void test_cnn_steps(void) {
             CHECK_EQ_INT(cn_optimizer_step(opt), 0);
         }
         for (int k = 0; k < nafter; k++) {
-            cn_tensor *p = cn_module_find(model, after[k].name), *want = after[k].t;
-            double worst = 0;
-            int64_t m = cn_numel(want);
+            cn_tensor *p = cn_module_find(model, after[k].name), *want = after[k].t, *g0 = NULL;
+            for (int j = 0; j < ngrads; j++)
+                if (!strcmp(grads[j].name, after[k].name)) g0 = grads[j].t;
+            double gscale = g0 ? cn_item(cn_max(cn_abs(g0), NULL, 0, false)) : 0, worst = 0;
+            int64_t m = cn_numel(want), noisy = 0;
             for (int64_t i = 0; i < m; i++) {
                 double d = fabs(th_at(p, i) - th_at(want, i));
+                /* A gradient below f32's rounding of the sums that make it
+                 * (1e-5 of the tensor's largest) is noise in both
+                 * frameworks, and Adam scales it to a step of up to lr:
+                 * there the two may differ by up to 2 lr per step. */
+                double gi = g0 ? fabs(th_at(g0, i)) : 1;
+                if (gi > 0 && gi < 1e-5 * gscale) {
+                    noisy++;
+                    CHECK_MSG(d <= 4 * 1e-3 + 1e-5, "%s[%" PRId64 "]: differs by %g", after[k].name, i, d);
+                    continue;
+                }
                 if (d > worst) worst = d;
             }
             CHECK_MSG(worst <= 1e-5, "%s after two steps: largest difference %g",
                       after[k].name, worst);
+            CHECK_MSG(noisy * 100 <= m, "%s: %" PRId64 " of %" PRId64 " gradients are noise-sized",
+                      after[k].name, noisy, m);
         }
         cn_optimizer_free(opt);
     }
