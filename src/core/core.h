@@ -62,6 +62,7 @@ typedef struct cn_node {
     uint64_t seq;         /* creation order: a topological order */
     uint32_t out_version; /* the output's storage version when recorded */
     bool freed;           /* backward released its inputs */
+    uint64_t writes_mark; /* cn_inplace_writes when recorded */
     struct cn_tensor *in_inline[3];
     uint32_t version_inline[3];
     void *extra;          /* owned by the graph layer */
@@ -77,7 +78,19 @@ typedef struct cn_storage {
     uint32_t version;      /* bumped by every in-place write (autograd checks it) */
     void (*free_fn)(void *);/* borrowed buffers: called on the last release */
     bool owned;            /* data came from cn_alloc */
+    bool embedded;         /* this struct lives in its data block's header (alloc.c) */
 } cn_storage;
+
+/* Every in-place write anywhere also bumps this process-wide count, so the
+ * backward pass can skip the per-input version checks of a node recorded
+ * when the count was what it still is (nothing was written since). */
+extern _Atomic uint64_t cn_inplace_writes;
+/* Record an in-place write into s (autograd refuses gradients through data
+ * changed after it was used). */
+static inline void cn_storage_bump(cn_storage *s) {
+    s->version++;
+    __atomic_add_fetch((uint64_t *)&cn_inplace_writes, 1, __ATOMIC_RELAXED);
+}
 
 /* Tensor flags. */
 enum {
@@ -138,6 +151,9 @@ cn_dtype cn_promote_types(cn_dtype a, cn_dtype b);
 void *cn_alloc(size_t nbytes);  /* CN_ALIGN-aligned, never NULL for 0 bytes */
 void cn_free(void *p);
 cn_storage *cn_storage_new(size_t nbytes);
+/* A storage owning data, a block from cn_alloc of at least nbytes (the
+ * struct goes into the block's header; never fails). */
+cn_storage *cn_storage_adopt(void *data, size_t nbytes);
 void cn_storage_release(cn_storage *s);
 
 /* ---- tensors (tensor.c) ----

@@ -63,6 +63,7 @@ cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a) {
         n->in_version[i] = in[i]->storage ? in[i]->storage->version : 0;
     }
     n->seq = __atomic_add_fetch(&cn_node_counter, 1, __ATOMIC_RELAXED);
+    n->writes_mark = __atomic_load_n((uint64_t *)&cn_inplace_writes, __ATOMIC_RELAXED);
     return n;
 }
 

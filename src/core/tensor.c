@@ -326,7 +326,7 @@ cn_tensor *cn_from_buffer(cn_dtype dt, int ndim, const int64_t *shape, void *dat
     if ((unsigned)dt >= CN_DTYPE_COUNT) return cn_fail("from_buffer: invalid dtype %d", (int)dt);
     if (!cn_check_shape("from_buffer", ndim, shape)) return NULL;
     if (!data) return cn_fail("from_buffer: data is NULL");
-    cn_storage *s = malloc(sizeof *s);
+    cn_storage *s = calloc(1, sizeof *s); /* not embedded: the buffer is the caller's */
     cn_tensor *t = s ? cn_t_alloc() : NULL;
     if (!t) {
         free(s);
@@ -445,7 +445,7 @@ int cn_set(cn_tensor *t, const int64_t *idx, double value) {
     int64_t off = elem_offset("set", t, idx);
     if (off < 0) return CN_EINVAL;
     cn_store_f64(t->storage->data, (cn_dtype)t->dtype, off, value);
-    t->storage->version++;
+    cn_storage_bump(t->storage);
     return CN_OK;
 }
 

@@ -229,7 +229,7 @@ static bool accumulate_leaf(cn_tensor *acc, cn_tensor *g) {
     for (int i = 0; i < acc->ndim; i++)
         if (acc->strides[i] == 0 && acc->shape[i] > 1) return false;
     if (cn_cpu_binary("backward", CN_BIN_ADD, acc, acc, g) < 0) return false;
-    acc->storage->version++;
+    cn_storage_bump(acc->storage);
     cn_release(g);
     return true;
 }
@@ -356,6 +356,7 @@ static int run_engine(const engine_args *e) {
     }
 
     /* The walk. */
+    uint64_t writes_now = __atomic_load_n((uint64_t *)&cn_inplace_writes, __ATOMIC_RELAXED);
     for (int k = 0; k < w.n; k++) {
         value *v = &w.v[k];
         cn_node *n = v->t->node;
@@ -371,8 +372,9 @@ static int run_engine(const engine_args *e) {
             rc = cn_failc(CN_EUNSUPPORTED, "%s: %s has no gradient rule", e->fn, op->name);
             goto out;
         }
-        /* Data a rule reads must not have changed since it was recorded. */
-        for (int i = 0; i < n->nin; i++) {
+        /* Data a rule reads must not have changed since it was recorded
+         * (nothing at all was written in place since: nothing to check). */
+        for (int i = 0; i < n->nin && n->writes_mark != writes_now; i++) {
             const cn_tensor *x = n->in[i];
             if (x->storage && x->storage->version != n->in_version[i]) {
                 char b[160];

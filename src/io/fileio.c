@@ -158,20 +158,12 @@ int64_t cn_file_size(FILE *f) {
 }
 
 cn_tensor *cn_t_from_alloc(cn_dtype dt, int ndim, const int64_t *shape, void *data) {
-    cn_storage *s = malloc(sizeof *s);
-    cn_tensor *t = s ? cn_t_alloc() : NULL;
+    cn_tensor *t = cn_t_alloc();
     if (!t) {
-        free(s);
         cn_free(data);
         return cn_fail("out of memory");
     }
-    s->data = data;
-    s->nbytes = (size_t)cn_shape_numel(ndim, shape) * cn_dsize(dt);
-    s->refcount = 1;
-    s->device = 0;
-    s->version = 0;
-    s->free_fn = NULL;
-    s->owned = true;
+    cn_storage *s = cn_storage_adopt(data, (size_t)cn_shape_numel(ndim, shape) * cn_dsize(dt));
     t->storage = s;
     t->dtype = (uint8_t)dt;
     t->ndim = (int8_t)ndim;

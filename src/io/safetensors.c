@@ -656,7 +656,7 @@ int cn_load_safetensors_into(const char *path, const char *const *names, cn_tens
             if (status == CN_OK) status = cn_copy_strided(dst, tmp) < 0 ? CN_ENOMEM : CN_OK;
             cn_release(tmp);
         }
-        dst->storage->version++;
+        cn_storage_bump(dst->storage);
     }
     free(sorted);
     free(used);

@@ -88,7 +88,7 @@ static int fill_zero(cn_tensor *t) {
     if (!z) return CN_ENOMEM;
     int rc = cn_copy_strided(t, z);
     cn_release(z);
-    t->storage->version++;
+    cn_storage_bump(t->storage);
     return rc;
 }
 
@@ -361,7 +361,10 @@ static cn_optimizer *opt_new(const char *fn, cn_opt_alg alg, cn_tensor *const *p
     }
 
     /* Commit: re-point the parameters (nothing below can fail). */
-    if (o->nflat > 0 && !adopt) o->fparam->version = version;
+    if (o->nflat > 0 && !adopt) {
+        o->fparam->version = version;
+        cn_storage_bump(o->fparam);
+    }
     for (int i = 0; i < n; i++) {
         opt_slot *s = &o->s[i];
         cn_tensor *p = s->p;
@@ -507,7 +510,7 @@ int cn_optimizer_step(cn_optimizer *o) {
             if (g != s->gview) {
                 /* Replaced by the user (or by a backward after cn_zero_grad). */
                 if ((rc = cn_copy_strided(s->gview, g)) < 0) goto out;
-                s->gview->storage->version++;
+                cn_storage_bump(s->gview->storage);
             }
             if (last_flat >= 0 && s->off == last_end && s->step == last_step) {
                 items[last_flat].n += s->numel;
@@ -561,9 +564,9 @@ int cn_optimizer_step(cn_optimizer *o) {
         s->step++;
         if (s->off >= 0) continue;
         if (ptmp[i]) cn_copy_strided(s->p, ptmp[i]);
-        s->p->storage->version++;
+        cn_storage_bump(s->p->storage);
     }
-    if (flat_touched) o->fparam->version++;
+    if (flat_touched) cn_storage_bump(o->fparam);
     goto out;
 fail:
     rc = cn_failc(CN_ENOMEM, "optimizer_step: out of memory");
@@ -587,7 +590,7 @@ int cn_optimizer_zero_grad(cn_optimizer *o) {
     if (o->nflat > 0) {
         zero_bytes(o->fgrad->storage->data, (size_t)o->ftotal * cn_dsize(o->fdt),
                    cn_dsize(o->fdt));
-        o->fgrad->storage->version++;
+        cn_storage_bump(o->fgrad->storage);
     }
     int rc = CN_OK;
     for (int i = 0; i < o->n && rc == CN_OK; i++) {
@@ -755,9 +758,9 @@ int cn_optimizer_load_state(cn_optimizer *o, const char *const *names, cn_tensor
         o->initial_lr = initial_lr;
         for (int i = 0; i < o->n; i++) o->s[i].step = sv[i];
         for (int k = 0; k < CN_OPT_MAXSTATE; k++) {
-            if (o->fstate[k]) o->fstate[k]->storage->version++;
+            if (o->fstate[k]) cn_storage_bump(o->fstate[k]->storage);
             for (int i = 0; i < o->n; i++)
-                if (o->s[i].state[k]) o->s[i].state[k]->storage->version++;
+                if (o->s[i].state[k]) cn_storage_bump(o->s[i].state[k]->storage);
         }
     }
     free(sv);

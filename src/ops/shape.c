@@ -723,7 +723,7 @@ int cn_copy_(cn_tensor *dst, const cn_tensor *src) {
     }
     int r = cn_copy_strided(dst, s);
     cn_release(tmp);
-    dst->storage->version++;
+    cn_storage_bump(dst->storage);
     return r;
 }
 
@@ -737,6 +737,6 @@ int cn_fill_(cn_tensor *t, double value) {
     if (!v) return CN_ENOMEM;
     int r = cn_copy_strided(t, v);
     cn_release(v);
-    t->storage->version++;
+    cn_storage_bump(t->storage);
     return r;
 }
