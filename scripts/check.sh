@@ -5,7 +5,7 @@
 #
 #   release  build/       Release with OpenBLAS: the CTest suite
 #   asan     build-asan/  AddressSanitizer + UBSan (leaks detected): the suite
-#   bare     build-bare/  no optional dependency (no BLAS, zlib, stb): the suite
+#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb): the suite
 #   install  build/ installed into a temporary prefix, used from outside
 #
 # Usage: scripts/check.sh [STAGE...]    (default: all four, in that order)
