@@ -240,6 +240,9 @@ CN_HOT static void where_row(void *ctx, int64_t n, char **p, const int64_t *s) {
     const where_ctx *c = ctx;
     const int64_t ec = (int64_t)cn_dsize(c->dc), ev = (int64_t)cn_dsize(c->dv);
     const bool unit = s[0] == 1 && s[2] == 1 && s[3] == 1;
+    /* One side a broadcast scalar (relu's gradient: where(x <= 0, 0, g)). */
+    const bool scalar_a = s[0] == 1 && s[2] == 0 && s[3] == 1;
+    const bool scalar_b = s[0] == 1 && s[2] == 1 && s[3] == 0;
     uint8_t t[TRUTH_BLOCK];
     for (int64_t i0 = 0; i0 < n; i0 += TRUTH_BLOCK) {
         int64_t m = n - i0 < TRUTH_BLOCK ? n - i0 : TRUTH_BLOCK;
@@ -252,6 +255,12 @@ CN_HOT static void where_row(void *ctx, int64_t n, char **p, const int64_t *s) {
         const T *x = (const T *)pa, *y = (const T *)pb;                                            \
         if (unit) {                                                                                \
             for (int64_t i = 0; i < m; i++) o[i] = t[i] ? x[i] : y[i];                             \
+        } else if (scalar_a) {                                                                     \
+            const T x0 = x[0];                                                                     \
+            for (int64_t i = 0; i < m; i++) o[i] = t[i] ? x0 : y[i];                               \
+        } else if (scalar_b) {                                                                     \
+            const T y0 = y[0];                                                                     \
+            for (int64_t i = 0; i < m; i++) o[i] = t[i] ? x[i] : y0;                               \
         } else {                                                                                   \
             for (int64_t i = 0; i < m; i++) o[i * s[0]] = t[i] ? x[i * s[2]] : y[i * s[3]];        \
         }                                                                                          \
