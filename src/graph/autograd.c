@@ -234,6 +234,37 @@ static bool accumulate_leaf(cn_tensor *acc, cn_tensor *g) {
     return true;
 }
 
+/* The gradient of a slice is the output's gradient placed in zeros of the
+ * input's shape. Built by the rule, that is a full-size tensor per slice,
+ * added up: a loop that reads step t of a [T, ...] tensor would move T
+ * full-size tensors. Instead, when the walk owns the input's gradient sum
+ * outright, g is added into the matching slice of it in place (true), or
+ * nothing is done (false). g stays the caller's. */
+static bool add_into_slice(cn_tensor **acc, const cn_tensor *x, const cn_node *n, cn_tensor *g) {
+    if (cn_is_symbolic(g) || g->node || g->requires_grad || g->dtype != x->dtype) return false;
+    cn_tensor *a = *acc;
+    if (!a) {
+        a = cn_t_zeros((cn_dtype)x->dtype, x->ndim, x->shape);
+        if (!a) return false;
+    } else if (a->refcount != 1 || !a->storage || a->storage->refcount != 1 || a->node ||
+               a->requires_grad || a->dtype != g->dtype || !same_shape(a, x)) {
+        return false;
+    } else {
+        for (int i = 0; i < a->ndim; i++)
+            if (a->strides[i] == 0 && a->shape[i] > 1) return false;
+    }
+    cn_tensor *view = cn_op_run(CN_OP_slice, &a, 1, &n->attrs);
+    bool ok = view && same_shape(view, g) && cn_cpu_binary("backward", CN_BIN_ADD, view, view, g) == 0;
+    cn_release(view);
+    if (!ok) {
+        if (a != *acc) cn_release(a);
+        return false;
+    }
+    cn_storage_bump(a->storage);
+    *acc = a;
+    return true;
+}
+
 typedef struct engine_args {
     cn_tensor *const *roots;
     cn_tensor *const *seeds;
@@ -389,6 +420,9 @@ static int run_engine(const engine_args *e) {
             cn_tensor *x = n->in[i];
             int32_t j = map_get(&w.map, x);
             if (j < 0 || !w.v[j].needed || !x->requires_grad) continue;
+            if (n->op == CN_OP_slice && !create && x->storage &&
+                add_into_slice(&w.v[j].grad, x, n, v->grad))
+                continue;
             cn_scope_begin();
             cn_tensor *gi = op->vjp(n->in, n->nin, &n->attrs, v->t, v->grad, i);
             if (gi && check_grad(op, i, x, gi) < 0) gi = NULL;
