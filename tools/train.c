@@ -463,8 +463,8 @@ int cn_tool_train(int argc, char **argv) {
     }
     bool tty = isatty(2);
     int64_t nb = cn_loader_num_batches(loader);
-    double train_time = 0, acc = 0, last_loss = NAN;
-    int64_t timed_samples = 0, step = 0;
+    double train_time = 0, acc = 0, last_loss = NAN, all_time = 0;
+    int64_t timed_samples = 0, step = 0, all_samples = 0;
     const int warmup = 20;
     int rc = 0;
     for (int epoch = start_epoch; epoch < a.epochs && rc == 0; epoch++) {
@@ -497,6 +497,8 @@ int cn_tool_train(int argc, char **argv) {
                 train_time += dt;
                 timed_samples += bs;
             }
+            all_time += dt;
+            all_samples += bs;
             last_loss = cn_item(loss);
             cn_no_grad_begin();
             cn_tensor *hit = cn_eq(cn_argmax(logits, 1, false), batch[1]);
@@ -524,7 +526,10 @@ int cn_tool_train(int argc, char **argv) {
         }
     }
     if (rc == 0 && start_epoch >= a.epochs) acc = evaluate(model, &te);
-    double sps = train_time > 0 ? (double)timed_samples / train_time : 0;
+    /* Runs too short for the warm-up are timed whole. */
+    double sps = train_time > 0 ? (double)timed_samples / train_time
+                 : all_time > 0 ? (double)all_samples / all_time
+                                : 0;
     if (rc == 0) {
         printf("test accuracy: %.2f%%\n", 100 * acc);
         if (a.json)
