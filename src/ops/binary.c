@@ -124,17 +124,6 @@ static cn_tensor *mul_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, 
     return r0 && r1 ? cn_add(r0, r1) : r0 ? r0 : r1;
 }
 
-/* out, for a forward rule, or the same value computed again from the inputs
- * when autograd records the rule's ops: a tangent built from out would hold
- * out through its history while out holds the tangent, a reference cycle. */
-static cn_tensor *out_for_jvp(cn_tensor *out, cn_tensor *const *tin, int nin, cn_op_id id,
-                              cn_tensor *const *in) {
-    bool records = cn_is_grad_enabled() && out->requires_grad;
-    for (int i = 0; i < nin && !records; i++)
-        records = cn_is_grad_enabled() && tin[i] && tin[i]->requires_grad;
-    return records ? cn_op_apply(id, in, nin, NULL) : out;
-}
-
 /* d(a/b)/db = -a/b^2 = -out/b. */
 static cn_tensor *div_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                           cn_tensor *g, int i) {
@@ -145,7 +134,7 @@ static cn_tensor *div_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, 
                           cn_tensor *out) {
     cn_tensor *r0 = tin[0] ? cn_div(tin[0], in[1]) : NULL;
     cn_tensor *r1 = NULL;
-    if (tin[1]) r1 = cn_mul(tin[1], cn_div(out_for_jvp(out, tin, 2, CN_OP_div, in), in[1]));
+    if (tin[1]) r1 = cn_mul(tin[1], cn_div(out, in[1]));
     return r0 && r1 ? cn_sub(r0, r1) : r0 ? r0 : cn_neg(r1);
 }
 
@@ -171,7 +160,7 @@ static cn_tensor *pow_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, 
                           cn_tensor *out) {
     cn_tensor *r0 = tin[0] ? pow_dbase(in[0], in[1], tin[0]) : NULL;
     cn_tensor *r1 = NULL;
-    if (tin[1]) r1 = pow_dexp(in[0], in[1], out_for_jvp(out, tin, 2, CN_OP_pow, in), tin[1]);
+    if (tin[1]) r1 = pow_dexp(in[0], in[1], out, tin[1]);
     return to_out(r0 && r1 ? cn_add(r0, r1) : r0 ? r0 : r1, out);
 }
 

@@ -31,25 +31,19 @@ static int push_tangent(const cn_op_def *op, cn_tensor *const *in, int nin, cons
             int saved = cn_dual_level;
             cn_dual_level = 0;
             cn_scope_begin();
-            /* A rule that uses out would make the tangent's recorded history
-             * hold out, which holds the tangent: a cycle that is never
-             * freed. So recorded rules see an alias of out that shares its
-             * data and history but is not out. */
-            cn_tensor *o = out;
-            if (out->node && out->storage) {
-                o = cn_t_alias(out);
-                if (!o) {
-                    cn_scope_end();
-                    cn_dual_level = saved;
-                    if (tin != tin_buf) free(tin);
-                    return CN_ENOMEM;
-                }
+            /* The tangent is stored on out, so a rule that builds it from out
+             * while its ops are recorded (or are graph nodes) would make the
+             * tangent's history hold out: a cycle never freed. Rules see an
+             * alias of out instead, sharing its data, history and graph, so
+             * every rule may use out freely. */
+            cn_tensor *o = cn_t_alias(out);
+            if (o) {
                 o->node = out->node;
-                o->node->refcount++;
+                if (o->node) o->node->refcount++;
                 o->requires_grad = out->requires_grad;
                 cn_scope_add(o);
             }
-            cn_tensor *t = op->jvp(in, tin, nin, a, o);
+            cn_tensor *t = o ? op->jvp(in, tin, nin, a, o) : NULL;
             if (t) {
                 cn_retain(t);
                 cn_release(out->tangent);

@@ -112,16 +112,6 @@ static cn_tensor *unreduce_kd(cn_tensor *gk, cn_tensor *x, const cn_attrs *a) {
     return cn_unreduce(gk, x, a, true);
 }
 
-/* out, for a forward rule, or the same value computed again from x when
- * the rule's ops will be recorded: the tangent is stored on out, so a
- * tangent whose history holds out would be a reference cycle. */
-static cn_tensor *out_for_jvp(cn_op_id id, cn_tensor *x, cn_tensor *t, const cn_attrs *a,
-                              cn_tensor *out) {
-    bool records = cn_is_symbolic(out) || cn_is_symbolic(t) ||
-                   (cn_is_grad_enabled() && (out->requires_grad || t->requires_grad));
-    return records ? cn_op_apply(id, &x, 1, a) : out;
-}
-
 /* The reduction `id` of t over a's axes, keepdim given. */
 static cn_tensor *red(cn_op_id id, cn_tensor *t, const cn_attrs *a, bool keepdim) {
     if (!t) return NULL;
@@ -271,7 +261,7 @@ static cn_tensor *std_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
     cn_tensor *x = in[0];
     bool k = a->i[0] != 0;
     cn_tensor *v = red(CN_OP_sum, cn_mul(deviation(x, a), tin[0]), a, k);
-    cn_tensor *y = out_for_jvp(CN_OP_std, x, tin[0], a, out);
+    cn_tensor *y = out;
     return over_std(scale_count(v, x, a, k, 1, a->f[0]), y);
 }
 
@@ -284,7 +274,7 @@ static cn_tensor *logsumexp_vjp(cn_tensor *const *in, int nin, const cn_attrs *a
 }
 static cn_tensor *logsumexp_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
                                 const cn_attrs *a, cn_tensor *out) {
-    cn_tensor *y = out_for_jvp(CN_OP_logsumexp, in[0], tin[0], a, out);
+    cn_tensor *y = out;
     cn_tensor *f = cn_exp(cn_sub(in[0], kd(y, in[0], a)));
     return red(CN_OP_sum, cn_mul(f, tin[0]), a, a->i[0] != 0);
 }
@@ -333,7 +323,7 @@ static cn_tensor *norm_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
         cn_tensor *v = cn_mul(cn_mul(cn_sign(x), m), tin[0]);
         return cn_div(red(CN_OP_sum, v, a, k), cnt);
     }
-    cn_tensor *y = out_for_jvp(CN_OP_norm, x, tin[0], a, out);
+    cn_tensor *y = out;
     return norm_s(red(CN_OP_sum, cn_mul(norm_w(x, p), tin[0]), a, k), y, p);
 }
 

@@ -41,16 +41,6 @@ static cn_tensor *sum_axis(cn_tensor *t, const cn_attrs *a) {
     return cn_sum(t, &ax, 1, true);
 }
 
-/* out, for a forward rule, or the same value computed again from x when
- * the rule's ops will be recorded: the tangent is stored on out, so a
- * tangent whose history holds out would be a reference cycle. */
-static cn_tensor *out_for_jvp(cn_op_id id, cn_tensor *x, cn_tensor *t, const cn_attrs *a,
-                              cn_tensor *out) {
-    bool records = cn_is_symbolic(out) || cn_is_symbolic(t) ||
-                   (cn_is_grad_enabled() && (out->requires_grad || t->requires_grad));
-    return records ? cn_op_apply(id, &x, 1, a) : out;
-}
-
 static cn_tensor *softmax_product(cn_tensor *y, cn_tensor *v, const cn_attrs *a) {
     return cn_mul(y, cn_sub(v, sum_axis(cn_mul(v, y), a)));
 }
@@ -61,7 +51,7 @@ static cn_tensor *softmax_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, 
 }
 static cn_tensor *softmax_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
                               const cn_attrs *a, cn_tensor *out) {
-    return softmax_product(out_for_jvp(CN_OP_softmax, in[0], tin[0], a, out), tin[0], a);
+    return softmax_product(out, tin[0], a);
 }
 
 static cn_tensor *log_softmax_vjp(cn_tensor *const *in, int nin, const cn_attrs *a,
@@ -70,7 +60,7 @@ static cn_tensor *log_softmax_vjp(cn_tensor *const *in, int nin, const cn_attrs 
 }
 static cn_tensor *log_softmax_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
                                   const cn_attrs *a, cn_tensor *out) {
-    cn_tensor *y = out_for_jvp(CN_OP_log_softmax, in[0], tin[0], a, out);
+    cn_tensor *y = out;
     return cn_sub(tin[0], sum_axis(cn_mul(cn_exp(y), tin[0]), a));
 }
 

@@ -122,8 +122,7 @@ static cn_tensor *gelu_erf_deriv(cn_tensor *x) {
     return cn_add(cdf, cn_mul(x, pdf));
 }
 
-/* dy/dx * v for op kind k at x, with y = the op's output, or NULL where the
- * rule must not use it (then the rules that want y recompute it). */
+/* dy/dx * v for op kind k at x, with y = the op's output. */
 static cn_tensor *chain(cn_unary_kind k, cn_tensor *x, cn_tensor *y, const cn_attrs *a,
                         cn_tensor *v) {
     if (!x || !v) return NULL;
@@ -137,21 +136,19 @@ static cn_tensor *chain(cn_unary_kind k, cn_tensor *x, cn_tensor *y, const cn_at
     case CN_UN_FLOOR:
     case CN_UN_CEIL:
     case CN_UN_ROUND: return cn_zeros_like_op(x);
-    case CN_UN_EXP: return cn_mul(v, y ? y : cn_exp(x));
+    case CN_UN_EXP: return cn_mul(v, y);
     case CN_UN_LOG: return cn_div(v, x);
     case CN_UN_LOG1P: return cn_div(v, cn_add_scalar(x, 1));
-    case CN_UN_EXPM1: return cn_mul(v, y ? cn_add_scalar(y, 1) : cn_exp(x));
-    case CN_UN_SQRT: return cn_div(v, cn_mul_scalar(y ? y : cn_sqrt(x), 2));
+    case CN_UN_EXPM1: return cn_mul(v, cn_add_scalar(y, 1));
+    case CN_UN_SQRT: return cn_div(v, cn_mul_scalar(y, 2));
     case CN_UN_RSQRT:
-        if (!y) y = cn_rsqrt(x);
         return cn_mul(v, cn_mul_scalar(cn_mul(y, cn_square(y)), -0.5));
     case CN_UN_SQUARE: return cn_mul(v, cn_mul_scalar(x, 2));
-    case CN_UN_RECIPROCAL: return cn_mul(v, cn_neg(cn_square(y ? y : cn_reciprocal(x))));
+    case CN_UN_RECIPROCAL: return cn_mul(v, cn_neg(cn_square(y)));
     case CN_UN_SIN: return cn_mul(v, cn_cos(x));
     case CN_UN_COS: return cn_mul(v, cn_neg(cn_sin(x)));
-    case CN_UN_TANH: return cn_mul(v, cn_rsub_scalar(cn_square(y ? y : cn_tanh(x)), 1));
+    case CN_UN_TANH: return cn_mul(v, cn_rsub_scalar(cn_square(y), 1));
     case CN_UN_SIGMOID:
-        if (!y) y = cn_sigmoid(x);
         return cn_mul(v, cn_mul(y, cn_rsub_scalar(y, 1)));
     /* PyTorch's threshold_backward tests y <= 0, the same as x <= 0: it
      * drops the gradient at x = 0 too, and lets it through for NaN. */
@@ -200,17 +197,6 @@ static cn_tensor *chain(cn_unary_kind k, cn_tensor *x, cn_tensor *y, const cn_at
     return cn_fail("unary: internal error: no gradient rule for kind %d", (int)k);
 }
 
-/* The output's tangent is stored on the output: a tangent built by a
- * recorded op (or a graph node) that took out as an input would hold out
- * through its own history, a cycle that reference counts never free. So
- * forward mode uses out only when nothing will be recorded, and recomputes
- * y from x otherwise. */
-static cn_tensor *out_for_jvp(cn_tensor *out, cn_tensor *t) {
-    if (cn_is_symbolic(out) || cn_is_symbolic(t)) return NULL;
-    if (cn_is_grad_enabled() && (out->requires_grad || t->requires_grad)) return NULL;
-    return out;
-}
-
 /* The two rule functions of one op: they differ only in where v comes from. */
 #define UNARY_RULES(NAME, KIND)                                                                    \
     static cn_tensor *NAME##_vjp(cn_tensor *const *in, int nin, const cn_attrs *a,                 \
@@ -219,7 +205,7 @@ static cn_tensor *out_for_jvp(cn_tensor *out, cn_tensor *t) {
     }                                                                                              \
     static cn_tensor *NAME##_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,             \
                                  const cn_attrs *a, cn_tensor *out) {                              \
-        return chain(KIND, in[0], out_for_jvp(out, tin[0]), a, tin[0]);                            \
+        return chain(KIND, in[0], out, a, tin[0]);                            \
     }
 
 #define FLOAT_FN CN_OPF_FLOAT_MATH
