@@ -234,13 +234,13 @@ static bool accumulate_leaf(cn_tensor *acc, cn_tensor *g) {
     return true;
 }
 
-/* The gradient of a slice is the output's gradient placed in zeros of the
- * input's shape. Built by the rule, that is a full-size tensor per slice,
- * added up: a loop that reads step t of a [T, ...] tensor would move T
- * full-size tensors. Instead, when the walk owns the input's gradient sum
- * outright, g is added into the matching slice of it in place (true), or
- * nothing is done (false). g stays the caller's. */
-static bool add_into_slice(cn_tensor **acc, const cn_tensor *x, const cn_node *n, cn_tensor *g) {
+/* Input x's gradient added in place by the op's vjp_add rule into the sum
+ * this walk keeps for x (created as zeros if there is none yet), when the
+ * walk owns that sum outright. True if done; false leaves everything as it
+ * was, for the vjp rule. g stays the caller's. */
+static bool add_in_place(cn_tensor **acc, const cn_op_def *op, const cn_node *n, int i,
+                         cn_tensor *g) {
+    const cn_tensor *x = n->in[i];
     if (cn_is_symbolic(g) || g->node || g->requires_grad || g->dtype != x->dtype) return false;
     cn_tensor *a = *acc;
     if (!a) {
@@ -250,13 +250,10 @@ static bool add_into_slice(cn_tensor **acc, const cn_tensor *x, const cn_node *n
                a->requires_grad || a->dtype != g->dtype || !same_shape(a, x)) {
         return false;
     } else {
-        for (int i = 0; i < a->ndim; i++)
-            if (a->strides[i] == 0 && a->shape[i] > 1) return false;
+        for (int d = 0; d < a->ndim; d++)
+            if (a->strides[d] == 0 && a->shape[d] > 1) return false;
     }
-    cn_tensor *view = cn_op_run(CN_OP_slice, &a, 1, &n->attrs);
-    bool ok = view && same_shape(view, g) && cn_cpu_binary("backward", CN_BIN_ADD, view, view, g) == 0;
-    cn_release(view);
-    if (!ok) {
+    if (op->vjp_add(n->in, n->nin, &n->attrs, g, i, a) < 0) {
         if (a != *acc) cn_release(a);
         return false;
     }
@@ -420,8 +417,7 @@ static int run_engine(const engine_args *e) {
             cn_tensor *x = n->in[i];
             int32_t j = map_get(&w.map, x);
             if (j < 0 || !w.v[j].needed || !x->requires_grad) continue;
-            if (n->op == CN_OP_slice && !create && x->storage &&
-                add_into_slice(&w.v[j].grad, x, n, v->grad))
+            if (op->vjp_add && !create && x->storage && add_in_place(&w.v[j].grad, op, n, i, v->grad))
                 continue;
             cn_scope_begin();
             cn_tensor *gi = op->vjp(n->in, n->nin, &n->attrs, v->t, v->grad, i);

@@ -74,6 +74,14 @@ typedef cn_tensor *(*cn_vjp_fn)(cn_tensor *const *in, int nin, const cn_attrs *a
  * out's shape. NULL means an error. */
 typedef cn_tensor *(*cn_jvp_fn)(cn_tensor *const *in, cn_tensor *const *tin, int nin,
                                 const cn_attrs *a, cn_tensor *out);
+/* Optional, for ops whose gradient is mostly zeros (a slice): add the
+ * gradient for input i into acc in place instead of building it. acc has
+ * input i's shape and dtype, is eager, owned by the backward walk alone and
+ * has no broadcast (stride 0) axis. Called only when nothing is recorded
+ * (no create_graph) and gout is eager. Returns 0, or < 0 to have the walk
+ * use vjp instead. */
+typedef int (*cn_vjp_add_fn)(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *gout,
+                             int i, cn_tensor *acc);
 
 enum {
     CN_OPF_VIEW = 1 << 0,        /* output aliases input 0 (view fn) */
@@ -96,6 +104,7 @@ struct cn_op_def {
     cn_view_fn view;
     cn_vjp_fn vjp;             /* filled by the autodiff work */
     cn_jvp_fn jvp;
+    cn_vjp_add_fn vjp_add;     /* optional: see cn_vjp_add_fn */
     const char *onnx;          /* the ONNX op it maps to, or NULL */
     const void *impl;          /* family-private data for shared kernels */
     const char *doc;           /* one line of maths */

@@ -1,9 +1,11 @@
 /* Views (reshape, permute, slice, expand), contiguous and cast, and the
  * public shape functions built on them (flatten, transpose, squeeze, ...). */
 #include "op.h"
+#include "../backend/cpu/binary.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ---- gradient rules shared by the views ---- */
 
@@ -290,6 +292,20 @@ static int slice_view(const cn_op_def *op, const cn_tensor *in, const cn_attrs *
     return 0;
 }
 
+/* The slice's gradient added straight into the matching slice of acc: a
+ * loop that reads step t of a [T, ...] tensor would otherwise build T
+ * full-size gradients of zeros and add them up. */
+static int slice_vjp_add(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *g, int i,
+                         cn_tensor *acc) {
+    cn_tensor *view = cn_op_run(CN_OP_slice, &acc, 1, a);
+    int rc = view && view->ndim == g->ndim &&
+                     !memcmp(view->shape, g->shape, sizeof(int64_t) * (size_t)g->ndim)
+                 ? cn_cpu_binary("backward", CN_BIN_ADD, view, view, g)
+                 : CN_EINVAL;
+    cn_release(view);
+    return rc;
+}
+
 const cn_op_def cn_opdef_slice = {
     .name = "slice",
     .ninputs = 1,
@@ -302,6 +318,7 @@ const cn_op_def cn_opdef_slice = {
     .view = slice_view,
     .vjp = slice_vjp,
     .jvp = slice_jvp,
+    .vjp_add = slice_vjp_add,
     .onnx = "Slice",
     .doc = "y = x[start:stop:step] along axis (a view; step may be negative)",
 };
