@@ -8,7 +8,7 @@
  * a static graph on placeholders with an unknown batch size (-1), values and
  * gradients against eager. The fixture file comes from CTest's nn_fixtures
  * test (CN_NN_PARITY_FILE). */
-#include "harness.h"
+#include "fixture_text.h"
 
 #define MAXT 48
 #define MAXIN 6
@@ -27,29 +27,10 @@ static cn_tensor *fx_get(const fixture *fx, const char *key) {
     return NULL;
 }
 
-/* "t KEY dt ndim dims... values..." into the current scope. */
+/* "KEY dt ndim dims... values..." (after the "t") into the current scope. */
 static cn_tensor *read_tensor(FILE *f, char *key) {
-    char dt[4];
-    int ndim;
-    if (fscanf(f, "%63s %3s %d", key, dt, &ndim) != 3 || ndim < 0 || ndim > CN_MAX_DIMS)
-        return NULL;
-    int64_t shape[CN_MAX_DIMS], n = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (fscanf(f, "%" SCNd64, &shape[i]) != 1) return NULL;
-        n *= shape[i];
-    }
-    bool isint = dt[0] == 'i';
-    cn_tensor *t = cn_empty(isint ? CN_I64 : CN_F32, ndim, shape);
-    for (int64_t k = 0; t && k < n; k++) {
-        if (isint) {
-            if (fscanf(f, "%" SCNd64, &((int64_t *)cn_data(t))[k]) != 1) return NULL;
-        } else {
-            double v;
-            if (fscanf(f, "%lf", &v) != 1) return NULL;
-            ((float *)cn_data(t))[k] = (float)v;
-        }
-    }
-    return t;
+    if (fscanf(f, "%63s", key) != 1) return NULL;
+    return fx_read_values(f);
 }
 
 /* 1: a case was read; 0: end of file; -1: malformed. */

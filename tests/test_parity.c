@@ -3,7 +3,7 @@
  * sum(out * w), w[k] = cos(k), against torch's to 1e-5 relative in f32; and
  * the static mode (placeholders, cn_grad, cn_compile, cn_run) against eager.
  * The fixture file comes from CTest's parity_fixtures test (CN_PARITY_FILE). */
-#include "harness.h"
+#include "fixture_text.h"
 
 #define MAXIN 6
 
@@ -116,32 +116,11 @@ static const struct {
 };
 #define NEXPRS (int)(sizeof exprs / sizeof exprs[0])
 
-/* One "tag dt ndim dims... values..." record; the tensor goes to the scope. */
+/* One "tag dt ndim dims... values..." record with the tag expected. */
 static cn_tensor *read_tensor(FILE *f, const char *want_tag) {
-    char tag[16], dt[4];
-    int ndim;
-    if (fscanf(f, "%15s %3s %d", tag, dt, &ndim) != 3 || strcmp(tag, want_tag) != 0 || ndim < 0 ||
-        ndim > CN_MAX_DIMS)
-        return NULL;
-    int64_t shape[CN_MAX_DIMS];
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (fscanf(f, "%" SCNd64, &shape[i]) != 1) return NULL;
-        n *= shape[i];
-    }
-    bool isint = dt[0] == 'i';
-    cn_tensor *t = cn_empty(isint ? CN_I64 : CN_F32, ndim, shape);
-    if (!t) return NULL;
-    for (int64_t k = 0; k < n; k++) {
-        if (isint) {
-            if (fscanf(f, "%" SCNd64, &((int64_t *)cn_data(t))[k]) != 1) return NULL;
-        } else {
-            double v;
-            if (fscanf(f, "%lf", &v) != 1) return NULL;
-            ((float *)cn_data(t))[k] = (float)v;
-        }
-    }
-    return t;
+    char tag[16];
+    if (fscanf(f, "%15s", tag) != 1 || strcmp(tag, want_tag) != 0) return NULL;
+    return fx_read_values(f);
 }
 
 static cn_tensor *loss_of(cn_tensor *y) {

@@ -7,7 +7,7 @@
  * mean square, so such noise becomes a step of up to lr either way; at
  * most 1% of a tensor may be such). Fixtures from CTest's
  * train_step_fixtures test (CN_TRAIN_STEP_FILE). */
-#include "harness.h"
+#include "fixture_text.h"
 
 static cn_module *benchmark_cnn(void) {
     cn_conv_opts pad1 = {.padding = {1, 1}};
@@ -20,25 +20,12 @@ static cn_module *benchmark_cnn(void) {
     return cn_nn_sequential(layers, 10);
 }
 
-/* "tag name ndim dims... values..." as f32; NULL at the end or on a
- * malformed record. */
+/* "tag name dt ndim dims... values..."; NULL at the end or on a malformed
+ * record. */
 static cn_tensor *read_record(FILE *f, char *tag, char *name) {
-    int ndim;
     if (fscanf(f, "%15s", tag) != 1 || !strcmp(tag, "end")) return NULL;
-    if (fscanf(f, "%63s %d", name, &ndim) != 2 || ndim < 0 || ndim > CN_MAX_DIMS) return NULL;
-    int64_t shape[CN_MAX_DIMS], n = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (fscanf(f, "%" SCNd64, &shape[i]) != 1) return NULL;
-        n *= shape[i];
-    }
-    cn_tensor *t = cn_empty(CN_F32, ndim, shape);
-    float *d = cn_data(t);
-    for (int64_t k = 0; k < n; k++) {
-        double v;
-        if (fscanf(f, "%lf", &v) != 1) return NULL;
-        d[k] = (float)v;
-    }
-    return t;
+    if (fscanf(f, "%63s", name) != 1) return NULL;
+    return fx_read_values(f);
 }
 
 static void test_cnn_steps(void) {

@@ -18,7 +18,7 @@ y = torch.randint(0, 10, (6,))
 
 def write(f, tag, name, t):
     vals = " ".join(repr(float(v)) for v in t.detach().flatten().tolist())
-    f.write("%s %s %d %s %s\n" % (tag, name, t.dim(), " ".join(str(s) for s in t.shape), vals))
+    f.write("%s %s f %d %s %s\n" % (tag, name, t.dim(), " ".join(str(s) for s in t.shape), vals))
 
 
 out = open(sys.argv[1], "w")
