@@ -1,4 +1,4 @@
-/* Tensors in the text fixtures that the scripts in tests/parity/ write during
+/* Tensors in the text fixtures that the scripts in tests/parity/ write during a
  * test run: "DT NDIM DIM... VALUE..." after a tag the test reads itself, DT f
  * (f32) or i (i64), values in row-major order. */
 #ifndef CN_TEST_FIXTURE_TEXT_H
