@@ -594,23 +594,60 @@ cn_tensor *cn_placeholder(cn_graph *g, const char *name, cn_dtype dt, int ndim,
 /* Is t a value of a static graph (no data until run)? */
 bool cn_is_symbolic_tensor(const cn_tensor *t);
 
+/* Optimisation levels (docs/graph-passes.md shows what each pass does):
+ *   0  run the graph as built: one step per node, every result allocated
+ *   1  constant folding, algebraic simplification, common-subexpression and
+ *      dead-code elimination; memory planning (intermediates live in one
+ *      arena planned by liveness, reused across runs)
+ *   2  (the default) also fusion of elementwise chains and of
+ *      matmul/conv2d + elementwise epilogues, in-place execution of fused
+ *      steps, and running independent small steps concurrently */
 typedef struct cn_compile_opts {
-    int opt_level; /* 0: run the graph as built; higher levels optimise (see docs) */
+    int opt_level;
+    /* Print the program after each pass (NULL: quiet). */
+    FILE *trace;
+    /* Debugging the planner: fill each planned buffer with NaN bytes once
+     * its value is dead, and check that no two live values share bytes. */
+    bool poison;
 } cn_compile_opts;
 
-/* Order, check and prepare the nodes that outputs depend on. opts may be NULL. */
+/* Order, check and optimise the nodes that outputs depend on. opts NULL:
+ * every default (opt_level 2). A tensor with data the graph reads that
+ * does not require a gradient may be folded into a constant; if it is
+ * written later, the next cn_run notices (storage versions) and compiles
+ * again. Parameters (requires_grad) are always read at run time. */
 cn_program *cn_compile(cn_graph *g, cn_tensor *const *outputs, int noutputs,
                        const cn_compile_opts *opts);
 void cn_program_free(cn_program *p);
 /* The placeholders the program needs, in a fixed order. */
 int cn_program_num_inputs(const cn_program *p);
-/* How many op applications one run executes. */
+/* How many steps (kernels or views) one run executes. */
 int cn_program_num_steps(const cn_program *p);
 cn_tensor *cn_program_input(const cn_program *p, int i);
 /* Feed values[i] to placeholders[i] (every input must be fed), run, and put
- * the outputs (owned by the current scope) into outputs[0..noutputs). */
+ * the outputs (owned by the current scope) into outputs[0..noutputs).
+ * Outputs are new tensors each run; intermediates live in the program's
+ * planned arena (allocated on the first run for the fed sizes, again only
+ * when they change). */
 int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
            cn_tensor **outputs, int noutputs);
+
+/* What the last run's memory plan found (all zero before the first run). */
+typedef struct cn_program_stats {
+    int nsteps;                /* steps per run */
+    int nfused;                /* of which fused elementwise kernels */
+    int nlevels;               /* groups of steps that may run concurrently */
+    size_t planned_bytes;      /* the arena: peak memory of intermediates */
+    size_t unplanned_bytes;    /* the sum of every intermediate's size */
+    size_t output_bytes;       /* outputs, allocated per run */
+    int ninplace;              /* steps writing over a dead input */
+    int ncompiles;             /* builds, including rebuilds after a write */
+} cn_program_stats;
+int cn_program_stats_get(const cn_program *p, cn_program_stats *stats);
+/* The steps as text, one per line. */
+int cn_program_dump(const cn_program *p, FILE *f);
+/* The program as a Graphviz DOT digraph. */
+int cn_program_write_dot(const cn_program *p, FILE *f);
 
 /* ------------------------------------------------------------------------ */
 /* Data: datasets from files, and a batching loader                         */
@@ -750,6 +787,70 @@ enum {
  * mismatch, a truncated file, a bad header. names NULL: the tensors' names. */
 int cn_load_safetensors_into(const char *path, const char *const *names,
                              cn_tensor *const *tensors, int n, unsigned flags);
+
+/* ------------------------------------------------------------------------ */
+/* ONNX                                                                     */
+/* ------------------------------------------------------------------------ */
+/* Import of ONNX models (opsets 6 to 17, the default domain) into a static
+ * graph: graph inputs become placeholders, initializers (raw, typed or in
+ * external files next to the model) constant tensors, and each node the
+ * Chutney ops it means. Whatever can be computed at load time is (Constant,
+ * Shape/Gather/Concat/Reshape chains over known sizes, any node whose inputs
+ * are all constants). An op, attribute or dtype the importer does not
+ * support fails the load with "unsupported: OP (opset N): reason", never a
+ * silent skip; docs/onnx.md lists what is supported. Files are untrusted:
+ * a corrupt or truncated one gives an error, never a crash. A build without
+ * protobuf-c fails every call with "built without ONNX support". */
+typedef struct cn_onnx_model cn_onnx_model;
+
+/* A concrete shape for a graph input whose declared shape has unknown
+ * (symbolic) sizes: with every size known, shape computations fold. */
+typedef struct cn_onnx_input_shape {
+    const char *name; /* NULL: entry k of the list is input k (initializers excluded) */
+    int ndim;
+    int64_t shape[CN_MAX_DIMS];
+} cn_onnx_input_shape;
+
+typedef struct cn_onnx_load_opts {
+    const cn_onnx_input_shape *shapes; /* may be NULL */
+    int nshapes;
+} cn_onnx_load_opts;
+
+/* opts may be NULL (declared shapes; unknown sizes stay -1). */
+cn_onnx_model *cn_onnx_load(const char *path, const cn_onnx_load_opts *opts);
+/* From a serialized ModelProto in memory; external data files are looked up
+ * in base_dir (NULL: a model with external data is refused). */
+cn_onnx_model *cn_onnx_load_buffer(const void *data, size_t size, const char *base_dir,
+                                   const cn_onnx_load_opts *opts);
+void cn_onnx_free(cn_onnx_model *m);
+
+/* The graph inputs (initializers excluded) and outputs, in the model's order.
+ * cn_onnx_input gives the placeholder, cn_onnx_output the graph value
+ * (symbolic, or a constant if the output folded); both borrowed, with the
+ * dtype and shape the model declares (-1: unknown until run). */
+int cn_onnx_num_inputs(const cn_onnx_model *m);
+int cn_onnx_num_outputs(const cn_onnx_model *m);
+const char *cn_onnx_input_name(const cn_onnx_model *m, int i);
+const char *cn_onnx_output_name(const cn_onnx_model *m, int i);
+cn_tensor *cn_onnx_input(const cn_onnx_model *m, int i);
+cn_tensor *cn_onnx_output(const cn_onnx_model *m, int i);
+/* The static graph the model was loaded into (borrowed), for further use. */
+cn_graph *cn_onnx_graph(const cn_onnx_model *m);
+/* The opset of the default domain, the number of parameter elements (all
+ * initializers), and the nodes of the file with their op types, for
+ * inspection (`chutney info`). */
+int cn_onnx_opset(const cn_onnx_model *m);
+int64_t cn_onnx_num_params(const cn_onnx_model *m);
+int cn_onnx_num_nodes(const cn_onnx_model *m);
+const char *cn_onnx_node_op(const cn_onnx_model *m, int i);
+
+/* Run the model: inputs[i] feeds input i (dtype and known sizes must match),
+ * outputs[0..cn_onnx_num_outputs) receive the results (owned by the current
+ * scope). The program is compiled on the first call and reused. */
+int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs);
+
+/* A serialized TensorProto file (the ONNX test data's input_0.pb, ...). */
+cn_tensor *cn_onnx_load_tensor(const char *path);
 
 /* ------------------------------------------------------------------------ */
 /* Optimisers                                                               */

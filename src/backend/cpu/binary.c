@@ -3,6 +3,7 @@
  * broadcast operands arrive as long rows with unit or zero strides. */
 #include "binary.h"
 
+#include "elem_math.h"
 #include "iter.h"
 
 #include <math.h>
@@ -63,11 +64,6 @@
             }                                                                                      \
         }                                                                                          \
     }
-
-/* NaN wins in maximum/minimum (like torch); on ties the first operand is
- * kept, so maximum(-0, 0) is -0 as in torch. */
-#define FMAX(a, b) ((b) > (a) || (b) != (b) ? (b) : (a))
-#define FMIN(a, b) ((b) < (a) || (b) != (b) ? (b) : (a))
 
 #define COMPARE_ROWS(SUF, T, V)                                                                    \
     BINARY_ROW(eq_##SUF, T, uint8_t, V(a) == V(b))                                                 \

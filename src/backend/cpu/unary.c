@@ -6,8 +6,8 @@
  * depends only on that element, so any split gives the same bits. */
 #include "unary.h"
 
+#include "elem_math.h"
 #include "iter.h"
-#include "vmath.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -51,27 +51,6 @@ typedef struct un_params {
     UN_SIGNED(NAME, E32, E64)                                                                      \
     UN_ROW(NAME##_u8, uint8_t, uint8_t, EU8)
 
-/* ---- f64 helpers (libm) ---- */
-
-static inline double un_sigmoid(double v) {
-    double e = exp(-fabs(v)); /* never overflows */
-    return (v >= 0 ? 1.0 : e) / (1.0 + e);
-}
-static inline double un_silu(double v) { return v == -INFINITY ? -0.0 : v * un_sigmoid(v); }
-static inline double un_gelu(double v) {
-    return v == -INFINITY ? -0.0 : 0.5 * v * erfc(v * -0.70710678118654752440);
-}
-static inline double un_gelu_tanh(double v) {
-    double z = 1.5957691216057307117 * (v + 0.044715 * (v * v * v)); /* 2 sqrt(2/pi) (...) */
-    return v == -INFINITY ? -0.0 : v * un_sigmoid(z);
-}
-static inline double un_softplus(double v, double beta, double threshold) {
-    double z = v * beta;
-    if (z > threshold) return v;
-    return ((z > 0 ? z : 0.0) + log1p(exp(-fabs(z)))) / beta;
-}
-static inline double un_elu(double v, double alpha) { return v > 0 ? v : alpha * expm1(v); }
-
 /* x * slope truncated toward zero, saturated to [lo, hi] (NaN gives 0). */
 static inline int64_t un_trunc_sat(double x, int64_t lo, int64_t hi) {
     if (x != x) return 0;
@@ -104,16 +83,6 @@ UN_FLOAT(leaky_relu, cn_vsel(v > 0.0f, v, v * P.f0), cn_vseld(v > 0.0, v, v * P.
 UN_SIGNED(leaky_relu, v > 0 ? v : (int32_t)un_trunc_sat(v * P.d0, INT32_MIN, INT32_MAX),
           v > 0 ? v : un_trunc_sat((double)v * P.d0, INT64_MIN, INT64_MAX))
 
-/* Bounds are applied one after the other, so lo > hi gives hi (PyTorch);
- * NaN passes both comparisons. */
-static inline float un_clampf(float v, float lo, float hi) {
-    float y = cn_vsel(v < lo, lo, v);
-    return cn_vsel(y > hi, hi, y);
-}
-static inline double un_clamp(double v, double lo, double hi) {
-    double y = cn_vseld(v < lo, lo, v);
-    return cn_vseld(y > hi, hi, y);
-}
 static inline int64_t un_clampi(int64_t v, int64_t lo, int64_t hi) {
     int64_t y = v < lo ? lo : v;
     return y > hi ? hi : y;

@@ -1,0 +1,659 @@
+/* The fused elementwise kernel (fused.h).
+ *
+ * The output is cut into blocks of FU_BLOCK elements, small enough that every
+ * live register of a block stays in L1. Per block, each input is read once:
+ * a pointer straight into it when it is laid out like the output, else a
+ * gather into a register buffer (runs along its innermost merged axis, with
+ * fills for broadcast axes). Then every instruction runs as one unit-stride
+ * loop over the block (src/backend/cpu/fused_kernels.c), the last one
+ * straight into the output. Values that do not vary over the output (every
+ * input they depend on has one element) are computed once, before the
+ * blocks, by the same loops with n = 1: they are what an unfused op sees as
+ * a one-element tensor, which is also where pow takes its shortcuts.
+ *
+ * Register buffers are handed out by liveness (a chain needs two), and
+ * blocks are split over the thread pool; each element is computed the same
+ * way whatever the split, so the thread count does not change the bits. */
+#include "fused.h"
+
+#include "../backend/cpu/fused_kernels.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define FU_BLOCK 1024
+/* Register buffers of a chunk up to this size live on its stack. */
+#define FU_STACK_BYTES 32768
+
+/* ---- the ops ---- */
+
+enum {
+    FC_UNARY,  /* value -> value (kind: cn_unary_kind) */
+    FC_ARITH,  /* value, value -> value (kind: cn_binary_kind) */
+    FC_CMP,    /* any, any -> mask */
+    FC_LOGIC,  /* any, any -> mask */
+    FC_NOT,    /* any -> mask */
+    FC_WHERE,  /* any, v, v -> v (v: both values or both masks) */
+    FC_CAST,   /* any -> value (to T) or mask (to bool) */
+    FC_COPY    /* any -> the same (contiguous) */
+};
+
+typedef struct fu_opinfo {
+    uint8_t cls;
+    uint8_t nargs;
+    int kind;
+} fu_opinfo;
+
+static bool op_info(int op, fu_opinfo *o) {
+#define U(ID, K)                                                                                   \
+    case CN_OP_##ID: *o = (fu_opinfo){FC_UNARY, 1, K}; return true;
+#define B(ID, C, K)                                                                                \
+    case CN_OP_##ID: *o = (fu_opinfo){C, 2, K}; return true;
+    switch (op) {
+        U(neg, CN_UN_NEG) U(abs, CN_UN_ABS) U(sign, CN_UN_SIGN) U(exp, CN_UN_EXP)
+        U(log, CN_UN_LOG) U(log1p, CN_UN_LOG1P) U(expm1, CN_UN_EXPM1) U(sqrt, CN_UN_SQRT)
+        U(rsqrt, CN_UN_RSQRT) U(square, CN_UN_SQUARE) U(reciprocal, CN_UN_RECIPROCAL)
+        U(sin, CN_UN_SIN) U(cos, CN_UN_COS) U(tanh, CN_UN_TANH) U(sigmoid, CN_UN_SIGMOID)
+        U(relu, CN_UN_RELU) U(leaky_relu, CN_UN_LEAKY_RELU) U(elu, CN_UN_ELU)
+        U(gelu, CN_UN_GELU) U(silu, CN_UN_SILU) U(softplus, CN_UN_SOFTPLUS) U(erf, CN_UN_ERF)
+        U(floor, CN_UN_FLOOR) U(ceil, CN_UN_CEIL) U(round, CN_UN_ROUND) U(clamp, CN_UN_CLAMP)
+        B(add, FC_ARITH, CN_BIN_ADD) B(sub, FC_ARITH, CN_BIN_SUB) B(mul, FC_ARITH, CN_BIN_MUL)
+        B(div, FC_ARITH, CN_BIN_DIV) B(pow, FC_ARITH, CN_BIN_POW)
+        B(maximum, FC_ARITH, CN_BIN_MAX) B(minimum, FC_ARITH, CN_BIN_MIN)
+        B(eq, FC_CMP, CN_BIN_EQ) B(ne, FC_CMP, CN_BIN_NE) B(lt, FC_CMP, CN_BIN_LT)
+        B(le, FC_CMP, CN_BIN_LE) B(gt, FC_CMP, CN_BIN_GT) B(ge, FC_CMP, CN_BIN_GE)
+        B(logical_and, FC_LOGIC, CN_BIN_AND) B(logical_or, FC_LOGIC, CN_BIN_OR)
+        B(logical_xor, FC_LOGIC, CN_BIN_XOR)
+    case CN_OP_logical_not: *o = (fu_opinfo){FC_NOT, 1, CN_UN_LOGICAL_NOT}; return true;
+    case CN_OP_where: *o = (fu_opinfo){FC_WHERE, 3, 0}; return true;
+    case CN_OP_cast: *o = (fu_opinfo){FC_CAST, 1, 0}; return true;
+    case CN_OP_contiguous: *o = (fu_opinfo){FC_COPY, 1, 0}; return true;
+    default: return false;
+    }
+#undef U
+#undef B
+}
+
+static const char *op_name(int op) {
+    return op >= 0 && op < CN_OP_COUNT ? cn_ops[op]->name : "?";
+}
+
+/* The attribute checks the op's inference makes (an expression may be built
+ * without it), as an error message or NULL. */
+static const char *attrs_problem(int op, const cn_attrs *a, cn_dtype dt) {
+    switch (op) {
+    case CN_OP_gelu:
+        return a->i[0] == 0 || a->i[0] == 1 ? NULL : "approximate is not 0 or 1";
+    case CN_OP_softplus:
+        if (a->f[0] == 0 || isnan(a->f[0])) return "beta is 0 or NaN";
+        return isnan(a->f[1]) ? "threshold is NaN" : NULL;
+    case CN_OP_clamp: return isnan(a->f[0]) || isnan(a->f[1]) ? "a bound is NaN" : NULL;
+    case CN_OP_cast:
+        return a->i[0] == dt || a->i[0] == CN_BOOL ? NULL
+                                                   : "casts only to the expression's dtype or bool";
+    default: return NULL;
+    }
+}
+
+bool cn_fused_supports(cn_op_id op, const cn_attrs *a, cn_dtype dt) {
+    fu_opinfo o;
+    if (dt != CN_F32 && dt != CN_F64) return false;
+    if (!op_info(op, &o)) return false;
+    cn_attrs zero = {0};
+    return attrs_problem(op, a ? a : &zero, dt) == NULL;
+}
+
+/* ---- the plan ---- */
+
+enum { RK_VAL, RK_MASK };
+enum { IN_UNUSED, IN_DIRECT, IN_GATHER, IN_SCALAR };
+enum { ST_NONE, ST_COPY, ST_BOOL, ST_FILL };
+
+typedef struct fu_input {
+    int mode;
+    cn_dtype dt;
+    const char *base; /* the element at output index 0 */
+    int ndim;         /* merged axes (>= 1) */
+    int64_t shape[CN_MAX_DIMS], stride[CN_MAX_DIMS];
+} fu_input;
+
+typedef struct fu_step {
+    cn_fk_fn fn;
+    int dst;
+    int arg[3];     /* registers, -1 unused */
+    bool scal[3];   /* the argument is passed as its scalar value */
+    cn_fk_params p;
+} fu_step;
+
+typedef struct fu_scalar {
+    _Alignas(8) unsigned char b[8];
+} fu_scalar;
+
+typedef struct fu_plan {
+    cn_dtype T;
+    int64_t es;
+    int nin, nreg, result;
+    int64_t numel;
+    char *out;
+    cn_dtype out_dt;
+    int store;
+    fu_input *in;
+    fu_step *steps;
+    int nsteps;
+    uint8_t *kind;    /* RK_* per register */
+    bool *scalar;     /* the value does not vary over the output */
+    fu_scalar *sval;  /* scalar registers' values */
+    int *slot;        /* register buffer, -1 none (a direct input, the output, a scalar) */
+    int *mat;         /* scalar registers needed as a block: their filled buffer, else -1 */
+    int nslots;
+} fu_plan;
+
+static void plan_free(fu_plan *p) {
+    free(p->in);
+    free(p->steps);
+    free(p->kind);
+    free(p->scalar);
+    free(p->sval);
+    free(p->slot);
+    free(p->mat);
+}
+
+static bool broadcasts_to(const cn_tensor *t, const cn_tensor *out) {
+    if (t->ndim > out->ndim) return false;
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t s = t->shape[t->ndim - 1 - i], o = out->shape[out->ndim - 1 - i];
+        if (s != o && s != 1) return false;
+    }
+    return true;
+}
+
+/* The input's strides over out's axes (0 where broadcast), with size-1 axes
+ * dropped and axes merged wherever the input steps over them as one. */
+static void describe_input(fu_input *fi, const cn_tensor *t, const cn_tensor *out) {
+    int64_t sh[CN_MAX_DIMS], st[CN_MAX_DIMS];
+    int nd = 0, lead = out->ndim - t->ndim;
+    for (int d = 0; d < out->ndim; d++) {
+        if (out->shape[d] == 1) continue;
+        int td = d - lead;
+        sh[nd] = out->shape[d];
+        st[nd] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td];
+        nd++;
+    }
+    fi->ndim = 0;
+    for (int d = 0; d < nd; d++) {
+        int m = fi->ndim;
+        if (m > 0 && fi->stride[m - 1] == st[d] * sh[d]) {
+            fi->shape[m - 1] *= sh[d];
+            fi->stride[m - 1] = st[d];
+        } else {
+            fi->shape[m] = sh[d];
+            fi->stride[m] = st[d];
+            fi->ndim++;
+        }
+    }
+    if (fi->ndim == 0) {
+        fi->ndim = 1;
+        fi->shape[0] = 1;
+        fi->stride[0] = 0;
+    }
+    fi->dt = (cn_dtype)t->dtype;
+    fi->base = cn_t_ptr(t);
+}
+
+/* Bytes [lo, hi) that t's elements occupy in its storage. */
+static void byte_range(const cn_tensor *t, int64_t *lo, int64_t *hi) {
+    int64_t a = t->offset, b = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0) {
+            *lo = *hi = 0;
+            return;
+        }
+        int64_t span = (t->shape[d] - 1) * t->strides[d];
+        if (span < 0) a += span;
+        else b += span;
+    }
+    int64_t es = (int64_t)cn_dsize((cn_dtype)t->dtype);
+    *lo = a * es;
+    *hi = (b + 1) * es;
+}
+
+/* One input element as T (a bool as 0/1). */
+static void load_scalar(const fu_input *fi, cn_dtype T, void *dst) {
+    double v = fi->dt == CN_BOOL ? (*(const uint8_t *)fi->base != 0)
+                                 : cn_load_f64(fi->base, fi->dt, 0);
+    if (T == CN_F32) *(float *)dst = (float)v;
+    else *(double *)dst = v;
+}
+
+/* The kernel of step s (operands' scalar flags set), or NULL after cn_fail. */
+static cn_fk_fn pick(const fu_plan *p, int op, const fu_opinfo *oi, const cn_attrs *a,
+                     fu_step *s) {
+    cn_dtype T = p->T;
+    int layout = s->scal[0] && oi->nargs == 2 ? CN_FK_SV : s->scal[1] ? CN_FK_VS : CN_FK_VV;
+    switch (oi->cls) {
+    case FC_UNARY: {
+        int k = oi->kind;
+        if (k == CN_UN_GELU && a->i[0]) k = CN_UN_GELU_TANH;
+        return cn_fk_unary((cn_unary_kind)k, T);
+    }
+    case FC_NOT: return cn_fk_unary(CN_UN_LOGICAL_NOT, T);
+    case FC_ARITH:
+        /* An unfused pow whose exponent has one element takes binary.c's
+         * shortcuts; so does a scalar exponent here. */
+        if (oi->kind == CN_BIN_POW && s->scal[1]) {
+            const void *e = p->sval[s->arg[1]].b;
+            cn_fk_fn f = cn_fk_pow_scalar(T, T == CN_F32 ? *(const float *)e : *(const double *)e);
+            if (f) {
+                s->arg[1] = -1;
+                s->scal[1] = false;
+                return f;
+            }
+        }
+        return cn_fk_binary((cn_binary_kind)oi->kind, T, layout);
+    case FC_CMP:
+    case FC_LOGIC: return cn_fk_binary((cn_binary_kind)oi->kind, T, layout);
+    case FC_WHERE:
+        return cn_fk_where(T, s->scal[1] ? CN_FK_SV : s->scal[2] ? CN_FK_VS : CN_FK_VV);
+    case FC_CAST:
+        return a->i[0] == CN_BOOL && p->kind[s->arg[0]] == RK_VAL ? cn_fk_truth(T) : cn_fk_copy(T);
+    default: return cn_fk_copy(T);
+    }
+}
+
+static int fail_instr(int k, int op, const char *what) {
+    return cn_failc(CN_EINVAL, "fused: instruction %d (%s): %s", k, op_name(op), what);
+}
+
+/* Check the expression against the tensors and plan its run. */
+static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
+    char b1[160], b2[160];
+    if (!e || (e->nin > 0 && !in) || !out) return cn_failc(CN_EINVAL, "fused: NULL argument");
+    if (e->nin < 0 || e->ninstr < 0 || (e->ninstr > 0 && !e->instr) ||
+        (int64_t)e->nin + e->ninstr > INT16_MAX)
+        return cn_failc(CN_EINVAL, "fused: bad expression (%d inputs, %d instructions)", e->nin,
+                        e->ninstr);
+    int nreg = e->nin + e->ninstr;
+    if (e->result < 0 || e->result >= nreg)
+        return cn_failc(CN_EINVAL, "fused: result register %d is not one of the %d registers",
+                        e->result, nreg);
+    if (!out->storage || !cn_is_contiguous(out))
+        return cn_failc(CN_EINVAL, "fused: out %s must be a contiguous tensor with data",
+                        cn_shape_str(out, b1, sizeof b1));
+    /* T: out's dtype, or for a mask result the inputs' float dtype. */
+    cn_dtype T = (cn_dtype)out->dtype;
+    if (T == CN_BOOL) {
+        T = CN_F32;
+        for (int i = 0; i < e->nin; i++)
+            if (in[i] && in[i]->dtype != CN_BOOL) {
+                T = (cn_dtype)in[i]->dtype;
+                break;
+            }
+    }
+    if (T != CN_F32 && T != CN_F64)
+        return cn_failc(CN_EUNSUPPORTED, "fused: out %s: only f32 and f64 expressions (and bool "
+                        "masks) are supported", cn_shape_str(out, b1, sizeof b1));
+    p->T = T;
+    p->es = (int64_t)cn_dsize(T);
+    p->nin = e->nin;
+    p->nreg = nreg;
+    p->result = e->result;
+    p->numel = cn_numel(out);
+    p->out = cn_t_ptr(out);
+    p->out_dt = (cn_dtype)out->dtype;
+    p->in = calloc((size_t)(e->nin > 0 ? e->nin : 1), sizeof *p->in);
+    p->steps = calloc((size_t)(e->ninstr > 0 ? e->ninstr : 1), sizeof *p->steps);
+    p->kind = calloc((size_t)nreg, sizeof *p->kind);
+    p->scalar = calloc((size_t)nreg, sizeof *p->scalar);
+    p->sval = calloc((size_t)nreg, sizeof *p->sval);
+    p->slot = malloc((size_t)nreg * sizeof *p->slot);
+    p->mat = malloc((size_t)nreg * sizeof *p->mat);
+    if (!p->in || !p->steps || !p->kind || !p->scalar || !p->sval || !p->slot || !p->mat)
+        return cn_failc(CN_ENOMEM, "fused: out of memory");
+    for (int r = 0; r < nreg; r++) p->slot[r] = p->mat[r] = -1;
+
+    /* Inputs. */
+    int64_t olo, ohi;
+    byte_range(out, &olo, &ohi);
+    bool inplace = false;
+    for (int i = 0; i < e->nin; i++) {
+        const cn_tensor *t = in[i];
+        if (!t) return cn_failc(CN_EINVAL, "fused: input %d is NULL", i);
+        if (!t->storage)
+            return cn_failc(CN_EINVAL, "fused: input %d %s has no data (symbolic)", i,
+                            cn_shape_str(t, b1, sizeof b1));
+        if (t->dtype != T && t->dtype != CN_BOOL)
+            return cn_failc(CN_EINVAL, "fused: input %d is %s; the expression computes in %s "
+                            "(inputs are %s or bool)", i, cn_shape_str(t, b1, sizeof b1),
+                            cn_dtype_name(T), cn_dtype_name(T));
+        if (!broadcasts_to(t, out))
+            return cn_failc(CN_EINVAL, "fused: input %d %s does not broadcast to out %s", i,
+                            cn_shape_str(t, b1, sizeof b1), cn_shape_str(out, b2, sizeof b2));
+        fu_input *fi = &p->in[i];
+        describe_input(fi, t, out);
+        p->kind[i] = t->dtype == CN_BOOL ? RK_MASK : RK_VAL;
+        bool direct = t->dtype == T && fi->ndim == 1 && fi->stride[0] == 1;
+        p->scalar[i] = p->numel <= 1 || (fi->ndim == 1 && fi->stride[0] == 0);
+        fi->mode = p->scalar[i] ? IN_SCALAR : direct ? IN_DIRECT : IN_GATHER;
+        if (p->numel > 0 && t->storage == out->storage) {
+            int64_t lo, hi;
+            byte_range(t, &lo, &hi);
+            if (lo < ohi && olo < hi) {
+                /* Only out itself, read block by block before the block is
+                 * written. */
+                bool same_one = p->numel == 1 && cn_t_ptr(t) == p->out;
+                if (!same_one && !(fi->ndim == 1 && fi->stride[0] == 1 && fi->base == p->out &&
+                                   cn_dsize((cn_dtype)t->dtype) == cn_dsize(p->out_dt)))
+                    return cn_failc(CN_EINVAL, "fused: input %d %s overlaps out %s without "
+                                    "being it", i, cn_shape_str(t, b1, sizeof b1),
+                                    cn_shape_str(out, b2, sizeof b2));
+                inplace = true;
+            }
+        }
+    }
+
+    /* Instructions: operands, kinds, scalar flags. */
+    for (int k = 0; k < e->ninstr; k++) {
+        const cn_fused_instr *ins = &e->instr[k];
+        int r = e->nin + k;
+        fu_opinfo oi;
+        if (!op_info(ins->op, &oi)) return fail_instr(k, ins->op, "not an op the kernel fuses");
+        const char *bad = attrs_problem(ins->op, &ins->attrs, T);
+        if (bad) return fail_instr(k, ins->op, bad);
+        int16_t args[3] = {ins->a, ins->b, ins->c};
+        bool all_scalar = true;
+        for (int j = 0; j < 3; j++) {
+            if (j >= oi.nargs) {
+                if (args[j] != -1) return fail_instr(k, ins->op, "an unused operand is not -1");
+                continue;
+            }
+            if (args[j] < 0 || args[j] >= r)
+                return cn_failc(CN_EINVAL, "fused: instruction %d (%s): operand %d is register "
+                                "%d, not one written before it (0..%d)", k, op_name(ins->op),
+                                j, args[j], r - 1);
+            all_scalar &= p->scalar[args[j]];
+        }
+        uint8_t ka = p->kind[args[0]];
+        switch (oi.cls) {
+        case FC_UNARY:
+            if (ka != RK_VAL) return fail_instr(k, ins->op, "its operand is a mask, not a value");
+            p->kind[r] = RK_VAL;
+            break;
+        case FC_ARITH:
+            if (ka != RK_VAL || p->kind[args[1]] != RK_VAL)
+                return fail_instr(k, ins->op, "an operand is a mask, not a value (cast it)");
+            p->kind[r] = RK_VAL;
+            break;
+        case FC_WHERE:
+            if (p->kind[args[1]] != p->kind[args[2]])
+                return fail_instr(k, ins->op, "one branch is a mask and the other a value");
+            p->kind[r] = p->kind[args[1]];
+            break;
+        case FC_CAST: p->kind[r] = ins->attrs.i[0] == CN_BOOL ? RK_MASK : RK_VAL; break;
+        case FC_COPY: p->kind[r] = ka; break;
+        default: p->kind[r] = RK_MASK; break;
+        }
+        p->scalar[r] = all_scalar;
+    }
+    uint8_t rk = p->kind[e->result];
+    if ((rk == RK_MASK) != (p->out_dt == CN_BOOL))
+        return cn_failc(CN_EINVAL, "fused: the result register %d is a %s but out is %s",
+                        e->result, rk == RK_MASK ? "mask" : "value",
+                        cn_dtype_name(p->out_dt));
+    if (p->numel == 0) return CN_OK;
+
+    /* What the result needs: steps and inputs it does not depend on are
+     * skipped. last[r]: the last step reading r as a block. */
+    bool *need = calloc((size_t)nreg, sizeof *need);
+    int *last = malloc((size_t)nreg * sizeof *last);
+    if (!need || !last) {
+        free(need);
+        free(last);
+        return cn_failc(CN_ENOMEM, "fused: out of memory");
+    }
+    need[e->result] = true;
+    for (int k = e->ninstr - 1; k >= 0; k--) {
+        if (!need[e->nin + k]) continue;
+        const cn_fused_instr *ins = &e->instr[k];
+        int16_t args[3] = {ins->a, ins->b, ins->c};
+        for (int j = 0; j < 3; j++)
+            if (args[j] >= 0) need[args[j]] = true;
+    }
+    for (int r = 0; r < nreg; r++) last[r] = -1;
+    for (int i = 0; i < e->nin; i++) {
+        if (!need[i]) p->in[i].mode = IN_UNUSED;
+        else if (p->in[i].mode == IN_SCALAR) load_scalar(&p->in[i], T, p->sval[i].b);
+    }
+
+    /* Steps, computing scalar ones now. */
+    int rc = CN_OK;
+    for (int k = 0; k < e->ninstr && rc == CN_OK; k++) {
+        int r = e->nin + k;
+        if (!need[r]) continue;
+        const cn_fused_instr *ins = &e->instr[k];
+        fu_opinfo oi;
+        op_info(ins->op, &oi);
+        fu_step s = {.dst = r, .arg = {ins->a, ins->b, ins->c}};
+        const cn_attrs *a = &ins->attrs;
+        s.p = (cn_fk_params){(float)a->f[0], (float)a->f[1], a->f[0], a->f[1]};
+        if (p->scalar[r]) {
+            /* Binary ops take b as the scalar (layout VS), a as a block of
+             * one; where reads all three as blocks of one. */
+            s.scal[1] = oi.cls != FC_WHERE && oi.nargs == 2;
+            cn_fk_fn f = pick(p, ins->op, &oi, a, &s);
+            if (!f) {
+                rc = fail_instr(k, ins->op, "no kernel for this dtype");
+                break;
+            }
+            const void *x[3];
+            for (int j = 0; j < 3; j++) x[j] = s.arg[j] >= 0 ? p->sval[s.arg[j]].b : NULL;
+            f(1, p->sval[r].b, x[0], x[1], x[2], &s.p);
+            continue;
+        }
+        for (int j = 0; j < oi.nargs; j++) s.scal[j] = p->scalar[s.arg[j]];
+        if (oi.cls == FC_WHERE) {
+            /* Kernels exist for a scalar true or false branch; a scalar
+             * condition, or both branches scalar, is read from a filled
+             * block. */
+            if (s.scal[0]) s.scal[0] = false, p->mat[s.arg[0]] = 0;
+            if (s.scal[1] && s.scal[2]) s.scal[1] = false, p->mat[s.arg[1]] = 0;
+        }
+        s.fn = pick(p, ins->op, &oi, a, &s);
+        if (!s.fn) {
+            rc = fail_instr(k, ins->op, "no kernel for this dtype");
+            break;
+        }
+        for (int j = 0; j < 3; j++)
+            if (s.arg[j] >= 0 && !s.scal[j]) last[s.arg[j]] = p->nsteps;
+        p->steps[p->nsteps++] = s;
+    }
+
+    /* Buffers by liveness. A step's buffer is taken before its operands'
+     * are given back, so no loop writes a block it reads. */
+    int *freelist = malloc((size_t)(nreg + 1) * sizeof *freelist);
+    int nfree = 0;
+    if (!freelist && rc == CN_OK) rc = cn_failc(CN_ENOMEM, "fused: out of memory");
+#define TAKE() (nfree > 0 ? freelist[--nfree] : p->nslots++)
+    if (rc == CN_OK) {
+        bool result_in_out = p->out_dt == T && !inplace && !p->scalar[e->result] &&
+                             e->result >= e->nin;
+        for (int r = 0; r < nreg; r++)
+            if (p->mat[r] >= 0) p->mat[r] = TAKE();
+        for (int i = 0; i < e->nin; i++)
+            if (p->in[i].mode == IN_GATHER) p->slot[i] = TAKE();
+        for (int k = 0; k < p->nsteps; k++) {
+            fu_step *s = &p->steps[k];
+            if (!(s->dst == e->result && result_in_out)) p->slot[s->dst] = TAKE();
+            for (int j = 0; j < 3; j++) {
+                int a = s->arg[j];
+                if (a < 0 || s->scal[j] || last[a] != k || a == e->result || p->slot[a] < 0)
+                    continue;
+                freelist[nfree++] = p->slot[a];
+                last[a] = -1; /* given back once, even if read twice here */
+            }
+        }
+        if (p->scalar[e->result]) p->store = ST_FILL;
+        else if (p->out_dt == CN_BOOL) p->store = ST_BOOL;
+        else p->store = result_in_out ? ST_NONE : ST_COPY;
+    }
+#undef TAKE
+    free(freelist);
+    free(need);
+    free(last);
+    return rc;
+}
+
+/* ---- running ---- */
+
+/* n elements from src (dtype sdt, stride s in elements) into the T block
+ * dst; bool becomes 0/1. */
+static void copy_run(char *dst, cn_dtype T, const char *src, cn_dtype sdt, int64_t s,
+                     int64_t n) {
+#define RUN(TD, TS, CONV)                                                                          \
+    do {                                                                                           \
+        TD *o = (TD *)dst;                                                                         \
+        const TS *x = (const TS *)src;                                                             \
+        if (s == 1) {                                                                              \
+            for (int64_t i = 0; i < n; i++) o[i] = CONV(x[i]);                                     \
+        } else if (s == 0) {                                                                       \
+            const TD v = CONV(x[0]);                                                               \
+            for (int64_t i = 0; i < n; i++) o[i] = v;                                              \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) o[i] = CONV(x[i * s]);                                 \
+        }                                                                                          \
+    } while (0)
+#define AS_IS(v) (v)
+#define TRUTH_F(v) (float)((v) != 0)
+#define TRUTH_D(v) (double)((v) != 0)
+    if (sdt == CN_BOOL) {
+        if (T == CN_F32) RUN(float, uint8_t, TRUTH_F);
+        else RUN(double, uint8_t, TRUTH_D);
+    } else if (T == CN_F32) {
+        if (s == 1) memcpy(dst, src, (size_t)n * sizeof(float));
+        else RUN(float, float, AS_IS);
+    } else {
+        if (s == 1) memcpy(dst, src, (size_t)n * sizeof(double));
+        else RUN(double, double, AS_IS);
+    }
+#undef RUN
+#undef AS_IS
+#undef TRUTH_F
+#undef TRUTH_D
+}
+
+/* Output elements [b0, b0 + n) of input fi into the block dst: runs along
+ * the innermost merged axis. */
+static void gather(const fu_input *fi, cn_dtype T, int64_t b0, int64_t n, char *dst) {
+    const int nd = fi->ndim;
+    const int64_t es = (int64_t)cn_dsize(T), ses = (int64_t)cn_dsize(fi->dt);
+    int64_t idx[CN_MAX_DIMS], off = 0, rem = b0;
+    for (int d = nd - 1; d >= 0; d--) {
+        idx[d] = rem % fi->shape[d];
+        rem /= fi->shape[d];
+        off += idx[d] * fi->stride[d];
+    }
+    const int64_t len = fi->shape[nd - 1], s = fi->stride[nd - 1];
+    for (int64_t done = 0; done < n;) {
+        int64_t m = len - idx[nd - 1];
+        if (m > n - done) m = n - done;
+        copy_run(dst + done * es, T, fi->base + off * ses, fi->dt, s, m);
+        done += m;
+        idx[nd - 1] += m;
+        off += m * s;
+        if (idx[nd - 1] < len) break; /* the block ended inside this run */
+        off -= len * s;
+        idx[nd - 1] = 0;
+        for (int d = nd - 2; d >= 0; d--) {
+            off += fi->stride[d];
+            if (++idx[d] < fi->shape[d]) break;
+            off -= fi->shape[d] * fi->stride[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static void fill(char *dst, cn_dtype T, const void *v, int64_t n) {
+    if (T == CN_F32) {
+        float x = *(const float *)v;
+        for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = x;
+    } else {
+        double x = *(const double *)v;
+        for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = x;
+    }
+}
+
+static void to_bool(uint8_t *o, cn_dtype T, const char *src, int64_t n) {
+    if (T == CN_F32)
+        for (int64_t i = 0; i < n; i++) o[i] = ((const float *)src)[i] != 0;
+    else
+        for (int64_t i = 0; i < n; i++) o[i] = ((const double *)src)[i] != 0;
+}
+
+/* Blocks [begin, end) of the output. */
+static void run_blocks(void *ctx, int64_t begin, int64_t end) {
+    const fu_plan *p = ctx;
+    const int64_t es = p->es, bb = FU_BLOCK * es;
+    size_t need = (size_t)p->nslots * (size_t)bb + (size_t)p->nreg * sizeof(char *);
+    _Alignas(64) char stack[FU_STACK_BYTES];
+    char *mem = need <= sizeof stack ? stack : cn_alloc(need);
+    char *buf = mem; /* slots first: 64-byte aligned */
+    const char **vp = (const char **)(mem + (size_t)p->nslots * (size_t)bb);
+    for (int r = 0; r < p->nreg; r++) {
+        vp[r] = p->slot[r] >= 0 ? buf + p->slot[r] * bb : NULL;
+        if (p->mat[r] >= 0) {
+            char *m = buf + p->mat[r] * bb;
+            fill(m, p->T, p->sval[r].b, FU_BLOCK);
+            vp[r] = m;
+        }
+    }
+    for (int64_t blk = begin; blk < end; blk++) {
+        const int64_t b0 = blk * FU_BLOCK;
+        const int64_t n = p->numel - b0 < FU_BLOCK ? p->numel - b0 : FU_BLOCK;
+        char *out = p->out + b0 * (int64_t)cn_dsize(p->out_dt);
+        for (int i = 0; i < p->nin; i++) {
+            const fu_input *fi = &p->in[i];
+            if (fi->mode == IN_DIRECT) vp[i] = fi->base + b0 * es;
+            else if (fi->mode == IN_GATHER) gather(fi, p->T, b0, n, buf + p->slot[i] * bb);
+        }
+        for (int k = 0; k < p->nsteps; k++) {
+            const fu_step *s = &p->steps[k];
+            char *dst = p->slot[s->dst] >= 0 ? buf + p->slot[s->dst] * bb : out;
+            const void *x[3];
+            for (int j = 0; j < 3; j++)
+                x[j] = s->arg[j] < 0    ? NULL
+                       : s->scal[j] ? (const void *)p->sval[s->arg[j]].b
+                                    : (const void *)vp[s->arg[j]];
+            s->fn(n, dst, x[0], x[1], x[2], &s->p);
+            vp[s->dst] = dst;
+        }
+        const char *res = vp[p->result];
+        if (p->store == ST_COPY && res != out) memcpy(out, res, (size_t)(n * es));
+        else if (p->store == ST_BOOL) to_bool((uint8_t *)out, p->T, res, n);
+    }
+    if (mem != stack) cn_free(mem);
+}
+
+int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
+    fu_plan p = {0};
+    int rc = plan_build(&p, e, in, out);
+    if (rc < 0 || p.numel == 0) {
+        plan_free(&p);
+        return rc;
+    }
+    if (p.store == ST_FILL) {
+        const void *v = p.sval[p.result].b;
+        if (p.out_dt == CN_BOOL) {
+            uint8_t b = p.T == CN_F32 ? *(const float *)v != 0 : *(const double *)v != 0;
+            memset(p.out, b, (size_t)p.numel);
+        } else {
+            fill(p.out, p.T, v, p.numel);
+        }
+    } else {
+        int64_t nblocks = (p.numel + FU_BLOCK - 1) / FU_BLOCK;
+        /* About CN_GRAIN_ELEMWISE element-ops per thread before splitting. */
+        int64_t grain = 32 / (p.nsteps > 0 ? p.nsteps : 1);
+        cn_parallel_for(nblocks, grain > 0 ? grain : 1, run_blocks, &p);
+    }
+    plan_free(&p);
+    return CN_OK;
+}

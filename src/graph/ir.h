@@ -1,0 +1,103 @@
+/* The program IR: what cn_compile builds from a static graph, what the passes
+ * rewrite, and what the executor runs.
+ *
+ * Values are numbered; each is a graph input (placeholder), a constant
+ * (a tensor with data the graph read: a parameter, a literal), or the result
+ * of one step. Steps are kept in an order where every step comes after the
+ * steps producing its inputs. A pass is a function cn_ir -> cn_ir that
+ * rewrites in place: it redirects uses (ir_replace_uses), changes a step's op
+ * or inputs, appends values and marks steps dead; dce compacts. Passes never
+ * touch the graph the IR was built from, so a program can always be rebuilt
+ * (cn_run does when an assumption a pass made stops holding). */
+#ifndef CN_GRAPH_IR_H
+#define CN_GRAPH_IR_H
+
+#include "../ops/op.h"
+#include "fused.h"
+
+#include <stdio.h>
+
+struct cn_graph {
+    cn_graph_head head; /* first: the core releases it */
+    uint64_t id;
+};
+
+enum { IRV_INPUT, IRV_CONST, IRV_STEP };
+
+typedef struct ir_value {
+    cn_tensor *t;     /* retained: the symbolic value, or the constant's data */
+    int32_t producer; /* step index for IRV_STEP, else -1 */
+    uint8_t kind;     /* IRV_* */
+} ir_value;
+
+enum {
+    IRS_OP,    /* one op of the table */
+    IRS_FUSED, /* elementwise ops as one kernel (fused != NULL) */
+    IRS_DEAD   /* removed; dce drops it */
+};
+
+typedef struct ir_step {
+    uint8_t kind;       /* IRS_* */
+    uint16_t op;        /* IRS_OP: cn_op_id. IRS_FUSED: the op of a head step run
+                           first into the output (CN_OP_COUNT: none) */
+    int32_t nin;
+    int32_t *in;        /* value ids, owned */
+    int32_t out;
+    cn_attrs attrs;     /* of op */
+    cn_fused_expr *fused; /* IRS_FUSED: owned. Register 0 is the head's result
+                             when there is a head; the step's inputs follow */
+    int32_t head_nin;   /* IRS_FUSED with a head: its inputs are in[0..head_nin) */
+} ir_step;
+
+/* A tensor whose contents a pass relied on (a folded constant, a literal a
+ * rewrite read): the program is rebuilt if its version changes. */
+typedef struct ir_assumption {
+    cn_tensor *t; /* retained */
+    uint32_t version;
+} ir_assumption;
+
+typedef struct cn_ir {
+    ir_value *v;
+    int nv, vcap;
+    ir_step *s;
+    int ns, scap;
+    int32_t *inputs; /* placeholder values, in the program's input order */
+    int ninputs;
+    int32_t *outputs;
+    int noutputs;
+    ir_assumption *assume;
+    int nassume, acap;
+} cn_ir;
+
+/* Build the IR of the nodes the outputs depend on (depth-first post-order). */
+cn_ir *ir_from_graph(cn_tensor *const *outputs, int noutputs);
+void ir_free(cn_ir *ir);
+/* Append a value (t retained); returns its id or -1 (out of memory). */
+int32_t ir_add_value(cn_ir *ir, cn_tensor *t, uint8_t kind, int32_t producer);
+/* Point every use of value `from` (step inputs, outputs) at `to`. */
+void ir_replace_uses(cn_ir *ir, int32_t from, int32_t to);
+/* Uses of each value by live steps and outputs: counts[nv], caller frees. */
+int32_t *ir_use_counts(const cn_ir *ir);
+int ir_assume(cn_ir *ir, cn_tensor *t);
+/* Is value id a constant (data known at compile time)? */
+static inline bool ir_is_const(const cn_ir *ir, int32_t id) { return ir->v[id].kind == IRV_CONST; }
+/* Write the steps as text, one per line (cn_program_dump and pass tests). */
+void ir_print(const cn_ir *ir, FILE *f);
+
+/* ---- passes (src/graph/passes/) ----
+ * Each returns the number of rewrites (>= 0) or < 0 after cn_fail. */
+int cn_pass_fold(cn_ir *ir);     /* constant folding */
+int cn_pass_simplify(cn_ir *ir); /* algebraic identities */
+int cn_pass_cse(cn_ir *ir);      /* common subexpressions */
+int cn_pass_dce(cn_ir *ir);      /* dead steps and values; compacts */
+int cn_pass_fuse(cn_ir *ir);     /* elementwise chains and GEMM epilogues */
+
+typedef struct cn_pass_def {
+    const char *name;
+    int (*run)(cn_ir *ir);
+    int min_level; /* runs at -O<min_level> and above */
+} cn_pass_def;
+extern const cn_pass_def cn_passes[];
+extern const int cn_npasses;
+
+#endif

@@ -1,0 +1,421 @@
+/* Memory planning and scheduling (plan.h). */
+#include "plan.h"
+
+#include <stdlib.h>
+
+#define PLAN_ALIGN 64
+/* A group of steps runs concurrently only if every step in it is small:
+ * a big step runs alone and uses the pool inside its kernel. */
+#define SMALL_OUTPUT 32768
+
+void cn_plan_free(cn_plan *pl) {
+    if (!pl) return;
+    if (pl->buf)
+        for (int i = 0; i < pl->nv; i++) cn_release(pl->buf[i]);
+    if (pl->arena) cn_storage_release(pl->arena);
+    free(pl->meta);
+    free(pl->attrs);
+    free(pl->buf);
+    free(pl->order);
+    free(pl->group_start);
+    free(pl->group_par);
+    free(pl->dead_start);
+    free(pl->dead_list);
+    free(pl);
+}
+
+/* A data-less tensor with m's shape, for running inference. */
+static cn_tensor *meta_tensor(const cn_meta *m) {
+    cn_tensor *t = cn_t_alloc();
+    if (!t) return NULL;
+    t->dtype = (uint8_t)m->dtype;
+    t->ndim = (int8_t)m->ndim;
+    memcpy(t->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
+    cn_contiguous_strides(m->ndim, t->shape, t->strides);
+    t->flags = CN_TF_SYMBOLIC;
+    return t;
+}
+
+static int infer_step(const cn_ir *ir, cn_plan *pl, int s, cn_tensor **mt) {
+    const ir_step *st = &ir->s[s];
+    cn_tensor *ins_buf[16], **ins = ins_buf;
+    if (st->nin > 16 && !(ins = malloc(sizeof *ins * (size_t)st->nin)))
+        return cn_failc(CN_ENOMEM, "run: out of memory");
+    for (int i = 0; i < st->nin; i++) ins[i] = mt[st->in[i]];
+    cn_meta *m = &pl->meta[st->out];
+    memset(m, 0, sizeof *m);
+    pl->attrs[s] = st->attrs;
+    int rc = 0;
+    if (st->kind == IRS_OP) {
+        const cn_op_def *d = cn_ops[st->op];
+        rc = d->infer(d, ins, st->nin, &pl->attrs[s], m);
+    } else { /* fused: the broadcast of the inputs (and of the head's result) */
+        cn_tensor *bins_buf[16], **bins = bins_buf;
+        int nb = 0, from = 0;
+        if (st->nin + 1 > 16 && !(bins = malloc(sizeof *bins * (size_t)(st->nin + 1)))) {
+            rc = cn_failc(CN_ENOMEM, "run: out of memory");
+            goto out;
+        }
+        cn_tensor *head = NULL;
+        if (st->op != CN_OP_COUNT) {
+            const cn_op_def *d = cn_ops[st->op];
+            cn_meta hm;
+            memset(&hm, 0, sizeof hm);
+            rc = d->infer(d, ins, st->head_nin, &pl->attrs[s], &hm);
+            if (rc == 0 && !(head = meta_tensor(&hm))) rc = cn_failc(CN_ENOMEM, "run: out of memory");
+            if (rc == 0) bins[nb++] = head;
+            from = st->head_nin;
+        }
+        for (int i = from; rc == 0 && i < st->nin; i++) bins[nb++] = ins[i];
+        if (rc == 0) rc = cn_broadcast_shapes("fused", bins, nb, m);
+        m->dtype = (cn_dtype)ir->v[st->out].t->dtype;
+        cn_release(head);
+        if (bins != bins_buf) free(bins);
+    }
+out:
+    if (ins != ins_buf) free(ins);
+    if (rc == 0 && !(mt[st->out] = meta_tensor(m))) rc = cn_failc(CN_ENOMEM, "run: out of memory");
+    return rc < 0 ? rc : 0;
+}
+
+/* ---- the arena: best-fit over a free list sorted by offset ---- */
+
+typedef struct block {
+    size_t off, size;
+} block;
+
+typedef struct arena_sim {
+    block *free;
+    int n, cap;
+    size_t top; /* bytes in use at the end */
+} arena_sim;
+
+static int sim_free(arena_sim *a, size_t off, size_t size) {
+    if (!size) return 0;
+    if (off + size == a->top) { /* give the end back, with a free block before it */
+        a->top = off;
+        if (a->n && a->free[a->n - 1].off + a->free[a->n - 1].size == a->top) {
+            a->top = a->free[a->n - 1].off;
+            a->n--;
+        }
+        return 0;
+    }
+    if (a->n == a->cap) {
+        int nc = a->cap ? a->cap * 2 : 32;
+        block *nb = realloc(a->free, sizeof *nb * (size_t)nc);
+        if (!nb) return -1;
+        a->free = nb;
+        a->cap = nc;
+    }
+    int i = a->n;
+    while (i > 0 && a->free[i - 1].off > off) i--;
+    memmove(a->free + i + 1, a->free + i, sizeof *a->free * (size_t)(a->n - i));
+    a->free[i] = (block){off, size};
+    a->n++;
+    /* Coalesce with the neighbours. */
+    if (i + 1 < a->n && a->free[i].off + a->free[i].size == a->free[i + 1].off) {
+        a->free[i].size += a->free[i + 1].size;
+        memmove(a->free + i + 1, a->free + i + 2, sizeof *a->free * (size_t)(a->n - i - 2));
+        a->n--;
+    }
+    if (i > 0 && a->free[i - 1].off + a->free[i - 1].size == a->free[i].off) {
+        a->free[i - 1].size += a->free[i].size;
+        memmove(a->free + i, a->free + i + 1, sizeof *a->free * (size_t)(a->n - i - 1));
+        a->n--;
+    }
+    return 0;
+}
+
+static size_t sim_alloc(arena_sim *a, size_t size, size_t *peak) {
+    if (!size) return 0;
+    int best = -1;
+    for (int i = 0; i < a->n; i++)
+        if (a->free[i].size >= size && (best < 0 || a->free[i].size < a->free[best].size)) best = i;
+    size_t off;
+    if (best >= 0) {
+        off = a->free[best].off;
+        a->free[best].off += size;
+        a->free[best].size -= size;
+        if (!a->free[best].size) {
+            memmove(a->free + best, a->free + best + 1, sizeof *a->free * (size_t)(a->n - best - 1));
+            a->n--;
+        }
+    } else {
+        off = a->top;
+        a->top += size;
+    }
+    if (a->top > *peak) *peak = a->top;
+    return off;
+}
+
+static size_t value_bytes(const cn_meta *m) {
+    size_t n = (size_t)cn_shape_numel(m->ndim, m->shape) * cn_dsize(m->dtype);
+    return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+}
+
+/* Steps grouped by level (parallel) or one per group, in execution order. */
+static int schedule(const cn_ir *ir, cn_plan *pl, bool parallel, int32_t *time) {
+    int ns = ir->ns;
+    int32_t *level = calloc((size_t)(ns ? ns : 1), sizeof *level);
+    if (!level) return -1;
+    int nlev = 0;
+    for (int s = 0; s < ns; s++) {
+        int32_t l = 0;
+        if (parallel)
+            for (int i = 0; i < ir->s[s].nin; i++) {
+                int32_t p = ir->v[ir->s[s].in[i]].producer;
+                if (p >= 0 && level[p] + 1 > l) l = level[p] + 1;
+            }
+        else
+            l = s;
+        level[s] = l;
+        if (l + 1 > nlev) nlev = l + 1;
+    }
+    /* Counting sort by level keeps the original order within a level. */
+    pl->group_start = calloc((size_t)nlev + 1, sizeof *pl->group_start);
+    pl->group_par = calloc((size_t)(nlev ? nlev : 1), 1);
+    if (!pl->group_start || !pl->group_par) {
+        free(level);
+        return -1;
+    }
+    for (int s = 0; s < ns; s++) pl->group_start[level[s] + 1]++;
+    for (int l = 0; l < nlev; l++) pl->group_start[l + 1] += pl->group_start[l];
+    int32_t *fill = malloc(sizeof *fill * (size_t)(nlev ? nlev : 1));
+    if (!fill) {
+        free(level);
+        return -1;
+    }
+    memcpy(fill, pl->group_start, sizeof *fill * (size_t)nlev);
+    for (int s = 0; s < ns; s++) pl->order[fill[level[s]]++] = s;
+    for (int l = 0; l < nlev; l++) {
+        int n = pl->group_start[l + 1] - pl->group_start[l];
+        bool small = n >= 2;
+        for (int k = pl->group_start[l]; small && k < pl->group_start[l + 1]; k++) {
+            const ir_step *st = &ir->s[pl->order[k]];
+            const cn_meta *m = &pl->meta[st->out];
+            small = cn_shape_numel(m->ndim, m->shape) <= SMALL_OUTPUT &&
+                    !(st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_RANDOM));
+            /* Matmul and convolution cost more than their output shows. */
+            if (st->op == CN_OP_matmul || st->op == CN_OP_conv2d ||
+                st->op == CN_OP_conv_transpose2d || st->op == CN_OP_conv2d_weight_grad)
+                small = false;
+        }
+        pl->group_par[l] = small;
+    }
+    for (int s = 0; s < ns; s++) time[s] = level[s];
+    pl->ngroups = nlev;
+    free(fill);
+    free(level);
+    return 0;
+}
+
+static bool is_view_step(const ir_step *st) {
+    return st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_VIEW);
+}
+
+/* Verify the plan: no two values with overlapping lifetimes share bytes. */
+static int check_overlaps(int nv, const int32_t *root, const int32_t *start, const int32_t *end,
+                          const int64_t *off, const size_t *size) {
+    for (int a = 0; a < nv; a++) {
+        if (root[a] != a || off[a] < 0 || !size[a]) continue;
+        for (int b = a + 1; b < nv; b++) {
+            if (root[b] != b || off[b] < 0 || !size[b]) continue;
+            bool time_overlap = start[a] < end[b] && start[b] < end[a];
+            /* In place: b starts exactly when a ends, on a's bytes. */
+            bool bytes = (size_t)off[a] < (size_t)off[b] + size[b] &&
+                         (size_t)off[b] < (size_t)off[a] + size[a];
+            if (time_overlap && bytes)
+                return cn_failc(CN_EINVAL, "plan: values %%%d and %%%d are live together and share bytes",
+                                a, b);
+        }
+    }
+    return 0;
+}
+
+cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, bool parallel,
+                       bool check) {
+    int nv = ir->nv, ns = ir->ns;
+    cn_plan *pl = calloc(1, sizeof *pl);
+    cn_tensor **mt = calloc((size_t)(nv ? nv : 1), sizeof *mt);
+    int32_t *root = NULL, *start = NULL, *end = NULL, *time = NULL, *inplace = NULL;
+    int64_t *off = NULL;
+    size_t *size = NULL;
+    arena_sim sim = {0};
+    if (!pl || !mt) goto oom;
+    pl->nv = nv;
+    pl->ns = ns;
+    pl->meta = calloc((size_t)(nv ? nv : 1), sizeof *pl->meta);
+    pl->attrs = calloc((size_t)(ns ? ns : 1), sizeof *pl->attrs);
+    pl->buf = calloc((size_t)(nv ? nv : 1), sizeof *pl->buf);
+    pl->order = malloc(sizeof *pl->order * (size_t)(ns ? ns : 1));
+    if (!pl->meta || !pl->attrs || !pl->buf || !pl->order) goto oom;
+    for (int v = 0; v < nv; v++)
+        if (ir->v[v].kind != IRV_STEP) mt[v] = cn_retain(vals[v]);
+    for (int s = 0; s < ns; s++)
+        if (infer_step(ir, pl, s, mt) < 0) goto fail;
+
+    time = malloc(sizeof *time * (size_t)(ns ? ns : 1));
+    if (!time || schedule(ir, pl, parallel, time) < 0) goto oom;
+    if (!memory) goto done;
+
+    /* Roots: the value owning the bytes a value is a view of. */
+    root = malloc(sizeof *root * (size_t)nv);
+    start = malloc(sizeof *start * (size_t)nv);
+    end = malloc(sizeof *end * (size_t)nv);
+    inplace = malloc(sizeof *inplace * (size_t)nv);
+    off = malloc(sizeof *off * (size_t)nv);
+    size = calloc((size_t)nv, sizeof *size);
+    if (!root || !start || !end || !inplace || !off || !size) goto oom;
+    for (int v = 0; v < nv; v++) root[v] = -1, inplace[v] = -1, off[v] = -1;
+    for (int s = 0; s < ns; s++) { /* topological: inputs' roots are set */
+        const ir_step *st = &ir->s[s];
+        root[st->out] = is_view_step(st) ? root[st->in[0]] : st->out;
+        if (root[st->out] == st->out) {
+            start[st->out] = end[st->out] = time[s];
+            size[st->out] = value_bytes(&pl->meta[st->out]);
+            pl->naive_bytes += size[st->out];
+        }
+    }
+    for (int s = 0; s < ns; s++)
+        for (int i = 0; i < ir->s[s].nin; i++) {
+            int32_t r = root[ir->s[s].in[i]];
+            if (r >= 0 && time[s] > end[r]) end[r] = time[s];
+        }
+    /* Outputs (and what they view) leave the program: never planned. */
+    for (int o = 0; o < ir->noutputs; o++) {
+        int32_t r = root[ir->outputs[o]];
+        if (r >= 0) size[r] = 0, root[r] = -2;
+    }
+    /* In place: a fused step over an input it alone reads last, same bytes. */
+    int32_t *readers = calloc((size_t)nv, sizeof *readers);
+    if (!readers) goto oom;
+    for (int s = 0; s < ns; s++)
+        for (int i = 0; i < ir->s[s].nin; i++) {
+            int32_t r = root[ir->s[s].in[i]];
+            if (r >= 0 && time[s] == end[r]) readers[r]++;
+        }
+    for (int s = 0; s < ns; s++) {
+        const ir_step *st = &ir->s[s];
+        int32_t o = st->out;
+        if (st->kind != IRS_FUSED || st->op != CN_OP_COUNT || root[o] != o) continue;
+        for (int i = 0; i < st->nin; i++) {
+            int32_t x = st->in[i];
+            /* (One element: nothing to gain.) */
+            if (root[x] != x || end[x] != time[s] || size[x] != size[o] ||
+                cn_shape_numel(pl->meta[o].ndim, pl->meta[o].shape) <= 1)
+                continue;
+            int n = 0;
+            for (int k = 0; k < st->nin; k++) n += st->in[k] == x;
+            if (readers[x] != n) continue; /* another step reads it at this time */
+            const cn_meta *mx = &pl->meta[x], *mo = &pl->meta[o];
+            if (mx->dtype != mo->dtype || mx->ndim != mo->ndim ||
+                memcmp(mx->shape, mo->shape, sizeof(int64_t) * (size_t)mo->ndim))
+                continue;
+            inplace[o] = x;
+            readers[x] = -1; /* taken */
+            pl->ninplace++;
+            break;
+        }
+    }
+    free(readers);
+
+    /* Simulate in time order: allocate what starts, then free what ends. */
+    {
+        int32_t ntime = 0;
+        for (int s = 0; s < ns; s++)
+            if (time[s] + 1 > ntime) ntime = time[s] + 1;
+        /* Values by start and by end time (counting sort). */
+        int32_t *sb = calloc((size_t)ntime + 1, sizeof *sb), *eb = calloc((size_t)ntime + 1, sizeof *eb);
+        int32_t *sl = malloc(sizeof *sl * (size_t)nv), *el = malloc(sizeof *el * (size_t)nv);
+        uint8_t *gone = calloc((size_t)nv, 1);
+        pl->dead_start = calloc((size_t)ntime + 1, sizeof *pl->dead_start);
+        pl->dead_list = malloc(sizeof *pl->dead_list * (size_t)nv);
+        if (!sb || !eb || !sl || !el || !gone || !pl->dead_start || !pl->dead_list) {
+            free(sb), free(eb), free(sl), free(el), free(gone);
+            goto oom;
+        }
+        for (int v = 0; v < nv; v++)
+            if (root[v] == v) sb[start[v] + 1]++, eb[end[v] + 1]++;
+        for (int t = 0; t < ntime; t++) sb[t + 1] += sb[t], eb[t + 1] += eb[t];
+        for (int v = 0; v < nv; v++)
+            if (root[v] == v) sl[sb[start[v]]++] = v, el[eb[end[v]]++] = v;
+        /* sb[t] is now the end of time t's run: rebuild the starts. */
+        for (int t = ntime; t > 0; t--) sb[t] = sb[t - 1], eb[t] = eb[t - 1];
+        sb[0] = eb[0] = 0;
+        size_t peak = 0;
+        int nd = 0;
+        for (int t = 0; t < ntime; t++) {
+            for (int k = sb[t]; k < sb[t + 1]; k++) {
+                int32_t v = sl[k];
+                if (inplace[v] >= 0) {
+                    off[v] = off[inplace[v]];
+                    gone[inplace[v]] = 1; /* its bytes passed to v */
+                } else {
+                    off[v] = (int64_t)sim_alloc(&sim, size[v], &peak);
+                }
+            }
+            pl->dead_start[t] = nd;
+            for (int k = eb[t]; k < eb[t + 1]; k++) {
+                int32_t v = el[k];
+                if (gone[v]) continue;
+                if (sim_free(&sim, (size_t)off[v], size[v]) < 0) {
+                    free(sb), free(eb), free(sl), free(el), free(gone);
+                    goto oom;
+                }
+                pl->dead_list[nd++] = v;
+            }
+        }
+        pl->dead_start[ntime] = nd;
+        pl->arena_bytes = peak;
+        free(sb), free(eb), free(sl), free(el), free(gone);
+    }
+    if (check) {
+        /* In place pairs touch at one time; shorten the reader's interval
+         * by one for the check so they do not count as overlapping. */
+        for (int v = 0; v < nv; v++)
+            if (root[v] == v) end[v] = end[v] + 1 > start[v] ? end[v] + 1 : end[v];
+        for (int v = 0; v < nv; v++)
+            if (inplace[v] >= 0) end[inplace[v]]--;
+        if (check_overlaps(nv, root, start, end, off, size) < 0) goto fail;
+    }
+    if (pl->arena_bytes) {
+        pl->arena = cn_storage_new(pl->arena_bytes);
+        if (!pl->arena) goto oom;
+    }
+    for (int v = 0; v < nv; v++) {
+        if (root[v] != v || off[v] < 0) continue;
+        const cn_meta *m = &pl->meta[v];
+        cn_tensor *t = cn_t_alloc();
+        if (!t) goto oom;
+        t->dtype = (uint8_t)m->dtype;
+        t->ndim = (int8_t)m->ndim;
+        memcpy(t->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
+        cn_contiguous_strides(m->ndim, t->shape, t->strides);
+        if (pl->arena) {
+            t->storage = pl->arena;
+            pl->arena->refcount++;
+        } else { /* every planned value is empty */
+            t->storage = cn_storage_new(0);
+            if (!t->storage) {
+                cn_release(t);
+                goto oom;
+            }
+        }
+        t->offset = off[v] / (int64_t)cn_dsize(m->dtype);
+        pl->buf[v] = t;
+    }
+done:
+    for (int v = 0; v < nv; v++) cn_release(mt[v]);
+    free(mt), free(root), free(start), free(end), free(time), free(inplace), free(off), free(size);
+    free(sim.free);
+    return pl;
+oom:
+    cn_fail("run: out of memory planning the program");
+fail:
+    if (mt)
+        for (int v = 0; v < nv; v++) cn_release(mt[v]);
+    free(mt), free(root), free(start), free(end), free(time), free(inplace), free(off), free(size);
+    free(sim.free);
+    cn_plan_free(pl);
+    return NULL;
+}

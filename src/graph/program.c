@@ -1,0 +1,446 @@
+/* Programs: cn_compile builds the IR of a static graph and runs the passes
+ * of the optimisation level; cn_run plans memory and a schedule for the fed
+ * sizes (kept until the sizes change) and executes the steps. */
+#include "plan.h"
+
+#include <stdlib.h>
+
+struct cn_program {
+    cn_graph *graph;
+    cn_compile_opts opts;
+    int noutputs, ninputs;
+    cn_tensor **out_sym; /* retained: the graph's outputs, to rebuild from */
+    cn_tensor **in_sym;  /* retained: the placeholders, in input order */
+    cn_ir *ir;
+    cn_plan *plan;
+    int64_t *sig;        /* the input sizes the plan is for */
+    int nsig;
+    cn_tensor **live;    /* per value, during a run */
+    int32_t *uses, *left;
+    int ncompiles;
+};
+
+/* ---- compile ---- */
+
+const cn_pass_def cn_passes[] = {
+    {"fold", cn_pass_fold, 1},
+    {"simplify", cn_pass_simplify, 1},
+    {"cse", cn_pass_cse, 1},
+    {"dce", cn_pass_dce, 1},
+};
+const int cn_npasses = (int)(sizeof cn_passes / sizeof cn_passes[0]);
+
+static int trace_pass(cn_program *p, const char *name, int n) {
+    if (p->opts.trace && n > 0) {
+        fprintf(p->opts.trace, "== after %s (%d rewrites)\n", name, n);
+        ir_print(p->ir, p->opts.trace);
+    }
+    return n;
+}
+
+static int build(cn_program *p) {
+    ir_free(p->ir);
+    cn_plan_free(p->plan);
+    p->plan = NULL;
+    free(p->sig);
+    p->sig = NULL;
+    p->ir = ir_from_graph(p->out_sym, p->noutputs);
+    if (!p->ir) return CN_ENOMEM;
+    cn_ir *ir = p->ir;
+    p->ncompiles++;
+    if (p->opts.trace) {
+        fprintf(p->opts.trace, "== as built (-O%d)\n", p->opts.opt_level);
+        ir_print(ir, p->opts.trace);
+    }
+    /* Rewrites enable each other (a fold exposes x*1, a merge exposes a
+     * fold): repeat the cheap passes until nothing changes. */
+    for (int round = 0; round < 4; round++) {
+        int changed = 0;
+        for (int k = 0; k < cn_npasses; k++) {
+            if (p->opts.opt_level < cn_passes[k].min_level) continue;
+            int n = cn_passes[k].run(ir);
+            if (n < 0) return n;
+            changed += trace_pass(p, cn_passes[k].name, n);
+        }
+        if (!changed) break;
+    }
+    if (p->opts.opt_level >= 2) {
+        int n = cn_pass_fuse(ir);
+        if (n < 0) return n;
+        trace_pass(p, "fuse", n);
+        if ((n = cn_pass_dce(ir)) < 0) return n;
+    }
+    free(p->live);
+    free(p->uses);
+    free(p->left);
+    p->live = calloc((size_t)(ir->nv ? ir->nv : 1), sizeof *p->live);
+    p->left = malloc(sizeof *p->left * (size_t)(ir->nv ? ir->nv : 1));
+    p->uses = ir_use_counts(ir);
+    if (!p->live || !p->left || !p->uses) return cn_failc(CN_ENOMEM, "compile: out of memory");
+    return 0;
+}
+
+void cn_program_free(cn_program *p) {
+    if (!p) return;
+    if (p->live && p->ir)
+        for (int i = 0; i < p->ir->nv; i++) cn_release(p->live[i]);
+    for (int i = 0; i < p->noutputs; i++) cn_release(p->out_sym[i]);
+    for (int i = 0; i < p->ninputs; i++) cn_release(p->in_sym[i]);
+    free(p->out_sym);
+    free(p->in_sym);
+    ir_free(p->ir);
+    cn_plan_free(p->plan);
+    free(p->sig);
+    free(p->live);
+    free(p->uses);
+    free(p->left);
+    cn_graph_free(p->graph);
+    free(p);
+}
+
+cn_program *cn_compile(cn_graph *g, cn_tensor *const *outputs, int noutputs,
+                       const cn_compile_opts *opts) {
+    if (!g) return cn_fail("compile: graph is NULL");
+    if (!outputs || noutputs < 1) return cn_fail("compile: no outputs given");
+    for (int i = 0; i < noutputs; i++) {
+        if (!outputs[i]) return NULL;
+        if (cn_is_symbolic(outputs[i]) && outputs[i]->graph != (struct cn_graph *)g)
+            return cn_fail("compile: output %d belongs to another graph", i);
+    }
+    if (opts && (opts->opt_level < 0 || opts->opt_level > 2))
+        return cn_fail("compile: opt_level %d is out of range (0..2)", opts->opt_level);
+    cn_program *p = calloc(1, sizeof *p);
+    if (!p) return cn_fail("compile: out of memory");
+    p->graph = g;
+    g->head.refcount++;
+    p->opts = opts ? *opts : (cn_compile_opts){.opt_level = 2};
+    p->noutputs = noutputs;
+    p->out_sym = malloc(sizeof *p->out_sym * (size_t)noutputs);
+    if (!p->out_sym) goto oom;
+    for (int i = 0; i < noutputs; i++) p->out_sym[i] = cn_retain(outputs[i]);
+    if (build(p) < 0) {
+        cn_program_free(p);
+        return NULL;
+    }
+    /* The inputs are fixed by the graph, whatever later rebuilds find. */
+    p->in_sym = malloc(sizeof *p->in_sym * (size_t)(p->ir->ninputs ? p->ir->ninputs : 1));
+    if (!p->in_sym) goto oom;
+    for (int i = 0; i < p->ir->ninputs; i++)
+        p->in_sym[p->ninputs++] = cn_retain(p->ir->v[p->ir->inputs[i]].t);
+    return p;
+oom:
+    cn_program_free(p);
+    return cn_fail("compile: out of memory");
+}
+
+int cn_program_num_inputs(const cn_program *p) { return p ? p->ninputs : -1; }
+
+int cn_program_num_steps(const cn_program *p) { return p ? p->ir->ns : -1; }
+
+cn_tensor *cn_program_input(const cn_program *p, int i) {
+    if (!p || i < 0 || i >= p->ninputs) return cn_fail("program_input: index %d out of range", i);
+    return p->in_sym[i];
+}
+
+int cn_program_stats_get(const cn_program *p, cn_program_stats *st) {
+    if (!p || !st) return cn_failc(CN_EINVAL, "program_stats: NULL argument");
+    memset(st, 0, sizeof *st);
+    st->nsteps = p->ir->ns;
+    for (int s = 0; s < p->ir->ns; s++) st->nfused += p->ir->s[s].kind == IRS_FUSED;
+    st->ncompiles = p->ncompiles;
+    if (p->plan) {
+        st->nlevels = p->plan->ngroups;
+        st->planned_bytes = p->plan->arena_bytes;
+        st->unplanned_bytes = p->plan->naive_bytes;
+        st->ninplace = p->plan->ninplace;
+        for (int o = 0; o < p->ir->noutputs; o++) {
+            const cn_meta *m = &p->plan->meta[p->ir->outputs[o]];
+            if (p->ir->v[p->ir->outputs[o]].kind == IRV_STEP)
+                st->output_bytes += (size_t)cn_shape_numel(m->ndim, m->shape) * cn_dsize(m->dtype);
+        }
+    }
+    return 0;
+}
+
+int cn_program_dump(const cn_program *p, FILE *f) {
+    if (!p || !f) return cn_failc(CN_EINVAL, "program_dump: NULL argument");
+    ir_print(p->ir, f);
+    return 0;
+}
+
+/* ---- run ---- */
+
+static bool fits(const cn_tensor *ph, const cn_tensor *v) {
+    if (ph->ndim != v->ndim) return false;
+    for (int i = 0; i < ph->ndim; i++)
+        if (ph->shape[i] != -1 && ph->shape[i] != v->shape[i]) return false;
+    return true;
+}
+
+static void drop_live(cn_program *p) {
+    for (int i = 0; i < p->ir->nv; i++) {
+        cn_release(p->live[i]);
+        p->live[i] = NULL;
+    }
+}
+
+/* A view op on x with the planned shape and attributes. */
+static cn_tensor *run_view(const cn_op_def *d, cn_tensor *x, const cn_attrs *a, const cn_meta *m) {
+    cn_tensor *out = cn_t_alias(x);
+    if (!out) return NULL;
+    out->ndim = (int8_t)m->ndim;
+    memcpy(out->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
+    int r = d->view(d, x, a, out);
+    if (r == 1) { /* no strides express it: view a contiguous copy */
+        cn_release(out);
+        cn_tensor *c = cn_t_contiguous(x);
+        if (!c) return NULL;
+        out = cn_t_alias(c);
+        if (!out) {
+            cn_release(c);
+            return NULL;
+        }
+        out->ndim = (int8_t)m->ndim;
+        memcpy(out->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
+        r = d->view(d, c, a, out);
+        cn_release(c);
+    }
+    if (r != 0) {
+        if (r > 0) cn_fail("%s: internal error: no view of a contiguous tensor", d->name);
+        cn_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+static cn_tensor *result_tensor(cn_plan *pl, int32_t v) {
+    if (pl->buf[v]) return cn_retain(pl->buf[v]);
+    const cn_meta *m = &pl->meta[v];
+    return cn_t_empty(m->dtype, m->ndim, m->shape);
+}
+
+/* Execute step s: its result into p->live. */
+static int exec_step(cn_program *p, int s) {
+    const ir_step *st = &p->ir->s[s];
+    cn_plan *pl = p->plan;
+    cn_tensor *ins_buf[16], **ins = ins_buf;
+    if (st->nin > 16 && !(ins = malloc(sizeof *ins * (size_t)st->nin)))
+        return cn_failc(CN_ENOMEM, "run: out of memory");
+    for (int i = 0; i < st->nin; i++) ins[i] = p->live[st->in[i]];
+    const cn_meta *m = &pl->meta[st->out];
+    const cn_attrs *a = &pl->attrs[s];
+    cn_tensor *out = NULL;
+    int rc = 0;
+    if (st->kind == IRS_OP) {
+        const cn_op_def *d = cn_ops[st->op];
+        if (d->flags & CN_OPF_VIEW) {
+            out = run_view(d, ins[0], a, m);
+            if (!out) rc = CN_EINVAL;
+        } else {
+            out = result_tensor(pl, st->out);
+            if (!out) rc = CN_ENOMEM;
+            else if (cn_shape_numel(m->ndim, m->shape) > 0 || (d->flags & CN_OPF_RANDOM))
+                rc = d->cpu(d, ins, st->nin, a, out);
+        }
+    } else {
+        out = result_tensor(pl, st->out);
+        if (!out) {
+            rc = CN_ENOMEM;
+        } else if (st->op != CN_OP_COUNT) {
+            /* The head computes into out; the expression then updates out
+             * in place, reading it as register 0 (an epilogue). */
+            const cn_op_def *d = cn_ops[st->op];
+            if (cn_shape_numel(m->ndim, m->shape) > 0) rc = d->cpu(d, ins, st->head_nin, a, out);
+            if (rc == 0) {
+                ins[st->head_nin - 1] = out;
+                rc = cn_fused_run(st->fused, ins + st->head_nin - 1, out);
+            }
+        } else {
+            rc = cn_fused_run(st->fused, ins, out);
+        }
+    }
+    if (ins != ins_buf) free(ins);
+    if (rc < 0) {
+        cn_release(out);
+        return rc;
+    }
+    p->live[st->out] = out;
+    return 0;
+}
+
+/* The inputs of step s that no later step reads are released. */
+static void release_inputs(cn_program *p, int s) {
+    const ir_step *st = &p->ir->s[s];
+    for (int i = 0; i < st->nin; i++) {
+        int32_t v = st->in[i];
+        if (--p->left[v] == 0) {
+            cn_release(p->live[v]);
+            p->live[v] = NULL;
+        }
+    }
+}
+
+typedef struct group_ctx {
+    cn_program *p;
+    const int32_t *steps;
+    int *rc;
+    char (*err)[512];
+} group_ctx;
+
+static void run_group_task(void *ctx, int64_t b, int64_t e) {
+    group_ctx *g = ctx;
+    for (int64_t k = b; k < e; k++) {
+        g->rc[k] = exec_step(g->p, g->steps[k]);
+        if (g->rc[k] < 0) snprintf(g->err[k], sizeof g->err[k], "%s", cn_last_error());
+    }
+}
+
+static int fail_step(cn_program *p, int s, const char *msg) {
+    const ir_step *st = &p->ir->s[s];
+    return cn_failc(CN_EINVAL, "run: step %d (%s): %s", s,
+                    st->kind == IRS_FUSED ? "fused" : cn_ops[st->op]->name, msg);
+}
+
+static int run_steps(cn_program *p) {
+    cn_plan *pl = p->plan;
+    int par_cap = 0;
+    int *rc = NULL;
+    char (*err)[512] = NULL;
+    int status = 0;
+    for (int gi = 0; gi < pl->ngroups && status == 0; gi++) {
+        int b = pl->group_start[gi], e = pl->group_start[gi + 1];
+        if (pl->group_par[gi] && cn_get_num_threads() > 1) {
+            if (e - b > par_cap) {
+                free(rc);
+                free(err);
+                par_cap = e - b;
+                rc = malloc(sizeof *rc * (size_t)par_cap);
+                err = malloc(sizeof *err * (size_t)par_cap);
+                if (!rc || !err) {
+                    status = cn_failc(CN_ENOMEM, "run: out of memory");
+                    break;
+                }
+            }
+            group_ctx g = {p, pl->order + b, rc, err};
+            cn_parallel_tasks(e - b, run_group_task, &g);
+            for (int k = 0; k < e - b && status == 0; k++)
+                if (rc[k] < 0) status = fail_step(p, pl->order[b + k], err[k]);
+        } else {
+            for (int k = b; k < e && status == 0; k++)
+                if (exec_step(p, pl->order[k]) < 0) {
+                    char msg[512];
+                    snprintf(msg, sizeof msg, "%s", cn_last_error());
+                    status = fail_step(p, pl->order[k], msg);
+                }
+        }
+        if (status) break;
+        for (int k = b; k < e; k++) release_inputs(p, pl->order[k]);
+        if (p->opts.poison && pl->arena)
+            for (int k = pl->dead_start[gi]; k < pl->dead_start[gi + 1]; k++) {
+                const cn_tensor *t = pl->buf[pl->dead_list[k]];
+                memset(cn_t_ptr(t), 0xFF, (size_t)cn_numel(t) * cn_dsize((cn_dtype)t->dtype));
+            }
+    }
+    free(rc);
+    free(err);
+    return status;
+}
+
+/* Was a tensor a pass relied on written since? */
+static bool assumptions_hold(const cn_ir *ir) {
+    for (int i = 0; i < ir->nassume; i++)
+        if (ir->assume[i].t->storage->version != ir->assume[i].version) return false;
+    return true;
+}
+
+int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
+           cn_tensor **outputs, int noutputs) {
+    /* Outputs are NULL on every failure, so callers never read garbage. */
+    if (outputs)
+        for (int i = 0; i < noutputs; i++) outputs[i] = NULL;
+    if (!p) return cn_failc(CN_EINVAL, "run: program is NULL");
+    if (noutputs != p->noutputs || !outputs)
+        return cn_failc(CN_EINVAL, "run: the program has %d outputs, %d requested", p->noutputs,
+                        noutputs);
+    if (nfeeds < 0 || (nfeeds > 0 && (!placeholders || !values)))
+        return cn_failc(CN_EINVAL, "run: bad feeds");
+    if (!assumptions_hold(p->ir) && build(p) < 0) return CN_ENOMEM;
+    cn_ir *ir = p->ir;
+    /* The fed value of each input, checked against its placeholder. */
+    cn_tensor *fed_buf[16], **fed = fed_buf;
+    if (p->ninputs > 16 && !(fed = calloc((size_t)p->ninputs, sizeof *fed)))
+        return cn_failc(CN_ENOMEM, "run: out of memory");
+    memset(fed, 0, sizeof *fed * (size_t)(p->ninputs < 16 ? 16 : p->ninputs));
+    int rc = CN_OK;
+    for (int f = 0; f < nfeeds && rc == CN_OK; f++) {
+        if (!placeholders[f] || !values[f]) {
+            rc = cn_failc(CN_EINVAL, "run: feed %d is NULL", f);
+            break;
+        }
+        int k = 0;
+        while (k < p->ninputs && p->in_sym[k] != placeholders[f]) k++;
+        if (k == p->ninputs) continue; /* a placeholder this program does not read */
+        const cn_tensor *ph = p->in_sym[k], *v = values[f];
+        char b1[160], b2[160];
+        if (cn_is_symbolic(v) || v->dtype != ph->dtype || !fits(ph, v))
+            rc = cn_failc(CN_EINVAL, "run: placeholder '%s' is %s, fed %s", cn_get_name(ph),
+                          cn_shape_str(ph, b1, sizeof b1), cn_shape_str(v, b2, sizeof b2));
+        fed[k] = values[f];
+    }
+    for (int k = 0; k < p->ninputs && rc == CN_OK; k++)
+        if (!fed[k])
+            rc = cn_failc(CN_EINVAL, "run: placeholder '%s' was not fed", cn_get_name(p->in_sym[k]));
+    if (rc != CN_OK) goto out;
+
+    /* Values of inputs and constants, by value id. */
+    for (int v = 0; v < ir->nv; v++) {
+        if (ir->v[v].kind == IRV_CONST) {
+            p->live[v] = cn_retain(ir->v[v].t);
+        } else if (ir->v[v].kind == IRV_INPUT) {
+            for (int k = 0; k < p->ninputs; k++)
+                if (p->in_sym[k] == ir->v[v].t) p->live[v] = cn_retain(fed[k]);
+        }
+    }
+    /* Plan for these sizes unless the last plan was for them. */
+    int nsig = 0;
+    for (int k = 0; k < p->ninputs; k++) nsig += 1 + fed[k]->ndim;
+    bool same = p->plan && p->nsig == nsig;
+    for (int k = 0, j = 0; same && k < p->ninputs; k++) {
+        same &= p->sig[j++] == fed[k]->ndim;
+        for (int d = 0; same && d < fed[k]->ndim; d++) same &= p->sig[j++] == fed[k]->shape[d];
+    }
+    if (!same) {
+        cn_plan_free(p->plan);
+        free(p->sig);
+        p->plan = NULL;
+        p->sig = malloc(sizeof *p->sig * (size_t)(nsig ? nsig : 1));
+        if (!p->sig) {
+            rc = cn_failc(CN_ENOMEM, "run: out of memory");
+            goto out;
+        }
+        p->nsig = nsig;
+        for (int k = 0, j = 0; k < p->ninputs; k++) {
+            p->sig[j++] = fed[k]->ndim;
+            for (int d = 0; d < fed[k]->ndim; d++) p->sig[j++] = fed[k]->shape[d];
+        }
+        int level = p->opts.opt_level;
+        p->plan = cn_plan_build(ir, p->live, level >= 1, level >= 2, p->opts.poison);
+        if (!p->plan) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", cn_last_error());
+            rc = cn_failc(CN_EINVAL, "run: %s", msg);
+            goto out;
+        }
+    }
+    for (int v = 0; v < ir->nv; v++) p->left[v] = p->uses[v];
+    bool prev = cn_set_grad_enabled(false);
+    rc = run_steps(p);
+    cn_set_grad_enabled(prev);
+    if (rc == CN_OK)
+        for (int o = 0; o < noutputs; o++)
+            outputs[o] = cn_scope_add(cn_retain(p->live[ir->outputs[o]]));
+out:
+    drop_live(p);
+    if (fed != fed_buf) free(fed);
+    return rc;
+}
