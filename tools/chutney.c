@@ -13,7 +13,10 @@ typedef struct command {
 static const command commands[] = {
     {"train", cn_tool_train, "train a model on Fashion-MNIST (train --help for options)"},
     {"eval", cn_tool_eval, "test accuracy of a checkpoint written by train --save"},
+    {"graph", cn_tool_graph, "write a model's graph as Graphviz DOT (graph --help)"},
     {"ops", cn_tool_ops, "list the op table (--markdown: the text of docs/ops.md)"},
+    {"run", cn_tool_run, "run an ONNX model on .npy inputs (run --help for options)"},
+    {"info", cn_tool_info, "an ONNX model's inputs, outputs, parameter count and ops"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -10,5 +10,12 @@
 int cn_tool_ops(int argc, char **argv);
 int cn_tool_train(int argc, char **argv);
 int cn_tool_eval(int argc, char **argv);
+int cn_tool_run(int argc, char **argv);
+int cn_tool_info(int argc, char **argv);
+int cn_tool_graph(int argc, char **argv);
+/* The benchmark models of docs/benchmarks.md: "mlp", "cnn" or "lstm"
+ * (NULL after cn_fail for another name). Input [N, 1, 28, 28] f32. */
+cn_module *cn_tool_make_model(const char *name);
+bool cn_tool_known_model(const char *name);
 
 #endif

@@ -22,6 +22,7 @@ typedef struct train_args {
     double lr;
     uint64_t seed;
     bool json, quiet;
+    bool static_mode; /* --mode static: the step is one compiled program */
 } train_args;
 
 static double now_s(void) {
@@ -34,61 +35,6 @@ static double peak_rss_mb(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss / 1024.0;
-}
-
-/* ---- models (docs/benchmarks.md) ---- */
-
-typedef struct lstm_classifier {
-    cn_module base;
-} lstm_classifier;
-
-/* Each image is 28 steps of 28 features; the last hidden state -> 10. */
-static cn_tensor *lstm_classifier_forward(cn_module *m, cn_tensor *x) {
-    int64_t shape[3] = {-1, 28, 28};
-    cn_tensor *seq = cn_reshape(x, 3, shape), *out = NULL;
-    if (cn_rnn_forward(cn_module_child(m, "lstm"), seq, NULL, NULL, &out, NULL, NULL) < 0)
-        return NULL;
-    cn_tensor *last = cn_squeeze(cn_narrow(out, 1, 27, 1), 1);
-    return cn_module_forward(cn_module_child(m, "fc"), last);
-}
-
-static const cn_module_vtable lstm_classifier_vt = {"LSTMClassifier", lstm_classifier_forward,
-                                                    NULL};
-
-static bool known_model(const char *name) {
-    return !strcmp(name, "mlp") || !strcmp(name, "cnn") || !strcmp(name, "lstm");
-}
-
-static cn_module *make_model(const char *name) {
-    if (!strcmp(name, "mlp")) {
-        cn_module *layers[] = {cn_nn_flatten(1, -1),      cn_nn_linear(784, 512, true),
-                               cn_nn_relu(),              cn_nn_linear(512, 256, true),
-                               cn_nn_relu(),              cn_nn_linear(256, 10, true)};
-        return cn_nn_sequential(layers, 6);
-    }
-    if (!strcmp(name, "cnn")) {
-        cn_conv_opts c = {.padding = {1, 1}};
-        cn_pool_opts pool = {.kernel = {2, 2}};
-        cn_module *layers[] = {cn_nn_conv2d(1, 32, 3, 3, &c, true),  cn_nn_relu(),
-                               cn_nn_max_pool2d(&pool),              cn_nn_conv2d(32, 64, 3, 3, &c, true),
-                               cn_nn_relu(),                         cn_nn_max_pool2d(&pool),
-                               cn_nn_flatten(1, -1),                 cn_nn_linear(3136, 128, true),
-                               cn_nn_relu(),                         cn_nn_linear(128, 10, true)};
-        return cn_nn_sequential(layers, 10);
-    }
-    if (!strcmp(name, "lstm")) {
-        cn_module *m = cn_module_new(&lstm_classifier_vt, sizeof(lstm_classifier));
-        if (!m) return NULL;
-        cn_rnn_opts o = {.batch_first = true};
-        if (cn_module_add_child(m, "lstm", cn_nn_lstm(28, 128, &o)) < 0 ||
-            cn_module_add_child(m, "fc", cn_nn_linear(128, 10, true)) < 0) {
-            cn_module_free(m);
-            return NULL;
-        }
-        return m;
-    }
-    cn_fail("unknown model '%s' (choose mlp, cnn or lstm)", name);
-    return NULL;
 }
 
 /* The benchmark definitions: batch, optimiser, learning rate. */
@@ -327,14 +273,16 @@ static void train_usage(FILE *f) {
             "usage: chutney train --model {mlp,cnn,lstm} [--epochs N] [--batch B] [--lr X]\n"
             "                     [--optimizer {sgd,adam,adamw,rmsprop,adagrad}] [--threads T]\n"
             "                     [--seed S] [--data DIR] [--save FILE] [--resume FILE]\n"
-            "                     [--limit N] [--json]\n"
+            "                     [--limit N] [--mode {eager,static}] [--json]\n"
             "       chutney eval --model {mlp,cnn,lstm} --load FILE [--data DIR] [--threads T]\n"
             "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
             "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
             "128; 2 epochs; seed 1; data in " DEFAULT_DATA ".\n"
             "--save writes a checkpoint after every epoch; --resume continues one exactly.\n"
-            "--limit uses only the first N training and test images (quick checks).\n");
+            "--limit uses only the first N training and test images (quick checks).\n"
+            "--mode static compiles forward, backward and the optimiser update into one\n"
+            "program (graph passes, fusion, memory planning) and runs it per batch.\n");
 }
 
 static int parse_args(int argc, char **argv, train_args *a, bool eval) {
@@ -360,6 +308,11 @@ static int parse_args(int argc, char **argv, train_args *a, bool eval) {
         else if (!strcmp(k, "--resume") && !eval) { TAKE(); a->resume = v; }
         else if (!strcmp(k, "--load") && eval) { TAKE(); a->load = v; }
         else if (!strcmp(k, "--json")) a->json = true;
+        else if (!strcmp(k, "--mode") && !eval) {
+            TAKE();
+            if (!strcmp(v, "static")) a->static_mode = true;
+            else if (strcmp(v, "eager")) goto bad;
+        }
         else if (!strcmp(k, "--epochs") && !eval) {
             TAKE();
             a->epochs = (int)strtol(v, &end, 10);
@@ -403,7 +356,7 @@ static int parse_args(int argc, char **argv, train_args *a, bool eval) {
         train_usage(stderr);
         return -1;
     }
-    if (!known_model(a->model)) {
+    if (!cn_tool_known_model(a->model)) {
         fprintf(stderr, "chutney: unknown model '%s' (choose mlp, cnn or lstm)\n", a->model);
         return -1;
     }
@@ -427,7 +380,7 @@ int cn_tool_train(int argc, char **argv) {
         fprintf(stderr, "chutney: cannot load Fashion-MNIST: %s\n", cn_last_error());
         return 1;
     }
-    cn_module *model = make_model(a.model);
+    cn_module *model = cn_tool_make_model(a.model);
     cn_tensor **params = NULL;
     int np = model ? cn_module_parameters(model, &params, NULL) : -1;
     cn_optimizer *opt = np >= 0 ? make_optimizer(&a, params, np) : NULL;
@@ -461,6 +414,30 @@ int cn_tool_train(int argc, char **argv) {
         fprintf(stderr, "chutney: %s\n", cn_last_error());
         return 1;
     }
+    /* Static mode: the step as one program over placeholders for a batch
+     * (the batch size is left unknown: the last batch may be shorter). */
+    cn_graph *graph = NULL;
+    cn_program *prog = NULL;
+    cn_tensor *ph[2] = {NULL, NULL};
+    if (a.static_mode) {
+        graph = cn_graph_new();
+        int64_t xs[CN_MAX_DIMS];
+        int xnd = cn_ndim(tr.images);
+        memcpy(xs, cn_shape(tr.images), sizeof(int64_t) * (size_t)xnd);
+        xs[0] = -1;
+        ph[0] = cn_placeholder(graph, "images", cn_tensor_dtype(tr.images), xnd, xs);
+        ph[1] = cn_placeholder(graph, "labels", cn_tensor_dtype(tr.labels), CN_SHAPE(-1));
+        cn_tensor *logits = cn_module_forward(model, ph[0]);
+        cn_tensor *outs[2] = {cn_cross_entropy(logits, ph[1], CN_REDUCTION_MEAN, 0), NULL};
+        outs[1] = cn_sum(cn_cast(cn_eq(cn_argmax(logits, 1, false), ph[1]), CN_I64), NULL, 0, false);
+        prog = outs[1] ? cn_compile_train_step(graph, outs, 2, opt, NULL) : NULL;
+        if (!prog) {
+            fprintf(stderr, "chutney: cannot compile the training step: %s\n", cn_last_error());
+            cn_graph_free(graph);
+            cn_loader_free(loader);
+            return 1;
+        }
+    }
     bool tty = isatty(2);
     int64_t nb = cn_loader_num_batches(loader);
     double train_time = 0, acc = 0, last_loss = NAN, all_time = 0;
@@ -482,10 +459,16 @@ int cn_tool_train(int argc, char **argv) {
                 break;
             }
             double t0 = now_s();
-            cn_optimizer_zero_grad(opt);
-            cn_tensor *logits = cn_module_forward(model, batch[0]);
-            cn_tensor *loss = cn_cross_entropy(logits, batch[1], CN_REDUCTION_MEAN, 0);
-            if (!loss || cn_backward(loss, NULL) < 0 || cn_optimizer_step(opt) < 0) {
+            cn_tensor *loss = NULL, *logits = NULL, *res[2] = {NULL, NULL};
+            if (prog) {
+                if (cn_run(prog, ph, batch, 2, res, 2) == 0) loss = res[0];
+            } else {
+                cn_optimizer_zero_grad(opt);
+                logits = cn_module_forward(model, batch[0]);
+                loss = cn_cross_entropy(logits, batch[1], CN_REDUCTION_MEAN, 0);
+                if (loss && (cn_backward(loss, NULL) < 0 || cn_optimizer_step(opt) < 0)) loss = NULL;
+            }
+            if (!loss) {
                 fprintf(stderr, "chutney: training step failed: %s\n", cn_last_error());
                 cn_scope_end();
                 rc = 1;
@@ -500,10 +483,14 @@ int cn_tool_train(int argc, char **argv) {
             all_time += dt;
             all_samples += bs;
             last_loss = cn_item(loss);
-            cn_no_grad_begin();
-            cn_tensor *hit = cn_eq(cn_argmax(logits, 1, false), batch[1]);
-            correct += (int64_t)cn_item(cn_sum(cn_cast(hit, CN_I64), NULL, 0, false));
-            cn_no_grad_end();
+            if (prog) {
+                correct += (int64_t)cn_item(res[1]);
+            } else {
+                cn_no_grad_begin();
+                cn_tensor *hit = cn_eq(cn_argmax(logits, 1, false), batch[1]);
+                correct += (int64_t)cn_item(cn_sum(cn_cast(hit, CN_I64), NULL, 0, false));
+                cn_no_grad_end();
+            }
             seen += bs;
             loss_sum += last_loss * (double)bs;
             cn_scope_end();
@@ -532,11 +519,19 @@ int cn_tool_train(int argc, char **argv) {
                                 : 0;
     if (rc == 0) {
         printf("test accuracy: %.2f%%\n", 100 * acc);
+        cn_program_stats ps = {0};
+        if (prog) cn_program_stats_get(prog, &ps);
         if (a.json)
-            printf("{\"model\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f,\"samples_per_sec\":%.1f,"
-                   "\"seconds\":%.2f,\"peak_rss_mb\":%.1f,\"final_loss\":%.9g}\n",
-                   a.model, a.epochs, acc, sps, now_s() - t_start, peak_rss_mb(), last_loss);
+            printf("{\"model\":\"%s\",\"mode\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f,"
+                   "\"samples_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
+                   "\"final_loss\":%.9g,\"program_steps\":%d,\"planned_mb\":%.3f,"
+                   "\"unplanned_mb\":%.3f}\n",
+                   a.model, prog ? "static" : "eager", a.epochs, acc, sps, now_s() - t_start,
+                   peak_rss_mb(), last_loss, ps.nsteps, ps.planned_bytes / 1e6,
+                   ps.unplanned_bytes / 1e6);
     }
+    cn_program_free(prog);
+    cn_graph_free(graph);
     cn_loader_free(loader);
     cn_optimizer_free(opt);
     cn_module_free(model);
@@ -554,7 +549,7 @@ int cn_tool_eval(int argc, char **argv) {
         fprintf(stderr, "chutney: cannot load Fashion-MNIST: %s\n", cn_last_error());
         return 1;
     }
-    cn_module *model = make_model(a.model);
+    cn_module *model = cn_tool_make_model(a.model);
     int epochs = 0;
     if (!model || load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
         fprintf(stderr, "chutney: cannot load %s: %s\n", a.load, cn_last_error());

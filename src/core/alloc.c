@@ -164,7 +164,9 @@ cn_storage *cn_storage_adopt(void *data, size_t nbytes) {
 }
 
 void cn_storage_release(cn_storage *s) {
-    if (!s || --s->refcount > 0) return;
+    /* Atomic: a program runs independent steps on several threads, and
+     * views they make share the storage of the planned arena. */
+    if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
     if (s->embedded) { /* the struct lives in the block's header */
         cn_free(s->data);
         return;

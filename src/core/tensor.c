@@ -235,7 +235,7 @@ cn_tensor *cn_t_alias(const cn_tensor *t) {
     memcpy(v->shape, t->shape, sizeof v->shape);
     memcpy(v->strides, t->strides, sizeof v->strides);
     v->storage = t->storage;
-    if (v->storage) v->storage->refcount++;
+    if (v->storage) __atomic_add_fetch(&v->storage->refcount, 1, __ATOMIC_RELAXED);
     v->graph = t->graph;
     if (v->graph) ((cn_graph_head *)v->graph)->refcount++;
     v->flags = t->flags & CN_TF_SYMBOLIC;

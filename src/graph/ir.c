@@ -180,6 +180,40 @@ oom:
     return cn_fail("compile: out of memory");
 }
 
+int32_t ir_insert_step(cn_ir *ir, int pos, uint16_t op, const int32_t *in, int nin,
+                       const cn_attrs *a, cn_dtype dt, int ndim, const int64_t *shape) {
+    cn_tensor *t = cn_t_alloc();
+    int32_t *ins = malloc(sizeof *ins * (size_t)(nin ? nin : 1));
+    if (!t || !ins) {
+        cn_release(t);
+        free(ins);
+        return -1;
+    }
+    t->dtype = (uint8_t)dt;
+    t->ndim = (int8_t)ndim;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    cn_contiguous_strides(ndim, t->shape, t->strides);
+    t->flags = CN_TF_SYMBOLIC;
+    int32_t id = ir_add_value(ir, t, IRV_STEP, pos);
+    cn_release(t);
+    if (id < 0 || !add_step(ir)) {
+        free(ins);
+        return -1;
+    }
+    memmove(ir->s + pos + 1, ir->s + pos, sizeof *ir->s * (size_t)(ir->ns - 1 - pos));
+    for (int s = pos + 1; s < ir->ns; s++) ir->v[ir->s[s].out].producer = s;
+    ir_step *st = &ir->s[pos];
+    memset(st, 0, sizeof *st);
+    st->kind = IRS_OP;
+    st->op = op;
+    st->attrs = *a;
+    st->nin = nin;
+    st->in = ins;
+    memcpy(ins, in, sizeof *ins * (size_t)nin);
+    st->out = id;
+    return id;
+}
+
 void ir_replace_uses(cn_ir *ir, int32_t from, int32_t to) {
     for (int s = 0; s < ir->ns; s++) {
         ir_step *st = &ir->s[s];

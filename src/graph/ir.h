@@ -74,6 +74,11 @@ cn_ir *ir_from_graph(cn_tensor *const *outputs, int noutputs);
 void ir_free(cn_ir *ir);
 /* Append a value (t retained); returns its id or -1 (out of memory). */
 int32_t ir_add_value(cn_ir *ir, cn_tensor *t, uint8_t kind, int32_t producer);
+/* Insert a step (an IRS_OP of op on in[]) at position pos, before the step
+ * now there, with a new symbolic result value of the given meta; returns the
+ * value id or -1 (out of memory). Step pointers taken before are stale. */
+int32_t ir_insert_step(cn_ir *ir, int pos, uint16_t op, const int32_t *in, int nin,
+                       const cn_attrs *a, cn_dtype dt, int ndim, const int64_t *shape);
 /* Point every use of value `from` (step inputs, outputs) at `to`. */
 void ir_replace_uses(cn_ir *ir, int32_t from, int32_t to);
 /* Uses of each value by live steps and outputs: counts[nv], caller frees. */
@@ -83,6 +88,8 @@ int ir_assume(cn_ir *ir, cn_tensor *t);
 static inline bool ir_is_const(const cn_ir *ir, int32_t id) { return ir->v[id].kind == IRV_CONST; }
 /* Write the steps as text, one per line (cn_program_dump and pass tests). */
 void ir_print(const cn_ir *ir, FILE *f);
+/* Graphviz DOT (dot.c). */
+int ir_write_dot(const cn_ir *ir, FILE *f);
 
 /* ---- passes (src/graph/passes/) ----
  * Each returns the number of rewrites (>= 0) or < 0 after cn_fail. */

@@ -2,6 +2,7 @@
  * of the optimisation level; cn_run plans memory and a schedule for the fed
  * sizes (kept until the sizes change) and executes the steps. */
 #include "plan.h"
+#include "../nn/optim.h"
 
 #include <stdlib.h>
 
@@ -9,7 +10,11 @@ struct cn_program {
     cn_graph *graph;
     cn_compile_opts opts;
     int noutputs, ninputs;
+    int nuser;           /* outputs cn_run hands back (the rest are gradients) */
     cn_tensor **out_sym; /* retained: the graph's outputs, to rebuild from */
+    cn_tensor **bound;   /* per output: the tensor it is written into, or NULL */
+    cn_tensor **direct;  /* per value, during a run: the bound tensor its step writes */
+    cn_optimizer *opt;   /* a training step: updated after the steps */
     cn_tensor **in_sym;  /* retained: the placeholders, in input order */
     cn_ir *ir;
     cn_plan *plan;
@@ -73,10 +78,12 @@ static int build(cn_program *p) {
     free(p->live);
     free(p->uses);
     free(p->left);
+    free(p->direct);
+    p->direct = calloc((size_t)(ir->nv ? ir->nv : 1), sizeof *p->direct);
     p->live = calloc((size_t)(ir->nv ? ir->nv : 1), sizeof *p->live);
     p->left = malloc(sizeof *p->left * (size_t)(ir->nv ? ir->nv : 1));
     p->uses = ir_use_counts(ir);
-    if (!p->live || !p->left || !p->uses) return cn_failc(CN_ENOMEM, "compile: out of memory");
+    if (!p->live || !p->left || !p->uses || !p->direct) return cn_failc(CN_ENOMEM, "compile: out of memory");
     return 0;
 }
 
@@ -84,7 +91,12 @@ void cn_program_free(cn_program *p) {
     if (!p) return;
     if (p->live && p->ir)
         for (int i = 0; i < p->ir->nv; i++) cn_release(p->live[i]);
-    for (int i = 0; i < p->noutputs; i++) cn_release(p->out_sym[i]);
+    for (int i = 0; i < p->noutputs; i++) {
+        cn_release(p->out_sym[i]);
+        if (p->bound) cn_release(p->bound[i]);
+    }
+    free(p->bound);
+    free(p->direct);
     for (int i = 0; i < p->ninputs; i++) cn_release(p->in_sym[i]);
     free(p->out_sym);
     free(p->in_sym);
@@ -114,9 +126,10 @@ cn_program *cn_compile(cn_graph *g, cn_tensor *const *outputs, int noutputs,
     p->graph = g;
     g->head.refcount++;
     p->opts = opts ? *opts : (cn_compile_opts){.opt_level = 2};
-    p->noutputs = noutputs;
+    p->noutputs = p->nuser = noutputs;
     p->out_sym = malloc(sizeof *p->out_sym * (size_t)noutputs);
-    if (!p->out_sym) goto oom;
+    p->bound = calloc((size_t)noutputs, sizeof *p->bound);
+    if (!p->out_sym || !p->bound) goto oom;
     for (int i = 0; i < noutputs; i++) p->out_sym[i] = cn_retain(outputs[i]);
     if (build(p) < 0) {
         cn_program_free(p);
@@ -168,6 +181,11 @@ int cn_program_dump(const cn_program *p, FILE *f) {
     return 0;
 }
 
+int cn_program_write_dot(const cn_program *p, FILE *f) {
+    if (!p || !f) return cn_failc(CN_EINVAL, "program_write_dot: NULL argument");
+    return ir_write_dot(p->ir, f);
+}
+
 /* ---- run ---- */
 
 static bool fits(const cn_tensor *ph, const cn_tensor *v) {
@@ -213,7 +231,9 @@ static cn_tensor *run_view(const cn_op_def *d, cn_tensor *x, const cn_attrs *a, 
     return out;
 }
 
-static cn_tensor *result_tensor(cn_plan *pl, int32_t v) {
+static cn_tensor *result_tensor(const cn_program *p, int32_t v) {
+    const cn_plan *pl = p->plan;
+    if (p->direct[v]) return cn_retain(p->direct[v]);
     if (pl->buf[v]) return cn_retain(pl->buf[v]);
     const cn_meta *m = &pl->meta[v];
     return cn_t_empty(m->dtype, m->ndim, m->shape);
@@ -223,10 +243,22 @@ static cn_tensor *result_tensor(cn_plan *pl, int32_t v) {
 static int exec_step(cn_program *p, int s) {
     const ir_step *st = &p->ir->s[s];
     cn_plan *pl = p->plan;
-    cn_tensor *ins_buf[16], **ins = ins_buf;
-    if (st->nin > 16 && !(ins = malloc(sizeof *ins * (size_t)st->nin)))
+    cn_tensor *ins_buf[32], **ins = ins_buf;
+    if (st->nin > 16 && !(ins = malloc(sizeof *ins * 2 * (size_t)st->nin)))
         return cn_failc(CN_ENOMEM, "run: out of memory");
     for (int i = 0; i < st->nin; i++) ins[i] = p->live[st->in[i]];
+    /* Steps of a level run concurrently, and a kernel may retain and
+     * release an input (a reduction, a softmax): tensor reference counts
+     * are not atomic, so a concurrent step reads its own tensor structs
+     * over the shared storage. */
+    cn_tensor **own = cn_in_parallel_region() ? ins + st->nin : NULL;
+    int nown = 0;
+    while (own && nown < st->nin && (own[nown] = ins[nown] = cn_t_alias(ins[nown]))) nown++;
+    if (own && nown < st->nin) {
+        for (int i = 0; i < nown; i++) cn_release(own[i]);
+        if (ins != ins_buf) free(ins);
+        return cn_failc(CN_ENOMEM, "run: out of memory");
+    }
     const cn_meta *m = &pl->meta[st->out];
     const cn_attrs *a = &pl->attrs[s];
     cn_tensor *out = NULL;
@@ -237,13 +269,13 @@ static int exec_step(cn_program *p, int s) {
             out = run_view(d, ins[0], a, m);
             if (!out) rc = CN_EINVAL;
         } else {
-            out = result_tensor(pl, st->out);
+            out = result_tensor(p, st->out);
             if (!out) rc = CN_ENOMEM;
             else if (cn_shape_numel(m->ndim, m->shape) > 0 || (d->flags & CN_OPF_RANDOM))
                 rc = d->cpu(d, ins, st->nin, a, out);
         }
     } else {
-        out = result_tensor(pl, st->out);
+        out = result_tensor(p, st->out);
         if (!out) {
             rc = CN_ENOMEM;
         } else if (st->op != CN_OP_COUNT) {
@@ -259,6 +291,7 @@ static int exec_step(cn_program *p, int s) {
             rc = cn_fused_run(st->fused, ins, out);
         }
     }
+    for (int i = 0; i < nown; i++) cn_release(own[i]);
     if (ins != ins_buf) free(ins);
     if (rc < 0) {
         cn_release(out);
@@ -346,6 +379,90 @@ static int run_steps(cn_program *p) {
     return status;
 }
 
+/* Bound outputs computed by a kernel step are written by it directly. */
+static int bind_direct(cn_program *p) {
+    const cn_ir *ir = p->ir;
+    char b1[160], b2[160];
+    for (int o = 0; o < p->noutputs; o++) {
+        cn_tensor *t = p->bound[o];
+        int32_t v = ir->outputs[o];
+        if (!t) continue;
+        const cn_meta *m = ir->v[v].kind == IRV_STEP ? &p->plan->meta[v] : NULL;
+        const cn_tensor *src = m ? NULL : p->live[v];
+        int nd = m ? m->ndim : src->ndim;
+        const int64_t *shape = m ? m->shape : src->shape;
+        cn_dtype dt = m ? m->dtype : (cn_dtype)src->dtype;
+        bool same = t->dtype == dt && t->ndim == nd &&
+                    !memcmp(t->shape, shape, sizeof(int64_t) * (size_t)nd);
+        if (!same)
+            return cn_failc(CN_EINVAL, "run: output %d is %s%s, bound to %s", o, cn_dtype_name(dt),
+                            cn_fmt_shape(b1, sizeof b1, nd, shape), cn_shape_str(t, b2, sizeof b2));
+        const ir_step *st = m ? &ir->s[ir->v[v].producer] : NULL;
+        bool kernel = st && !(st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_VIEW));
+        if (kernel && !p->direct[v] && cn_is_contiguous(t)) p->direct[v] = t;
+    }
+    return 0;
+}
+
+int cn_program_bind_output(cn_program *p, int i, cn_tensor *t) {
+    if (!p || i < 0 || i >= p->nuser)
+        return cn_failc(CN_EINVAL, "program_bind_output: output %d out of range", i);
+    if (t && cn_is_symbolic(t))
+        return cn_failc(CN_EINVAL, "program_bind_output: the tensor is symbolic");
+    cn_release(p->bound[i]);
+    p->bound[i] = t ? cn_retain(t) : NULL;
+    return 0;
+}
+
+cn_program *cn_compile_train_step(cn_graph *g, cn_tensor *const *outputs, int noutputs,
+                                  cn_optimizer *opt, const cn_compile_opts *opts) {
+    if (!opt) return cn_fail("compile_train_step: optimizer is NULL");
+    if (!outputs || noutputs < 1 || !outputs[0])
+        return cn_fail("compile_train_step: no loss given");
+    int np = cn_optimizer_num_params(opt);
+    cn_tensor **params = malloc(sizeof *params * (size_t)(np ? np : 1));
+    cn_tensor **outs = malloc(sizeof *outs * (size_t)(noutputs + np));
+    cn_program *p = NULL;
+    if (!params || !outs) {
+        cn_fail("compile_train_step: out of memory");
+        goto out;
+    }
+    /* .grad of every parameter set up (flat views); then overwritten by
+     * each run. */
+    if (cn_optimizer_zero_grad(opt) < 0) goto out;
+    int nreq = 0;
+    for (int i = 0; i < np; i++) {
+        cn_tensor *q = cn_opt_param(opt, i);
+        if (q->requires_grad) params[nreq++] = q;
+    }
+    cn_scope_begin();
+    memcpy(outs, outputs, sizeof *outs * (size_t)noutputs);
+    int rc = cn_grad(outputs, NULL, 1, params, nreq, outs + noutputs, CN_GRAD_ALLOW_UNUSED);
+    int nout = noutputs;
+    for (int i = 0; rc == 0 && i < nreq; i++) {
+        if (!outs[noutputs + i]) { /* unused: no gradient, the optimiser skips it */
+            rc = cn_set_grad(params[i], NULL);
+            continue;
+        }
+        if (!cn_get_grad(params[i])) {
+            cn_tensor *z = cn_zeros_like(params[i]);
+            rc = z ? cn_set_grad(params[i], z) : CN_ENOMEM;
+        }
+        params[nout - noutputs] = params[i];
+        outs[nout++] = outs[noutputs + i];
+    }
+    if (rc == 0) p = cn_compile(g, outs, nout, opts);
+    cn_scope_end();
+    if (!p) goto out;
+    p->nuser = noutputs;
+    for (int i = noutputs; i < nout; i++) p->bound[i] = cn_retain(cn_get_grad(params[i - noutputs]));
+    p->opt = opt;
+out:
+    free(params);
+    free(outs);
+    return p;
+}
+
 /* Was a tensor a pass relied on written since? */
 static bool assumptions_hold(const cn_ir *ir) {
     for (int i = 0; i < ir->nassume; i++)
@@ -359,8 +476,8 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
     if (outputs)
         for (int i = 0; i < noutputs; i++) outputs[i] = NULL;
     if (!p) return cn_failc(CN_EINVAL, "run: program is NULL");
-    if (noutputs != p->noutputs || !outputs)
-        return cn_failc(CN_EINVAL, "run: the program has %d outputs, %d requested", p->noutputs,
+    if (noutputs != p->nuser || !outputs)
+        return cn_failc(CN_EINVAL, "run: the program has %d outputs, %d requested", p->nuser,
                         noutputs);
     if (nfeeds < 0 || (nfeeds > 0 && (!placeholders || !values)))
         return cn_failc(CN_EINVAL, "run: bad feeds");
@@ -432,14 +549,24 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
             goto out;
         }
     }
+    if ((rc = bind_direct(p)) < 0) goto out;
     for (int v = 0; v < ir->nv; v++) p->left[v] = p->uses[v];
     bool prev = cn_set_grad_enabled(false);
     rc = run_steps(p);
     cn_set_grad_enabled(prev);
+    for (int o = 0; o < p->noutputs && rc == CN_OK; o++) {
+        cn_tensor *b = p->bound[o], *v = p->live[ir->outputs[o]];
+        if (b && v != b && cn_copy_strided(b, v) < 0) rc = CN_EINVAL;
+        else if (b) cn_storage_bump(b->storage);
+    }
+    if (rc == CN_OK && p->opt) rc = cn_optimizer_step(p->opt);
     if (rc == CN_OK)
-        for (int o = 0; o < noutputs; o++)
-            outputs[o] = cn_scope_add(cn_retain(p->live[ir->outputs[o]]));
+        for (int o = 0; o < noutputs; o++) {
+            cn_tensor *b = p->bound[o];
+            outputs[o] = cn_scope_add(cn_retain(b ? b : p->live[ir->outputs[o]]));
+        }
 out:
+    memset(p->direct, 0, sizeof *p->direct * (size_t)ir->nv);
     drop_live(p);
     if (fed != fed_buf) free(fed);
     return rc;

@@ -585,6 +585,10 @@ out:
 
 /* ---- gradients, lr, introspection ---- */
 
+cn_tensor *cn_opt_param(const cn_optimizer *o, int i) {
+    return o && i >= 0 && i < o->n ? o->s[i].p : NULL;
+}
+
 int cn_optimizer_zero_grad(cn_optimizer *o) {
     if (!o) return CN_EINVAL;
     if (o->nflat > 0) {

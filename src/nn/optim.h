@@ -49,6 +49,9 @@ struct cn_opt_item {
 void cn_opt_prepare(cn_opt_alg alg, const cn_opt_hyper *h, cn_dtype dt, int64_t t,
                     cn_opt_item *it);
 
+/* Parameter i (borrowed), NULL if out of range. */
+cn_tensor *cn_opt_param(const cn_optimizer *o, int i);
+
 /* ---- learning rates, for the schedules ---- */
 /* The lr every schedule of this optimiser starts from (torch's
  * param_group['initial_lr']): NaN until the first schedule sets it. */

@@ -77,6 +77,39 @@ else
     fail "eval: $acc_eval, training reported $acc_res"
 fi
 
+# --mode static (one compiled program per step) trains like eager mode:
+# the same losses within float rounding (the passes may reorder sums).
+for m in mlp cnn lstm; do
+    for t in 1 2; do
+        sc="--model $m --epochs 1 --limit 640 --threads $t --json --seed 3 --data $tmp/data"
+        "$CHUTNEY" train $sc >"$tmp/eager" 2>"$tmp/err" || { fail "$m eager"; cat "$tmp/err"; }
+        "$CHUTNEY" train $sc --mode static >"$tmp/static" 2>"$tmp/err" || { fail "$m static"; cat "$tmp/err"; }
+        le=$(grep -o '"final_loss":[0-9.e+-]*' "$tmp/eager" | cut -d: -f2)
+        ls=$(grep -o '"final_loss":[0-9.e+-]*' "$tmp/static" | cut -d: -f2)
+        if [ -n "$le" ] && [ -n "$ls" ] &&
+            awk -v a="$le" -v b="$ls" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a) + 1e-6) }'; then
+            echo "ok: $m, $t thread(s): static loss $ls, eager $le"
+        else
+            fail "$m, $t thread(s): static loss '$ls', eager '$le'"
+        fi
+    done
+done
+expect_error "bad mode" "bad value" "$CHUTNEY" train --model mlp --mode lazy
+
+# chutney graph: DOT before and after the passes.
+"$CHUTNEY" graph --model mlp --train >"$tmp/g0.dot" 2>"$tmp/err" || { fail "graph"; cat "$tmp/err"; }
+"$CHUTNEY" graph --model mlp --train --optimized >"$tmp/g2.dot" 2>"$tmp/err" || { fail "graph --optimized"; cat "$tmp/err"; }
+if grep -q '^digraph program' "$tmp/g0.dot" && ! grep -q 'fused' "$tmp/g0.dot" && grep -q 'fused' "$tmp/g2.dot"; then
+    echo "ok: graph writes DOT; --optimized shows fused steps"
+else
+    fail "graph: DOT output unexpected"
+fi
+if command -v dot >/dev/null 2>&1; then
+    "$CHUTNEY" graph --model cnn --optimized --png "$tmp/g.png" 2>"$tmp/err" || { fail "graph --png"; cat "$tmp/err"; }
+    if [ "$(head -c 4 "$tmp/g.png" | tail -c 3)" = "PNG" ]; then echo "ok: graph --png"; else fail "graph --png wrote no PNG"; fi
+fi
+expect_error "graph without a model" "--model is required" "$CHUTNEY" graph
+
 # Checkpoints of another model, a truncated one, a file that is not one.
 expect_error "checkpoint of another model" "holds a 'mlp' model" "$CHUTNEY" eval --model cnn --load "$tmp/two.ckpt" --limit 100 --data "$tmp/data"
 head -c 3000 "$tmp/two.ckpt" >"$tmp/cut.ckpt"

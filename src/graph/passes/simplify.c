@@ -10,7 +10,12 @@
  *   permute(permute(x, p), q)        -> permute(x, p∘q), or x if identity
  *   reshape(reshape(x))              -> reshape(x); to x's own shape -> x
  *   mul(mul(t, a), b), a, b scalars  -> mul(t, a*b); div by a power of two
- *                                       counts as a multiplication */
+ *                                       counts as a multiplication
+ *   transpose(matmul(a, b)), 2-D     -> matmul(transpose(b), transpose(a)):
+ *                                       the product is written in the layout
+ *                                       wanted instead of copied into it
+ *                                       (the same sums; BLAS may order them
+ *                                       differently, so equal within rounding) */
 #include "pass_util.h"
 
 #include <math.h>
@@ -78,6 +83,32 @@ static int permutes(cn_ir *ir, ir_step *st) {
     if (ident) return forward_to(ir, st, p->in[0], -1);
     st->attrs = a;
     st->in[0] = p->in[0];
+    return 1;
+}
+
+static int transposed_product(cn_ir *ir, int s, const int32_t *uses) {
+    ir_step *st = &ir->s[s];
+    if (st->attrs.nlist != 2 || st->attrs.list[0] != 1 || st->attrs.list[1] != 0) return 0;
+    ir_step *p = pass_producer(ir, st->in[0]);
+    if (!p || p->kind != IRS_OP || p->op != CN_OP_matmul || uses[st->in[0]] != 1) return 0;
+    int32_t a = p->in[0], b = p->in[1];
+    const cn_tensor *at = ir->v[a].t, *bt = ir->v[b].t;
+    if (at->ndim != 2 || bt->ndim != 2) return 0;
+    cn_attrs tr = st->attrs, ma = p->attrs;
+    int64_t bs[2] = {bt->shape[1], bt->shape[0]}, as[2] = {at->shape[1], at->shape[0]};
+    int32_t vb = ir_insert_step(ir, s, CN_OP_permute, &b, 1, &tr, (cn_dtype)bt->dtype, 2, bs);
+    if (vb < 0) return -1;
+    int32_t va = ir_insert_step(ir, s + 1, CN_OP_permute, &a, 1, &tr, (cn_dtype)at->dtype, 2, as);
+    if (va < 0) return -1;
+    st = &ir->s[s + 2];
+    st->op = CN_OP_matmul;
+    st->attrs = ma;
+    free(st->in);
+    st->in = malloc(sizeof *st->in * 2);
+    if (!st->in) return -1;
+    st->in[0] = vb;
+    st->in[1] = va;
+    st->nin = 2;
     return 1;
 }
 
@@ -165,7 +196,13 @@ int cn_pass_simplify(cn_ir *ir) {
         if (st->kind != IRS_OP) continue;
         int r;
         switch (st->op) {
-        case CN_OP_permute: r = permutes(ir, st); break;
+        case CN_OP_permute:
+            r = permutes(ir, st);
+            if (r == 0) {
+                r = transposed_product(ir, s, uses);
+                if (r > 0) s += 2; /* two steps were inserted before it */
+            }
+            break;
         case CN_OP_reshape: r = reshapes(ir, st); break;
         default:
             r = identity(ir, st);
