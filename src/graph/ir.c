@@ -273,7 +273,12 @@ static void print_attrs(const cn_op_def *d, const cn_attrs *a, FILE *f) {
         any = true;
         switch (ad->kind) {
         case CN_ATTR_FLOAT: fprintf(f, "%g", a->f[ad->slot]); break;
-        case CN_ATTR_DTYPE: fprintf(f, "%s", cn_dtype_name((cn_dtype)a->i[ad->slot])); break;
+        case CN_ATTR_DTYPE: /* out of range: "the input's" */
+            if (a->i[ad->slot] >= 0 && a->i[ad->slot] < CN_DTYPE_COUNT)
+                fprintf(f, "%s", cn_dtype_name((cn_dtype)a->i[ad->slot]));
+            else
+                fprintf(f, "same");
+            break;
         case CN_ATTR_INTS:
             fputc('[', f);
             for (int j = 0; j < a->nlist; j++) fprintf(f, "%s%" PRId64, j ? "," : "", a->list[j]);

@@ -10,17 +10,22 @@
 
 void cn_plan_free(cn_plan *pl) {
     if (!pl) return;
-    if (pl->buf)
-        for (int i = 0; i < pl->nv; i++) cn_release(pl->buf[i]);
+    for (int i = 0; i < pl->nv; i++) {
+        if (pl->buf) cn_release(pl->buf[i]);
+        if (pl->vbuf) cn_release(pl->vbuf[i]);
+    }
     if (pl->arena) cn_storage_release(pl->arena);
     free(pl->meta);
     free(pl->attrs);
     free(pl->buf);
+    free(pl->vbuf);
     free(pl->order);
     free(pl->group_start);
     free(pl->group_par);
     free(pl->dead_start);
     free(pl->dead_list);
+    free(pl->task_rc);
+    free(pl->task_err);
     free(pl);
 }
 
@@ -204,6 +209,17 @@ static int schedule(const cn_ir *ir, cn_plan *pl, bool parallel, int32_t *time) 
     }
     for (int s = 0; s < ns; s++) time[s] = level[s];
     pl->ngroups = nlev;
+    int widest = 1;
+    for (int l = 0; l < nlev; l++)
+        if (pl->group_par[l] && pl->group_start[l + 1] - pl->group_start[l] > widest)
+            widest = pl->group_start[l + 1] - pl->group_start[l];
+    pl->task_rc = malloc(sizeof *pl->task_rc * (size_t)widest);
+    pl->task_err = malloc(sizeof *pl->task_err * (size_t)widest);
+    if (!pl->task_rc || !pl->task_err) {
+        free(fill);
+        free(level);
+        return -1;
+    }
     free(fill);
     free(level);
     return 0;
@@ -256,6 +272,13 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
 
     time = malloc(sizeof *time * (size_t)(ns ? ns : 1));
     if (!time || schedule(ir, pl, parallel, time) < 0) goto oom;
+    /* View structs made once: a run's views then allocate nothing (a view
+     * made on a worker thread would otherwise come from that thread's free
+     * list, which releases on the main thread never refill). */
+    pl->vbuf = calloc((size_t)(nv ? nv : 1), sizeof *pl->vbuf);
+    if (!pl->vbuf) goto oom;
+    for (int s = 0; s < ns; s++)
+        if (is_view_step(&ir->s[s]) && !(pl->vbuf[ir->s[s].out] = cn_t_alloc())) goto oom;
     if (!memory) goto done;
 
     /* Roots: the value owning the bytes a value is a view of. */

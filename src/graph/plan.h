@@ -20,6 +20,7 @@ typedef struct cn_plan {
     cn_meta *meta;       /* per value: concrete dtype and shape */
     cn_attrs *attrs;     /* per step: attributes after inference with real sizes */
     cn_tensor **buf;     /* per value: its planned tensor in the arena, or NULL */
+    cn_tensor **vbuf;    /* per view value: a struct reused by each run, or NULL */
     int32_t *order;      /* steps in execution order */
     int32_t *group_start;/* order[group_start[k] .. group_start[k+1]) may run together */
     uint8_t *group_par;  /* per group: run its steps concurrently */
@@ -29,6 +30,8 @@ typedef struct cn_plan {
     cn_storage *arena;
     size_t arena_bytes, naive_bytes;
     int ninplace;
+    int *task_rc;        /* per step of the largest concurrent group: status */
+    char (*task_err)[512];/* and message, so a run allocates nothing */
 } cn_plan;
 
 /* vals[id]: the tensor of every input and constant value (NULL for steps).

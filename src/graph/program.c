@@ -202,9 +202,27 @@ static void drop_live(cn_program *p) {
     }
 }
 
-/* A view op on x with the planned shape and attributes. */
-static cn_tensor *run_view(const cn_op_def *d, cn_tensor *x, const cn_attrs *a, const cn_meta *m) {
-    cn_tensor *out = cn_t_alias(x);
+/* t (a struct only the plan holds) made an alias of x, as cn_t_alias. */
+static cn_tensor *reuse_alias(cn_tensor *t, const cn_tensor *x) {
+    cn_storage *old = t->storage;
+    memset(t, 0, sizeof *t);
+    t->refcount = 2; /* the plan's and the caller's */
+    t->dtype = x->dtype;
+    t->ndim = x->ndim;
+    t->offset = x->offset;
+    memcpy(t->shape, x->shape, sizeof t->shape);
+    memcpy(t->strides, x->strides, sizeof t->strides);
+    t->storage = x->storage;
+    if (t->storage) __atomic_add_fetch(&t->storage->refcount, 1, __ATOMIC_RELAXED);
+    cn_storage_release(old);
+    return t;
+}
+
+/* A view op on x with the planned shape and attributes (into reuse when
+ * nothing else holds it). */
+static cn_tensor *run_view(const cn_op_def *d, cn_tensor *x, const cn_attrs *a, const cn_meta *m,
+                           cn_tensor *reuse) {
+    cn_tensor *out = reuse && reuse->refcount == 1 ? reuse_alias(reuse, x) : cn_t_alias(x);
     if (!out) return NULL;
     out->ndim = (int8_t)m->ndim;
     memcpy(out->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
@@ -266,7 +284,7 @@ static int exec_step(cn_program *p, int s) {
     if (st->kind == IRS_OP) {
         const cn_op_def *d = cn_ops[st->op];
         if (d->flags & CN_OPF_VIEW) {
-            out = run_view(d, ins[0], a, m);
+            out = run_view(d, ins[0], a, m, pl->vbuf ? pl->vbuf[st->out] : NULL);
             if (!out) rc = CN_EINVAL;
         } else {
             out = result_tensor(p, st->out);
@@ -336,24 +354,12 @@ static int fail_step(cn_program *p, int s, const char *msg) {
 
 static int run_steps(cn_program *p) {
     cn_plan *pl = p->plan;
-    int par_cap = 0;
-    int *rc = NULL;
-    char (*err)[512] = NULL;
+    int *rc = pl->task_rc;
+    char (*err)[512] = pl->task_err;
     int status = 0;
     for (int gi = 0; gi < pl->ngroups && status == 0; gi++) {
         int b = pl->group_start[gi], e = pl->group_start[gi + 1];
         if (pl->group_par[gi] && cn_get_num_threads() > 1) {
-            if (e - b > par_cap) {
-                free(rc);
-                free(err);
-                par_cap = e - b;
-                rc = malloc(sizeof *rc * (size_t)par_cap);
-                err = malloc(sizeof *err * (size_t)par_cap);
-                if (!rc || !err) {
-                    status = cn_failc(CN_ENOMEM, "run: out of memory");
-                    break;
-                }
-            }
             group_ctx g = {p, pl->order + b, rc, err};
             cn_parallel_tasks(e - b, run_group_task, &g);
             for (int k = 0; k < e - b && status == 0; k++)
@@ -374,8 +380,6 @@ static int run_steps(cn_program *p) {
                 memset(cn_t_ptr(t), 0xFF, (size_t)cn_numel(t) * cn_dsize((cn_dtype)t->dtype));
             }
     }
-    free(rc);
-    free(err);
     return status;
 }
 

@@ -54,6 +54,12 @@ struct cn_optimizer {
     cn_tensor *fgrad;  /* [ftotal] */
     cn_tensor *fstate[CN_OPT_MAXSTATE];
     cn_state_list out; /* what cn_optimizer_state last returned */
+    /* A step's work lists, kept so that steps allocate nothing (a training
+     * step compiled into a program runs without malloc). */
+    cn_opt_item *w_items;
+    int64_t *w_start;
+    int *w_item_of;
+    cn_tensor **w_ptmp, **w_gtmp;
 };
 
 static const char *const alg_names[CN_OPT_ALG_COUNT] = {"sgd", "adam", "adamw", "rmsprop",
@@ -221,6 +227,11 @@ static void opt_destroy(cn_optimizer *o) {
     for (int k = 0; k < CN_OPT_MAXSTATE; k++) cn_release(o->fstate[k]);
     cn_storage_release(o->fparam);
     cn_state_list_free(&o->out);
+    free(o->w_items);
+    free(o->w_start);
+    free(o->w_item_of);
+    free(o->w_ptmp);
+    free(o->w_gtmp);
     free(o);
 }
 
@@ -478,15 +489,27 @@ static void run_task(void *ctx, int64_t t0, int64_t t1) {
 int cn_optimizer_step(cn_optimizer *o) {
     if (!o) return CN_EINVAL;
     int n = o->n, rc = CN_OK, nitems = 0;
-    cn_opt_item *items = calloc((size_t)n, sizeof *items);
-    int64_t *start = calloc((size_t)n + 1, sizeof *start);
-    int *item_of = malloc(sizeof *item_of * (size_t)n);  /* slot -> item, -1: skipped */
-    cn_tensor **ptmp = calloc((size_t)n, sizeof *ptmp);  /* standalone copies */
-    cn_tensor **gtmp = calloc((size_t)n, sizeof *gtmp);
-    if (!items || !start || !item_of || !ptmp || !gtmp) {
-        rc = cn_failc(CN_ENOMEM, "optimizer_step: out of memory");
-        goto out;
+    if (!o->w_items) {
+        size_t m = (size_t)(n ? n : 1);
+        o->w_items = malloc(sizeof *o->w_items * m);
+        o->w_start = malloc(sizeof *o->w_start * (m + 1));
+        o->w_item_of = malloc(sizeof *o->w_item_of * m);
+        o->w_ptmp = calloc(m, sizeof *o->w_ptmp);
+        o->w_gtmp = calloc(m, sizeof *o->w_gtmp);
+        if (!o->w_items || !o->w_start || !o->w_item_of || !o->w_ptmp || !o->w_gtmp) {
+            free(o->w_items), free(o->w_start), free(o->w_item_of), free(o->w_ptmp),
+                free(o->w_gtmp);
+            o->w_items = NULL;
+            return cn_failc(CN_ENOMEM, "optimizer_step: out of memory");
+        }
     }
+    cn_opt_item *items = o->w_items;
+    int64_t *start = o->w_start;
+    int *item_of = o->w_item_of;      /* slot -> item, -1: skipped */
+    cn_tensor **ptmp = o->w_ptmp;     /* standalone copies (NULL between steps) */
+    cn_tensor **gtmp = o->w_gtmp;
+    memset(items, 0, sizeof *items * (size_t)n);
+    memset(start, 0, sizeof *start * ((size_t)n + 1));
     size_t fes = cn_dsize(o->fdt);
     bool flat_touched = false;
     int last_flat = -1; /* the item the last updated flat slot went to */
@@ -571,15 +594,11 @@ int cn_optimizer_step(cn_optimizer *o) {
 fail:
     rc = cn_failc(CN_ENOMEM, "optimizer_step: out of memory");
 out:
-    if (ptmp)
-        for (int i = 0; i < n; i++) cn_release(ptmp[i]);
-    if (gtmp)
-        for (int i = 0; i < n; i++) cn_release(gtmp[i]);
-    free(ptmp);
-    free(gtmp);
-    free(items);
-    free(start);
-    free(item_of);
+    for (int i = 0; i < n; i++) {
+        cn_release(ptmp[i]);
+        cn_release(gtmp[i]);
+        ptmp[i] = gtmp[i] = NULL;
+    }
     return rc;
 }
 

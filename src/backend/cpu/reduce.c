@@ -981,11 +981,11 @@ int cn_cpu_reduce(const char *name, cn_reduce_kind kind, cn_tensor *out, const c
         /* Too few outputs to keep the threads busy: compute the blocks in
          * parallel, then fold them in order (the same bits as folding as we
          * go, which is also the way out if there is no memory for them). */
-        jb.parts = malloc((size_t)(p.ntasks * p.nblocks * p.tw) * sizeof *jb.parts);
+        jb.parts = cn_alloc((size_t)(p.ntasks * p.nblocks * p.tw) * sizeof *jb.parts);
         if (jb.parts) cn_parallel_for(p.ntasks * p.nblocks, 1, partial_range, &jb);
     }
     int64_t grain = work >= TASK_GRAIN || jb.parts ? 1 : TASK_GRAIN / work;
     cn_parallel_for(p.ntasks, grain, fold_range, &jb);
-    free(jb.parts);
+    cn_free(jb.parts); /* from the cache: a compiled step allocates nothing */
     return CN_OK;
 }
