@@ -11,6 +11,12 @@
  *   reshape(reshape(x))              -> reshape(x); to x's own shape -> x
  *   mul(mul(t, a), b), a, b scalars  -> mul(t, a*b); div by a power of two
  *                                       counts as a multiplication
+ *   sum of slice_scatter(zeros, g_i) -> concat(g_1, zeros, g_2, ...): the
+ *     over disjoint slices of one axis   gradient of a tensor read slice by
+ *                                       slice (an RNN's precomputed input
+ *                                       gates, an LSTM's four gates), built
+ *                                       once instead of as one full-size
+ *                                       zero tensor per slice (exact)
  *   transpose(matmul(a, b)), 2-D     -> matmul(transpose(b), transpose(a)):
  *                                       the product is written in the layout
  *                                       wanted instead of copied into it
@@ -112,6 +118,117 @@ static int transposed_product(cn_ir *ir, int s, const int32_t *uses) {
     return 1;
 }
 
+/* ---- sums of slice_scatters into zeros ---- */
+
+typedef struct piece {
+    int32_t g;
+    int64_t start, stop;
+} piece;
+
+typedef struct scatter_sum {
+    int32_t base; /* the zeros every piece is scattered into */
+    int axis;
+    piece *p;
+    int n, cap;
+} scatter_sum;
+
+static bool is_zeros(cn_ir *ir, int32_t v) {
+    ir_step *p = pass_producer(ir, v);
+    return p && p->kind == IRS_OP && p->op == CN_OP_full_like && p->attrs.f[0] == 0 &&
+           !signbit(p->attrs.f[0]);
+}
+
+/* Add the pieces of v to ss if v is a slice_scatter into zeros, or a sum of
+ * such read by nothing else. */
+static bool collect(cn_ir *ir, int32_t v, const int32_t *uses, bool root, scatter_sum *ss) {
+    ir_step *p = pass_producer(ir, v);
+    if (!p || p->kind != IRS_OP || (!root && uses[v] != 1)) return false;
+    if (p->op == CN_OP_add) {
+        const cn_tensor *o = ir->v[v].t;
+        return pass_same_meta(ir->v[p->in[0]].t, o) && pass_same_meta(ir->v[p->in[1]].t, o) &&
+               collect(ir, p->in[0], uses, false, ss) && collect(ir, p->in[1], uses, false, ss);
+    }
+    if (p->op != CN_OP_slice_scatter || p->attrs.i[3] != 1) return false;
+    int32_t base = p->in[0];
+    int axis = (int)p->attrs.i[0];
+    const cn_tensor *bt = ir->v[base].t;
+    if (ss->base >= 0 ? base != ss->base || axis != ss->axis : !is_zeros(ir, base)) return false;
+    int64_t size = axis >= 0 && axis < bt->ndim ? bt->shape[axis] : -1;
+    int64_t a = p->attrs.i[1], b = p->attrs.i[2];
+    if (size < 0 || a < 0 || b > size || a >= b) return false;
+    if (ss->n == ss->cap) {
+        int nc = ss->cap ? 2 * ss->cap : 8;
+        piece *np = realloc(ss->p, sizeof *np * (size_t)nc);
+        if (!np) return false;
+        ss->p = np;
+        ss->cap = nc;
+    }
+    ss->base = base;
+    ss->axis = axis;
+    ss->p[ss->n++] = (piece){p->in[1], a, b};
+    return true;
+}
+
+static int cmp_piece(const void *x, const void *y) {
+    const piece *a = x, *b = y;
+    return (a->start > b->start) - (a->start < b->start);
+}
+
+/* Step s (an add) becomes a concat of the pieces, with slices of the zeros
+ * for the gaps; returns how many steps were inserted before it, or < 0. */
+static int scatter_sum_to_concat(cn_ir *ir, int s, const int32_t *uses) {
+    scatter_sum ss = {-1, 0, NULL, 0, 0};
+    int inserted = 0;
+    if (!collect(ir, ir->s[s].out, uses, true, &ss) || ss.n < 2) goto none;
+    qsort(ss.p, (size_t)ss.n, sizeof *ss.p, cmp_piece);
+    for (int k = 1; k < ss.n; k++)
+        if (ss.p[k].start < ss.p[k - 1].stop) goto none; /* overlapping: a real sum */
+    const cn_tensor *bt = ir->v[ss.base].t;
+    int64_t size = bt->shape[ss.axis];
+    int32_t *in = malloc(sizeof *in * (size_t)(2 * ss.n + 1));
+    if (!in) goto fail;
+    int nin = 0;
+    int64_t at = 0;
+    for (int k = 0; k <= ss.n; k++) {
+        int64_t next = k < ss.n ? ss.p[k].start : size;
+        if (next > at) { /* a gap: that slice of the zeros */
+            cn_attrs a;
+            memset(&a, 0, sizeof a);
+            a.i[0] = ss.axis, a.i[1] = at, a.i[2] = next, a.i[3] = 1;
+            int64_t shape[CN_MAX_DIMS];
+            memcpy(shape, bt->shape, sizeof(int64_t) * (size_t)bt->ndim);
+            shape[ss.axis] = next - at;
+            int32_t z = ir_insert_step(ir, s + inserted, CN_OP_slice, &ss.base, 1, &a,
+                                       (cn_dtype)bt->dtype, bt->ndim, shape);
+            if (z < 0) {
+                free(in);
+                goto fail;
+            }
+            inserted++;
+            in[nin++] = z;
+        }
+        if (k < ss.n) {
+            in[nin++] = ss.p[k].g;
+            at = ss.p[k].stop;
+        }
+    }
+    ir_step *st = &ir->s[s + inserted];
+    free(st->in);
+    st->in = in;
+    st->nin = nin;
+    st->op = CN_OP_concat;
+    memset(&st->attrs, 0, sizeof st->attrs);
+    st->attrs.i[0] = ss.axis;
+    free(ss.p);
+    return inserted + 1; /* > 0: rewritten */
+none:
+    free(ss.p);
+    return 0;
+fail:
+    free(ss.p);
+    return -1;
+}
+
 static int reshapes(cn_ir *ir, ir_step *st) {
     int32_t x = st->in[0];
     ir_step *p = pass_producer(ir, x);
@@ -191,6 +308,22 @@ int cn_pass_simplify(cn_ir *ir) {
     int total = 0;
     int32_t *uses = ir_use_counts(ir);
     if (!uses) return CN_ENOMEM;
+    /* Outermost sums first (backwards), so a sum's inner adds are not
+     * rewritten on their own. */
+    for (int s = ir->ns - 1; s >= 0; s--) {
+        ir_step *st = &ir->s[s];
+        if (st->kind != IRS_OP || st->op != CN_OP_add || !uses[st->out]) continue;
+        int r = scatter_sum_to_concat(ir, s, uses);
+        if (r < 0) {
+            free(uses);
+            return cn_failc(CN_ENOMEM, "simplify: out of memory");
+        }
+        if (r > 0) {
+            total++;
+            free(uses);
+            if (!(uses = ir_use_counts(ir))) return CN_ENOMEM;
+        }
+    }
     for (int s = 0; s < ir->ns; s++) {
         ir_step *st = &ir->s[s];
         if (st->kind != IRS_OP) continue;
