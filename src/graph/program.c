@@ -19,6 +19,7 @@ struct cn_program {
     cn_ir *ir;
     cn_plan *plan;
     int64_t *sig;        /* the input sizes the plan is for */
+    bool plan_parallel;  /* and whether it schedules levels */
     int nsig;
     cn_tensor **live;    /* per value, during a run */
     int32_t *uses, *left;
@@ -525,7 +526,10 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
     /* Plan for these sizes unless the last plan was for them. */
     int nsig = 0;
     for (int k = 0; k < p->ninputs; k++) nsig += 1 + fed[k]->ndim;
-    bool same = p->plan && p->nsig == nsig;
+    /* Levels pay only with threads to run them on; one thread keeps the
+     * build order (shorter lifetimes, a smaller arena). */
+    bool parallel = p->opts.opt_level >= 2 && cn_get_num_threads() > 1;
+    bool same = p->plan && p->nsig == nsig && p->plan_parallel == parallel;
     for (int k = 0, j = 0; same && k < p->ninputs; k++) {
         same &= p->sig[j++] == fed[k]->ndim;
         for (int d = 0; same && d < fed[k]->ndim; d++) same &= p->sig[j++] == fed[k]->shape[d];
@@ -545,7 +549,8 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
             for (int d = 0; d < fed[k]->ndim; d++) p->sig[j++] = fed[k]->shape[d];
         }
         int level = p->opts.opt_level;
-        p->plan = cn_plan_build(ir, p->live, level >= 1, level >= 2, p->opts.poison);
+        p->plan = cn_plan_build(ir, p->live, level >= 1, parallel, p->opts.poison);
+        p->plan_parallel = parallel;
         if (!p->plan) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", cn_last_error());
