@@ -7,13 +7,17 @@ cn_tensor *cn_sum_to(cn_tensor *g, int ndim, const int64_t *shape) {
     int lead = g->ndim - ndim;
     if (lead < 0) return cn_fail("sum_to: gradient of rank %d for a tensor of rank %d", g->ndim, ndim);
     int axes[CN_MAX_DIMS], n = 0;
-    for (int i = 0; i < lead; i++) axes[n++] = i;
+    /* The leading axes go first, without keepdim: no reshape is needed, so
+     * this also works when several sizes are unknown (static graphs). */
+    if (lead > 0) {
+        for (int i = 0; i < lead; i++) axes[i] = i;
+        g = cn_sum(g, axes, lead, false);
+        if (!g) return NULL;
+    }
     for (int i = 0; i < ndim; i++)
-        if (shape[i] == 1 && g->shape[i + lead] != 1) axes[n++] = i + lead;
-    if (n == 0) return lead == 0 ? cn_scope_add(cn_retain(g)) : cn_reshape(g, ndim, shape);
-    cn_tensor *s = cn_sum(g, axes, n, true);
-    if (lead == 0) return s;
-    return cn_reshape(s, ndim, shape);
+        if (shape[i] == 1 && g->shape[i] != 1) axes[n++] = i;
+    if (n == 0) return lead == 0 ? cn_scope_add(cn_retain(g)) : g;
+    return cn_sum(g, axes, n, true);
 }
 
 cn_tensor *cn_unreduce(cn_tensor *g, const cn_tensor *x, const cn_attrs *a, bool keepdim) {
