@@ -103,8 +103,29 @@ static void test_static_gradient(void) {
     cn_graph_free(g);
 }
 
+/* A gradient through a value with two unknown sizes (x[-1,1] * x^T is
+ * [-1,-1]) summed back to x's shape. */
+static void test_gradient_two_unknown_sizes(void) {
+    cn_graph *g = cn_graph_new();
+    cn_tensor *x = cn_placeholder(g, "x", CN_F64, CN_SHAPE(-1, 1));
+    cn_set_requires_grad(x, true);
+    cn_tensor *v = cn_mul(x, cn_transpose(x, 0, 1));
+    cn_tensor *l = cn_sum(cn_mul(v, cn_ones(CN_F64, CN_SHAPE(2, 1, 1))), NULL, 0, false), *gx;
+    CHECK_MSG(cn_grad(&l, NULL, 1, &x, 1, &gx, 0) == 0, "grad: %s", cn_last_error());
+    cn_tensor *outs[2] = {l, gx}, *res[2];
+    cn_program *p = cn_compile(g, outs, 2, NULL);
+    cn_tensor *xv = cn_reshape(cn_arange(1, 4, 1, CN_F64), CN_SHAPE(3, 1));
+    CHECK_EQ_INT(cn_run(p, &x, &xv, 1, res, 2), 0);
+    /* l = 2 (sum x)^2 = 72, dl/dx_i = 4 sum x = 24 */
+    CHECK_CLOSE(th_at(res[0], 0), 72, 0, 0);
+    for (int i = 0; i < 3; i++) CHECK_CLOSE(th_at(res[1], i), 24, 0, 0);
+    cn_program_free(p);
+    cn_graph_free(g);
+}
+
 int main(void) {
     RUN(test_trace_and_run);
+    RUN(test_gradient_two_unknown_sizes);
     RUN(test_build_time_errors);
     RUN(test_run_errors);
     RUN(test_static_gradient);
