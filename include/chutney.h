@@ -632,6 +632,24 @@ cn_tensor *cn_program_input(const cn_program *p, int i);
 int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
            cn_tensor **outputs, int noutputs);
 
+/* Output i is written into t on every run (t must have the output's dtype
+ * and sizes; contiguous t is written by the step itself, no copy) and
+ * cn_run hands back t itself: PyTorch's out= argument, for steps that must
+ * not allocate. t NULL unbinds. */
+int cn_program_bind_output(cn_program *p, int i, cn_tensor *t);
+
+/* A whole training step as one program: the outputs (outputs[0] is the
+ * scalar loss; more may follow, e.g. a count of correct predictions), the
+ * gradients of the loss with respect to opt's parameters written straight
+ * into their .grad (the optimiser's flat buffer), then opt's update. cn_run
+ * with this program returns outputs[0..noutputs). The gradients replace
+ * (not add to) .grad, so no zero_grad is needed between steps. opt must
+ * outlive the program; create it before building the graph (see
+ * cn_optimizer). */
+typedef struct cn_optimizer cn_optimizer; /* (the Optimisers section) */
+cn_program *cn_compile_train_step(cn_graph *g, cn_tensor *const *outputs, int noutputs,
+                                  cn_optimizer *opt, const cn_compile_opts *opts);
+
 /* What the last run's memory plan found (all zero before the first run). */
 typedef struct cn_program_stats {
     int nsteps;                /* steps per run */
@@ -811,9 +829,22 @@ typedef struct cn_onnx_input_shape {
     int64_t shape[CN_MAX_DIMS];
 } cn_onnx_input_shape;
 
+/* A value for a graph input known at load time (e.g. an integer argument
+ * of shape computations): the input becomes a constant (a copy is kept) and
+ * folds like an initializer; it is then no longer an input of the model. */
+typedef struct cn_onnx_input_value {
+    const char *name; /* NULL: entry k of the list is input k (initializers excluded) */
+    cn_tensor *value; /* the input's dtype, and its shape where declared; NULL: not bound */
+} cn_onnx_input_value;
+
 typedef struct cn_onnx_load_opts {
     const cn_onnx_input_shape *shapes; /* may be NULL */
     int nshapes;
+    const cn_onnx_input_value *values; /* may be NULL */
+    int nvalues;
+    /* > 0: the size of every input size still unknown after shapes (e.g. 1
+     * to inspect a model with a symbolic batch); 0 keeps them -1. */
+    int64_t unknown_size;
 } cn_onnx_load_opts;
 
 /* opts may be NULL (declared shapes; unknown sizes stay -1). */

@@ -5,7 +5,7 @@
 #
 #   release  build/       Release with OpenBLAS: the CTest suite
 #   asan     build-asan/  AddressSanitizer + UBSan (leaks detected): the suite
-#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb): the suite
+#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX): the suite
 #   install  build/ installed into a temporary prefix, used from outside
 #
 # Usage: scripts/check.sh [STAGE...]    (default: all four, in that order)
@@ -78,7 +78,8 @@ for stage in "${stages[@]}"; do
         ;;
     bare)
         suite bare build-bare -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF \
-            -DCHUTNEY_WITH_BLAS=OFF -DCHUTNEY_WITH_ZLIB=OFF -DCHUTNEY_WITH_STB=OFF -DCHUTNEY_WITH_DNNL=OFF
+            -DCHUTNEY_WITH_BLAS=OFF -DCHUTNEY_WITH_ZLIB=OFF -DCHUTNEY_WITH_STB=OFF -DCHUTNEY_WITH_DNNL=OFF \
+            -DCHUTNEY_WITH_ONNX=OFF
         ;;
     install)
         note "install: build/ used from outside the tree"

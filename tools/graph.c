@@ -11,6 +11,7 @@ static void graph_usage(FILE *f) {
     fprintf(f,
             "usage: chutney graph --model {mlp,cnn,lstm} [--train] [--optimized | -O LEVEL]\n"
             "                     [--text] [--output FILE] [--png FILE]\n"
+            "       chutney graph MODEL.onnx [--optimized | -O LEVEL] [--text] [--output FILE]\n"
             "\n"
             "Writes the model's program as Graphviz DOT to stdout (or --output FILE):\n"
             "the forward pass for a batch of unknown size, or with --train the whole\n"
@@ -60,6 +61,7 @@ static int render_png(cn_program *p, const char *png) {
 }
 
 int cn_tool_graph(int argc, char **argv) {
+    if (argc > 1 && argv[1][0] != '-') return cn_tool_onnx_graph(argc, argv); /* a model file */
     const char *model = NULL, *out_path = NULL, *png = NULL;
     bool train = false, text = false;
     int level = 0;

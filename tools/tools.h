@@ -12,6 +12,8 @@ int cn_tool_train(int argc, char **argv);
 int cn_tool_eval(int argc, char **argv);
 int cn_tool_run(int argc, char **argv);
 int cn_tool_info(int argc, char **argv);
+/* `chutney graph MODEL.onnx ...` (tools/onnx_cli.c), called by cn_tool_graph. */
+int cn_tool_onnx_graph(int argc, char **argv);
 int cn_tool_graph(int argc, char **argv);
 /* The benchmark models of docs/benchmarks.md: "mlp", "cnn" or "lstm"
  * (NULL after cn_fail for another name). Input [N, 1, 28, 28] f32. */

@@ -1,0 +1,583 @@
+/* ONNX import: a ModelProto (parsed by the protobuf-c reader generated at
+ * build time) into a static graph. Initializers become constant tensors,
+ * graph inputs placeholders, and each node is handed to its family's handler
+ * (onnx_ops_*.c), which applies public ops: on constants they compute at
+ * once (folding), on placeholders they build graph nodes. Without protobuf-c
+ * every entry point fails with the packages to install. */
+#include "onnx_internal.h"
+#include "onnx_doc.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+#ifdef CN_HAVE_ONNX
+#include "fileio.h"
+
+#include <errno.h>
+
+/* Files above this are refused before reading (protobuf's own limit). */
+#define ONNX_MAX_FILE (INT64_C(2) << 30)
+
+struct cn_onnx_model {
+    cn_graph *g;
+    int opset;
+    int nin, nout;
+    char **in_names, **out_names;
+    cn_tensor **inputs;  /* placeholders, retained */
+    cn_tensor **outputs; /* retained */
+    cn_program *prog;    /* compiled on the first run */
+    int64_t nparams;
+    int nnodes;
+    char **node_ops;
+};
+
+/* ---- the value map: ONNX value name -> tensor (retained) ---- */
+
+typedef struct vmap {
+    char **keys;
+    cn_tensor **vals;
+    size_t cap, n;
+} vmap;
+
+static uint64_t str_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+    return h;
+}
+
+static cn_tensor *vmap_get(const vmap *m, const char *k) {
+    if (!m->cap) return NULL;
+    for (size_t h = str_hash(k) & (m->cap - 1);; h = (h + 1) & (m->cap - 1)) {
+        if (!m->keys[h]) return NULL;
+        if (!strcmp(m->keys[h], k)) return m->vals[h];
+    }
+}
+
+static int vmap_put(vmap *m, const char *k, cn_tensor *v) {
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 256;
+        char **nk = calloc(nc, sizeof *nk);
+        cn_tensor **nv = calloc(nc, sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return cn_failc(CN_ENOMEM, "onnx: out of memory");
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            size_t h = str_hash(m->keys[i]) & (nc - 1);
+            while (nk[h]) h = (h + 1) & (nc - 1);
+            nk[h] = m->keys[i];
+            nv[h] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = nk;
+        m->vals = nv;
+        m->cap = nc;
+    }
+    size_t h = str_hash(k) & (m->cap - 1);
+    while (m->keys[h] && strcmp(m->keys[h], k)) h = (h + 1) & (m->cap - 1);
+    if (m->keys[h]) { /* SSA says once, but a model may rebind: the last wins */
+        cn_release(m->vals[h]);
+        m->vals[h] = cn_retain(v);
+        return 0;
+    }
+    m->keys[h] = strdup(k);
+    if (!m->keys[h]) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    m->vals[h] = cn_retain(v);
+    m->n++;
+    return 0;
+}
+
+static void vmap_free(vmap *m) {
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i]) {
+            free(m->keys[i]);
+            cn_release(m->vals[i]);
+        }
+    free(m->keys);
+    free(m->vals);
+}
+
+/* ---- the op table ---- */
+
+static const onnx_op_entry *const *families(void) {
+    static const onnx_op_entry *const f[] = {cn_onnx_ops_elementwise, cn_onnx_ops_shape,
+                                             cn_onnx_ops_reduce, cn_onnx_ops_index, cn_onnx_ops_conv, cn_onnx_ops_nn, cn_onnx_ops_rnn,
+                                             NULL};
+    return f;
+}
+
+static const onnx_op_entry *find_op(const char *name) {
+    for (const onnx_op_entry *const *f = families(); *f; f++)
+        for (const onnx_op_entry *e = *f; e->name; e++)
+            if (!strcmp(e->name, name)) return e;
+    return NULL;
+}
+
+static bool attr_known(const char *list, const char *name) {
+    size_t k = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == k && !memcmp(p, name, k)) return true;
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
+/* ---- loading ---- */
+
+static bool default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
+
+static int import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
+    c->node = n;
+    c->opset_of_node = c->opset;
+    const char *op = n->op_type ? n->op_type : "";
+    if (!default_domain(n->domain))
+        return cn_failc(CN_EUNSUPPORTED, "unsupported: %s (domain %s): only the default domain is supported",
+                        op, n->domain);
+    const onnx_op_entry *e = find_op(op);
+    if (!e) return onnx_unsup(c, "no importer for this op");
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        const Onnx__AttributeProto *a = n->attribute[i];
+        if (!a->name || !attr_known(e->attrs, a->name))
+            return onnx_unsup(c, "attribute '%s' is not supported", a->name ? a->name : "");
+        if (a->ref_attr_name && *a->ref_attr_name)
+            return onnx_unsup(c, "attribute references are not supported");
+    }
+    int nin = (int)n->n_input, nout = (int)n->n_output;
+    if (nin < e->min_in || nin > e->max_in)
+        return onnx_bad(c, "%d inputs (expects %d to %d)", nin, e->min_in, e->max_in);
+    if (nout < 1) return onnx_bad(c, "no outputs");
+    for (int i = e->max_out; i < nout; i++)
+        if (n->output[i] && *n->output[i])
+            return onnx_unsup(c, "output %d ('%s') is not supported", i, n->output[i]);
+    if (nout > e->max_out) nout = e->max_out;
+    cn_tensor *in[64] = {0}, *out[16] = {0};
+    if (nin > 64 || nout > 16) return onnx_unsup(c, "too many inputs or outputs");
+    for (int i = 0; i < nin; i++) {
+        const char *name = n->input[i];
+        if (!name || !*name) continue;
+        in[i] = vmap_get(vals, name);
+        if (!in[i]) return onnx_bad(c, "input '%s' is not defined before the node", name);
+    }
+    for (int i = 0; i < e->min_in; i++)
+        if (!in[i]) return onnx_bad(c, "required input %d is missing", i);
+    cn_scope_begin();
+    cn_clear_error();
+    int rc = e->fn(c, n, in, nin, out, nout);
+    for (int i = 0; rc >= 0 && i < nout; i++) {
+        const char *name = n->output[i];
+        if (!name || !*name) continue;
+        if (!out[i]) rc = cn_last_error()[0] ? CN_EINVAL : onnx_unsup(c, "output %d is not supported", i);
+        else rc = vmap_put(vals, name, out[i]);
+    }
+    if (rc < 0 && !strstr(cn_last_error(), "(opset ")) {
+        /* An op or a tensor refused what the handler gave it: name the node,
+         * keeping "unsupported: " first for what is not supported. */
+        char msg[900];
+        const char *e0 = cn_last_error();
+        bool unsup = rc == CN_EUNSUPPORTED || !strncmp(e0, "unsupported: ", 13);
+        snprintf(msg, sizeof msg, "%s", !strncmp(e0, "unsupported: ", 13) ? e0 + 13 : e0);
+        rc = unsup ? onnx_unsup(c, "%s", msg) : onnx_bad(c, "%s", msg);
+    }
+    cn_scope_end();
+    return rc;
+}
+
+/* Declared dtype and shape of a graph input/output. */
+static int value_type(const Onnx__ValueInfoProto *v, int *dt, int *ndim, int64_t *shape) {
+    const char *name = v->name ? v->name : "";
+    const Onnx__TypeProto *t = v->type;
+    if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type)
+        return cn_failc(CN_EUNSUPPORTED, "unsupported: graph value '%s' is not a tensor", name);
+    *dt = onnx_dtype(t->tensor_type->elem_type);
+    if (*dt < 0)
+        return cn_failc(CN_EUNSUPPORTED, "unsupported: graph value '%s' has dtype %s", name,
+                        onnx_dtype_name(t->tensor_type->elem_type));
+    const Onnx__TensorShapeProto *s = t->tensor_type->shape;
+    *ndim = s ? (int)s->n_dim : 0;
+    if (!s) return cn_failc(CN_EUNSUPPORTED, "unsupported: graph input '%s' has no shape", name);
+    if (s->n_dim > CN_MAX_DIMS)
+        return cn_failc(CN_EUNSUPPORTED, "unsupported: graph value '%s' has rank %zu (at most %d)",
+                        name, s->n_dim, CN_MAX_DIMS);
+    for (size_t i = 0; i < s->n_dim; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = s->dim[i];
+        shape[i] = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                           d->dim_value >= 0
+                       ? d->dim_value
+                       : -1;
+    }
+    return 0;
+}
+
+/* Does entry k of a by-name-or-position list (name NULL: position k) name
+ * the input called name at position pos? */
+static bool names_input(const char *entry, int k, const char *name, int pos) {
+    return entry ? strcmp(entry, name) == 0 : k == pos;
+}
+
+static int add_inputs(onnx_ctx *c, cn_onnx_model *m, vmap *vals, const Onnx__GraphProto *g,
+                      const cn_onnx_load_opts *opts) {
+    m->in_names = calloc(g->n_input + 1, sizeof *m->in_names);
+    m->inputs = calloc(g->n_input + 1, sizeof *m->inputs);
+    if (!m->in_names || !m->inputs) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    int nshapes = opts ? opts->nshapes : 0, nvalues = opts ? opts->nvalues : 0, pos = 0;
+    if ((nshapes > 0 && !opts->shapes) || (nvalues > 0 && !opts->values) || nshapes < 0 || nvalues < 0)
+        return cn_failc(CN_EINVAL, "onnx: bad load options (a count without its list)");
+    bool *hit = calloc((size_t)(nshapes + nvalues) + 1, 1);
+    if (!hit) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < g->n_input && rc == 0; i++, pos++) {
+        const Onnx__ValueInfoProto *v = g->input[i];
+        const char *name = v->name ? v->name : "";
+        if (vmap_get(vals, name)) { /* an initializer: a constant, not an input */
+            pos--;
+            continue;
+        }
+        int dt = 0, ndim = 0;
+        int64_t shape[CN_MAX_DIMS];
+        if ((rc = value_type(v, &dt, &ndim, shape)) < 0) break;
+        for (int k = 0; k < nshapes && rc == 0; k++) {
+            const cn_onnx_input_shape *s = &opts->shapes[k];
+            if (!names_input(s->name, k, name, pos)) continue;
+            hit[k] = true;
+            if (s->ndim != ndim)
+                rc = cn_failc(CN_EINVAL, "onnx: input '%s' has rank %d, the shape given has %d",
+                                name, ndim, s->ndim);
+            for (int d = 0; d < ndim && rc == 0; d++)
+                if (s->shape[d] < 0 || (shape[d] >= 0 && shape[d] != s->shape[d])) {
+                    char b1[128], b2[128];
+                    rc = cn_failc(CN_EINVAL, "onnx: input '%s' is %s, the shape given is %s", name,
+                                  cn_fmt_shape(b1, sizeof b1, ndim, shape),
+                                  cn_fmt_shape(b2, sizeof b2, ndim, s->shape));
+                }
+            if (rc == 0) memcpy(shape, s->shape, sizeof(int64_t) * (size_t)ndim);
+        }
+        if (rc < 0) break;
+        for (int d = 0; opts && opts->unknown_size > 0 && d < ndim; d++)
+            if (shape[d] < 0) shape[d] = opts->unknown_size;
+        cn_tensor *bound = NULL;
+        for (int k = 0; k < nvalues && rc == 0; k++) {
+            const cn_onnx_input_value *iv = &opts->values[k];
+            if (!names_input(iv->name, k, name, pos)) continue;
+            hit[nshapes + k] = true;
+            if (!iv->value) continue; /* a hole in a positional list: stays an input */
+            bound = iv->value;
+            char b1[128], b2[160];
+            bool ok = bound && !cn_is_symbolic_tensor(bound) && cn_tensor_dtype(bound) == (cn_dtype)dt &&
+                      cn_ndim(bound) == ndim;
+            for (int d = 0; ok && d < ndim; d++) ok = shape[d] < 0 || shape[d] == cn_dim(bound, d);
+            if (!ok)
+                rc = cn_failc(CN_EINVAL, "onnx: input '%s' is %s %s, the value given is %s", name,
+                                cn_dtype_name((cn_dtype)dt), cn_fmt_shape(b1, sizeof b1, ndim, shape),
+                                bound ? cn_shape_str(bound, b2, sizeof b2) : "NULL");
+        }
+        if (rc < 0) break;
+        cn_scope_begin();
+        if (bound) { /* a private copy: the graph keeps it as a constant */
+            cn_tensor *t = cn_clone(bound);
+            rc = t ? vmap_put(vals, name, t) : CN_ENOMEM;
+            cn_scope_end();
+            continue;
+        }
+        cn_tensor *ph = cn_placeholder(c->g, name, (cn_dtype)dt, ndim, shape);
+        rc = ph ? vmap_put(vals, name, ph) : CN_EINVAL;
+        if (rc == 0) {
+            m->inputs[m->nin] = cn_retain(ph);
+            m->in_names[m->nin] = strdup(name);
+            if (!m->in_names[m->nin++]) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+        }
+        cn_scope_end();
+    }
+    for (int k = 0; k < nshapes + nvalues && rc == 0; k++) {
+        if (hit[k]) continue;
+        const char *nm = k < nshapes ? opts->shapes[k].name : opts->values[k - nshapes].name;
+        const char *what = k < nshapes ? "shape" : "value";
+        if (nm) rc = cn_failc(CN_EINVAL, "onnx: a %s is given for '%s', which is not an input of the model", what, nm);
+        else rc = cn_failc(CN_EINVAL, "onnx: a %s is given for input %d by position; the model has %d inputs",
+                           what, k < nshapes ? k : k - nshapes, pos);
+    }
+    free(hit);
+    return rc;
+}
+
+static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_dir,
+                 const cn_onnx_load_opts *opts) {
+    onnx_ctx c = {.base_dir = base_dir, .opset = -1};
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+        if (default_domain(o->domain) && o->has_version) c.opset = (int)o->version;
+    }
+    if (c.opset < 0 && mp->has_ir_version && mp->ir_version < 3) c.opset = 1;
+    if (c.opset < 0) c.opset = 0; /* only other domains: their nodes are refused one by one */
+    if (c.opset > 17)
+        return cn_failc(CN_EUNSUPPORTED, "unsupported: opset %d (opsets up to 17 are supported)", c.opset);
+    m->opset = c.opset;
+    const Onnx__GraphProto *g = mp->graph;
+    if (!g) return cn_failc(CN_EFORMAT, "onnx: the model has no graph");
+    if (g->n_sparse_initializer)
+        return cn_failc(CN_EUNSUPPORTED, "unsupported: sparse initializers");
+    m->g = cn_graph_new();
+    if (!m->g) return CN_ENOMEM;
+    c.g = m->g;
+    vmap vals = {0};
+    int rc = 0;
+    for (size_t i = 0; i < g->n_initializer && rc == 0; i++) {
+        const Onnx__TensorProto *tp = g->initializer[i];
+        cn_scope_begin();
+        cn_tensor *t = onnx_tensor_from_proto(tp, base_dir);
+        if (!t) rc = cn_last_error()[0] ? CN_EFORMAT : CN_ENOMEM;
+        else {
+            m->nparams += cn_numel(t);
+            rc = vmap_put(&vals, tp->name ? tp->name : "", t);
+        }
+        cn_scope_end();
+    }
+    if (rc == 0) rc = add_inputs(&c, m, &vals, g, opts);
+    m->node_ops = calloc(g->n_node + 1, sizeof *m->node_ops);
+    if (!m->node_ops && rc == 0) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+    for (size_t i = 0; i < g->n_node && rc == 0; i++) {
+        m->node_ops[i] = strdup(g->node[i]->op_type ? g->node[i]->op_type : "");
+        m->nnodes++;
+        rc = import_node(&c, &vals, g->node[i]);
+    }
+    if (rc == 0) {
+        m->out_names = calloc(g->n_output + 1, sizeof *m->out_names);
+        m->outputs = calloc(g->n_output + 1, sizeof *m->outputs);
+        if (!m->out_names || !m->outputs) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+        if (rc == 0 && g->n_output == 0) rc = cn_failc(CN_EFORMAT, "onnx: the graph has no outputs");
+        for (size_t i = 0; i < g->n_output && rc == 0; i++) {
+            const char *name = g->output[i]->name ? g->output[i]->name : "";
+            cn_tensor *t = vmap_get(&vals, name);
+            if (!t) {
+                rc = cn_failc(CN_EFORMAT, "onnx: graph output '%s' is not computed by any node", name);
+                break;
+            }
+            m->outputs[m->nout] = cn_retain(t);
+            m->out_names[m->nout] = strdup(name);
+            if (!m->out_names[m->nout++]) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+        }
+    }
+    vmap_free(&vals);
+    return rc;
+}
+
+static cn_onnx_model *load(const void *data, size_t size, const char *base_dir,
+                           const cn_onnx_load_opts *opts, const char *what) {
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
+    if (!mp) return cn_fail("onnx: %s is not a valid ONNX model (the protobuf does not parse)", what);
+    cn_onnx_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        onnx__model_proto__free_unpacked(mp, NULL);
+        return cn_fail("onnx: out of memory");
+    }
+    int rc = build(m, mp, base_dir, opts);
+    onnx__model_proto__free_unpacked(mp, NULL);
+    if (rc < 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", cn_last_error());
+        cn_onnx_free(m);
+        /* "unsupported: OP (opset N): reason" stays exactly that. */
+        if (!strncmp(msg, "unsupported: ", 13)) return cn_fail("%s", msg);
+        return cn_fail("%s: %s", what, msg);
+    }
+    return m;
+}
+
+/* The whole file into memory, size checked first. */
+static void *read_all(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        char eb[128];
+        return cn_fail("onnx: cannot open '%s': %s", path, cn_errno_str(errno, eb, sizeof eb));
+    }
+    int64_t n = cn_file_size(f);
+    if (n < 0 || n > ONNX_MAX_FILE) {
+        fclose(f);
+        return cn_fail("onnx: '%s' is not a regular file of at most 2 GiB", path);
+    }
+    void *buf = malloc(n ? (size_t)n : 1);
+    if (!buf || (n && fread(buf, 1, (size_t)n, f) != (size_t)n)) {
+        free(buf);
+        fclose(f);
+        return cn_fail("onnx: reading '%s' failed", path);
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    size_t k = slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(k + 1);
+    if (d) {
+        memcpy(d, path, k);
+        d[k] = '\0';
+    }
+    return d;
+}
+
+cn_onnx_model *cn_onnx_load(const char *path, const cn_onnx_load_opts *opts) {
+    if (!path) return cn_fail("onnx_load: path is NULL");
+    size_t n;
+    void *buf = read_all(path, &n);
+    if (!buf) return NULL;
+    char *dir = dir_of(path);
+    cn_onnx_model *m = dir ? load(buf, n, dir, opts, path) : cn_fail("onnx: out of memory");
+    free(dir);
+    free(buf);
+    return m;
+}
+
+cn_onnx_model *cn_onnx_load_buffer(const void *data, size_t size, const char *base_dir,
+                                   const cn_onnx_load_opts *opts) {
+    if (!data && size) return cn_fail("onnx_load_buffer: data is NULL");
+    return load(data ? data : "", size, base_dir, opts, "onnx_load_buffer");
+}
+
+void cn_onnx_free(cn_onnx_model *m) {
+    if (!m) return;
+    cn_program_free(m->prog);
+    for (int i = 0; i < m->nin; i++) {
+        cn_release(m->inputs[i]);
+        free(m->in_names[i]);
+    }
+    for (int i = 0; i < m->nout; i++) {
+        cn_release(m->outputs[i]);
+        free(m->out_names[i]);
+    }
+    for (int i = 0; i < m->nnodes; i++) free(m->node_ops[i]);
+    free(m->node_ops);
+    free(m->inputs);
+    free(m->outputs);
+    free(m->in_names);
+    free(m->out_names);
+    cn_graph_free(m->g);
+    free(m);
+}
+
+int cn_onnx_num_inputs(const cn_onnx_model *m) { return m ? m->nin : CN_EINVAL; }
+int cn_onnx_num_outputs(const cn_onnx_model *m) { return m ? m->nout : CN_EINVAL; }
+const char *cn_onnx_input_name(const cn_onnx_model *m, int i) {
+    return m && i >= 0 && i < m->nin ? m->in_names[i] : NULL;
+}
+const char *cn_onnx_output_name(const cn_onnx_model *m, int i) {
+    return m && i >= 0 && i < m->nout ? m->out_names[i] : NULL;
+}
+cn_tensor *cn_onnx_input(const cn_onnx_model *m, int i) {
+    if (!m || i < 0 || i >= m->nin) return cn_fail("onnx_input: index %d out of range", i);
+    return m->inputs[i];
+}
+cn_tensor *cn_onnx_output(const cn_onnx_model *m, int i) {
+    if (!m || i < 0 || i >= m->nout) return cn_fail("onnx_output: index %d out of range", i);
+    return m->outputs[i];
+}
+cn_graph *cn_onnx_graph(const cn_onnx_model *m) { return m ? m->g : NULL; }
+int cn_onnx_opset(const cn_onnx_model *m) { return m ? m->opset : CN_EINVAL; }
+int64_t cn_onnx_num_params(const cn_onnx_model *m) { return m ? m->nparams : CN_EINVAL; }
+int cn_onnx_num_nodes(const cn_onnx_model *m) { return m ? m->nnodes : CN_EINVAL; }
+const char *cn_onnx_node_op(const cn_onnx_model *m, int i) {
+    return m && i >= 0 && i < m->nnodes ? m->node_ops[i] : NULL;
+}
+
+int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs) {
+    if (!m) return cn_failc(CN_EINVAL, "onnx_run: model is NULL");
+    if (!outputs) return cn_failc(CN_EINVAL, "onnx_run: outputs is NULL");
+    if (m->nin && !inputs) return cn_failc(CN_EINVAL, "onnx_run: inputs is NULL");
+    for (int i = 0; i < m->nin; i++)
+        if (!inputs[i]) return cn_failc(CN_EINVAL, "onnx_run: input %d ('%s') is NULL", i, m->in_names[i]);
+    if (!m->prog) {
+        m->prog = cn_compile(m->g, m->outputs, m->nout, NULL);
+        if (!m->prog) return CN_EINVAL;
+    }
+    return cn_run(m->prog, m->inputs, inputs, m->nin, outputs, m->nout);
+}
+
+cn_tensor *cn_onnx_load_tensor(const char *path) {
+    if (!path) return cn_fail("onnx_load_tensor: path is NULL");
+    size_t n;
+    void *buf = read_all(path, &n);
+    if (!buf) return NULL;
+    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, n, buf);
+    free(buf);
+    if (!tp) return cn_fail("onnx: '%s' is not a valid TensorProto (the protobuf does not parse)", path);
+    char *dir = dir_of(path);
+    cn_tensor *t = dir ? onnx_tensor_from_proto(tp, dir) : cn_fail("onnx: out of memory");
+    free(dir);
+    onnx__tensor_proto__free_unpacked(tp, NULL);
+    if (!t) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", cn_last_error());
+        return cn_fail("%s: %s", path, msg);
+    }
+    return t;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    return strcmp((*(const onnx_op_entry *const *)a)->name, (*(const onnx_op_entry *const *)b)->name);
+}
+
+int cn_onnx_ops_markdown(FILE *f) {
+    const onnx_op_entry *all[512];
+    int n = 0;
+    for (const onnx_op_entry *const *fam = families(); *fam; fam++)
+        for (const onnx_op_entry *e = *fam; e->name && n < 512; e++) all[n++] = e;
+    qsort(all, (size_t)n, sizeof *all, cmp_entry);
+    fprintf(f, "| ONNX op | attributes read | limits |\n|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "| %s | ", all[i]->name);
+        /* Legacy attributes (consumed_inputs, is_test, ...) are listed too:
+         * they are read, and refused where they ask for what is missing. */
+        const char *a = all[i]->attrs;
+        if (!a || !*a) fprintf(f, "-");
+        for (; a && *a; a++) fputs(*a == ',' ? ", " : (char[]){*a, 0}, f);
+        fprintf(f, " | %s |\n", all[i]->limits && *all[i]->limits ? all[i]->limits : "-");
+    }
+    return n;
+}
+
+#else /* !CN_HAVE_ONNX */
+
+int cn_onnx_ops_markdown(FILE *f) {
+    fprintf(f, "(built without ONNX support)\n");
+    return 0;
+}
+
+#define NO_ONNX "built without ONNX support (install libprotobuf-c-dev protobuf-c-compiler libonnx-dev)"
+
+cn_onnx_model *cn_onnx_load(const char *path, const cn_onnx_load_opts *opts) {
+    (void)path, (void)opts;
+    return cn_fail("onnx_load: " NO_ONNX);
+}
+cn_onnx_model *cn_onnx_load_buffer(const void *data, size_t size, const char *base_dir,
+                                   const cn_onnx_load_opts *opts) {
+    (void)data, (void)size, (void)base_dir, (void)opts;
+    return cn_fail("onnx_load_buffer: " NO_ONNX);
+}
+void cn_onnx_free(cn_onnx_model *m) { (void)m; }
+int cn_onnx_num_inputs(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
+int cn_onnx_num_outputs(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
+const char *cn_onnx_input_name(const cn_onnx_model *m, int i) { return (void)m, (void)i, NULL; }
+const char *cn_onnx_output_name(const cn_onnx_model *m, int i) { return (void)m, (void)i, NULL; }
+cn_tensor *cn_onnx_input(const cn_onnx_model *m, int i) { return (void)m, (void)i, cn_fail(NO_ONNX); }
+cn_tensor *cn_onnx_output(const cn_onnx_model *m, int i) { return (void)m, (void)i, cn_fail(NO_ONNX); }
+cn_graph *cn_onnx_graph(const cn_onnx_model *m) { return (void)m, NULL; }
+int cn_onnx_opset(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
+int64_t cn_onnx_num_params(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
+int cn_onnx_num_nodes(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
+const char *cn_onnx_node_op(const cn_onnx_model *m, int i) { return (void)m, (void)i, NULL; }
+int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs) {
+    (void)m, (void)inputs, (void)outputs;
+    return cn_failc(CN_EUNSUPPORTED, "onnx_run: " NO_ONNX);
+}
+cn_tensor *cn_onnx_load_tensor(const char *path) {
+    (void)path;
+    return cn_fail("onnx_load_tensor: " NO_ONNX);
+}
+
+#endif

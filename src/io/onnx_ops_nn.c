@@ -1,0 +1,384 @@
+/* ONNX normalisations (BatchNormalization for inference, Instance, Layer,
+ * LRN, MeanVarianceNormalization), Resize/Upsample, and the two loss ops,
+ * composed from Chutney ops. Resize is separable: each resized axis (last
+ * first, as the reference nests them) is a weighted sum of index_selects
+ * whose indices and weights are computed at load time from the sizes. */
+#include "onnx_internal.h"
+
+#ifdef CN_HAVE_ONNX
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define H(name)                                                                                   \
+    static int name(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin,              \
+                    cn_tensor **out, int nout)
+#define UNUSED (void)c, (void)n, (void)nin, (void)nout
+#define DONE(x) return (out[0] = (x)) ? 0 : CN_EINVAL
+
+/* v [C] -> [C, 1, ...] to broadcast against [N, C, spatial...] of rank r. */
+static cn_tensor *per_channel(cn_tensor *v, int r) {
+    int64_t s[CN_MAX_DIMS];
+    s[0] = -1;
+    for (int i = 1; i < r - 1; i++) s[i] = 1;
+    return cn_reshape(v, r - 1 > 0 ? r - 1 : 1, s);
+}
+
+H(h_batch_norm) {
+    UNUSED;
+    cn_tensor *x = in[0];
+    int r = cn_ndim(x);
+    if (r < 2) return onnx_bad(c, "input of rank %d", r);
+    if (onnx_attr_int(n, "training_mode", 0)) return onnx_unsup(c, "training_mode = 1");
+    if (c->opset_of_node < 7 && !onnx_attr_int(n, "is_test", 0) && nout > 1)
+        return onnx_unsup(c, "training mode (is_test = 0)");
+    if (c->opset_of_node < 9 && !onnx_attr_int(n, "spatial", 1))
+        return onnx_unsup(c, "spatial = 0");
+    double eps = onnx_attr_float(n, "epsilon", 1e-5);
+    /* y = x a + b with a = scale / sqrt(var + eps), b = bias - mean a: on
+     * constant statistics a and b fold at load time. */
+    cn_tensor *a = cn_div(in[1], cn_sqrt(cn_add_scalar(in[4], eps)));
+    cn_tensor *b = cn_sub(in[2], cn_mul(in[3], a));
+    DONE(cn_add(cn_mul(x, per_channel(a, r)), per_channel(b, r)));
+}
+
+H(h_instance_norm) {
+    UNUSED;
+    cn_tensor *x = in[0];
+    int r = cn_ndim(x);
+    if (r < 3) return onnx_bad(c, "input of rank %d", r);
+    double eps = onnx_attr_float(n, "epsilon", 1e-5);
+    int ax[CN_MAX_DIMS];
+    for (int i = 2; i < r; i++) ax[i - 2] = i;
+    cn_tensor *d = cn_sub(x, cn_mean(x, ax, r - 2, true));
+    cn_tensor *var = cn_mean(cn_mul(d, d), ax, r - 2, true);
+    cn_tensor *y = cn_mul(d, cn_rsqrt(cn_add_scalar(var, eps)));
+    DONE(cn_add(cn_mul(y, per_channel(in[1], r)), per_channel(in[2], r)));
+}
+
+H(h_layer_norm) {
+    UNUSED;
+    cn_tensor *x = in[0];
+    int r = cn_ndim(x);
+    int axis = onnx_axis(c, onnx_attr_int(n, "axis", -1), r, "axis");
+    if (axis < 0) return CN_EINVAL;
+    if (onnx_attr_int(n, "stash_type", 1) != 1) return onnx_unsup(c, "stash_type other than float");
+    double eps = onnx_attr_float(n, "epsilon", 1e-5);
+    cn_dtype dt = cn_tensor_dtype(x);
+    cn_tensor *xf = dt == CN_F64 ? x : cn_cast(x, CN_F32);
+    int ax[CN_MAX_DIMS], na = 0;
+    for (int i = axis; i < r; i++) ax[na++] = i;
+    cn_tensor *mean = cn_mean(xf, ax, na, true);
+    cn_tensor *d = cn_sub(xf, mean);
+    cn_tensor *inv = cn_rsqrt(cn_add_scalar(cn_mean(cn_mul(d, d), ax, na, true), eps));
+    cn_tensor *y = cn_mul(cn_cast(cn_mul(d, inv), dt), in[1]);
+    if (nin > 2 && in[2]) y = cn_add(y, in[2]);
+    if (nout > 1) out[1] = mean;
+    if (nout > 2) out[2] = inv;
+    DONE(y);
+}
+
+H(h_lrn) {
+    UNUSED;
+    cn_tensor *x = in[0];
+    int r = cn_ndim(x);
+    int64_t size = onnx_attr_int(n, "size", 0);
+    if (size < 1) return onnx_bad(c, "size %" PRId64, size);
+    if (r < 3) return onnx_bad(c, "input of rank %d", r);
+    int64_t C = cn_dim(x, 1);
+    if (C < 0) return onnx_unsup(c, "an unknown channel count");
+    double alpha = onnx_attr_float(n, "alpha", 1e-4), beta = onnx_attr_float(n, "beta", 0.75),
+           bias = onnx_attr_float(n, "bias", 1.0);
+    /* Sum of squares over channels [c - floor((size-1)/2), c + ceil((size-1)/2)]. */
+    int64_t pre = (size - 1) / 2, post = size - 1 - pre;
+    int np = 2 * (r - 1);
+    int64_t p[2 * CN_MAX_DIMS] = {0};
+    p[np - 2] = pre;
+    p[np - 1] = post;
+    cn_tensor *sq = cn_pad(cn_mul(x, x), p, np, CN_PAD_CONSTANT, 0);
+    cn_tensor *sum = NULL;
+    for (int64_t i = 0; i < size; i++) {
+        cn_tensor *t = cn_narrow(sq, 1, i, C);
+        sum = sum ? cn_add(sum, t) : t;
+    }
+    cn_tensor *den = cn_pow_scalar(cn_add_scalar(cn_mul_scalar(sum, alpha / (double)size), bias), beta);
+    DONE(cn_div(x, den));
+}
+
+H(h_mvn) {
+    UNUSED;
+    cn_tensor *x = in[0];
+    int64_t axes[CN_MAX_DIMS];
+    int k = onnx_attr_ints(n, "axes", axes, CN_MAX_DIMS);
+    if (k == -2) return onnx_bad(c, "too many axes");
+    if (k < 0) {
+        axes[0] = 0, axes[1] = 2, axes[2] = 3;
+        k = 3;
+    }
+    int ax[CN_MAX_DIMS];
+    for (int i = 0; i < k; i++) {
+        ax[i] = onnx_axis(c, axes[i], cn_ndim(x), "axis");
+        if (ax[i] < 0) return CN_EINVAL;
+    }
+    cn_tensor *d = cn_sub(x, cn_mean(x, ax, k, true));
+    cn_tensor *sd = cn_sqrt(cn_mean(cn_mul(d, d), ax, k, true));
+    DONE(cn_div(d, cn_add_scalar(sd, 1e-9)));
+}
+
+/* ---- Resize / Upsample ---- */
+
+typedef enum { CT_HALF, CT_PT_HALF, CT_ALIGN, CT_ASYM, CT_TF_HALF_NN, CT_TF_CROP } ctmode;
+typedef enum { NM_FLOOR_PREF, NM_CEIL_PREF, NM_FLOOR, NM_CEIL } nmode;
+
+static double cubic_w(double t, double A) {
+    t = fabs(t);
+    if (t <= 1) return ((A + 2) * t - (A + 3)) * t * t + 1;
+    if (t < 2) return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
+    return 0;
+}
+
+/* Resample axis `ax` of x from `in` to `outn` cells. */
+static cn_tensor *resize_axis(cn_tensor *x, int ax, int64_t in, int64_t outn, double scale,
+                              ctmode ct, int mode, nmode nm, double A, bool excl, double roi_s,
+                              double roi_e, double extrap) {
+    int taps = mode == 0 ? 1 : mode == 1 ? 2 : 4;
+    int64_t *idx = malloc(sizeof *idx * (size_t)(outn * taps + 1));
+    double *wt = malloc(sizeof *wt * (size_t)(outn * taps + 1));
+    uint8_t *outside = calloc((size_t)outn + 1, 1);
+    if (!idx || !wt || !outside) {
+        free(idx), free(wt), free(outside);
+        return cn_fail("resize: out of memory");
+    }
+    bool any_out = false;
+    /* The reference maps through the unrounded output length scale * in. */
+    double len = scale * (double)in;
+    for (int64_t i = 0; i < outn; i++) {
+        double xo;
+        switch (ct) {
+        case CT_HALF: xo = (i + 0.5) / scale - 0.5; break;
+        case CT_PT_HALF: xo = outn > 1 ? (i + 0.5) / scale - 0.5 : -0.5; break;
+        case CT_ALIGN: xo = len == 1 ? 0 : (double)i * (double)(in - 1) / (len - 1); break;
+        case CT_ASYM: xo = i / scale; break;
+        case CT_TF_HALF_NN: xo = (i + 0.5) / scale; break;
+        default:
+            xo = len != 1 ? roi_s * (in - 1) + i * (roi_e - roi_s) * (in - 1) / (len - 1)
+                          : 0.5 * (roi_s + roi_e) * (in - 1);
+            if (xo < 0 || xo > in - 1) outside[i] = 1, any_out = true;
+        }
+        double fl = floor(xo), r = xo - fl;
+        int64_t base = (int64_t)fl;
+        if (mode == 0) {
+            bool up;
+            switch (nm) {
+            case NM_FLOOR_PREF: up = r > 0.5; break;
+            case NM_CEIL_PREF: up = r >= 0.5; break;
+            case NM_FLOOR: up = false; break;
+            default: up = r > 0; break;
+            }
+            int64_t j = base + (up ? 1 : 0);
+            idx[i] = j < 0 ? 0 : j >= in ? in - 1 : j;
+            wt[i] = 1;
+            continue;
+        }
+        int64_t first = mode == 1 ? base : base - 1;
+        double sum = 0;
+        for (int t = 0; t < taps; t++) {
+            int64_t j = first + t;
+            double w = mode == 1 ? (t == 0 ? 1 - r : r) : cubic_w(r - (t - (mode == 2 ? 1 : 0)), A);
+            if (excl && (j < 0 || j >= in)) w = 0;
+            sum += w;
+            idx[i * taps + t] = j < 0 ? 0 : j >= in ? in - 1 : j;
+            wt[i * taps + t] = w;
+        }
+        if (excl && sum != 0)
+            for (int t = 0; t < taps; t++) wt[i * taps + t] /= sum;
+    }
+    int r = cn_ndim(x);
+    int64_t shp[CN_MAX_DIMS];
+    for (int i = 0; i < r; i++) shp[i] = i == ax ? outn : 1;
+    cn_tensor *y = NULL;
+    cn_scope_begin();
+    for (int t = 0; t < taps; t++) {
+        int64_t *it = malloc(sizeof *it * (size_t)(outn + 1));
+        double *wtt = malloc(sizeof *wtt * (size_t)(outn + 1));
+        if (!it || !wtt) {
+            free(it), free(wtt);
+            y = NULL;
+            break;
+        }
+        for (int64_t i = 0; i < outn; i++) it[i] = idx[i * taps + t], wtt[i] = wt[i * taps + t];
+        cn_tensor *g = cn_index_select(x, ax, cn_from_data(CN_I64, 1, (int64_t[]){outn}, it));
+        if (taps > 1) {
+            cn_tensor *wv = cn_cast(cn_reshape(cn_from_data(CN_F64, 1, (int64_t[]){outn}, wtt), r, shp),
+                                    cn_tensor_dtype(x));
+            g = cn_mul(g, wv);
+        }
+        free(it), free(wtt);
+        y = y ? cn_add(y, g) : g;
+    }
+    if (y && any_out) {
+        cn_tensor *m = cn_from_data(CN_U8, 1, (int64_t[]){outn}, outside);
+        y = cn_where(cn_reshape(cn_cast(m, CN_BOOL), r, shp), cn_scalar(cn_tensor_dtype(x), extrap), y);
+    }
+    cn_keep(y);
+    cn_scope_end();
+    free(idx), free(wt), free(outside);
+    return y;
+}
+
+static int resize_common(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn_tensor *scales_t,
+                         cn_tensor *sizes_t, cn_tensor *roi_t, const double *scales_attr,
+                         cn_tensor **out) {
+    int r = cn_ndim(x);
+    for (int i = 0; i < r; i++)
+        if (cn_dim(x, i) < 0) return onnx_unsup(c, "unknown input sizes");
+    char mb[32], cb[40], nb[32];
+    const char *mode = onnx_attr_str(n, "mode", "nearest", mb, sizeof mb);
+    int m = !strcmp(mode, "nearest") ? 0 : !strcmp(mode, "linear") || !strcmp(mode, "bilinear") ? 1
+            : !strcmp(mode, "cubic") ? 2 : -1;
+    if (m < 0) return onnx_unsup(c, "mode '%s'", mode);
+    bool legacy = c->opset_of_node < 11;
+    const char *cts = onnx_attr_str(n, "coordinate_transformation_mode", legacy ? "asymmetric" : "half_pixel", cb, sizeof cb);
+    ctmode ct;
+    if (!strcmp(cts, "half_pixel")) ct = CT_HALF;
+    else if (!strcmp(cts, "pytorch_half_pixel")) ct = CT_PT_HALF;
+    else if (!strcmp(cts, "align_corners")) ct = CT_ALIGN;
+    else if (!strcmp(cts, "asymmetric")) ct = CT_ASYM;
+    else if (!strcmp(cts, "tf_half_pixel_for_nn")) ct = CT_TF_HALF_NN;
+    else if (!strcmp(cts, "tf_crop_and_resize")) ct = CT_TF_CROP;
+    else return onnx_unsup(c, "coordinate_transformation_mode '%s'", cts);
+    /* Upsample and Resize-10 pick the nearest cell by flooring. */
+    const char *nms = onnx_attr_str(n, "nearest_mode", legacy ? "floor" : "round_prefer_floor", nb, sizeof nb);
+    nmode nm;
+    if (!strcmp(nms, "round_prefer_floor")) nm = NM_FLOOR_PREF;
+    else if (!strcmp(nms, "round_prefer_ceil")) nm = NM_CEIL_PREF;
+    else if (!strcmp(nms, "floor")) nm = NM_FLOOR;
+    else if (!strcmp(nms, "ceil")) nm = NM_CEIL;
+    else return onnx_unsup(c, "nearest_mode '%s'", nms);
+    double A = onnx_attr_float(n, "cubic_coeff_a", -0.75);
+    bool excl = onnx_attr_int(n, "exclude_outside", 0);
+    double extrap = onnx_attr_float(n, "extrapolation_value", 0.0);
+    double sc[CN_MAX_DIMS], roi[2 * CN_MAX_DIMS];
+    int64_t os[CN_MAX_DIMS];
+    for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1;
+    if (ct == CT_TF_CROP) {
+        if (!roi_t || cn_numel(roi_t) != 2 * r) return onnx_bad(c, "tf_crop_and_resize needs roi with %d values", 2 * r);
+        if (cn_is_symbolic_tensor(roi_t)) return onnx_unsup(c, "input 'roi' is computed at run time (only constants are supported)");
+        if (cn_copy_to_buffer(roi_t, CN_F64, roi, sizeof roi) < 0) return CN_EINVAL;
+    }
+    if (sizes_t && cn_numel(sizes_t) > 0) {
+        int k = onnx_const_ints(c, sizes_t, "sizes", os, CN_MAX_DIMS);
+        if (k < 0) return k;
+        if (k != r) return onnx_bad(c, "sizes has %d values for rank %d", k, r);
+        for (int i = 0; i < r; i++) sc[i] = (double)os[i] / (double)cn_dim(x, i);
+    } else {
+        if (scales_attr) memcpy(sc, scales_attr, sizeof(double) * (size_t)r);
+        else {
+            if (!scales_t) return onnx_bad(c, "neither scales nor sizes");
+            if (cn_is_symbolic_tensor(scales_t))
+                return onnx_unsup(c, "input 'scales' is computed at run time (only constants are supported)");
+            if (cn_numel(scales_t) != r) return onnx_bad(c, "scales has %" PRId64 " values for rank %d", cn_numel(scales_t), r);
+            if (cn_copy_to_buffer(scales_t, CN_F64, sc, sizeof sc) < 0) return CN_EINVAL;
+        }
+        for (int i = 0; i < r; i++) {
+            if (!(sc[i] > 0)) return onnx_bad(c, "scale %g", sc[i]);
+            /* Scales are floats in the file: the reference multiplies in float. */
+            os[i] = (int64_t)((float)sc[i] * (float)cn_dim(x, i));
+        }
+    }
+    if (onnx_check_size(c, r, os) < 0) return CN_EINVAL;
+    cn_tensor *y = x;
+    for (int i = r - 1; i >= 0 && y; i--) {
+        int64_t d = cn_dim(x, i);
+        if (os[i] == d && sc[i] == 1.0 && ct != CT_TF_CROP) continue;
+        if (os[i] < 1) return onnx_bad(c, "output size %" PRId64 " on axis %d", os[i], i);
+        y = resize_axis(y, i, d, os[i], sc[i], ct, m, nm, A, excl, roi[i], roi[r + i], extrap);
+    }
+    DONE(y);
+}
+
+H(h_resize) {
+    UNUSED;
+    if (c->opset_of_node < 11) return resize_common(c, n, in[0], in[1], NULL, NULL, NULL, out);
+    return resize_common(c, n, in[0], nin > 2 ? in[2] : NULL, nin > 3 ? in[3] : NULL,
+                         nin > 1 ? in[1] : NULL, NULL, out);
+}
+
+H(h_upsample) {
+    UNUSED;
+    if (c->opset_of_node < 9) {
+        float f[CN_MAX_DIMS];
+        int k = onnx_attr_floats(n, "scales", f, CN_MAX_DIMS);
+        if (k != cn_ndim(in[0])) return onnx_bad(c, "scales must have one value per axis");
+        double d[CN_MAX_DIMS];
+        for (int i = 0; i < k; i++) d[i] = f[i];
+        return resize_common(c, n, in[0], NULL, NULL, NULL, d, out);
+    }
+    if (nin < 2) return onnx_bad(c, "no scales");
+    return resize_common(c, n, in[0], in[1], NULL, NULL, NULL, out);
+}
+
+/* ---- losses ---- */
+
+static int nll(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *logp, cn_tensor *target,
+               cn_tensor *weight, cn_tensor **loss) {
+    char rb[16];
+    const char *red = onnx_attr_str(n, "reduction", "mean", rb, sizeof rb);
+    if (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none"))
+        return onnx_unsup(c, "reduction '%s'", red);
+    if (cn_ndim(logp) < 2 || cn_ndim(target) != cn_ndim(logp) - 1)
+        return onnx_bad(c, "input must be [N, C, ...] and target [N, ...]");
+    const Onnx__AttributeProto *ig = onnx_attr(n, "ignore_index");
+    cn_tensor *t = cn_cast(target, CN_I64), *valid = NULL;
+    if (ig) {
+        valid = cn_ne(t, cn_scalar(CN_I64, (double)ig->i));
+        t = cn_where(valid, t, cn_scalar(CN_I64, 0));
+    }
+    cn_tensor *picked = cn_squeeze(cn_gather(logp, 1, cn_unsqueeze(t, 1)), 1);
+    cn_tensor *l = cn_neg(picked), *w = NULL;
+    if (weight) {
+        int rt = cn_ndim(t);
+        w = cn_reshape(cn_index_select(weight, 0, cn_reshape(t, 1, (int64_t[]){-1})), rt, cn_shape(t));
+    }
+    if (valid) {
+        cn_tensor *v = cn_cast(valid, cn_tensor_dtype(logp));
+        w = w ? cn_mul(w, v) : v;
+    }
+    if (w) l = cn_mul(l, w);
+    if (!strcmp(red, "none")) *loss = l;
+    else if (!strcmp(red, "sum")) *loss = cn_sum(l, NULL, 0, false);
+    else if (w) *loss = cn_div(cn_sum(l, NULL, 0, false), cn_sum(w, NULL, 0, false));
+    else *loss = cn_mean(l, NULL, 0, false);
+    return *loss ? 0 : CN_EINVAL;
+}
+
+H(h_nll_loss) {
+    UNUSED;
+    return nll(c, n, in[0], in[1], nin > 2 ? in[2] : NULL, &out[0]);
+}
+
+H(h_softmax_ce_loss) {
+    UNUSED;
+    cn_tensor *lp = cn_log_softmax(in[0], 1);
+    if (!lp) return CN_EINVAL;
+    if (nout > 1) out[1] = lp;
+    return nll(c, n, lp, in[1], nin > 2 ? in[2] : NULL, &out[0]);
+}
+
+const onnx_op_entry cn_onnx_ops_nn[] = {
+    {"BatchNormalization", h_batch_norm, "epsilon,momentum,is_test,spatial,consumed_inputs,training_mode",
+     5, 5, 1, "inference only"},
+    {"InstanceNormalization", h_instance_norm, "epsilon", 3, 3, 1, ""},
+    {"LayerNormalization", h_layer_norm, "axis,epsilon,stash_type", 2, 3, 3, "stash_type 1"},
+    {"LRN", h_lrn, "alpha,beta,bias,size", 1, 1, 1, ""},
+    {"MeanVarianceNormalization", h_mvn, "axes", 1, 1, 1, ""},
+    {"Resize", h_resize,
+     "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value",
+     1, 4, 1, "known input sizes; scales, sizes and roi constants"},
+    {"Upsample", h_upsample, "mode,scales", 1, 2, 1, "known input sizes; constant scales"},
+    {"NegativeLogLikelihoodLoss", h_nll_loss, "reduction,ignore_index", 2, 3, 1, ""},
+    {"SoftmaxCrossEntropyLoss", h_softmax_ce_loss, "reduction,ignore_index", 2, 3, 2, ""},
+    {NULL, NULL, NULL, 0, 0, 0, NULL},
+};
+
+#endif /* CN_HAVE_ONNX */

@@ -1,0 +1,178 @@
+/* ONNX import through the public API: external data and its path checks,
+ * the exact "unsupported: OP (opset N): reason" messages, shape chains that
+ * fold once input shapes are given, inputs bound at load time, run errors,
+ * and truncated or corrupted files (an error, never a crash). The models
+ * are written by tests/onnx/make_models.py (python3-onnx) during the run;
+ * the op semantics are tested by the conformance suite (tests/onnx/). A
+ * build without ONNX checks that every entry point says so. */
+#include "harness.h"
+
+#include <stdlib.h>
+
+static char dir[1024];
+
+static const char *model(const char *name) {
+    static char p[1200];
+    snprintf(p, sizeof p, "%s/%s.onnx", dir, name);
+    return p;
+}
+
+static void test_external_data(void) {
+    cn_onnx_model *m = cn_onnx_load(model("ext_ok"), NULL);
+    CHECK(m != NULL);
+    if (!m) return;
+    CHECK_EQ_INT(cn_onnx_num_params(m), 6);
+    cn_tensor *x = cn_ones(CN_F32, CN_SHAPE(2, 3)), *y;
+    CHECK_EQ_INT(cn_onnx_run(m, &x, &y), 0);
+    for (int i = 0; i < 6; i++) CHECK_CLOSE(cn_get(y, (int64_t[]){i / 3, i % 3}), 1 + i, 0, 0);
+    cn_onnx_free(m);
+    CHECK_ERROR(cn_onnx_load(model("ext_escape"), NULL), "is not a plain relative path");
+    CHECK_ERROR(cn_onnx_load(model("ext_short"), NULL), "external data length 48, the tensor needs 24");
+    /* From memory there is no directory to look in. */
+    FILE *f = fopen(model("ext_ok"), "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    CHECK_ERROR(cn_onnx_load_buffer(buf, n, NULL, NULL), "not loaded from a file");
+}
+
+static void test_unsupported(void) {
+    cn_clear_error();
+    CHECK(cn_onnx_load(model("unsup_op"), NULL) == NULL);
+    CHECK_MSG(!strcmp(cn_last_error(), "unsupported: NonZero (opset 13): no importer for this op"),
+              "message: %s", cn_last_error());
+    CHECK(cn_onnx_load(model("unsup_attr"), NULL) == NULL);
+    CHECK_MSG(!strcmp(cn_last_error(), "unsupported: Relu (opset 13): attribute 'foo' is not supported"),
+              "message: %s", cn_last_error());
+}
+
+static void test_dynamic_shapes(void) {
+    CHECK_ERROR(cn_onnx_load(model("dyn"), NULL),
+                "unsupported: Shape (opset 13): the shape of a tensor with unknown sizes");
+    cn_onnx_input_shape s = {.name = "x", .ndim = 2, .shape = {4, 3}};
+    cn_onnx_model *m = cn_onnx_load(model("dyn"), &(cn_onnx_load_opts){.shapes = &s, .nshapes = 1});
+    CHECK(m != NULL);
+    if (!m) return;
+    CHECK_EQ_INT(cn_onnx_num_inputs(m), 1);
+    CHECK(!strcmp(cn_onnx_input_name(m, 0), "x") && !strcmp(cn_onnx_output_name(m, 0), "y"));
+    CHECK_SHAPE(cn_onnx_output(m, 0), 4, 3, 1);
+    /* The shape chain folded: what is left is the reshape and the product. */
+    cn_tensor *o = cn_onnx_output(m, 0);
+    cn_program *p = cn_compile(cn_onnx_graph(m), &o, 1, &(cn_compile_opts){.opt_level = 0});
+    CHECK(p && cn_program_num_steps(p) == 2);
+    cn_program_free(p);
+    cn_tensor *x = cn_arange(0, 12, 1, CN_F32), *y;
+    x = cn_reshape(x, 2, (int64_t[]){4, 3});
+    CHECK_EQ_INT(cn_onnx_run(m, &x, &y), 0);
+    CHECK_SHAPE(y, 4, 3, 1);
+    CHECK_CLOSE(cn_get(y, (int64_t[]){3, 2, 0}), 22, 0, 0);
+    cn_tensor *bad = cn_zeros(CN_F64, CN_SHAPE(4, 3));
+    CHECK_STATUS_ERROR(cn_onnx_run(m, &bad, &y), "fed f64[4, 3]");
+    cn_tensor *none = NULL;
+    CHECK_STATUS_ERROR(cn_onnx_run(m, &none, &y), "input 0 ('x') is NULL");
+    cn_onnx_free(m);
+    /* By position, and the errors. */
+    s.name = NULL;
+    m = cn_onnx_load(model("dyn"), &(cn_onnx_load_opts){.shapes = &s, .nshapes = 1});
+    CHECK(m != NULL);
+    cn_onnx_free(m);
+    cn_onnx_input_shape r3 = {.name = "x", .ndim = 3, .shape = {4, 3, 1}};
+    CHECK_ERROR(cn_onnx_load(model("dyn"), &(cn_onnx_load_opts){.shapes = &r3, .nshapes = 1}),
+                "input 'x' has rank 2, the shape given has 3");
+    cn_onnx_input_shape w3 = {.name = "x", .ndim = 2, .shape = {4, 5}};
+    CHECK_ERROR(cn_onnx_load(model("dyn"), &(cn_onnx_load_opts){.shapes = &w3, .nshapes = 1}),
+                "input 'x' is [-1, 3], the shape given is [4, 5]");
+    cn_onnx_input_shape nm = {.name = "z", .ndim = 2, .shape = {4, 3}};
+    CHECK_ERROR(cn_onnx_load(model("dyn"), &(cn_onnx_load_opts){.shapes = &nm, .nshapes = 1}),
+                "a shape is given for 'z', which is not an input of the model");
+}
+
+static void test_bound_inputs(void) {
+    CHECK_ERROR(cn_onnx_load(model("shape_input"), NULL),
+                "unsupported: Reshape (opset 13): input 'shape' is computed at run time");
+    cn_onnx_input_value v = {"shape", cn_from_data(CN_I64, 1, (int64_t[]){2}, (int64_t[]){3, 2})};
+    cn_onnx_model *m = cn_onnx_load(model("shape_input"), &(cn_onnx_load_opts){.values = &v, .nvalues = 1});
+    CHECK(m != NULL);
+    if (!m) return;
+    CHECK_EQ_INT(cn_onnx_num_inputs(m), 1);
+    cn_tensor *x = cn_ones(CN_F32, CN_SHAPE(2, 3)), *y;
+    CHECK_EQ_INT(cn_onnx_run(m, &x, &y), 0);
+    CHECK_SHAPE(y, 3, 2);
+    cn_onnx_free(m);
+    cn_onnx_input_value f = {"shape", cn_zeros(CN_F32, CN_SHAPE(2))};
+    CHECK_ERROR(cn_onnx_load(model("shape_input"), &(cn_onnx_load_opts){.values = &f, .nvalues = 1}),
+                "input 'shape' is i64 [2], the value given is f32[2]");
+}
+
+/* Every truncation and many corruptions of a model: an error or a model,
+ * never a crash (ASan checks the reads). */
+static void test_corrupt_files(void) {
+    FILE *f = fopen(model("dyn"), "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    unsigned char buf[8192], mut[8192];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cn_onnx_input_shape s = {.name = NULL, .ndim = 2, .shape = {4, 3}};
+    cn_onnx_load_opts o = {.shapes = &s, .nshapes = 1};
+    int refused = 0;
+    for (size_t len = 0; len < n; len++) {
+        cn_clear_error();
+        cn_onnx_model *m = cn_onnx_load_buffer(buf, len, NULL, &o);
+        if (!m) {
+            refused++;
+            CHECK(cn_last_error()[0] != '\0');
+        }
+        cn_onnx_free(m);
+    }
+    CHECK(refused > (int)n / 2);
+    th_seed(5);
+    for (int k = 0; k < 400; k++) {
+        memcpy(mut, buf, n);
+        for (int j = 0; j < 3; j++) mut[th_next() % n] = (unsigned char)th_next();
+        cn_scope_begin();
+        cn_onnx_model *m = cn_onnx_load_buffer(mut, n, NULL, &o);
+        if (m && cn_onnx_num_inputs(m) == 1) {
+            cn_tensor *in = cn_onnx_input(m, 0), *outs[4];
+            int64_t shp[CN_MAX_DIMS];
+            bool ok = cn_ndim(in) <= 4;
+            for (int d = 0; ok && d < cn_ndim(in); d++) ok = (shp[d] = cn_dim(in, d)) >= 0 && shp[d] < 64;
+            if (ok && cn_onnx_num_outputs(m) <= 4)
+                cn_onnx_run(m, (cn_tensor *[]){cn_zeros(cn_tensor_dtype(in), cn_ndim(in), shp)}, outs);
+        }
+        cn_onnx_free(m);
+        cn_scope_end();
+    }
+    CHECK_ERROR(cn_onnx_load_tensor("/nonexistent/x.pb"), "cannot open");
+    CHECK_ERROR(cn_onnx_load(model("missing"), NULL), "cannot open");
+}
+
+int main(void) {
+    cn_clear_error();
+    if (!cn_onnx_load("/nonexistent.onnx", NULL) && strstr(cn_last_error(), "built without ONNX")) {
+        /* The bare build: every entry point refuses clearly. */
+        CHECK_ERROR(cn_onnx_load_buffer("", 0, NULL, NULL), "built without ONNX support (install");
+        CHECK_ERROR(cn_onnx_load_tensor("x.pb"), "built without ONNX support");
+        CHECK_STATUS_ERROR(cn_onnx_run(NULL, NULL, NULL), "built without ONNX support");
+        fprintf(stderr, "built without ONNX: the stubs checked\n");
+        return th_summary();
+    }
+    const char *d = getenv("CN_ONNX_MODELS");
+    snprintf(dir, sizeof dir, "%s", d ? d : "");
+    char skip[1100];
+    snprintf(skip, sizeof skip, "%s/SKIP", dir);
+    FILE *f = d ? fopen(skip, "r") : NULL;
+    if (!d || f) {
+        if (f) fclose(f);
+        printf("SKIP: no ONNX test models (CN_ONNX_MODELS unset, or python3-onnx missing)\n");
+        return 77;
+    }
+    RUN(test_external_data);
+    RUN(test_unsupported);
+    RUN(test_dynamic_shapes);
+    RUN(test_bound_inputs);
+    RUN(test_corrupt_files);
+    return th_summary();
+}
