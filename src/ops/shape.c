@@ -276,7 +276,9 @@ static int slice_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_at
     }
     int64_t n = slice_len(start, stop, step);
     m->shape[ax] = n;
-    if (n == 0) start = 0;
+    /* Empty: [0, 0) in either direction, so inferring again (a program
+     * re-runs infer with the real sizes) gives the same empty slice. */
+    if (n == 0) start = stop = 0;
     a->i[1] = start;
     a->i[2] = stop < 0 ? CN_BEGIN : stop;
     return CN_OK;
