@@ -20,9 +20,15 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #define FU_BLOCK 1024
+/* Register buffers are this many bytes further apart than a block: with
+ * buffers a multiple of 4 KiB apart a loop's loads and stores alias in the
+ * CPU's store buffer (a load waits for an unrelated store); eight cheap
+ * steps over 64K elements ran about 10% slower. */
+#define FU_SLOT_PAD 192
 /* Register buffers of a chunk up to this size live on its stack. */
 #define FU_STACK_BYTES 32768
 
@@ -126,9 +132,15 @@ typedef struct fu_step {
     cn_fk_params p;
 } fu_step;
 
-typedef struct fu_scalar {
-    _Alignas(8) unsigned char b[8];
-} fu_scalar;
+typedef struct fu_reg {
+    _Alignas(8) unsigned char sval[8]; /* a scalar register's value (T) */
+    int slot;    /* register buffer, -1 none (a direct input, the output, a scalar) */
+    int mat;     /* a scalar needed as a block: its filled buffer, else -1 */
+    int last;    /* the last step reading it as a block, -1 none */
+    uint8_t kind;/* RK_* */
+    bool scalar; /* the value does not vary over the output */
+    bool need;   /* the result depends on it */
+} fu_reg;
 
 typedef struct fu_plan {
     cn_dtype T;
@@ -141,22 +153,43 @@ typedef struct fu_plan {
     fu_input *in;
     fu_step *steps;
     int nsteps;
-    uint8_t *kind;    /* RK_* per register */
-    bool *scalar;     /* the value does not vary over the output */
-    fu_scalar *sval;  /* scalar registers' values */
-    int *slot;        /* register buffer, -1 none (a direct input, the output, a scalar) */
-    int *mat;         /* scalar registers needed as a block: their filled buffer, else -1 */
+    fu_reg *reg;
+    int *freelist;
     int nslots;
+    atomic_bool oom; /* a chunk could not get its buffers */
+    void *arena;     /* in, steps, reg and freelist, when not on the caller's stack */
 } fu_plan;
 
-static void plan_free(fu_plan *p) {
-    free(p->in);
-    free(p->steps);
-    free(p->kind);
-    free(p->scalar);
-    free(p->sval);
-    free(p->slot);
-    free(p->mat);
+/* Small expressions plan on the caller's stack: a plan's mallocs were a
+ * good part of a small fused step's time. */
+#define FU_PLAN_STACK 6144
+
+static size_t round8(size_t n) { return (n + 7) / 8 * 8; }
+
+static size_t plan_bytes(int nin, int ninstr) {
+    int nreg = nin + ninstr;
+    return round8(sizeof(fu_input) * (size_t)nin) + round8(sizeof(fu_step) * (size_t)ninstr) +
+           round8(sizeof(fu_reg) * (size_t)nreg) + sizeof(int) * (size_t)(nreg + 1);
+}
+
+/* Carve the plan's arrays out of p->arena if set (zeroed, plan_bytes
+ * long), else out of a new block. */
+static int plan_alloc(fu_plan *p, int nin, int ninstr) {
+    size_t n = plan_bytes(nin, ninstr);
+    char *m = p->arena;
+    if (!m) {
+        m = p->arena = calloc(1, n);
+        if (!m) return cn_failc(CN_ENOMEM, "fused: out of memory");
+    }
+    p->in = (fu_input *)m;
+    m += round8(sizeof(fu_input) * (size_t)nin);
+    p->steps = (fu_step *)m;
+    m += round8(sizeof(fu_step) * (size_t)ninstr);
+    p->reg = (fu_reg *)m;
+    m += round8(sizeof(fu_reg) * (size_t)(nin + ninstr));
+    p->freelist = (int *)m;
+    for (int r = 0; r < nin + ninstr; r++) p->reg[r].slot = p->reg[r].mat = p->reg[r].last = -1;
+    return CN_OK;
 }
 
 static bool broadcasts_to(const cn_tensor *t, const cn_tensor *out) {
@@ -218,17 +251,19 @@ static void byte_range(const cn_tensor *t, int64_t *lo, int64_t *hi) {
     *hi = (b + 1) * es;
 }
 
-/* One input element as T (a bool as 0/1). */
+/* One input element as T (a bool as 0/1; a value's bits as they are). */
 static void load_scalar(const fu_input *fi, cn_dtype T, void *dst) {
-    double v = fi->dt == CN_BOOL ? (*(const uint8_t *)fi->base != 0)
-                                 : cn_load_f64(fi->base, fi->dt, 0);
+    if (fi->dt == T) {
+        memcpy(dst, fi->base, cn_dsize(T));
+        return;
+    }
+    double v = *(const uint8_t *)fi->base != 0;
     if (T == CN_F32) *(float *)dst = (float)v;
     else *(double *)dst = v;
 }
 
 /* The kernel of step s (operands' scalar flags set), or NULL after cn_fail. */
-static cn_fk_fn pick(const fu_plan *p, int op, const fu_opinfo *oi, const cn_attrs *a,
-                     fu_step *s) {
+static cn_fk_fn pick(const fu_plan *p, const fu_opinfo *oi, const cn_attrs *a, fu_step *s) {
     cn_dtype T = p->T;
     int layout = s->scal[0] && oi->nargs == 2 ? CN_FK_SV : s->scal[1] ? CN_FK_VS : CN_FK_VV;
     switch (oi->cls) {
@@ -242,7 +277,7 @@ static cn_fk_fn pick(const fu_plan *p, int op, const fu_opinfo *oi, const cn_att
         /* An unfused pow whose exponent has one element takes binary.c's
          * shortcuts; so does a scalar exponent here. */
         if (oi->kind == CN_BIN_POW && s->scal[1]) {
-            const void *e = p->sval[s->arg[1]].b;
+            const void *e = p->reg[s->arg[1]].sval;
             cn_fk_fn f = cn_fk_pow_scalar(T, T == CN_F32 ? *(const float *)e : *(const double *)e);
             if (f) {
                 s->arg[1] = -1;
@@ -256,7 +291,7 @@ static cn_fk_fn pick(const fu_plan *p, int op, const fu_opinfo *oi, const cn_att
     case FC_WHERE:
         return cn_fk_where(T, s->scal[1] ? CN_FK_SV : s->scal[2] ? CN_FK_VS : CN_FK_VV);
     case FC_CAST:
-        return a->i[0] == CN_BOOL && p->kind[s->arg[0]] == RK_VAL ? cn_fk_truth(T) : cn_fk_copy(T);
+        return a->i[0] == CN_BOOL && p->reg[s->arg[0]].kind == RK_VAL ? cn_fk_truth(T) : cn_fk_copy(T);
     default: return cn_fk_copy(T);
     }
 }
@@ -301,16 +336,7 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
     p->numel = cn_numel(out);
     p->out = cn_t_ptr(out);
     p->out_dt = (cn_dtype)out->dtype;
-    p->in = calloc((size_t)(e->nin > 0 ? e->nin : 1), sizeof *p->in);
-    p->steps = calloc((size_t)(e->ninstr > 0 ? e->ninstr : 1), sizeof *p->steps);
-    p->kind = calloc((size_t)nreg, sizeof *p->kind);
-    p->scalar = calloc((size_t)nreg, sizeof *p->scalar);
-    p->sval = calloc((size_t)nreg, sizeof *p->sval);
-    p->slot = malloc((size_t)nreg * sizeof *p->slot);
-    p->mat = malloc((size_t)nreg * sizeof *p->mat);
-    if (!p->in || !p->steps || !p->kind || !p->scalar || !p->sval || !p->slot || !p->mat)
-        return cn_failc(CN_ENOMEM, "fused: out of memory");
-    for (int r = 0; r < nreg; r++) p->slot[r] = p->mat[r] = -1;
+    if (plan_alloc(p, e->nin, e->ninstr) < 0) return CN_ENOMEM;
 
     /* Inputs. */
     int64_t olo, ohi;
@@ -331,10 +357,10 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
                             cn_shape_str(t, b1, sizeof b1), cn_shape_str(out, b2, sizeof b2));
         fu_input *fi = &p->in[i];
         describe_input(fi, t, out);
-        p->kind[i] = t->dtype == CN_BOOL ? RK_MASK : RK_VAL;
+        p->reg[i].kind = t->dtype == CN_BOOL ? RK_MASK : RK_VAL;
         bool direct = t->dtype == T && fi->ndim == 1 && fi->stride[0] == 1;
-        p->scalar[i] = p->numel <= 1 || (fi->ndim == 1 && fi->stride[0] == 0);
-        fi->mode = p->scalar[i] ? IN_SCALAR : direct ? IN_DIRECT : IN_GATHER;
+        p->reg[i].scalar = p->numel <= 1 || (fi->ndim == 1 && fi->stride[0] == 0);
+        fi->mode = p->reg[i].scalar ? IN_SCALAR : direct ? IN_DIRECT : IN_GATHER;
         if (p->numel > 0 && t->storage == out->storage) {
             int64_t lo, hi;
             byte_range(t, &lo, &hi);
@@ -371,31 +397,31 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
                 return cn_failc(CN_EINVAL, "fused: instruction %d (%s): operand %d is register "
                                 "%d, not one written before it (0..%d)", k, op_name(ins->op),
                                 j, args[j], r - 1);
-            all_scalar &= p->scalar[args[j]];
+            all_scalar &= p->reg[args[j]].scalar;
         }
-        uint8_t ka = p->kind[args[0]];
+        uint8_t ka = p->reg[args[0]].kind;
         switch (oi.cls) {
         case FC_UNARY:
             if (ka != RK_VAL) return fail_instr(k, ins->op, "its operand is a mask, not a value");
-            p->kind[r] = RK_VAL;
+            p->reg[r].kind = RK_VAL;
             break;
         case FC_ARITH:
-            if (ka != RK_VAL || p->kind[args[1]] != RK_VAL)
+            if (ka != RK_VAL || p->reg[args[1]].kind != RK_VAL)
                 return fail_instr(k, ins->op, "an operand is a mask, not a value (cast it)");
-            p->kind[r] = RK_VAL;
+            p->reg[r].kind = RK_VAL;
             break;
         case FC_WHERE:
-            if (p->kind[args[1]] != p->kind[args[2]])
+            if (p->reg[args[1]].kind != p->reg[args[2]].kind)
                 return fail_instr(k, ins->op, "one branch is a mask and the other a value");
-            p->kind[r] = p->kind[args[1]];
+            p->reg[r].kind = p->reg[args[1]].kind;
             break;
-        case FC_CAST: p->kind[r] = ins->attrs.i[0] == CN_BOOL ? RK_MASK : RK_VAL; break;
-        case FC_COPY: p->kind[r] = ka; break;
-        default: p->kind[r] = RK_MASK; break;
+        case FC_CAST: p->reg[r].kind = ins->attrs.i[0] == CN_BOOL ? RK_MASK : RK_VAL; break;
+        case FC_COPY: p->reg[r].kind = ka; break;
+        default: p->reg[r].kind = RK_MASK; break;
         }
-        p->scalar[r] = all_scalar;
+        p->reg[r].scalar = all_scalar;
     }
-    uint8_t rk = p->kind[e->result];
+    uint8_t rk = p->reg[e->result].kind;
     if ((rk == RK_MASK) != (p->out_dt == CN_BOOL))
         return cn_failc(CN_EINVAL, "fused: the result register %d is a %s but out is %s",
                         e->result, rk == RK_MASK ? "mask" : "value",
@@ -403,103 +429,96 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
     if (p->numel == 0) return CN_OK;
 
     /* What the result needs: steps and inputs it does not depend on are
-     * skipped. last[r]: the last step reading r as a block. */
-    bool *need = calloc((size_t)nreg, sizeof *need);
-    int *last = malloc((size_t)nreg * sizeof *last);
-    if (!need || !last) {
-        free(need);
-        free(last);
-        return cn_failc(CN_ENOMEM, "fused: out of memory");
-    }
-    need[e->result] = true;
+     * skipped. p->reg[r].last: the last step reading r as a block. */
+    p->reg[e->result].need = true;
     for (int k = e->ninstr - 1; k >= 0; k--) {
-        if (!need[e->nin + k]) continue;
+        if (!p->reg[e->nin + k].need) continue;
         const cn_fused_instr *ins = &e->instr[k];
         int16_t args[3] = {ins->a, ins->b, ins->c};
         for (int j = 0; j < 3; j++)
-            if (args[j] >= 0) need[args[j]] = true;
+            if (args[j] >= 0) p->reg[args[j]].need = true;
     }
-    for (int r = 0; r < nreg; r++) last[r] = -1;
     for (int i = 0; i < e->nin; i++) {
-        if (!need[i]) p->in[i].mode = IN_UNUSED;
-        else if (p->in[i].mode == IN_SCALAR) load_scalar(&p->in[i], T, p->sval[i].b);
+        if (!p->reg[i].need) p->in[i].mode = IN_UNUSED;
+        else if (p->in[i].mode == IN_SCALAR) load_scalar(&p->in[i], T, p->reg[i].sval);
     }
 
     /* Steps, computing scalar ones now. */
     int rc = CN_OK;
     for (int k = 0; k < e->ninstr && rc == CN_OK; k++) {
         int r = e->nin + k;
-        if (!need[r]) continue;
+        if (!p->reg[r].need) continue;
         const cn_fused_instr *ins = &e->instr[k];
         fu_opinfo oi;
         op_info(ins->op, &oi);
-        fu_step s = {.dst = r, .arg = {ins->a, ins->b, ins->c}};
+        /* Built in place, field by field (a compound literal became a slow
+         * `rep stos` per step); a scalar step's slot is reused by the next. */
+        fu_step *s = &p->steps[p->nsteps];
+        s->fn = NULL;
+        s->dst = r;
+        s->arg[0] = ins->a, s->arg[1] = ins->b, s->arg[2] = ins->c;
+        s->scal[0] = s->scal[1] = s->scal[2] = false;
         const cn_attrs *a = &ins->attrs;
-        s.p = (cn_fk_params){(float)a->f[0], (float)a->f[1], a->f[0], a->f[1]};
-        if (p->scalar[r]) {
+        s->p = (cn_fk_params){(float)a->f[0], (float)a->f[1], a->f[0], a->f[1]};
+        if (p->reg[r].scalar) {
             /* Binary ops take b as the scalar (layout VS), a as a block of
              * one; where reads all three as blocks of one. */
-            s.scal[1] = oi.cls != FC_WHERE && oi.nargs == 2;
-            cn_fk_fn f = pick(p, ins->op, &oi, a, &s);
+            s->scal[1] = oi.cls != FC_WHERE && oi.nargs == 2;
+            cn_fk_fn f = pick(p, &oi, a, s);
             if (!f) {
                 rc = fail_instr(k, ins->op, "no kernel for this dtype");
                 break;
             }
             const void *x[3];
-            for (int j = 0; j < 3; j++) x[j] = s.arg[j] >= 0 ? p->sval[s.arg[j]].b : NULL;
-            f(1, p->sval[r].b, x[0], x[1], x[2], &s.p);
+            for (int j = 0; j < 3; j++) x[j] = s->arg[j] >= 0 ? p->reg[s->arg[j]].sval : NULL;
+            f(1, p->reg[r].sval, x[0], x[1], x[2], &s->p);
             continue;
         }
-        for (int j = 0; j < oi.nargs; j++) s.scal[j] = p->scalar[s.arg[j]];
+        for (int j = 0; j < oi.nargs; j++) s->scal[j] = p->reg[s->arg[j]].scalar;
         if (oi.cls == FC_WHERE) {
             /* Kernels exist for a scalar true or false branch; a scalar
              * condition, or both branches scalar, is read from a filled
              * block. */
-            if (s.scal[0]) s.scal[0] = false, p->mat[s.arg[0]] = 0;
-            if (s.scal[1] && s.scal[2]) s.scal[1] = false, p->mat[s.arg[1]] = 0;
+            if (s->scal[0]) s->scal[0] = false, p->reg[s->arg[0]].mat = 0;
+            if (s->scal[1] && s->scal[2]) s->scal[1] = false, p->reg[s->arg[1]].mat = 0;
         }
-        s.fn = pick(p, ins->op, &oi, a, &s);
-        if (!s.fn) {
+        s->fn = pick(p, &oi, a, s);
+        if (!s->fn) {
             rc = fail_instr(k, ins->op, "no kernel for this dtype");
             break;
         }
         for (int j = 0; j < 3; j++)
-            if (s.arg[j] >= 0 && !s.scal[j]) last[s.arg[j]] = p->nsteps;
-        p->steps[p->nsteps++] = s;
+            if (s->arg[j] >= 0 && !s->scal[j]) p->reg[s->arg[j]].last = p->nsteps;
+        p->nsteps++;
     }
 
     /* Buffers by liveness. A step's buffer is taken before its operands'
      * are given back, so no loop writes a block it reads. */
-    int *freelist = malloc((size_t)(nreg + 1) * sizeof *freelist);
-    int nfree = 0;
-    if (!freelist && rc == CN_OK) rc = cn_failc(CN_ENOMEM, "fused: out of memory");
+    int *freelist = p->freelist, nfree = 0;
 #define TAKE() (nfree > 0 ? freelist[--nfree] : p->nslots++)
     if (rc == CN_OK) {
-        bool result_in_out = p->out_dt == T && !inplace && !p->scalar[e->result] &&
+        bool result_in_out = p->out_dt == T && !inplace && !p->reg[e->result].scalar &&
                              e->result >= e->nin;
         for (int r = 0; r < nreg; r++)
-            if (p->mat[r] >= 0) p->mat[r] = TAKE();
+            if (p->reg[r].mat >= 0) p->reg[r].mat = TAKE();
         for (int i = 0; i < e->nin; i++)
-            if (p->in[i].mode == IN_GATHER) p->slot[i] = TAKE();
+            if (p->in[i].mode == IN_GATHER) p->reg[i].slot = TAKE();
         for (int k = 0; k < p->nsteps; k++) {
             fu_step *s = &p->steps[k];
-            if (!(s->dst == e->result && result_in_out)) p->slot[s->dst] = TAKE();
+            if (!(s->dst == e->result && result_in_out)) p->reg[s->dst].slot = TAKE();
             for (int j = 0; j < 3; j++) {
                 int a = s->arg[j];
-                if (a < 0 || s->scal[j] || last[a] != k || a == e->result || p->slot[a] < 0)
+                if (a < 0 || s->scal[j] || p->reg[a].last != k || a == e->result || p->reg[a].slot < 0)
                     continue;
-                freelist[nfree++] = p->slot[a];
-                last[a] = -1; /* given back once, even if read twice here */
+                freelist[nfree++] = p->reg[a].slot;
+                p->reg[a].last = -1; /* given back once, even if read twice here */
             }
         }
-        if (p->scalar[e->result]) p->store = ST_FILL;
+        if (p->reg[e->result].scalar) p->store = ST_FILL;
         else if (p->out_dt == CN_BOOL) p->store = ST_BOOL;
         else p->store = result_in_out ? ST_NONE : ST_COPY;
     }
 #undef TAKE
-    free(freelist);
-    free(need);
-    free(last);
     return rc;
 }
 
@@ -591,18 +610,22 @@ static void to_bool(uint8_t *o, cn_dtype T, const char *src, int64_t n) {
 
 /* Blocks [begin, end) of the output. */
 static void run_blocks(void *ctx, int64_t begin, int64_t end) {
-    const fu_plan *p = ctx;
-    const int64_t es = p->es, bb = FU_BLOCK * es;
+    fu_plan *p = ctx;
+    const int64_t es = p->es, bb = FU_BLOCK * es + FU_SLOT_PAD;
     size_t need = (size_t)p->nslots * (size_t)bb + (size_t)p->nreg * sizeof(char *);
     _Alignas(64) char stack[FU_STACK_BYTES];
     char *mem = need <= sizeof stack ? stack : cn_alloc(need);
+    if (!mem) {
+        atomic_store(&p->oom, true);
+        return;
+    }
     char *buf = mem; /* slots first: 64-byte aligned */
     const char **vp = (const char **)(mem + (size_t)p->nslots * (size_t)bb);
     for (int r = 0; r < p->nreg; r++) {
-        vp[r] = p->slot[r] >= 0 ? buf + p->slot[r] * bb : NULL;
-        if (p->mat[r] >= 0) {
-            char *m = buf + p->mat[r] * bb;
-            fill(m, p->T, p->sval[r].b, FU_BLOCK);
+        vp[r] = p->reg[r].slot >= 0 ? buf + p->reg[r].slot * bb : NULL;
+        if (p->reg[r].mat >= 0) {
+            char *m = buf + p->reg[r].mat * bb;
+            fill(m, p->T, p->reg[r].sval, FU_BLOCK);
             vp[r] = m;
         }
     }
@@ -613,15 +636,15 @@ static void run_blocks(void *ctx, int64_t begin, int64_t end) {
         for (int i = 0; i < p->nin; i++) {
             const fu_input *fi = &p->in[i];
             if (fi->mode == IN_DIRECT) vp[i] = fi->base + b0 * es;
-            else if (fi->mode == IN_GATHER) gather(fi, p->T, b0, n, buf + p->slot[i] * bb);
+            else if (fi->mode == IN_GATHER) gather(fi, p->T, b0, n, buf + p->reg[i].slot * bb);
         }
         for (int k = 0; k < p->nsteps; k++) {
             const fu_step *s = &p->steps[k];
-            char *dst = p->slot[s->dst] >= 0 ? buf + p->slot[s->dst] * bb : out;
+            char *dst = p->reg[s->dst].slot >= 0 ? buf + p->reg[s->dst].slot * bb : out;
             const void *x[3];
             for (int j = 0; j < 3; j++)
                 x[j] = s->arg[j] < 0    ? NULL
-                       : s->scal[j] ? (const void *)p->sval[s->arg[j]].b
+                       : s->scal[j] ? (const void *)p->reg[s->arg[j]].sval
                                     : (const void *)vp[s->arg[j]];
             s->fn(n, dst, x[0], x[1], x[2], &s->p);
             vp[s->dst] = dst;
@@ -635,13 +658,19 @@ static void run_blocks(void *ctx, int64_t begin, int64_t end) {
 
 int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
     fu_plan p = {0};
+    _Alignas(64) char stack[FU_PLAN_STACK];
+    if (e && e->nin >= 0 && e->ninstr >= 0 && e->nin + e->ninstr <= INT16_MAX &&
+        plan_bytes(e->nin, e->ninstr) <= sizeof stack) {
+        memset(stack, 0, plan_bytes(e->nin, e->ninstr));
+        p.arena = stack;
+    }
     int rc = plan_build(&p, e, in, out);
     if (rc < 0 || p.numel == 0) {
-        plan_free(&p);
+        if (p.arena != stack) free(p.arena);
         return rc;
     }
     if (p.store == ST_FILL) {
-        const void *v = p.sval[p.result].b;
+        const void *v = p.reg[p.result].sval;
         if (p.out_dt == CN_BOOL) {
             uint8_t b = p.T == CN_F32 ? *(const float *)v != 0 : *(const double *)v != 0;
             memset(p.out, b, (size_t)p.numel);
@@ -653,7 +682,9 @@ int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
         /* About CN_GRAIN_ELEMWISE element-ops per thread before splitting. */
         int64_t grain = 32 / (p.nsteps > 0 ? p.nsteps : 1);
         cn_parallel_for(nblocks, grain > 0 ? grain : 1, run_blocks, &p);
+        if (atomic_load(&p.oom))
+            rc = cn_failc(CN_ENOMEM, "fused: out of memory for %d register buffers", p.nslots);
     }
-    plan_free(&p);
-    return CN_OK;
+    if (p.arena != stack) free(p.arena);
+    return rc;
 }

@@ -2,7 +2,8 @@
  * broadcast to one output, run in one pass that reads each input once and
  * writes the output once (what the fusion pass turns chains of elementwise
  * steps into). Results are the same bits as running the ops one by one
- * through the op table: every op uses the unfused kernel's formula.
+ * through the op table (every op uses the unfused kernel's formula), but
+ * for the sign and payload of a NaN computed from two NaNs.
  *
  * Registers 0..nin-1 hold the inputs; instruction k writes register
  * nin + k and reads only registers written before it. A register holds
