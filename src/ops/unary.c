@@ -151,8 +151,10 @@ static cn_tensor *chain(cn_unary_kind k, cn_tensor *x, cn_tensor *y, const cn_at
     case CN_UN_SIGMOID:
         return cn_mul(v, cn_mul(y, cn_rsub_scalar(y, 1)));
     /* PyTorch's threshold_backward tests y <= 0, the same as x <= 0: it
-     * drops the gradient at x = 0 too, and lets it through for NaN. */
-    case CN_UN_RELU: return cn_where(cn_le(x, sc(x, 0)), sc(v, 0), v);
+     * drops the gradient at x = 0 too, and lets it through for NaN. From y,
+     * as PyTorch: then x is dead after relu, and a static program fuses
+     * the relu into the matmul/conv before it (no buffer for x). */
+    case CN_UN_RELU: return cn_where(cn_le(y, sc(y, 0)), sc(v, 0), v);
     case CN_UN_LEAKY_RELU:
         return cn_where(cn_gt(x, sc(x, 0)), v, cn_mul_scalar(v, a->f[0]));
     /* x <= 0: alpha e^x, from x rather than y + alpha, which cancels badly
