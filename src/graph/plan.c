@@ -158,12 +158,86 @@ static size_t value_bytes(const cn_meta *m) {
     return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
 }
 
+static bool is_view_step(const ir_step *st);
+static size_t value_bytes(const cn_meta *m);
+
+/* Graphs larger than this keep their build order (the greedy order below
+ * is quadratic in the number of steps). */
+#define GREEDY_MAX_STEPS 4096
+
+/* A sequential order that keeps memory low: among the steps whose inputs
+ * are ready, run the one that frees the most bytes net of what it
+ * allocates (ties: build order). The backward pass of a network is built
+ * layer by layer with each layer's weight gradient last; run as built, the
+ * activations a weight gradient reads stay alive through the next layer's
+ * backward. Writes rank[s] = position of step s. */
+static int greedy_order(const cn_ir *ir, const cn_plan *pl, int32_t *rank) {
+    int ns = ir->ns, nv = ir->nv;
+    int32_t *root = malloc(sizeof *root * (size_t)(nv ? nv : 1));
+    int32_t *left = calloc((size_t)(nv ? nv : 1), sizeof *left);   /* readers of a root not yet run */
+    int32_t *waiting = calloc((size_t)(ns ? ns : 1), sizeof *waiting); /* inputs not yet computed */
+    uint8_t *done = calloc((size_t)(ns ? ns : 1), 1);
+    int64_t *bytes = calloc((size_t)(nv ? nv : 1), sizeof *bytes);
+    if (!root || !left || !waiting || !done || !bytes) {
+        free(root), free(left), free(waiting), free(done), free(bytes);
+        return -1;
+    }
+    for (int v = 0; v < nv; v++) root[v] = -1;
+    for (int s = 0; s < ns; s++) {
+        const ir_step *st = &ir->s[s];
+        root[st->out] = is_view_step(st) ? root[st->in[0]] : st->out;
+        if (root[st->out] == st->out) bytes[st->out] = (int64_t)value_bytes(&pl->meta[st->out]);
+        for (int i = 0; i < st->nin; i++) {
+            if (root[st->in[i]] >= 0) left[root[st->in[i]]]++;
+            if (ir->v[st->in[i]].producer >= 0) waiting[s]++;
+        }
+    }
+    for (int o = 0; o < ir->noutputs; o++)
+        if (root[ir->outputs[o]] >= 0) left[root[ir->outputs[o]]] += 1 << 20; /* never freed */
+    for (int k = 0; k < ns; k++) {
+        int best = -1;
+        int64_t best_gain = 0;
+        for (int s = 0; s < ns; s++) {
+            if (done[s] || waiting[s]) continue;
+            const ir_step *st = &ir->s[s];
+            int64_t gain = -bytes[st->out];
+            for (int i = 0; i < st->nin; i++) {
+                int32_t r = root[st->in[i]];
+                if (r < 0) continue;
+                int n = 0;
+                for (int j = 0; j < st->nin; j++) n += root[st->in[j]] == r;
+                bool first = true; /* count each root once */
+                for (int j = 0; j < i; j++) first &= root[st->in[j]] != r;
+                if (first && left[r] == n) gain += bytes[r];
+            }
+            if (best < 0 || gain > best_gain) best = s, best_gain = gain;
+        }
+        const ir_step *st = &ir->s[best];
+        done[best] = 1;
+        rank[best] = k;
+        for (int i = 0; i < st->nin; i++)
+            if (root[st->in[i]] >= 0) left[root[st->in[i]]]--;
+        /* Its readers wait for one input fewer (per use). */
+        for (int s = 0; s < ns; s++)
+            if (!done[s])
+                for (int i = 0; i < ir->s[s].nin; i++)
+                    if (ir->s[s].in[i] == st->out) waiting[s]--;
+    }
+    free(root), free(left), free(waiting), free(done), free(bytes);
+    return 0;
+}
+
 /* Steps grouped by level (parallel) or one per group, in execution order. */
 static int schedule(const cn_ir *ir, cn_plan *pl, bool parallel, int32_t *time) {
     int ns = ir->ns;
     int32_t *level = calloc((size_t)(ns ? ns : 1), sizeof *level);
     if (!level) return -1;
     int nlev = 0;
+    bool greedy = !parallel && ns <= GREEDY_MAX_STEPS;
+    if (greedy && greedy_order(ir, pl, level) < 0) {
+        free(level);
+        return -1;
+    }
     for (int s = 0; s < ns; s++) {
         int32_t l = 0;
         if (parallel)
@@ -172,7 +246,7 @@ static int schedule(const cn_ir *ir, cn_plan *pl, bool parallel, int32_t *time) 
                 if (p >= 0 && level[p] + 1 > l) l = level[p] + 1;
             }
         else
-            l = s;
+            l = greedy ? level[s] : s;
         level[s] = l;
         if (l + 1 > nlev) nlev = l + 1;
     }
