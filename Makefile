@@ -4,15 +4,26 @@
 #   make check    set up, then every test: Release, ASan+UBSan, no-BLAS, install
 #                 (scripts/check.sh; `make check STAGES="release asan"` runs some)
 #   make demo     set up, then the main job (training Fashion-MNIST)
+#   make bench    set up, build, then Chutney against PyTorch on the benchmark
+#                 workloads (bench/run.py, about 20 min; QUICK=1: 3-5 min;
+#                 WORKLOADS="mlp gemm", REPEATS=N, THREADS="1 2" pick parts)
+#   make fuzz     build the ONNX loader's libFuzzer target with clang, ASan and
+#                 UBSan into build-fuzz/ and run it FUZZ_SECONDS (default 60)
 #   make install  install build/ into PREFIX (default /usr/local)
 #   make clean    remove the build directories this Makefile makes
 
 JOBS ?= 2
 PREFIX ?= /usr/local
 STAGES ?=
+QUICK ?=
+WORKLOADS ?=
+REPEATS ?=
+THREADS ?=
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD ?= build-fuzz
 CMAKE_ARGS = -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF -DCHUTNEY_WITH_BLAS=ON
 
-.PHONY: all build setup check demo install clean
+.PHONY: all build setup check demo bench fuzz install clean
 
 all: build
 
@@ -30,8 +41,22 @@ check: setup
 demo: setup build
 	./build/chutney train --model cnn --epochs 2
 
+# Not part of check: timings are not tests. Writes bench/results/latest.json.
+bench: setup build
+	/usr/bin/python3 bench/run.py --build build $(if $(QUICK),--quick) \
+	    $(if $(WORKLOADS),--workloads "$(WORKLOADS)") $(if $(REPEATS),--repeats $(REPEATS)) \
+	    $(if $(THREADS),--threads "$(THREADS)")
+
+# Hostile input: fuzz/fuzz_onnx_load.c (seeds and how to replay a crash: docs/onnx.md).
+fuzz:
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCHUTNEY_SANITIZE=ON -DCHUTNEY_FUZZ=ON -DCHUTNEY_WITH_DNNL=OFF \
+	    -DCHUTNEY_BUILD_TESTS=OFF -DCHUTNEY_BUILD_BENCH=OFF -DCHUTNEY_BUILD_EXAMPLES=OFF
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_onnx_load
+	sh fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 install: build
 	cmake --install build --prefix $(PREFIX)
 
 clean:
-	rm -rf build build-asan build-bare
+	rm -rf build build-asan build-bare build-fuzz

@@ -1,12 +1,14 @@
 /* Eager per-op overhead: 10,000 tiny elementwise ops (add and mul in turn on
  * 64-element f32 tensors), without recording, and with recording plus one
  * backward through the whole chain; the same loop in PyTorch
- * (/usr/bin/python3, torch) in the same run, interleaved, 1 thread each.
- * Prints microseconds per op (medians of the repeats) and the ratio
- * Chutney / PyTorch.
+ * (/usr/bin/python3, torch) in the same run, interleaved, T threads each
+ * (default 1; tensors this small run on one anyway). Prints microseconds per
+ * op (medians of the repeats), the ratio Chutney / PyTorch, and the peak RSS
+ * of each process.
  *
- *   bench_overhead [--repeats N] [--no-torch] [--json]
+ *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--json]
  */
+#define _DEFAULT_SOURCE /* wait4, setenv */
 #include <chutney.h>
 
 #include "bench_util.h"
@@ -14,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NOPS 10000
 #define NUMEL 64
@@ -54,9 +59,12 @@ static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) 
  * frameworks' runs interleave. */
 static const char *torch_script =
     "import os, sys, time\n"
-    "os.environ['OMP_NUM_THREADS'] = '1'\n"
+    "n = int(os.environ.get('CN_BENCH_THREADS', '1'))\n"
+    "os.environ['OMP_NUM_THREADS'] = str(n)\n"
+    "os.environ['OPENBLAS_NUM_THREADS'] = '1'\n"
+    "os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')\n"
     "import torch\n"
-    "torch.set_num_threads(1)\n"
+    "torch.set_num_threads(n)\n"
     "x0 = torch.rand(64, requires_grad=True)\n"
     "a = torch.rand(64, requires_grad=True)\n"
     "b = (0.5 + torch.rand(64) * 0.5).requires_grad_()\n"
@@ -77,17 +85,18 @@ static const char *torch_script =
 
 typedef struct torch_proc {
     FILE *to, *from;
+    pid_t pid;
 } torch_proc;
 
-#include <unistd.h>
-#include <sys/wait.h>
-
-static bool torch_start(torch_proc *p) {
+static bool torch_start(torch_proc *p, int threads) {
     int in[2], out[2];
     if (pipe(in) < 0 || pipe(out) < 0) return false;
     pid_t pid = fork();
     if (pid < 0) return false;
     if (pid == 0) {
+        char t[16];
+        snprintf(t, sizeof t, "%d", threads);
+        setenv("CN_BENCH_THREADS", t, 1);
         dup2(in[0], 0);
         dup2(out[1], 1);
         close(in[1]);
@@ -97,6 +106,7 @@ static bool torch_start(torch_proc *p) {
     }
     close(in[0]);
     close(out[1]);
+    p->pid = pid;
     p->to = fdopen(in[1], "w");
     p->from = fdopen(out[0], "r");
     return p->to && p->from;
@@ -110,20 +120,36 @@ static double torch_run(torch_proc *p, bool grad) {
     return us;
 }
 
+/* The python child's own peak, from wait4: one process per figure. */
+static double torch_finish(torch_proc *p) {
+    fclose(p->to);
+    fclose(p->from);
+    struct rusage ru;
+    int status;
+    if (wait4(p->pid, &status, 0, &ru) < 0) return 0;
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
 int main(int argc, char **argv) {
-    int repeats = 9;
+    int repeats = 9, threads = 1;
     bool use_torch = true, json = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-torch")) use_torch = false;
         else if (!strcmp(argv[i], "--json")) json = true;
         else {
-            fprintf(stderr, "usage: bench_overhead [--repeats N] [--no-torch] [--json]\n");
+            fprintf(stderr,
+                    "usage: bench_overhead [--repeats N] [--threads T] [--no-torch] [--json]\n");
             return 2;
         }
     }
     if (repeats < 1) repeats = 1;
-    cn_set_num_threads(1);
+    if (threads < 1) {
+        fprintf(stderr, "bench_overhead: --threads needs a positive count\n");
+        return 2;
+    }
+    cn_set_num_threads(threads);
     cn_manual_seed(1);
     cn_tensor *x0 = cn_rand(CN_F32, CN_SHAPE(NUMEL));
     cn_tensor *a = cn_rand(CN_F32, CN_SHAPE(NUMEL));
@@ -134,7 +160,7 @@ int main(int argc, char **argv) {
     cn_set_requires_grad(b, true);
 
     torch_proc tp = {0};
-    if (use_torch && !torch_start(&tp)) {
+    if (use_torch && !torch_start(&tp, threads)) {
         fprintf(stderr, "bench_overhead: cannot start /usr/bin/python3; use --no-torch\n");
         return 1;
     }
@@ -156,11 +182,10 @@ int main(int argc, char **argv) {
             c[g][r] = chutney_run(g, x0, a, b);
             if (use_torch) t[g][r] = torch_run(&tp, g);
         }
-    if (use_torch) {
-        fclose(tp.to);
-        fclose(tp.from);
-        wait(NULL);
-    }
+    double torch_rss = use_torch ? torch_finish(&tp) : 0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double own_rss = (double)ru.ru_maxrss / 1024.0;
     const char *label[2] = {"no recording", "recording + backward"};
     double cm[2], tm[2];
     for (int g = 0; g < 2; g++) {
@@ -168,12 +193,13 @@ int main(int argc, char **argv) {
         tm[g] = use_torch ? bench_median(t[g], repeats) : 0;
     }
     if (json) {
-        printf("{\"bench\":\"overhead\",\"ops\":%d,\"numel\":%d,\"repeats\":%d,"
-               "\"chutney_us_per_op\":[%.4f,%.4f],\"torch_us_per_op\":[%.4f,%.4f]}\n",
-               NOPS, NUMEL, repeats, cm[0], cm[1], tm[0], tm[1]);
+        printf("{\"bench\":\"overhead\",\"ops\":%d,\"numel\":%d,\"repeats\":%d,\"threads\":%d,"
+               "\"chutney_us_per_op\":[%.4f,%.4f],\"torch_us_per_op\":[%.4f,%.4f],"
+               "\"chutney_peak_rss_mb\":%.1f,\"torch_peak_rss_mb\":%.1f}\n",
+               NOPS, NUMEL, repeats, threads, cm[0], cm[1], tm[0], tm[1], own_rss, torch_rss);
     } else {
-        printf("eager overhead: %d ops on %d-element f32 tensors, 1 thread, median of %d\n", NOPS,
-               NUMEL, repeats);
+        printf("eager overhead: %d ops on %d-element f32 tensors, %d thread%s, median of %d\n", NOPS,
+               NUMEL, threads, threads == 1 ? "" : "s", repeats);
         printf("%-22s %12s %12s %8s\n", "", "chutney us", "torch us", "ratio");
         for (int g = 0; g < 2; g++) {
             if (use_torch)
@@ -181,6 +207,7 @@ int main(int argc, char **argv) {
             else
                 printf("%-22s %12.3f %12s %8s\n", label[g], cm[g], "-", "-");
         }
+        printf("%-22s %12.1f %12.1f\n", "peak RSS, MB", own_rss, torch_rss);
     }
     for (int g = 0; g < 2; g++) {
         free(c[g]);

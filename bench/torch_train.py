@@ -5,7 +5,7 @@ N epochs; prints the test accuracy, and with --json one line like
 `chutney train --json`.
 
     /usr/bin/python3 bench/torch_train.py --model cnn --epochs 2 [--threads T]
-        [--seed S] [--data DIR] [--json]
+        [--seed S] [--data DIR] [--limit N] [--json]
 
 PyTorch at its best on this CPU: OMP/BLAS thread counts are set before torch
 is imported, with a passive OpenMP wait policy (see docs/benchmarks.md)."""
@@ -28,6 +28,8 @@ p.add_argument("--omp", type=int, default=0, help="OpenMP threads (default: --th
 p.add_argument("--blas", type=int, default=0, help="BLAS threads (default: --threads)")
 p.add_argument("--seed", type=int, default=1)
 p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+p.add_argument("--limit", type=int, default=0,
+               help="only the first N training and test images, as chutney train --limit")
 p.add_argument("--json", action="store_true")
 args = p.parse_args()
 
@@ -85,6 +87,9 @@ def make_model():
 
 xtr, ytr = load("train")
 xte, yte = load("t10k")
+if args.limit > 0:
+    xtr, ytr = xtr[:args.limit].clone(), ytr[:args.limit].clone()
+    xte, yte = xte[:args.limit].clone(), yte[:args.limit].clone()
 xtr = xtr.unsqueeze(1)
 xte = xte.unsqueeze(1)
 model = make_model()

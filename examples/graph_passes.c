@@ -24,6 +24,7 @@ static cn_tensor *model(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_tensor *sca
 }
 
 int main(void) {
+    cn_scope_begin(); /* every tensor below is released at cn_scope_end() */
     cn_manual_seed(0);
     cn_tensor *w = cn_randn(CN_F32, CN_SHAPE(4, 3));
     cn_tensor *b = cn_randn(CN_F32, CN_SHAPE(3));
@@ -51,6 +52,7 @@ int main(void) {
     cn_program_free(p0);
     cn_program_free(p2);
     cn_graph_free(g);
+    cn_scope_end();
     /* t*2*2*2 became t*8 (one rounding instead of three): equal within
      * rounding; everything else is exact. */
     return diff <= 1e-6 && s2.nsteps < s0.nsteps ? 0 : 1;

@@ -883,6 +883,34 @@ int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs)
 /* A serialized TensorProto file (the ONNX test data's input_0.pb, ...). */
 cn_tensor *cn_onnx_load_tensor(const char *path);
 
+/* Export: the part of static graph g that outputs depend on, written as an
+ * ONNX model (opset 17, IR version 8). The graph is first simplified as
+ * cn_compile does at -O1 (folding, CSE; no fusion); placeholders become
+ * graph inputs (a size of -1 a symbolic dim_param "<name>_dim<k>"), the
+ * tensors with data it reads (parameters) initializers, and each step one
+ * or more ONNX nodes. An op with no ONNX form fails the export with
+ * "export: OP is not supported (reason)"; nothing is written then.
+ * docs/onnx.md lists the ops. */
+typedef struct cn_onnx_export_opts {
+    /* noutputs names for the graph outputs (NULL: "output", or "output_<i>"
+     * when there are several). */
+    const char *const *output_names;
+    /* Initializer names: a constant that is params[k] is called names[k]
+     * (e.g. a module's state, cn_module_state); others take their tensor's
+     * name (cn_get_name) or "const". Names are made unique. */
+    cn_tensor *const *params;
+    const char *const *param_names;
+    int nparams;
+    const char *graph_name; /* NULL: "chutney" */
+} cn_onnx_export_opts;
+
+/* Written atomically (a temporary file renamed over path). opts may be NULL. */
+int cn_onnx_export(cn_graph *g, cn_tensor *const *outputs, int noutputs, const char *path,
+                   const cn_onnx_export_opts *opts);
+/* The serialized ModelProto in *data (malloc'd, the caller frees), *size bytes. */
+int cn_onnx_export_buffer(cn_graph *g, cn_tensor *const *outputs, int noutputs, void **data,
+                          size_t *size, const cn_onnx_export_opts *opts);
+
 /* ------------------------------------------------------------------------ */
 /* Optimisers                                                               */
 /* ------------------------------------------------------------------------ */

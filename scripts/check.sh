@@ -7,13 +7,15 @@
 #   asan     build-asan/  AddressSanitizer + UBSan (leaks detected): the suite
 #   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX): the suite
 #   install  build/ installed into a temporary prefix, used from outside
+#   fuzz     build-fuzz/ (clang, ASan + UBSan): the ONNX loader's libFuzzer
+#            target for 20 s (`make fuzz`; skipped without clang's libFuzzer)
 #
-# Usage: scripts/check.sh [STAGE...]    (default: all four, in that order)
+# Usage: scripts/check.sh [STAGE...]    (default: all five, in that order)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 jobs=${JOBS:-2}
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(release asan bare install)
+[ ${#stages[@]} -gt 0 ] || stages=(release asan bare install fuzz)
 
 total_run=0
 total_passed=0
@@ -96,8 +98,21 @@ for stage in "${stages[@]}"; do
             record install "$n" "$p"
         fi
         ;;
+    fuzz)
+        # Not a CTest test: the library must be compiled by clang for
+        # libFuzzer, so it is a build of its own. A crash fails the stage.
+        note "fuzz: build-fuzz/, the ONNX loader for ${FUZZ_SECONDS:-20} s"
+        if ! printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }\n' |
+            clang -fsanitize=fuzzer,address -x c - -o /dev/null 2>/dev/null; then
+            record fuzz 0 0 "(skipped: no clang with libFuzzer)"
+        elif make fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-20}" JOBS="$jobs"; then
+            record fuzz 1 1
+        else
+            record fuzz 1 0 "(a crash, or the build failed)"
+        fi
+        ;;
     *)
-        echo "check.sh: unknown stage '$stage' (release, asan, bare, install)" >&2
+        echo "check.sh: unknown stage '$stage' (release, asan, bare, install, fuzz)" >&2
         exit 2
         ;;
     esac

@@ -17,6 +17,7 @@ static const command commands[] = {
     {"ops", cn_tool_ops, "list the op table (--markdown: the text of docs/ops.md)"},
     {"run", cn_tool_run, "run an ONNX model on .npy inputs (run --help for options)"},
     {"info", cn_tool_info, "an ONNX model's inputs, outputs, parameter count and ops"},
+    {"export", cn_tool_export, "write a model (and a checkpoint's weights) as ONNX (export --help)"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

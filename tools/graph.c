@@ -103,6 +103,7 @@ int cn_tool_graph(int argc, char **argv) {
     int np = cn_module_parameters(m, &params, NULL);
     cn_optimizer *opt = train && np >= 0 ? cn_sgd(params, np, &(cn_sgd_opts){.lr = 0.01}) : NULL;
     free(params);
+    cn_scope_begin(); /* the graph's values: the program keeps what it needs */
     cn_graph *g = cn_graph_new();
     cn_tensor *x = cn_placeholder(g, "images", CN_F32, CN_SHAPE(-1, 1, 28, 28));
     cn_tensor *y = cn_module_forward(m, x);
@@ -134,6 +135,7 @@ int cn_tool_graph(int argc, char **argv) {
     }
     cn_program_free(p);
     cn_graph_free(g);
+    cn_scope_end();
     cn_optimizer_free(opt);
     cn_module_free(m);
     return rc;

@@ -19,5 +19,11 @@ int cn_tool_graph(int argc, char **argv);
  * (NULL after cn_fail for another name). Input [N, 1, 28, 28] f32. */
 cn_module *cn_tool_make_model(const char *name);
 bool cn_tool_known_model(const char *name);
+/* Loads a checkpoint written by `chutney train --save` into m (made by
+ * cn_tool_make_model(model)); with opt, also the optimiser state and the
+ * RNG. *epochs_done gets how far that run had got (tools/train.c). */
+int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, cn_optimizer *opt,
+                            int *epochs_done);
+int cn_tool_export(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@
 
 typedef struct train_args {
     const char *model, *optimizer, *data, *save, *resume, *load;
+    const char *logits; /* eval: write the test logits here (.npy) */
     int epochs, threads;
     int64_t batch, limit;
     double lr;
@@ -169,8 +170,8 @@ out:
 
 /* Loads the model state (and, with opt, the optimiser state and the RNG)
  * from path; *epochs_done gets how far that run had got. */
-static int load_checkpoint(const char *path, const char *model, cn_module *m, cn_optimizer *opt,
-                           int *epochs_done) {
+int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, cn_optimizer *opt,
+                            int *epochs_done) {
     cn_checkpoint *c = cn_load_safetensors(path);
     if (!c) return -1;
     int rc = -1;
@@ -275,12 +276,14 @@ static void train_usage(FILE *f) {
             "                     [--seed S] [--data DIR] [--save FILE] [--resume FILE]\n"
             "                     [--limit N] [--mode {eager,static}] [--json]\n"
             "       chutney eval --model {mlp,cnn,lstm} --load FILE [--data DIR] [--threads T]\n"
+            "                    [--limit N] [--logits OUT.npy]\n"
             "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
             "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
             "128; 2 epochs; seed 1; data in " DEFAULT_DATA ".\n"
             "--save writes a checkpoint after every epoch; --resume continues one exactly.\n"
             "--limit uses only the first N training and test images (quick checks).\n"
+            "eval --logits writes the model's logits for the test images ([N, 10] f32).\n"
             "--mode static compiles forward, backward and the optimiser update into one\n"
             "program (graph passes, fusion, memory planning) and runs it per batch.\n");
 }
@@ -307,6 +310,7 @@ static int parse_args(int argc, char **argv, train_args *a, bool eval) {
         else if (!strcmp(k, "--save") && !eval) { TAKE(); a->save = v; }
         else if (!strcmp(k, "--resume") && !eval) { TAKE(); a->resume = v; }
         else if (!strcmp(k, "--load") && eval) { TAKE(); a->load = v; }
+        else if (!strcmp(k, "--logits") && eval) { TAKE(); a->logits = v; }
         else if (!strcmp(k, "--json")) a->json = true;
         else if (!strcmp(k, "--mode") && !eval) {
             TAKE();
@@ -393,7 +397,7 @@ int cn_tool_train(int argc, char **argv) {
         return 1;
     }
     int start_epoch = 0;
-    if (a.resume && load_checkpoint(a.resume, a.model, model, opt, &start_epoch) < 0) {
+    if (a.resume && cn_tool_load_checkpoint(a.resume, a.model, model, opt, &start_epoch) < 0) {
         fprintf(stderr, "chutney: cannot resume: %s\n", cn_last_error());
         cn_optimizer_free(opt);
         cn_module_free(model);
@@ -420,6 +424,7 @@ int cn_tool_train(int argc, char **argv) {
     cn_program *prog = NULL;
     cn_tensor *ph[2] = {NULL, NULL};
     if (a.static_mode) {
+        cn_scope_begin(); /* the graph's values: the program keeps what it needs */
         graph = cn_graph_new();
         int64_t xs[CN_MAX_DIMS];
         int xnd = cn_ndim(tr.images);
@@ -431,6 +436,8 @@ int cn_tool_train(int argc, char **argv) {
         cn_tensor *outs[2] = {cn_cross_entropy(logits, ph[1], CN_REDUCTION_MEAN, 0), NULL};
         outs[1] = cn_sum(cn_cast(cn_eq(cn_argmax(logits, 1, false), ph[1]), CN_I64), NULL, 0, false);
         prog = outs[1] ? cn_compile_train_step(graph, outs, 2, opt, NULL) : NULL;
+        for (int i = 0; i < 2; i++) cn_retain(ph[i]); /* fed on every step */
+        cn_scope_end();
         if (!prog) {
             fprintf(stderr, "chutney: cannot compile the training step: %s\n", cn_last_error());
             cn_graph_free(graph);
@@ -531,6 +538,8 @@ int cn_tool_train(int argc, char **argv) {
                    ps.unplanned_bytes / 1e6);
     }
     cn_program_free(prog);
+    cn_release(ph[0]);
+    cn_release(ph[1]);
     cn_graph_free(graph);
     cn_loader_free(loader);
     cn_optimizer_free(opt);
@@ -551,7 +560,7 @@ int cn_tool_eval(int argc, char **argv) {
     }
     cn_module *model = cn_tool_make_model(a.model);
     int epochs = 0;
-    if (!model || load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
+    if (!model || cn_tool_load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
         fprintf(stderr, "chutney: cannot load %s: %s\n", a.load, cn_last_error());
         cn_module_free(model);
         free_split(&te);
@@ -559,6 +568,21 @@ int cn_tool_eval(int argc, char **argv) {
     }
     double acc = evaluate(model, &te);
     printf("test accuracy: %.2f%%\n", 100 * acc);
+    if (a.logits) { /* what an exported model must reproduce (tests/cli/export_cli.sh) */
+        cn_scope_begin();
+        cn_no_grad_begin();
+        cn_module_train(model, false);
+        cn_tensor *l = cn_module_forward(model, te.images);
+        int lrc = l ? cn_save_npy(a.logits, l) : -1;
+        cn_no_grad_end();
+        cn_scope_end();
+        if (lrc < 0) {
+            fprintf(stderr, "chutney: cannot write %s: %s\n", a.logits, cn_last_error());
+            cn_module_free(model);
+            free_split(&te);
+            return 1;
+        }
+    }
     if (a.json)
         printf("{\"model\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f}\n", a.model, epochs, acc);
     cn_module_free(model);

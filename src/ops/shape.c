@@ -99,6 +99,10 @@ static int reshape_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_
         } else if (s < 0) {
             return cn_failc(CN_EINVAL, "%s: shape %s has a negative size", op->name,
                             cn_fmt_shape(b1, sizeof b1, (int)a->nlist, a->list));
+        } else if (s > 0 && known > (INT64_C(1) << 56) / s) {
+            /* The bound of cn_check_shape; a product past it overflows. */
+            return cn_failc(CN_EINVAL, "%s: shape %s is too large", op->name,
+                            cn_fmt_shape(b1, sizeof b1, (int)a->nlist, a->list));
         } else {
             known *= s;
         }

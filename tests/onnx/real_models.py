@@ -1,0 +1,213 @@
+"""Real models through Chutney's ONNX import, against PyTorch.
+
+During the test run, PyTorch (Debian's python3-torch, python3-torchvision)
+builds torchvision's resnet18 and mobilenet_v2, an LSTM classifier and a
+small transformer encoder block with random weights (fixed seed, eval mode),
+exports each to ONNX, and saves the input and PyTorch's output as .npy; then
+`chutney run` runs each model and its output must match PyTorch's within
+1e-4 absolute.
+
+    real_models.py CHUTNEY OUT_DIR [--only NAME,NAME] [--skip NAME,NAME]
+
+Exits 77 (skipped) without torch, torchvision or onnx (saying which) or in a
+build without ONNX support."""
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+TOL = 1e-4
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2:
+        print(__doc__)
+        return 2
+    chutney, out = args[0], args[1]
+    only = skip = None
+    rest = args[2:]
+    while rest:
+        opt, val = rest[0], rest[1] if len(rest) > 1 else ""
+        if opt == "--only":
+            only = val.split(",")
+        elif opt == "--skip":
+            skip = val.split(",")
+        else:
+            print("real_models.py: unknown option %s" % opt)
+            return 2
+        rest = rest[2:]
+
+    for mod, pkg in (("numpy", "python3-numpy"), ("torch", "python3-torch"),
+                     ("torchvision", "python3-torchvision"), ("onnx", "python3-onnx")):
+        try:
+            __import__(mod)
+        except ImportError:
+            print("SKIP: %s is not installed (%s)" % (mod, pkg))
+            return 77
+    # Without ONNX support every load says so, before the file is opened.
+    probe = subprocess.run([chutney, "info", os.path.join(out, "none.onnx")], capture_output=True,
+                           text=True)
+    if "built without ONNX" in probe.stdout + probe.stderr:
+        print("SKIP: built without ONNX support")
+        return 77
+
+    import numpy as np
+    import torch
+
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    os.makedirs(out, exist_ok=True)
+    fails = 0
+    for name, build, opset, dyn, keep_bn in MODELS:
+        if (only and name not in only) or (skip and name in skip):
+            print("skipped: %s (not selected)" % name)
+            continue
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        torch.manual_seed(0)
+        model, inputs = build()
+        model.eval()
+        with torch.no_grad():
+            want = model(*inputs)
+        in_names = ["input_%d" % k for k in range(len(inputs))]
+        path = os.path.join(d, "model.onnx")
+        # A symbolic batch where the model allows one: the importer then
+        # folds the exporter's shape computations once `chutney run` gives
+        # the input's concrete shape.
+        axes = {n: {0: "batch"} for n in in_names} if dyn else None
+        # keep_bn: BatchNormalization nodes as they are (PRESERVE on a model
+        # in eval mode) instead of folded into the convolutions.
+        mode = torch.onnx.TrainingMode.PRESERVE if keep_bn else torch.onnx.TrainingMode.EVAL
+        torch.onnx.export(model, tuple(inputs), path, opset_version=opset, input_names=in_names,
+                          output_names=["output"], dynamic_axes=axes, do_constant_folding=True,
+                          training=mode)
+        cmd = [chutney, "run", path, "--output-dir", os.path.join(d, "out"), "--threads", "2"]
+        for n, x in zip(in_names, inputs):
+            np.save(os.path.join(d, n + ".npy"), x.numpy())
+            cmd += ["--input", "%s=%s" % (n, os.path.join(d, n + ".npy"))]
+        np.save(os.path.join(d, "want.npy"), want.numpy())
+        t0 = time.time()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        dt = time.time() - t0
+        if r.returncode != 0:
+            print("FAIL: %s (opset %d): chutney run exited %d:\n%s%s"
+                  % (name, opset, r.returncode, r.stdout, r.stderr))
+            fails += 1
+            continue
+        got = np.load(os.path.join(d, "out", "output.npy"))
+        want = want.numpy()
+        if got.shape != want.shape or got.dtype != want.dtype:
+            print("FAIL: %s: output %s %s, PyTorch's %s %s"
+                  % (name, got.dtype, got.shape, want.dtype, want.shape))
+            fails += 1
+            continue
+        err = float(np.abs(got.astype(np.float64) - want).max())
+        ok = err <= TOL
+        fails += not ok
+        print("%s: %s (opset %d, output %s, |out| max %.3g): max abs diff %.3g (tolerance %g), "
+              "chutney run %.2f s" % ("ok" if ok else "FAIL", name, opset, list(want.shape),
+                                        float(np.abs(want).max()), err, TOL, dt))
+    print("real_models: %s" % ("all passed" if fails == 0 else "%d failed" % fails))
+    return 1 if fails else 0
+
+
+def randomize_norms(model):
+    """Random BatchNorm statistics and affine parameters: with the defaults
+    (mean 0, var 1, weight 1, bias 0) a wrong BatchNormalization would go
+    unnoticed."""
+    import torch
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            c = m.num_features
+            m.running_mean.copy_(0.1 * torch.randn(c))
+            m.running_var.copy_(0.5 + torch.rand(c))
+            m.weight.data.copy_(0.5 + 0.5 * torch.rand(c))
+            m.bias.data.copy_(0.1 * torch.randn(c))
+    return model
+
+
+def resnet18():
+    import torch
+    import torchvision
+    return randomize_norms(torchvision.models.resnet18()), [torch.randn(1, 3, 224, 224)]
+
+
+def mobilenet_v2():
+    import torch
+    import torchvision
+    return randomize_norms(torchvision.models.mobilenet_v2()), [torch.randn(2, 3, 224, 224)]
+
+
+def lstm_classifier():
+    import torch
+
+    class LSTMClassifier(torch.nn.Module):
+        """Embedding, a 2-layer bidirectional LSTM, a linear head on the last step."""
+
+        def __init__(self, vocab=100, emb=32, hidden=48, classes=5):
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab, emb)
+            self.lstm = torch.nn.LSTM(emb, hidden, num_layers=2, batch_first=True, bidirectional=True)
+            self.head = torch.nn.Linear(2 * hidden, classes)
+
+        def forward(self, tokens):
+            y, _ = self.lstm(self.emb(tokens))
+            return torch.log_softmax(self.head(y[:, -1]), dim=-1)
+
+    return LSTMClassifier(), [torch.randint(0, 100, (3, 12), dtype=torch.int64)]
+
+
+def transformer_block():
+    import torch
+
+    class Block(torch.nn.Module):
+        """A pre-norm transformer encoder block written out (attention with
+        a causal mask, GELU feed-forward), so the export does not depend on
+        nn.TransformerEncoderLayer's fused inference path."""
+
+        def __init__(self, d=64, heads=4, ff=128):
+            super().__init__()
+            self.d, self.h = d, heads
+            self.ln1 = torch.nn.LayerNorm(d)
+            self.ln2 = torch.nn.LayerNorm(d)
+            self.qkv = torch.nn.Linear(d, 3 * d)
+            self.proj = torch.nn.Linear(d, d)
+            self.ff1 = torch.nn.Linear(d, ff)
+            self.ff2 = torch.nn.Linear(ff, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+            q = q.reshape(b, t, self.h, d // self.h).transpose(1, 2)
+            k = k.reshape(b, t, self.h, d // self.h).transpose(1, 2)
+            v = v.reshape(b, t, self.h, d // self.h).transpose(1, 2)
+            att = q @ k.transpose(-2, -1) / (d // self.h) ** 0.5
+            mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+            att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(y)
+            return x + self.ff2(torch.nn.functional.gelu(self.ff1(self.ln2(x))))
+
+    return Block(), [torch.randn(2, 10, 64)]
+
+
+def torch_encoder_layer():
+    import torch
+    layer = torch.nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0, batch_first=True)
+    return layer, [torch.randn(2, 10, 64)]
+
+
+# (name, builder, opset, symbolic batch, BatchNormalization kept): the
+# opsets spread over 13..17.
+MODELS = [
+    ("resnet18", resnet18, 13, False, True),
+    ("mobilenet_v2", mobilenet_v2, 14, True, False),
+    ("lstm_classifier", lstm_classifier, 15, True, False),
+    ("transformer_block", transformer_block, 17, True, False),
+    ("torch_encoder_layer", torch_encoder_layer, 16, False, False),
+]
+
+if __name__ == "__main__":
+    sys.exit(main())
