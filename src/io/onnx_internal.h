@@ -85,5 +85,14 @@ int onnx_check_size(onnx_ctx *c, int ndim, const int64_t *shape);
 /* Normalise an axis against rank, or fail (onnx_bad) and return INT_MIN. */
 int onnx_axis(onnx_ctx *c, int64_t axis, int rank, const char *what);
 
+/* For the handler files (onnx_ops_*.c): H(name) declares a handler,
+ * UNUSED silences the arguments one does not read, DONE(x) stores the one
+ * output and returns its status. */
+#define H(name)                                                                                   \
+    static int name(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin,              \
+                    cn_tensor **out, int nout)
+#define UNUSED (void)c, (void)n, (void)nin, (void)nout
+#define DONE(x) return (out[0] = (x)) ? 0 : CN_EINVAL
+
 #endif /* CN_HAVE_ONNX */
 #endif

@@ -10,11 +10,6 @@
 #include <inttypes.h>
 #include <math.h>
 
-#define H(name)                                                                                   \
-    static int name(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin,              \
-                    cn_tensor **out, int nout)
-#define UNUSED (void)c, (void)n, (void)nin, (void)nout
-#define DONE(x) return (out[0] = (x)) ? 0 : CN_EINVAL
 
 /* The window of one op: per spatial axis kernel, stride, dilation, pads. */
 typedef struct win {

@@ -8,11 +8,6 @@
 #ifdef CN_HAVE_ONNX
 #include <math.h>
 
-#define H(name)                                                                                   \
-    static int name(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin,              \
-                    cn_tensor **out, int nout)
-#define UNUSED (void)c, (void)n, (void)nin, (void)nout
-#define DONE(x) return (out[0] = (x)) ? 0 : CN_EINVAL
 
 static bool is_int(cn_dtype dt) { return dt == CN_I32 || dt == CN_I64 || dt == CN_U8; }
 static bool is_float(cn_dtype dt) { return cn_dtype_is_float(dt); }

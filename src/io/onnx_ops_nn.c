@@ -10,11 +10,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#define H(name)                                                                                   \
-    static int name(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin,              \
-                    cn_tensor **out, int nout)
-#define UNUSED (void)c, (void)n, (void)nin, (void)nout
-#define DONE(x) return (out[0] = (x)) ? 0 : CN_EINVAL
 
 /* v [C] -> [C, 1, ...] to broadcast against [N, C, spatial...] of rank r. */
 static cn_tensor *per_channel(cn_tensor *v, int r) {

@@ -7,11 +7,6 @@
 #include <inttypes.h>
 #include <math.h>
 
-#define H(name)                                                                                   \
-    static int name(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin,              \
-                    cn_tensor **out, int nout)
-#define UNUSED (void)c, (void)n, (void)nin, (void)nout
-#define DONE(x) return (out[0] = (x)) ? 0 : CN_EINVAL
 #define MAXV 64
 
 typedef enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_SUMSQ } rkind;

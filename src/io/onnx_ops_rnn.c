@@ -9,10 +9,6 @@
 #include <inttypes.h>
 #include <math.h>
 
-#define H(name)                                                                                   \
-    static int name(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin,              \
-                    cn_tensor **out, int nout)
-#define UNUSED (void)c, (void)n, (void)nin, (void)nout
 #define MAX_STEPS 4096
 
 typedef enum { A_SIGMOID, A_TANH, A_RELU } act;
