@@ -13,25 +13,7 @@ PY=/usr/bin/python3
 N=300
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-export-cli.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-expect_error() {
-    desc=$1 needle=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    if [ "$rc" -eq 0 ]; then
-        fail "$desc: exited 0"
-    elif [ "$rc" -gt 2 ]; then
-        fail "$desc: exit status $rc (a crash?)"; cat "$tmp/err"
-    elif ! grep -qF -- "$needle" "$tmp/err"; then
-        fail "$desc: stderr lacks \"$needle\":"; cat "$tmp/err"
-    else
-        echo "ok: $desc: $(head -n 1 "$tmp/err")"
-    fi
-}
+. "$(dirname "$0")/lib.sh" # fail, expect_error
 
 [ -f "$DATA/t10k-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST at $DATA"; exit 77; }
 $PY -c "import numpy" 2>/dev/null || { echo "SKIP: numpy is not installed"; exit 77; }

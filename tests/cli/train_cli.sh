@@ -8,27 +8,7 @@ CHUTNEY=$1
 DATA=${CN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-cli.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect_error DESCRIPTION NEEDLE COMMAND...: exit status 1 or 2 (not a
-# signal), and stderr contains NEEDLE.
-expect_error() {
-    desc=$1 needle=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    if [ "$rc" -eq 0 ]; then
-        fail "$desc: exited 0"
-    elif [ "$rc" -gt 2 ]; then
-        fail "$desc: exit status $rc (a crash?)"; cat "$tmp/err"
-    elif ! grep -q -- "$needle" "$tmp/err"; then
-        fail "$desc: stderr lacks \"$needle\":"; cat "$tmp/err"
-    else
-        echo "ok: $desc: $(head -n 1 "$tmp/err")"
-    fi
-}
+. "$(dirname "$0")/lib.sh" # fail, expect_error
 
 # The data uncompressed, so that a build without zlib runs the rest too.
 mkdir -p "$tmp/data"
