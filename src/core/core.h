@@ -167,6 +167,8 @@ cn_tensor *cn_t_full(cn_dtype dt, int ndim, const int64_t *shape, double v);
 cn_tensor *cn_t_scalar(cn_dtype dt, double v);
 /* A new tensor struct viewing t's storage (refcounted) with t's metadata. */
 cn_tensor *cn_t_alias(const cn_tensor *t);
+/* The same into v, a struct that holds no references (fresh, or reset). */
+void cn_t_alias_into(cn_tensor *v, const cn_tensor *t);
 cn_tensor *cn_t_contiguous(cn_tensor *t);   /* t retained if contiguous */
 void cn_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 int64_t cn_shape_numel(int ndim, const int64_t *shape);

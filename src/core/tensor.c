@@ -229,6 +229,11 @@ cn_tensor *cn_t_scalar(cn_dtype dt, double v) { return cn_t_full(dt, 0, NULL, v)
 cn_tensor *cn_t_alias(const cn_tensor *t) {
     cn_tensor *v = cn_t_alloc();
     if (!v) return NULL;
+    cn_t_alias_into(v, t);
+    return v;
+}
+
+void cn_t_alias_into(cn_tensor *v, const cn_tensor *t) {
     v->dtype = t->dtype;
     v->ndim = t->ndim;
     v->offset = t->offset;
@@ -239,7 +244,6 @@ cn_tensor *cn_t_alias(const cn_tensor *t) {
     v->graph = t->graph;
     if (v->graph) ((cn_graph_head *)v->graph)->refcount++;
     v->flags = t->flags & CN_TF_SYMBOLIC;
-    return v;
 }
 
 cn_tensor *cn_empty(cn_dtype dt, int ndim, const int64_t *shape) {

@@ -203,53 +203,6 @@ static void drop_live(cn_program *p) {
     }
 }
 
-/* t (a struct only the plan holds) made an alias of x, as cn_t_alias. */
-static cn_tensor *reuse_alias(cn_tensor *t, const cn_tensor *x) {
-    cn_storage *old = t->storage;
-    memset(t, 0, sizeof *t);
-    t->refcount = 2; /* the plan's and the caller's */
-    t->dtype = x->dtype;
-    t->ndim = x->ndim;
-    t->offset = x->offset;
-    memcpy(t->shape, x->shape, sizeof t->shape);
-    memcpy(t->strides, x->strides, sizeof t->strides);
-    t->storage = x->storage;
-    if (t->storage) __atomic_add_fetch(&t->storage->refcount, 1, __ATOMIC_RELAXED);
-    cn_storage_release(old);
-    return t;
-}
-
-/* A view op on x with the planned shape and attributes (into reuse when
- * nothing else holds it). */
-static cn_tensor *run_view(const cn_op_def *d, cn_tensor *x, const cn_attrs *a, const cn_meta *m,
-                           cn_tensor *reuse) {
-    cn_tensor *out = reuse && reuse->refcount == 1 ? reuse_alias(reuse, x) : cn_t_alias(x);
-    if (!out) return NULL;
-    out->ndim = (int8_t)m->ndim;
-    memcpy(out->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
-    int r = d->view(d, x, a, out);
-    if (r == 1) { /* no strides express it: view a contiguous copy */
-        cn_release(out);
-        cn_tensor *c = cn_t_contiguous(x);
-        if (!c) return NULL;
-        out = cn_t_alias(c);
-        if (!out) {
-            cn_release(c);
-            return NULL;
-        }
-        out->ndim = (int8_t)m->ndim;
-        memcpy(out->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
-        r = d->view(d, c, a, out);
-        cn_release(c);
-    }
-    if (r != 0) {
-        if (r > 0) cn_fail("%s: internal error: no view of a contiguous tensor", d->name);
-        cn_release(out);
-        return NULL;
-    }
-    return out;
-}
-
 static cn_tensor *result_tensor(const cn_program *p, int32_t v) {
     const cn_plan *pl = p->plan;
     if (p->direct[v]) return cn_retain(p->direct[v]);
@@ -285,7 +238,7 @@ static int exec_step(cn_program *p, int s) {
     if (st->kind == IRS_OP) {
         const cn_op_def *d = cn_ops[st->op];
         if (d->flags & CN_OPF_VIEW) {
-            out = run_view(d, ins[0], a, m, pl->vbuf ? pl->vbuf[st->out] : NULL);
+            out = cn_view_run(d, ins[0], a, m, pl->vbuf ? pl->vbuf[st->out] : NULL);
             if (!out) rc = CN_EINVAL;
         } else {
             out = result_tensor(p, st->out);

@@ -95,6 +95,45 @@ static int cast_input(cn_tensor **slot, cn_dtype dt, cn_tensor **owned, int *now
 }
 
 
+/* out = alias of x shaped by m, then the op's view fn sets its strides. */
+static int view_onto(const cn_op_def *op, cn_tensor *x, const cn_attrs *a, const cn_meta *m,
+                     cn_tensor *out) {
+    out->ndim = (int8_t)m->ndim;
+    memcpy(out->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
+    return op->view(op, x, a, out);
+}
+
+cn_tensor *cn_view_run(const cn_op_def *op, cn_tensor *x, const cn_attrs *a, const cn_meta *m,
+                       cn_tensor *reuse) {
+    cn_tensor *out;
+    if (reuse && reuse->refcount == 1) {
+        cn_storage *old = reuse->storage;
+        memset(reuse, 0, sizeof *reuse);
+        cn_t_alias_into(reuse, x);
+        reuse->refcount = 2; /* the owner's and the caller's */
+        cn_storage_release(old);
+        out = reuse;
+    } else if (!(out = cn_t_alias(x))) {
+        return NULL;
+    }
+    int r = view_onto(op, x, a, m, out);
+    if (r == 1) {
+        /* No strides express it: view a contiguous copy (torch.reshape). */
+        cn_release(out);
+        cn_tensor *c = cn_t_contiguous(x);
+        out = c ? cn_t_alias(c) : NULL;
+        r = out ? view_onto(op, c, a, m, out) : -1;
+        cn_release(c);
+        if (!out) return NULL;
+    }
+    if (r != 0) {
+        if (r > 0) cn_fail("%s: internal error: no view of a contiguous tensor", op->name);
+        cn_release(out);
+        return NULL;
+    }
+    return out;
+}
+
 cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_attrs *attrs) {
     const cn_op_def *op = cn_ops[id];
     for (int i = 0; i < nin; i++)
@@ -166,30 +205,8 @@ cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_a
     }
 
     if (op->flags & CN_OPF_VIEW) {
-        out = cn_t_alias(in[0]);
+        out = cn_view_run(op, in[0], &a, &m, NULL);
         if (!out) goto done;
-        out->ndim = (int8_t)m.ndim;
-        memcpy(out->shape, m.shape, sizeof m.shape);
-        int r = op->view(op, in[0], &a, out);
-        if (r == 1) {
-            /* No strides express it: view a contiguous copy (torch.reshape). */
-            cn_tensor *c = cn_t_contiguous(in[0]);
-            cn_release(out);
-            out = NULL;
-            if (!c) goto done;
-            owned[nowned++] = c;
-            out = cn_t_alias(c);
-            if (!out) goto done;
-            out->ndim = (int8_t)m.ndim;
-            memcpy(out->shape, m.shape, sizeof m.shape);
-            r = op->view(op, c, &a, out);
-        }
-        if (r != 0) {
-            if (r > 0) cn_fail("%s: internal error: no view of a contiguous tensor", op->name);
-            cn_release(out);
-            out = NULL;
-            goto done;
-        }
     } else {
         out = cn_t_empty(m.dtype, m.ndim, m.shape);
         if (!out) goto done;

@@ -123,6 +123,13 @@ const cn_op_def *cn_op_find(const char *name);
  * autograd when an input requires a gradient. Returns a reference owned by
  * the caller (no scope). NULL inputs give NULL with the error untouched. */
 cn_tensor *cn_op_run(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a);
+/* A view op applied to x: out aliases x with m's shape and the strides
+ * the op's view fn sets; where no strides express it, a view of a
+ * contiguous copy. reuse, when only its owner holds it (refcount 1), is
+ * made the result (a static program's per-value struct) instead of a new
+ * struct. Returns a reference owned by the caller, or NULL after cn_fail. */
+cn_tensor *cn_view_run(const cn_op_def *op, cn_tensor *x, const cn_attrs *a, const cn_meta *m,
+                       cn_tensor *reuse);
 /* cn_op_run, and the result goes to the current scope (what public op
  * functions return). */
 cn_tensor *cn_op_apply(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a);
