@@ -171,21 +171,18 @@ static size_t value_bytes(const cn_meta *m);
  * layer by layer with each layer's weight gradient last; run as built, the
  * activations a weight gradient reads stay alive through the next layer's
  * backward. Writes rank[s] = position of step s. */
-static int greedy_order(const cn_ir *ir, const cn_plan *pl, int32_t *rank) {
+static int greedy_order(const cn_ir *ir, const cn_plan *pl, const int32_t *root, int32_t *rank) {
     int ns = ir->ns, nv = ir->nv;
-    int32_t *root = malloc(sizeof *root * (size_t)(nv ? nv : 1));
     int32_t *left = calloc((size_t)(nv ? nv : 1), sizeof *left);   /* readers of a root not yet run */
     int32_t *waiting = calloc((size_t)(ns ? ns : 1), sizeof *waiting); /* inputs not yet computed */
     uint8_t *done = calloc((size_t)(ns ? ns : 1), 1);
     int64_t *bytes = calloc((size_t)(nv ? nv : 1), sizeof *bytes);
-    if (!root || !left || !waiting || !done || !bytes) {
-        free(root), free(left), free(waiting), free(done), free(bytes);
+    if (!left || !waiting || !done || !bytes) {
+        free(left), free(waiting), free(done), free(bytes);
         return -1;
     }
-    for (int v = 0; v < nv; v++) root[v] = -1;
     for (int s = 0; s < ns; s++) {
         const ir_step *st = &ir->s[s];
-        root[st->out] = is_view_step(st) ? root[st->in[0]] : st->out;
         if (root[st->out] == st->out) bytes[st->out] = (int64_t)value_bytes(&pl->meta[st->out]);
         for (int i = 0; i < st->nin; i++) {
             if (root[st->in[i]] >= 0) left[root[st->in[i]]]++;
@@ -223,18 +220,19 @@ static int greedy_order(const cn_ir *ir, const cn_plan *pl, int32_t *rank) {
                 for (int i = 0; i < ir->s[s].nin; i++)
                     if (ir->s[s].in[i] == st->out) waiting[s]--;
     }
-    free(root), free(left), free(waiting), free(done), free(bytes);
+    free(left), free(waiting), free(done), free(bytes);
     return 0;
 }
 
 /* Steps grouped by level (parallel) or one per group, in execution order. */
-static int schedule(const cn_ir *ir, cn_plan *pl, bool parallel, int32_t *time) {
+static int schedule(const cn_ir *ir, cn_plan *pl, bool parallel, const int32_t *root,
+                    int32_t *time) {
     int ns = ir->ns;
     int32_t *level = calloc((size_t)(ns ? ns : 1), sizeof *level);
     if (!level) return -1;
     int nlev = 0;
     bool greedy = !parallel && ns <= GREEDY_MAX_STEPS;
-    if (greedy && greedy_order(ir, pl, level) < 0) {
+    if (greedy && greedy_order(ir, pl, root, level) < 0) {
         free(level);
         return -1;
     }
@@ -344,8 +342,17 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
     for (int s = 0; s < ns; s++)
         if (infer_step(ir, pl, s, mt) < 0) goto fail;
 
+    /* Roots: the value owning the bytes a value is a view of (-1: none,
+     * an input's or a constant's). */
+    root = malloc(sizeof *root * (size_t)(nv ? nv : 1));
+    if (!root) goto oom;
+    for (int v = 0; v < nv; v++) root[v] = -1;
+    for (int s = 0; s < ns; s++) {
+        const ir_step *st = &ir->s[s];
+        root[st->out] = is_view_step(st) ? root[st->in[0]] : st->out;
+    }
     time = malloc(sizeof *time * (size_t)(ns ? ns : 1));
-    if (!time || schedule(ir, pl, parallel, time) < 0) goto oom;
+    if (!time || schedule(ir, pl, parallel, root, time) < 0) goto oom;
     /* View structs made once: a run's views then allocate nothing (a view
      * made on a worker thread would otherwise come from that thread's free
      * list, which releases on the main thread never refill). */
@@ -355,18 +362,15 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
         if (is_view_step(&ir->s[s]) && !(pl->vbuf[ir->s[s].out] = cn_t_alloc())) goto oom;
     if (!memory) goto done;
 
-    /* Roots: the value owning the bytes a value is a view of. */
-    root = malloc(sizeof *root * (size_t)nv);
     start = malloc(sizeof *start * (size_t)nv);
     end = malloc(sizeof *end * (size_t)nv);
     inplace = malloc(sizeof *inplace * (size_t)nv);
     off = malloc(sizeof *off * (size_t)nv);
     size = calloc((size_t)nv, sizeof *size);
-    if (!root || !start || !end || !inplace || !off || !size) goto oom;
-    for (int v = 0; v < nv; v++) root[v] = -1, inplace[v] = -1, off[v] = -1;
-    for (int s = 0; s < ns; s++) { /* topological: inputs' roots are set */
+    if (!start || !end || !inplace || !off || !size) goto oom;
+    for (int v = 0; v < nv; v++) inplace[v] = -1, off[v] = -1;
+    for (int s = 0; s < ns; s++) {
         const ir_step *st = &ir->s[s];
-        root[st->out] = is_view_step(st) ? root[st->in[0]] : st->out;
         if (root[st->out] == st->out) {
             start[st->out] = end[st->out] = time[s];
             size[st->out] = value_bytes(&pl->meta[st->out]);
