@@ -57,17 +57,7 @@ int main(int argc, char **argv) {
     int64_t n = 1 << 20;
     int repeats = 21;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--n") && i + 1 < argc) n = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: %s [--n ELEMENTS] [--repeats N] [--json]\n", argv[0]);
-            return 2;
-        }
-    }
-    if (repeats < 1) repeats = 1;
-    if (n < 1) n = 1;
+    if (bench_size_args(argc, argv, &n, &repeats, &json)) return 2;
     cn_manual_seed(0);
     cn_tensor *a = cn_uniform(CN_F32, CN_SHAPE(n), -2, 2);
     cn_tensor *b = cn_uniform(CN_F32, CN_SHAPE(n), -2, 2);

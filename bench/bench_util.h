@@ -22,4 +22,25 @@ static inline double bench_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The options bench_elementwise and bench_fused take: --n ELEMENTS,
+ * --repeats N, --json. Returns 0, or prints usage and returns 2. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+static inline int bench_size_args(int argc, char **argv, int64_t *n, int *repeats, bool *json) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) *json = true;
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc) *n = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) *repeats = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--n ELEMENTS] [--repeats N] [--json]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (*repeats < 1) *repeats = 1;
+    if (*n < 1) *n = 1;
+    return 0;
+}
+
 #endif
