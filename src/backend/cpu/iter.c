@@ -50,6 +50,16 @@ void cn_iter_init(cn_iter *it, cn_tensor *out, cn_tensor *const *in, int nin) {
 void cn_iter_run_range(const cn_iter *it, int64_t begin, int64_t end, cn_row_fn fn, void *ctx) {
     if (begin >= end) return;
     int nd = it->ndim, nops = it->nops;
+    if (nd == 1) { /* one row (every contiguous case): no multi-index to track */
+        char *ptr[CN_ITER_MAX_OPS];
+        int64_t row_str[CN_ITER_MAX_OPS];
+        for (int k = 0; k < nops; k++) {
+            row_str[k] = it->strides[k][0];
+            ptr[k] = it->base[k] + begin * row_str[k] * (int64_t)it->esize[k];
+        }
+        fn(ctx, end - begin, ptr, row_str);
+        return;
+    }
     int64_t inner = it->shape[nd - 1];
     int64_t idx[CN_MAX_DIMS];
     /* Multi-index of `begin`. */
