@@ -224,31 +224,74 @@ static int greedy_order(const cn_ir *ir, const cn_plan *pl, const int32_t *root,
     return 0;
 }
 
-/* Steps grouped by level (parallel) or one per group, in execution order. */
+/* Can this step share a parallel group? Small outputs only: big steps
+ * split themselves over the pool. Matmul and convolution cost more than
+ * their output shows; random ops keep their order (one generator). */
+static bool small_step(const cn_ir *ir, const cn_plan *pl, int s) {
+    const ir_step *st = &ir->s[s];
+    const cn_meta *m = &pl->meta[st->out];
+    if (st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_RANDOM)) return false;
+    if (st->op == CN_OP_matmul || st->op == CN_OP_conv2d || st->op == CN_OP_conv_transpose2d ||
+        st->op == CN_OP_conv2d_weight_grad)
+        return false;
+    return cn_shape_numel(m->ndim, m->shape) <= SMALL_OUTPUT;
+}
+
+/* How far past its last member a parallel group looks for independent
+ * small steps in the memory-first order: far enough to find a layer's
+ * parallel branches, near enough not to compute small values long before
+ * they are needed. */
+#define GROUP_LOOKAHEAD 16
+
+/* Steps in groups, in execution order: the memory-first order (build order
+ * for very large graphs), and with parallel, each small step gathers the
+ * independent small steps that follow it closely into one group that runs
+ * as pool tasks. (ASAP levels found more parallelism but kept activations
+ * alive longer: 54% of the unplanned sum on the cnn step against 45%.) */
 static int schedule(const cn_ir *ir, cn_plan *pl, bool parallel, const int32_t *root,
                     int32_t *time) {
     int ns = ir->ns;
     int32_t *level = calloc((size_t)(ns ? ns : 1), sizeof *level);
-    if (!level) return -1;
-    int nlev = 0;
-    bool greedy = !parallel && ns <= GREEDY_MAX_STEPS;
-    if (greedy && greedy_order(ir, pl, root, level) < 0) {
-        free(level);
+    int32_t *seq = malloc(sizeof *seq * (size_t)(ns ? ns : 1));
+    if (!level || !seq) {
+        free(level), free(seq);
         return -1;
     }
-    for (int s = 0; s < ns; s++) {
-        int32_t l = 0;
-        if (parallel)
-            for (int i = 0; i < ir->s[s].nin; i++) {
-                int32_t p = ir->v[ir->s[s].in[i]].producer;
-                if (p >= 0 && level[p] + 1 > l) l = level[p] + 1;
-            }
-        else
-            l = greedy ? level[s] : s;
-        level[s] = l;
-        if (l + 1 > nlev) nlev = l + 1;
+    if (ns <= GREEDY_MAX_STEPS) {
+        if (greedy_order(ir, pl, root, level) < 0) {
+            free(level), free(seq);
+            return -1;
+        }
+        for (int s = 0; s < ns; s++) seq[level[s]] = s;
+    } else {
+        for (int s = 0; s < ns; s++) seq[s] = s;
     }
-    /* Counting sort by level keeps the original order within a level. */
+    int nlev = 0;
+    if (!parallel) {
+        for (int k = 0; k < ns; k++) level[seq[k]] = k;
+        nlev = ns;
+    } else {
+        for (int s = 0; s < ns; s++) level[s] = -1;
+        for (int k = 0; k < ns; k++) {
+            int s = seq[k];
+            if (level[s] >= 0) continue;
+            int g = nlev++;
+            level[s] = g;
+            if (!small_step(ir, pl, s)) continue;
+            for (int k2 = k + 1, last = k; k2 < ns && k2 <= last + GROUP_LOOKAHEAD; k2++) {
+                int t = seq[k2];
+                if (level[t] >= 0 || !small_step(ir, pl, t)) continue;
+                bool ready = true; /* every input made by an earlier group */
+                for (int i = 0; i < ir->s[t].nin && ready; i++) {
+                    int32_t p = ir->v[ir->s[t].in[i]].producer;
+                    ready = p < 0 || (level[p] >= 0 && level[p] < g);
+                }
+                if (ready) level[t] = g, last = k2;
+            }
+        }
+    }
+    free(seq);
+    /* Counting sort by group keeps the sequence within a group. */
     pl->group_start = calloc((size_t)nlev + 1, sizeof *pl->group_start);
     pl->group_par = calloc((size_t)(nlev ? nlev : 1), 1);
     if (!pl->group_start || !pl->group_par) {
@@ -264,21 +307,7 @@ static int schedule(const cn_ir *ir, cn_plan *pl, bool parallel, const int32_t *
     }
     memcpy(fill, pl->group_start, sizeof *fill * (size_t)nlev);
     for (int s = 0; s < ns; s++) pl->order[fill[level[s]]++] = s;
-    for (int l = 0; l < nlev; l++) {
-        int n = pl->group_start[l + 1] - pl->group_start[l];
-        bool small = n >= 2;
-        for (int k = pl->group_start[l]; small && k < pl->group_start[l + 1]; k++) {
-            const ir_step *st = &ir->s[pl->order[k]];
-            const cn_meta *m = &pl->meta[st->out];
-            small = cn_shape_numel(m->ndim, m->shape) <= SMALL_OUTPUT &&
-                    !(st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_RANDOM));
-            /* Matmul and convolution cost more than their output shows. */
-            if (st->op == CN_OP_matmul || st->op == CN_OP_conv2d ||
-                st->op == CN_OP_conv_transpose2d || st->op == CN_OP_conv2d_weight_grad)
-                small = false;
-        }
-        pl->group_par[l] = small;
-    }
+    for (int l = 0; l < nlev; l++) pl->group_par[l] = pl->group_start[l + 1] - pl->group_start[l] >= 2;
     for (int s = 0; s < ns; s++) time[s] = level[s];
     pl->ngroups = nlev;
     int widest = 1;
