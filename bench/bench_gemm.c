@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
             cn_set_num_threads(thread_counts[t]);
             /* Chutney's two interleaved; then OpenBLAS on its own threads in a
              * block of its own, with a pause on either side: its threads
-             * spin for tens of ms after a call and ours for 2 ms, and
+             * spin for tens of ms after a call and ours spin or yield for 2 ms, and
              * whichever ran next would be timed against the other's spinning. */
             for (int meth = 0; meth < M_BLAS; meth++) run_once(meth, n, a, b, c); /* warm-up */
             for (int r = 0; r < repeats; r++)

@@ -76,7 +76,11 @@ static void test_parallel_for_coverage(void) {
                           "parallel_for n=%" PRId64 " grain=%" PRId64 " threads=%d: not every "
                           "index exactly once",
                           n, grain, nt);
-                CHECK_MSG(calls <= nt && (n == 0 ? calls == 0 : calls >= 1),
+                /* the documented count: min(n / grain, threads * CN_CHUNKS_PER_THREAD) */
+                int64_t most = n / g < 1 ? 1 : n / g, cap = (int64_t)nt * CN_CHUNKS_PER_THREAD;
+                if (most > cap) most = cap;
+                if (nt == 1) most = 1;
+                CHECK_MSG(calls <= most && (n == 0 ? calls == 0 : calls >= 1),
                           "parallel_for n=%" PRId64 " grain=%" PRId64 " threads=%d: %" PRId64
                           " chunks",
                           n, grain, nt, calls);
@@ -84,6 +88,11 @@ static void test_parallel_for_coverage(void) {
                           "parallel_for n=%" PRId64 " grain=%" PRId64
                           " threads=%d: a chunk of %" PRId64 " is below the grain",
                           n, grain, nt, mn);
+                /* equal chunks (n*c/k boundaries): lengths differ by one at most */
+                CHECK_MSG(n == 0 || atomic_load(&v.max_chunk) - mn <= 1,
+                          "parallel_for n=%" PRId64 " grain=%" PRId64
+                          " threads=%d: chunks of %" PRId64 " to %" PRId64,
+                          n, grain, nt, mn, (int64_t)atomic_load(&v.max_chunk));
                 /* a large job with enough work for every thread is split */
                 if (n >= (int64_t)nt * g && nt > 1 && n > 1)
                     CHECK_MSG(calls > 1,

@@ -202,9 +202,16 @@ void cn_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
 
 /* ---- threads (threads.c) ---- */
 typedef void (*cn_range_fn)(void *ctx, int64_t begin, int64_t end);
-/* Split [0, n) into at most nthreads contiguous chunks of at least `grain`
- * elements and run fn on the pool (the caller runs one chunk). Nested calls
- * from inside a chunk run serially. */
+/* Chunks per thread of a cn_parallel_for, at most: a late or descheduled
+ * worker then holds up one chunk in this many, while the cost of a chunk
+ * (a compare-and-swap and a call) stays far below its work. */
+#define CN_CHUNKS_PER_THREAD 4
+/* Split [0, n) into min(n / grain, nthreads * CN_CHUNKS_PER_THREAD)
+ * contiguous chunks (chunk c is [n*c/k, n*(c+1)/k) for k chunks, so every
+ * chunk has at least `grain` elements, and the split depends on n, grain and
+ * the thread count only) and run fn on each once, on the pool; the caller
+ * takes part and runs whatever chunks no worker has claimed. Chunks may run
+ * in any order, on any thread. Nested calls from inside a chunk run serially. */
 void cn_parallel_for(int64_t n, int64_t grain, cn_range_fn fn, void *ctx);
 /* Spinning workers go to sleep at once (benchmarks that time another
  * library's threads next, so ours do not compete with them). */
