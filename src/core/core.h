@@ -21,16 +21,9 @@
 
 #define CN_ALIGN 64
 
-/* Hot loops are compiled for several x86-64 levels and picked at load time
- * (GCC's target_clones), so a portable build still uses AVX2/AVX-512 where
- * the CPU has them. Elsewhere (ARM, clang, sanitizer builds) it expands to
- * nothing and the compiler's default target is used. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) &&    \
-    !defined(CN_NO_TARGET_CLONES) && !defined(__SANITIZE_ADDRESS__)
-#define CN_HOT __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define CN_HOT
-#endif
+/* Hot loops: CN_HOT_FN (isa.h) compiles them for AVX2 and AVX-512 too and
+ * picks a variant at run time. */
+#include "isa.h"
 
 /* A static graph is reference counted by its symbolic tensors; the graph
  * layer puts this header first in struct cn_graph. */

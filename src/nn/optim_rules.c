@@ -142,7 +142,7 @@ ADAGRAD_BODY(double, sqrt)
 
 /* One kernel per (rule, dtype, option bits), and tables of them. */
 #define KERNEL(R, T, F)                                                                            \
-    CN_HOT static void R##_##T##_##F(const cn_opt_item *it, int64_t b, int64_t e) {                \
+    CN_HOT_FN(R##_##T##_##F, (const cn_opt_item *it, int64_t b, int64_t e), (it, b, e)) {          \
         R##_body_##T(it, b, e, F##u);                                                              \
     }
 #define KERNELS2(R, T) KERNEL(R, T, 0) KERNEL(R, T, 1)

@@ -100,9 +100,13 @@ __attribute__((target("avx2"))) static void philox_block_avx2(uint64_t key, uint
 }
 #endif
 
+/* With the hot loops' level (isa.h), so forcing a lower one runs none of
+ * the AVX2 code; the bits are the same either way. */
 static bool rng_use_avx2(void) {
-#ifdef HAVE_PHILOX_AVX2
-    return __builtin_cpu_supports("avx2");
+#if defined(HAVE_PHILOX_AVX2) && defined(__AVX2__)
+    return true;
+#elif defined(HAVE_PHILOX_AVX2)
+    return cn_isa() >= CN_ISA_AVX2;
 #else
     return false;
 #endif
@@ -314,7 +318,7 @@ static RNG_INLINE void draw_int(const draw *d, const lanes *L, int64_t i, int m)
     }
 }
 
-CN_HOT static void draw_chunk(void *p, int64_t begin, int64_t end) {
+CN_HOT_FN(draw_chunk, (void *p, int64_t begin, int64_t end), (p, begin, end)) {
     const draw *d = p;
     lanes L;
     for (int64_t i = begin; i < end; i += BLOCK) {
@@ -518,13 +522,17 @@ static void note_bad(bern_shared *s, int64_t idx) {
         }                                                                                          \
     } while (0)
 
-CN_HOT static void bern_row_f32(void *ctx, int64_t n, char **ptrs, const int64_t *st) {
+CN_HOT_FN(bern_row_f32,
+          (void *ctx, int64_t n, char **ptrs, const int64_t *st),
+          (ctx, n, ptrs, st)) {
     bern_ctx *c = ctx;
     BERN_ROW(float, (float)(int32_t)(L.x[0][j] >> 8) * 0x1p-24f);
     c->pos += n;
 }
 
-CN_HOT static void bern_row_f64(void *ctx, int64_t n, char **ptrs, const int64_t *st) {
+CN_HOT_FN(bern_row_f64,
+          (void *ctx, int64_t n, char **ptrs, const int64_t *st),
+          (ctx, n, ptrs, st)) {
     bern_ctx *c = ctx;
     BERN_ROW(double, (double)(int64_t)bits53(L.x[0][j], L.x[1][j]) * 0x1p-53);
     c->pos += n;

@@ -14,7 +14,7 @@
  * known to be 1 or 0 the compiler vectorises them. Everything else takes the
  * strided loop. The output is a fresh tensor, so it aliases no input. */
 #define BINARY_ROW(NAME, TI, TO, EXPR)                                                             \
-    CN_HOT static void NAME(void *ctx, int64_t n, char **p, const int64_t *s) {                   \
+    CN_HOT_FN(NAME, (void *ctx, int64_t n, char **p, const int64_t *s), (ctx, n, p, s)) {          \
         (void)ctx;                                                                                 \
         TO *restrict o = (TO *)p[0];                                                               \
         const TI *restrict x = (const TI *)p[1];                                                   \
@@ -47,7 +47,7 @@
 
 /* A row that reads only the first input (pow with a known scalar exponent). */
 #define UNARY_ROW(NAME, T, EXPR)                                                                   \
-    CN_HOT static void NAME(void *ctx, int64_t n, char **p, const int64_t *s) {                   \
+    CN_HOT_FN(NAME, (void *ctx, int64_t n, char **p, const int64_t *s), (ctx, n, p, s)) {          \
         (void)ctx;                                                                                 \
         T *restrict o = (T *)p[0];                                                                 \
         const T *restrict x = (const T *)p[1];                                                     \
@@ -204,7 +204,7 @@ typedef struct logic_ctx {
     cn_dtype da, db;
 } logic_ctx;
 
-CN_HOT static void logic_row(void *ctx, int64_t n, char **p, const int64_t *s) {
+CN_HOT_FN(logic_row, (void *ctx, int64_t n, char **p, const int64_t *s), (ctx, n, p, s)) {
     const logic_ctx *c = ctx;
     const int64_t ea = (int64_t)cn_dsize(c->da), eb = (int64_t)cn_dsize(c->db);
     uint8_t ta[TRUTH_BLOCK], tb[TRUTH_BLOCK];
@@ -232,7 +232,7 @@ typedef struct where_ctx {
     cn_dtype dc, dv; /* the condition's and the values' dtypes */
 } where_ctx;
 
-CN_HOT static void where_row(void *ctx, int64_t n, char **p, const int64_t *s) {
+CN_HOT_FN(where_row, (void *ctx, int64_t n, char **p, const int64_t *s), (ctx, n, p, s)) {
     const where_ctx *c = ctx;
     const int64_t ec = (int64_t)cn_dsize(c->dc), ev = (int64_t)cn_dsize(c->dv);
     const bool unit = s[0] == 1 && s[2] == 1 && s[3] == 1;

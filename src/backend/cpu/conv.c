@@ -178,8 +178,10 @@ static inline void valid_cols(int64_t W, int64_t sw, int64_t off, int64_t a, int
 /* cols[k][t] (rows of len = p1 - p0) for k = (c, i, j) of one group's
  * channels x (Cg planes of H x W, contiguous). */
 #define DEFINE_COLS(T, SFX)                                                                        \
-    CN_HOT static void im2col_##SFX(const cn_conv_geom *g, int64_t Cg, const T *x, int64_t p0,     \
-                                    int64_t p1, T *restrict cols) {                                \
+    CN_HOT_FN(im2col_##SFX,                                                                        \
+              (const cn_conv_geom *g, int64_t Cg, const T *x, int64_t p0, int64_t p1,              \
+               T *restrict cols),                                                                  \
+              (g, Cg, x, p0, p1, cols)) {                                                          \
         const int64_t len = p1 - p0, OW = g->OW, sw = g->sw, H = g->H, W = g->W;                   \
         const int64_t KH = g->KH, KW = g->KW, sh = g->sh, ph = g->ph, dh = g->dh;                  \
         const int64_t oh0 = p0 / OW, a0 = p0 % OW;                                                 \
@@ -217,8 +219,10 @@ static inline void valid_cols(int64_t W, int64_t sw, int64_t off, int64_t a, int
     }                                                                                              \
                                                                                                    \
     /* The adjoint: dx += the columns, each added where im2col read it. */                        \
-    CN_HOT static void col2im_##SFX(const cn_conv_geom *g, int64_t Cg, const T *restrict cols,     \
-                                    int64_t p0, int64_t p1, T *dx) {                               \
+    CN_HOT_FN(col2im_##SFX,                                                                        \
+              (const cn_conv_geom *g, int64_t Cg, const T *restrict cols, int64_t p0, int64_t p1,  \
+               T *dx),                                                                             \
+              (g, Cg, cols, p0, p1, dx)) {                                                         \
         const int64_t len = p1 - p0, OW = g->OW, sw = g->sw, H = g->H, W = g->W;                   \
         const int64_t KH = g->KH, KW = g->KW, sh = g->sh, ph = g->ph, dh = g->dh;                  \
         const int64_t oh0 = p0 / OW, a0 = p0 % OW;                                                 \
@@ -252,7 +256,9 @@ static inline void valid_cols(int64_t W, int64_t sw, int64_t off, int64_t a, int
     }                                                                                              \
                                                                                                    \
     /* rows [0, m) of y (row stride ld), columns [0, len): y[r][t] += b[r]. */                    \
-    CN_HOT static void add_rows_##SFX(T *y, int64_t m, int64_t len, int64_t ld, const T *b) {     \
+    CN_HOT_FN(add_rows_##SFX,                                                                      \
+              (T *y, int64_t m, int64_t len, int64_t ld, const T *b),                              \
+              (y, m, len, ld, b)) {                                                                \
         for (int64_t r = 0; r < m; r++) {                                                          \
             T v = b[r];                                                                            \
             T *yr = y + r * ld;                                                                    \
@@ -260,13 +266,15 @@ static inline void valid_cols(int64_t W, int64_t sw, int64_t off, int64_t a, int
         }                                                                                          \
     }                                                                                              \
     /* dst[i] = v[i / per] for i < n: a plane per value (zeros when v is NULL). */                \
-    CN_HOT static void fill_planes_##SFX(T *dst, int64_t nv, int64_t per, const T *v) {           \
+    CN_HOT_FN(fill_planes_##SFX,                                                                   \
+              (T *dst, int64_t nv, int64_t per, const T *v),                                       \
+              (dst, nv, per, v)) {                                                                 \
         for (int64_t k = 0; k < nv; k++) {                                                         \
             T x = v ? v[k] : 0;                                                                    \
             for (int64_t t = 0; t < per; t++) dst[k * per + t] = x;                                \
         }                                                                                          \
     }                                                                                              \
-    CN_HOT static void acc_##SFX(T *restrict dst, const T *restrict src, int64_t n) {             \
+    CN_HOT_FN(acc_##SFX, (T *restrict dst, const T *restrict src, int64_t n), (dst, src, n)) {     \
         for (int64_t t = 0; t < n; t++) dst[t] += src[t];                                          \
     }
 

@@ -14,8 +14,10 @@
 
 /* o[i] = EXPR of v = a[i], with the parameters in P. */
 #define FK_UN(NAME, T, EXPR)                                                                       \
-    CN_HOT static void NAME(int64_t n, void *o_, const void *a_, const void *b_, const void *c_,  \
-                            const cn_fk_params *p_) {                                              \
+    CN_HOT_FN(NAME,                                                                                \
+              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
+               const cn_fk_params *p_),                                                            \
+              (n, o_, a_, b_, c_, p_)) {                                                           \
         const cn_fk_params P = *p_;                                                                \
         (void)P;                                                                                   \
         T *restrict o = (T *)o_;                                                                   \
@@ -71,8 +73,10 @@ FK_UN_FLOAT(pow0, ((void)v, 1.0f), ((void)v, 1.0))
 
 /* o[i] = EXPR of a, b in the three layouts. */
 #define FK_BIN(NAME, T, EXPR)                                                                      \
-    CN_HOT static void NAME##_vv(int64_t n, void *o_, const void *a_, const void *b_,             \
-                                 const void *c_, const cn_fk_params *p_) {                         \
+    CN_HOT_FN(NAME##_vv,                                                                           \
+              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
+               const cn_fk_params *p_),                                                            \
+              (n, o_, a_, b_, c_, p_)) {                                                           \
         T *restrict o = (T *)o_;                                                                   \
         const T *restrict x = (const T *)a_, *restrict y = (const T *)b_;                          \
         for (int64_t i = 0; i < n; i++) {                                                          \
@@ -80,8 +84,10 @@ FK_UN_FLOAT(pow0, ((void)v, 1.0f), ((void)v, 1.0))
             o[i] = (T)(EXPR);                                                                      \
         }                                                                                          \
     }                                                                                              \
-    CN_HOT static void NAME##_vs(int64_t n, void *o_, const void *a_, const void *b_,             \
-                                 const void *c_, const cn_fk_params *p_) {                         \
+    CN_HOT_FN(NAME##_vs,                                                                           \
+              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
+               const cn_fk_params *p_),                                                            \
+              (n, o_, a_, b_, c_, p_)) {                                                           \
         T *restrict o = (T *)o_;                                                                   \
         const T *restrict x = (const T *)a_;                                                       \
         const T b = *(const T *)b_;                                                                \
@@ -90,8 +96,10 @@ FK_UN_FLOAT(pow0, ((void)v, 1.0f), ((void)v, 1.0))
             o[i] = (T)(EXPR);                                                                      \
         }                                                                                          \
     }                                                                                              \
-    CN_HOT static void NAME##_sv(int64_t n, void *o_, const void *a_, const void *b_,             \
-                                 const void *c_, const cn_fk_params *p_) {                         \
+    CN_HOT_FN(NAME##_sv,                                                                           \
+              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
+               const cn_fk_params *p_),                                                            \
+              (n, o_, a_, b_, c_, p_)) {                                                           \
         T *restrict o = (T *)o_;                                                                   \
         const T a = *(const T *)a_;                                                                \
         const T *restrict y = (const T *)b_;                                                       \
@@ -143,22 +151,28 @@ FK_BIN_FLOAT(xor, E_XOR)
  * bitwise select, like the unfused kernel's typed copy: NaN payloads and
  * signed zeros pass unchanged. */
 #define FK_WHERE(NAME, T, SEL)                                                                     \
-    CN_HOT static void NAME##_vv(int64_t n, void *o_, const void *a_, const void *b_,             \
-                                 const void *c_, const cn_fk_params *p_) {                         \
+    CN_HOT_FN(NAME##_vv,                                                                           \
+              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
+               const cn_fk_params *p_),                                                            \
+              (n, o_, a_, b_, c_, p_)) {                                                           \
         T *restrict o = (T *)o_;                                                                   \
         const T *restrict t = (const T *)a_, *restrict x = (const T *)b_,                          \
                           *restrict y = (const T *)c_;                                             \
         for (int64_t i = 0; i < n; i++) o[i] = SEL(t[i] != 0, x[i], y[i]);                         \
     }                                                                                              \
-    CN_HOT static void NAME##_vs(int64_t n, void *o_, const void *a_, const void *b_,             \
-                                 const void *c_, const cn_fk_params *p_) {                         \
+    CN_HOT_FN(NAME##_vs,                                                                           \
+              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
+               const cn_fk_params *p_),                                                            \
+              (n, o_, a_, b_, c_, p_)) {                                                           \
         T *restrict o = (T *)o_;                                                                   \
         const T *restrict t = (const T *)a_, *restrict x = (const T *)b_;                          \
         const T y = *(const T *)c_;                                                                \
         for (int64_t i = 0; i < n; i++) o[i] = SEL(t[i] != 0, x[i], y);                            \
     }                                                                                              \
-    CN_HOT static void NAME##_sv(int64_t n, void *o_, const void *a_, const void *b_,             \
-                                 const void *c_, const cn_fk_params *p_) {                         \
+    CN_HOT_FN(NAME##_sv,                                                                           \
+              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
+               const cn_fk_params *p_),                                                            \
+              (n, o_, a_, b_, c_, p_)) {                                                           \
         T *restrict o = (T *)o_;                                                                   \
         const T *restrict t = (const T *)a_, *restrict y = (const T *)c_;                          \
         const T x = *(const T *)b_;                                                                \
@@ -168,9 +182,7 @@ FK_BIN_FLOAT(xor, E_XOR)
 FK_WHERE(where_f32, float, cn_vsel)
 FK_WHERE(where_f64, double, cn_vseld)
 
-/* ---- pickers ----
- * Chosen in code rather than from static tables of pointers: GCC
- * mis-assembles target_clones functions referenced from static data. */
+/* ---- pickers ---- */
 
 #define PICK(NAME) return dt == CN_F32 ? NAME##_f32 : NAME##_f64
 

@@ -7,7 +7,7 @@
  * (zero-padded to whole tiles), and an MR x NR register tile of C is
  * accumulated over kc with MR broadcasts of A and NR/VL vector loads of B per
  * step. The tile is plain C: GCC keeps acc[][] in registers and vectorises
- * the NR loop, and CN_HOT compiles it for AVX2 and AVX-512 as well. On this
+ * the NR loop, and CN_HOT_FN compiles it for AVX2 and AVX-512 as well. On this
  * project's machines it runs at 0.9-1.0x OpenBLAS's sgemm/dgemm on one
  * core (bench/bench_gemm).
  *
@@ -45,8 +45,9 @@ static inline int64_t round_up(int64_t a, int64_t b) { return cdiv(a, b) * b; }
  * the rows of dst contiguous (w == G) GCC turns it into vector shuffles;
  * otherwise it goes through tmp, G elements at a time. */
 #define DEFINE_INTERLEAVE(T, SFX, G)                                                               \
-    CN_HOT static void interleave##G##_##SFX(int64_t kc, const T *restrict s, int64_t rs,         \
-                                             T *restrict dst, int w) {                             \
+    CN_HOT_FN(interleave##G##_##SFX,                                                               \
+              (int64_t kc, const T *restrict s, int64_t rs, T *restrict dst, int w),               \
+              (kc, s, rs, dst, w)) {                                                               \
         if (w == (G)) {                                                                            \
             for (int64_t p = 0; p < kc; p++)                                                       \
                 for (int r = 0; r < (G); r++) dst[p * (G) + r] = s[r * rs + p];                    \
@@ -109,8 +110,10 @@ DEFINE_PACK(double, f64)
  * NR must exceed 16 elements: shorter loops are unrolled before the
  * vectoriser sees them, and the unrolled code is not vectorised. */
 #define DEFINE_TILE(NAME, T, MR, NR)                                                               \
-    CN_HOT static void NAME(int64_t mc, int64_t nc, int64_t kc, const void *ap_, const void *bp_, \
-                            void *c_, int64_t ldc, bool add) {                                     \
+    CN_HOT_FN(NAME,                                                                                \
+              (int64_t mc, int64_t nc, int64_t kc, const void *ap_, const void *bp_, void *c_,     \
+               int64_t ldc, bool add),                                                             \
+              (mc, nc, kc, ap_, bp_, c_, ldc, add)) {                                              \
         const T *ap = ap_, *bp = bp_;                                                              \
         T *c = c_;                                                                                 \
         T tmp[(MR) * (NR)];                                                                        \
@@ -176,23 +179,15 @@ static const tile_def tiles_f64[] = {
 };
 #define NTILES(t) ((int)(sizeof(t) / sizeof((t)[0])))
 
-/* CN_HOT picks a clone by CPU under exactly these conditions (core.h);
- * otherwise the tiles are compiled for the build's target only. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) &&    \
-    !defined(CN_NO_TARGET_CLONES) && !defined(__SANITIZE_ADDRESS__)
-static bool wide_vectors(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-}
-#else
+/* The tiles run as the active level's variant (isa.h), or as the build's
+ * target where that is AVX-512 already. */
 static bool wide_vectors(void) {
 #ifdef __AVX512F__
     return true;
 #else
-    return false;
+    return cn_isa() == CN_ISA_AVX512;
 #endif
 }
-#endif
 
 static int forced_f32 = -1, forced_f64 = -1;
 
@@ -338,7 +333,7 @@ static int gemm_blocked(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void
         T *out;                                                                                    \
     } gemv_##SFX;                                                                                  \
                                                                                                    \
-    CN_HOT static void dots_##SFX(void *ctx, int64_t i0, int64_t i1) {                             \
+    CN_HOT_FN(dots_##SFX, (void *ctx, int64_t i0, int64_t i1), (ctx, i0, i1)) {                    \
         const gemv_##SFX *g = ctx;                                                                 \
         int64_t k = g->k;                                                                          \
         const T *restrict x = g->x;                                                                \
@@ -356,7 +351,7 @@ static int gemm_blocked(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    CN_HOT static void axpy_##SFX(void *ctx, int64_t j0, int64_t j1) {                             \
+    CN_HOT_FN(axpy_##SFX, (void *ctx, int64_t j0, int64_t j1), (ctx, j0, j1)) {                    \
         const gemv_##SFX *g = ctx;                                                                 \
         T *restrict o = g->out + j0;                                                               \
         int64_t w = j1 - j0;                                                                       \
@@ -435,7 +430,7 @@ typedef struct igemm {
 } igemm;
 
 #define DEFINE_IGEMM(U, SFX)                                                                       \
-    CN_HOT static void igemm_##SFX(void *ctx, int64_t i0, int64_t i1) {                            \
+    CN_HOT_FN(igemm_##SFX, (void *ctx, int64_t i0, int64_t i1), (ctx, i0, i1)) {                   \
         const igemm *g = ctx;                                                                      \
         const U *a = g->a, *b = g->b;                                                              \
         U *c = g->c;                                                                               \

@@ -71,7 +71,9 @@ static bool bad_seen(bad_value *b) { return atomic_load_explicit(&b->hit, memory
         memcpy(dst + i * (int64_t)sizeof(T), src + i * ss * (int64_t)sizeof(T), sizeof(T))
 
 /* n elements of es bytes from src (stride ss elements) to contiguous dst. */
-static CN_HOT void copy_run(char *dst, const char *src, int64_t n, int64_t ss, size_t es) {
+CN_HOT_FN(copy_run,
+          (char *dst, const char *src, int64_t n, int64_t ss, size_t es),
+          (dst, src, n, ss, es)) {
     if (n <= 0) return;
     if (ss == 1) {
         memcpy(dst, src, (size_t)n * es);
@@ -93,7 +95,9 @@ static CN_HOT void copy_run(char *dst, const char *src, int64_t n, int64_t ss, s
     } while (0)
 
 /* n copies of the es-byte value val. */
-static CN_HOT void fill_run(char *dst, int64_t n, const unsigned char *val, size_t es) {
+CN_HOT_FN(fill_run,
+          (char *dst, int64_t n, const unsigned char *val, size_t es),
+          (dst, n, val, es)) {
     if (n <= 0) return;
     switch (es) {
     case 1: memset(dst, val[0], (size_t)n); break;
@@ -218,7 +222,7 @@ typedef struct gather_ctx {
         else GATHER_ROW(T, int32_t);                                                               \
     } while (0)
 
-static CN_HOT void gather_row(gather_ctx *c, char *o, const char *x, const char *ip) {
+CN_HOT_FN(gather_row, (gather_ctx *c, char *o, const char *x, const char *ip), (c, o, x, ip)) {
     int64_t n = c->n, xl = c->xl, il = c->il, xa = c->xa, L = c->L;
     if (il == 0) { /* one index for the whole row (index_select before the last axis) */
         int64_t v = load_index(ip, c->i64, 0);
@@ -334,8 +338,9 @@ typedef struct scatter_ctx {
         else SCATTER_ROW(T, int32_t);                                                              \
     } while (0)
 
-static CN_HOT void scatter_row(scatter_ctx *c, char *op, const char *sp, const char *ip,
-                               int64_t n) {
+CN_HOT_FN(scatter_row,
+          (scatter_ctx *c, char *op, const char *sp, const char *ip, int64_t n),
+          (c, op, sp, ip, n)) {
     int64_t ol = c->ol, sl = c->sl, il = c->il, oa = c->oa, L = c->L;
     switch (c->dt) {
     case CN_F32: SCATTER_ROW_IDX(float); break;

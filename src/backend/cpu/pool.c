@@ -106,8 +106,10 @@ static void max_rows_free(max_rows *r) {
     /* One output row: the maxima (and with ix their positions) over the \
      * window rows h0, h0 + dh, ... < h1, taps in PyTorch's order (row by \
      * row, left to right), a NaN always taking over. */                                          \
-    CN_HOT static void max_row_##SFX(const cn_pool_geom *g, const pool_ctx *c, const T *x,       \
-                                     int64_t h0, int64_t h1, max_rows *r, bool want_ix) {         \
+    CN_HOT_FN(max_row_##SFX,                                                                       \
+              (const cn_pool_geom *g, const pool_ctx *c, const T *x, int64_t h0, int64_t h1,       \
+               max_rows *r, bool want_ix),                                                         \
+              (g, c, x, h0, h1, r, want_ix)) {                                                     \
         /* locals: the stores to ix (int64_t) could otherwise alias g's fields */                 \
         const int64_t OW = g->OW, W = g->W, kw = g->kw, dh = g->dh, dw = g->dw, pw = g->pw;        \
         const int64_t psw = g->sw, xsh = c->sh, xsw = c->sw;                                       \
@@ -147,9 +149,12 @@ static void max_rows_free(max_rows *r) {
     /* The CNN's pool: 2x2 windows, stride 2, no padding, rows of unit     \
      * stride. All four taps in one pass over an output row (the general   \
      * path makes a pass per tap, which is mostly overhead on short rows). \
-     * Taps in PyTorch's order; a NaN takes over. */                                              \
-    CN_HOT static void max_2x2_row_##SFX(const T *restrict r0, const T *restrict r1, int64_t OW,  \
-                                         IT first, IT W, T *restrict m, IT *restrict ix) {         \
+     * Taps in PyTorch's order; a NaN takes over. f32 mostly takes the   \
+     * vectorised kernel of pool_max2x2.c instead (max2x2_planes). */                             \
+    CN_HOT_FN(max_2x2_row_##SFX,                                                                   \
+              (const T *restrict r0, const T *restrict r1, int64_t OW, IT first, IT W,             \
+               T *restrict m, IT *restrict ix),                                                    \
+              (r0, r1, OW, first, W, m, ix)) {                                                     \
         for (int64_t ow = 0; ow < OW; ow++) {                                                      \
             T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];              \
             T v = a;                                                                               \

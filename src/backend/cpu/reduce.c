@@ -257,8 +257,8 @@ static void state_store(const rplan *p, const rstate *s, char *o) {
     store_value(p->odt, o, v, iv, is_int);
 }
 
-/* Leaves are inlined into the CN_HOT functions that call them, so they are
- * compiled for each of those functions' targets. */
+/* Leaves are inlined into the CN_HOT_FN functions that call them, so they
+ * are compiled for each of those functions' targets. */
 #if defined(__GNUC__)
 #define LEAF static inline __attribute__((always_inline))
 #else
@@ -266,8 +266,10 @@ static void state_store(const rplan *p, const rstate *s, char *o) {
 #endif
 
 #define SEG_FN(NAME)                                                                               \
-    CN_HOT static void NAME(const rplan *p, rstate *st, const char *xc, int64_t n, int64_t s,      \
-                            int64_t i0, int pass, double c)
+    CN_HOT_FN(NAME,                                                                                \
+              (const rplan *p, rstate *st, const char *xc, int64_t n, int64_t s, int64_t i0,       \
+               int pass, double c),                                                                \
+              (p, st, xc, n, s, i0, pass, c))
 
 /* ---- row-mode leaves, one set per element type ----
  * The leaves are inline functions of the stride s; each SEG_FN calls them
@@ -544,8 +546,10 @@ static seg_fn pick_seg(cn_reduce_kind kind, int et) {
     }
 
 #define DEF_FLOAT_COL(T, S, EXPF)                                                                  \
-    CN_HOT static void col_##S(const rplan *p, rstate *st, const char *xc, const int64_t *off,     \
-                               int nrows, int64_t r0, int64_t tw) {                                \
+    CN_HOT_FN(col_##S,                                                                             \
+              (const rplan *p, rstate *st, const char *xc, const int64_t *off, int nrows,          \
+               int64_t r0, int64_t tw),                                                            \
+              (p, st, xc, off, nrows, r0, tw)) {                                                   \
         typedef T elem; /* for ROWS_LOOP */                                                        \
         const T *x = (const T *)xc;                                                                \
         const int64_t cs = p->cin;                                                                 \
@@ -650,8 +654,10 @@ static seg_fn pick_seg(cn_reduce_kind kind, int et) {
 DEF_FLOAT_COL(float, f32, cn_vexpf)
 DEF_FLOAT_COL(double, f64, exp)
 
-CN_HOT static void col_i64(const rplan *p, rstate *st, const char *xc, const int64_t *off,
-                           int nrows, int64_t r0, int64_t tw) {
+CN_HOT_FN(col_i64,
+          (const rplan *p, rstate *st, const char *xc, const int64_t *off, int nrows, int64_t r0,
+           int64_t tw),
+          (p, st, xc, off, nrows, r0, tw)) {
     typedef int64_t elem;
     const elem *x = (const elem *)xc;
     const int64_t cs = p->cin;

@@ -70,7 +70,9 @@ typedef struct line_job {
     }                                                                                              \
     /* e^(x - max) goes to y first (a plain loop, vectorised whole), is                            \
      * summed from there, then scaled; log_softmax overwrites it. */                               \
-    CN_HOT static void sm_row_##S(const T *restrict x, T *restrict y, int64_t n, bool lg) {        \
+    CN_HOT_FN(sm_row_##S,                                                                          \
+              (const T *restrict x, T *restrict y, int64_t n, bool lg),                            \
+              (x, y, n, lg)) {                                                                     \
         const T m = row_max_##S(x, n);                                                             \
         for (int64_t i = 0; i < n; i++) y[i] = EXPF(x[i] - m);                                     \
         const double s = row_sum_##S(y, n);                                                        \
@@ -83,8 +85,10 @@ typedef struct line_job {
         }                                                                                          \
     }                                                                                              \
     /* Columns [0, tw) of a [len, inner] slab (row stride `inner`). */                             \
-    CN_HOT static void sm_cols_##S(const T *restrict x, T *restrict y, int64_t len, int64_t inner, \
-                                   int64_t tw, bool lg) {                                          \
+    CN_HOT_FN(sm_cols_##S,                                                                         \
+              (const T *restrict x, T *restrict y, int64_t len, int64_t inner, int64_t tw,         \
+               bool lg),                                                                           \
+              (x, y, len, inner, tw, lg)) {                                                        \
         T m[TILE], t[TILE];                                                                        \
         double s[TILE];                                                                            \
         for (int64_t j = 0; j < tw; j++) {                                                         \
@@ -141,15 +145,16 @@ DEF_SOFTMAX(double, f64, exp)
 /* Running sums; floats accumulate in double (as PyTorch does), integers
  * wrap. */
 #define DEF_CUMSUM(T, S, ACC)                                                                      \
-    CN_HOT static void cs_row_##S(const T *restrict x, T *restrict y, int64_t n) {                 \
+    CN_HOT_FN(cs_row_##S, (const T *restrict x, T *restrict y, int64_t n), (x, y, n)) {            \
         ACC a = 0;                                                                                 \
         for (int64_t i = 0; i < n; i++) {                                                          \
             a += (ACC)x[i];                                                                        \
             y[i] = (T)a;                                                                           \
         }                                                                                          \
     }                                                                                              \
-    CN_HOT static void cs_cols_##S(const T *restrict x, T *restrict y, int64_t len, int64_t inner, \
-                                   int64_t tw) {                                                   \
+    CN_HOT_FN(cs_cols_##S,                                                                         \
+              (const T *restrict x, T *restrict y, int64_t len, int64_t inner, int64_t tw),        \
+              (x, y, len, inner, tw)) {                                                            \
         ACC a[TILE];                                                                               \
         for (int64_t j = 0; j < tw; j++) a[j] = 0;                                                 \
         for (int64_t r = 0; r < len; r++) {                                                        \

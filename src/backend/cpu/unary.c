@@ -21,7 +21,7 @@ typedef struct un_params {
 /* Row function NAME: y = EXPR for each element v (TI in, TO out), with the
  * parameters in P. */
 #define UN_ROW(NAME, TI, TO, EXPR)                                                                 \
-    CN_HOT static void NAME(void *ctx, int64_t n, char **ptr, const int64_t *st) {                 \
+    CN_HOT_FN(NAME, (void *ctx, int64_t n, char **ptr, const int64_t *st), (ctx, n, ptr, st)) {   \
         const un_params P = *(const un_params *)ctx;                                               \
         (void)P;                                                                                   \
         TO *restrict y = (TO *)ptr[0];                                                             \
@@ -129,8 +129,6 @@ UN_ROW(not_u8, uint8_t, uint8_t, (uint8_t)(v == 0)) /* u8 and bool */
 
 /* ---- dispatch ---- */
 
-/* Chosen in code rather than from a static table of pointers: GCC
- * mis-assembles target_clones functions referenced from static data. */
 static cn_row_fn pick_row(cn_unary_kind k, cn_dtype dt) {
 #define UN_PICK(NAME)                                                                              \
     switch (dt) {                                                                                  \
