@@ -170,6 +170,15 @@ static int matmul_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const 
  * [k, 1]) so one formula covers every case; the gradient is reshaped back.
  * Broadcast batch axes are summed away by cn_sum_to. */
 
+/* A matrix stored column by column: a transposed view, as linear's weight
+ * enters the product. Its gradient is then computed transposed, as PyTorch
+ * does, so that it comes out in the same layout: added into a parameter's
+ * contiguous .grad it is read in order instead of with a stride. */
+static bool col_major(const cn_tensor *t) {
+    return t->ndim == 2 && !cn_is_symbolic(t) && t->shape[0] > 1 && t->shape[1] > 1 &&
+           t->strides[0] == 1 && t->strides[1] == t->shape[0];
+}
+
 static cn_tensor *matmul_vjp(cn_tensor *const *in, int nin, const cn_attrs *at, cn_tensor *out,
                              cn_tensor *g, int i) {
     (void)nin, (void)at, (void)out;
@@ -183,16 +192,18 @@ static cn_tensor *matmul_vjp(cn_tensor *const *in, int nin, const cn_attrs *at, 
     if (!a || !b || !g) return NULL;
     cn_tensor *r;
     if (i == 0) {
-        r = cn_sum_to(cn_matmul(g, cn_mT(b)), a->ndim, a->shape);
+        if (col_major(a) && g->ndim == 2 && !b1) r = cn_mT(cn_matmul(b, cn_mT(g)));
+        else r = cn_sum_to(cn_matmul(g, cn_mT(b)), a->ndim, a->shape);
     } else if (a->ndim > 2 && b->ndim == 2 && a->shape[a->ndim - 1] > 0 &&
                g->shape[g->ndim - 1] > 0) {
         /* A shared matrix (a linear layer over a batch): one product over the
          * batch's rows instead of one per batch entry summed afterwards. */
         cn_tensor *a2 = cn_reshape(a, CN_SHAPE(-1, a->shape[a->ndim - 1]));
         cn_tensor *g2 = cn_reshape(g, CN_SHAPE(-1, g->shape[g->ndim - 1]));
-        r = cn_matmul(cn_mT(a2), g2);
+        r = col_major(b) ? cn_mT(cn_matmul(cn_mT(g2), a2)) : cn_matmul(cn_mT(a2), g2);
     } else {
-        r = cn_sum_to(cn_matmul(cn_mT(a), g), b->ndim, b->shape);
+        if (col_major(b) && g->ndim == 2 && !a1) r = cn_mT(cn_matmul(cn_mT(g), a));
+        else r = cn_sum_to(cn_matmul(cn_mT(a), g), b->ndim, b->shape);
     }
     if (r && (a1 || b1)) r = cn_reshape(r, in[i]->ndim, in[i]->shape);
     return r;

@@ -42,6 +42,7 @@ typedef struct dnnl_conv {
     dnnl_memory_desc_t user[3], mine[3];
     dnnl_primitive_t reorder[3];
     int arg[3];
+    dnnl_memory_desc_t bias_md; /* FWD with bias: the bias (plain) */
     dnnl_memory_desc_t scratch_md;
     size_t scratch;
 } dnnl_conv;
@@ -161,6 +162,8 @@ static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias) {
             ok = k == out ? make_reorder(&c->mine[k], &c->user[k], &c->reorder[k])
                           : make_reorder(&c->user[k], &c->mine[k], &c->reorder[k]);
         }
+        if (which == FWD && bias)
+            c->bias_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1);
         c->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         c->scratch = dnnl_memory_desc_get_size(&c->scratch_md);
         ok = ok && dnnl_primitive_create(&c->prim, pd) == dnnl_success;
@@ -203,16 +206,24 @@ static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *p) {
     return m;
 }
 
-/* Runs product c on plain buffers p[3] (x-like, weights, y-like). */
-static int run(dnnl_conv *c, void *const p[3]) {
+/* Runs product c on plain buffers p[3] (x-like, weights, y-like). pre[k],
+ * when not NULL, holds argument k in the primitive's own format instead:
+ * weights reordered once for every block of the batch, or a weight
+ * gradient left in that format for the blocks' parts to be summed before
+ * one reorder. bias: the forward primitive's bias (plain), or NULL. */
+static int run(dnnl_conv *c, void *const p[3], void *const pre[3], const void *bias) {
     int rc = CN_ENOMEM;
     dnnl_stream_t s = NULL;
-    dnnl_memory_t user[3] = {NULL}, mine[3] = {NULL}, scratch = NULL;
+    dnnl_memory_t user[3] = {NULL}, mine[3] = {NULL}, scratch = NULL, bmem = NULL;
     void *buf[3] = {NULL}, *sbuf = NULL;
     if (dnnl_stream_create(&s, dn.eng, dnnl_stream_default_flags) != dnnl_success) goto out;
     if (dn.set_threads) dn.set_threads(1);
     int out = c->which == FWD ? 2 : c->which == DGRAD ? 0 : 1;
     for (int k = 0; k < 3; k++) {
+        if (pre[k]) {
+            if (!(mine[k] = mem(&c->mine[k], pre[k]))) goto out;
+            continue;
+        }
         if (!(user[k] = mem(&c->user[k], p[k]))) goto out;
         if (c->reorder[k]) {
             if (!(buf[k] = cn_alloc(dnnl_memory_desc_get_size(&c->mine[k])))) goto out;
@@ -224,11 +235,13 @@ static int run(dnnl_conv *c, void *const p[3]) {
         }
     }
     if (!(sbuf = cn_alloc(c->scratch)) || !(scratch = mem(&c->scratch_md, sbuf))) goto out;
-    dnnl_exec_arg_t a[4];
+    if (c->bias && !(bmem = mem(&c->bias_md, (void *)bias))) goto out;
+    dnnl_exec_arg_t a[5];
     for (int k = 0; k < 3; k++) a[k] = (dnnl_exec_arg_t){c->arg[k], mine[k] ? mine[k] : user[k]};
     a[3] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scratch};
-    if (dnnl_primitive_execute(c->prim, s, 4, a) != dnnl_success) goto out;
-    if (c->reorder[out]) {
+    a[4] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bmem};
+    if (dnnl_primitive_execute(c->prim, s, c->bias ? 5 : 4, a) != dnnl_success) goto out;
+    if (c->reorder[out] && !pre[out]) {
         dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, mine[out]}, {DNNL_ARG_TO, user[out]}};
         if (dnnl_primitive_execute(c->reorder[out], s, 2, r) != dnnl_success) goto out;
     }
@@ -240,7 +253,27 @@ out:
         cn_free(buf[k]);
     }
     if (scratch) dnnl_memory_destroy(scratch);
+    if (bmem) dnnl_memory_destroy(bmem);
     cn_free(sbuf);
+    if (s) dnnl_stream_destroy(s);
+    return rc;
+}
+
+/* One reorder r from buffer src (format from) to dst (format to). */
+static int reorder_once(dnnl_primitive_t r, const dnnl_memory_desc_t *from, void *src,
+                        const dnnl_memory_desc_t *to, void *dst) {
+    int rc = CN_ENOMEM;
+    dnnl_stream_t s = NULL;
+    dnnl_memory_t m[2] = {mem(from, src), mem(to, dst)};
+    if (m[0] && m[1] && dnnl_stream_create(&s, dn.eng, dnnl_stream_default_flags) == dnnl_success) {
+        if (dn.set_threads) dn.set_threads(1);
+        dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, m[0]}, {DNNL_ARG_TO, m[1]}};
+        if (dnnl_primitive_execute(r, s, 2, a) == dnnl_success &&
+            dnnl_stream_wait(s) == dnnl_success)
+            rc = CN_OK;
+    }
+    for (int k = 0; k < 2; k++)
+        if (m[k]) dnnl_memory_destroy(m[k]);
     if (s) dnnl_stream_destroy(s);
     return rc;
 }
@@ -285,7 +318,9 @@ typedef struct blocks {
     int64_t bs, nblk;
     char *p[3];      /* x-like, weights, y-like (plain, contiguous) */
     char *partial;   /* wgrad: one weight-sized part per block */
-    const float *bias; /* added to the output channels (fwd: O, dgrad: C) */
+    size_t part_size; /* bytes of each part (in the primitive's format with wmine) */
+    char *wmine;     /* the weights (fwd, dgrad) or the parts (wgrad) in the primitive's format */
+    const float *bias; /* fwd: the primitive's bias; dgrad: added to the C channels */
     atomic_int failed;
 } blocks;
 
@@ -293,21 +328,24 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
     blocks *k = ctx;
     const cn_conv_geom *g = k->g;
     size_t xs = (size_t)(g->C * g->H * g->W), ys = (size_t)(g->O * g->OH * g->OW);
-    size_t ws = (size_t)(g->O * (g->C / g->groups) * g->KH * g->KW);
     for (int64_t b = b0; b < b1; b++) {
         int64_t n0 = b * k->bs, n = b == k->nblk - 1 ? g->N - n0 : k->bs;
         void *p[3] = {k->p[0] + sizeof(float) * xs * (size_t)n0, k->p[1],
                       k->p[2] + sizeof(float) * ys * (size_t)n0};
-        if (k->which == WGRAD) p[1] = k->partial ? k->partial + sizeof(float) * ws * (size_t)b : k->p[1];
+        void *pre[3] = {NULL, k->which == WGRAD ? NULL : k->wmine, NULL};
+        if (k->which == WGRAD && k->partial) {
+            void *part = k->partial + k->part_size * (size_t)b;
+            if (k->wmine) pre[1] = part;
+            else p[1] = part;
+        }
         dnnl_conv *c = n == k->bs ? k->full : k->last;
-        if (run(c, p) != CN_OK) {
+        if (run(c, p, pre, k->which == FWD ? k->bias : NULL) != CN_OK) {
             atomic_store(&k->failed, 1);
             continue;
         }
-        if (!k->bias) continue;
-        int out = k->which == FWD ? 2 : 0;
-        int64_t ch = out == 2 ? g->O : g->C, P = out == 2 ? g->OH * g->OW : g->H * g->W;
-        float *o = p[out];
+        if (k->which != DGRAD || !k->bias) continue;
+        int64_t ch = g->C, P = g->H * g->W;
+        float *o = p[0];
         for (int64_t s = 0; s < n * ch; s++) {
             float v = k->bias[s % ch], *r = o + s * P;
             for (int64_t i = 0; i < P; i++) r[i] += v;
@@ -331,19 +369,35 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
     cn_conv_geom gb = *g, gl = *g;
     gb.N = k.bs;
     gl.N = g->N - (k.nblk - 1) * k.bs;
+    /* the forward primitive adds the bias itself (one pass over y fewer) */
+    bool pbias = which == FWD && bias;
     bool own_full, own_last = false;
-    k.full = conv_get(which, &gb, false, &own_full);
-    k.last = gl.N == gb.N ? k.full : conv_get(which, &gl, false, &own_last);
+    k.full = conv_get(which, &gb, pbias, &own_full);
+    k.last = gl.N == gb.N ? k.full : conv_get(which, &gl, pbias, &own_last);
     int rc = CN_OK;
     if (!k.full || !k.last) rc = 1;
     cn_tensor *own[4] = {NULL};
-    size_t ws = (size_t)(g->O * (g->C / g->groups) * g->KH * g->KW);
+    size_t ws = (size_t)(g->O * (g->C / g->groups) * g->KH * g->KW) * sizeof(float);
     for (int j = 0; j < 3 && rc == CN_OK; j++)
         if (!(k.p[j] = dense(t[j], &own[j]))) rc = CN_ENOMEM;
     if (rc == CN_OK && bias && !(k.bias = dense(bias, &own[3]))) rc = CN_ENOMEM;
-    if (rc == CN_OK && which == WGRAD && k.nblk > 1 &&
-        !(k.partial = cn_alloc(sizeof(float) * ws * (size_t)k.nblk)))
-        rc = CN_ENOMEM;
+    /* The weights in the primitive's format: reordered once here rather
+     * than by every block (the blocks' primitives share that format). */
+    bool blocked_w = rc == CN_OK && k.full->reorder[1] &&
+                     dnnl_memory_desc_equal(&k.full->mine[1], &k.last->mine[1]);
+    size_t wmine_size = blocked_w ? dnnl_memory_desc_get_size(&k.full->mine[1]) : 0;
+    if (blocked_w && which != WGRAD) {
+        if (!(k.wmine = cn_alloc(wmine_size))) rc = CN_ENOMEM;
+        else rc = reorder_once(k.full->reorder[1], &k.full->user[1], k.p[1], &k.full->mine[1],
+                               k.wmine);
+    }
+    /* The weight gradient: one part per block, summed in block order (in the
+     * primitive's format when it has one, then reordered once). */
+    if (rc == CN_OK && which == WGRAD && (k.nblk > 1 || blocked_w)) {
+        k.part_size = blocked_w ? wmine_size : ws;
+        if (!(k.partial = cn_alloc(k.part_size * (size_t)k.nblk))) rc = CN_ENOMEM;
+        k.wmine = blocked_w ? k.partial : NULL;
+    }
     if (rc == CN_OK) {
         atomic_init(&k.failed, 0);
         if (k.nblk > 1) cn_parallel_tasks(k.nblk, block_task, &k);
@@ -351,12 +405,17 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
         if (atomic_load(&k.failed)) rc = CN_ENOMEM;
     }
     if (rc == CN_OK && k.partial) {
-        float *dw = (float *)k.p[1];
-        const float *part = (const float *)k.partial;
-        memcpy(dw, part, sizeof(float) * ws);
+        size_t nf = k.part_size / sizeof(float);
+        float *sum = (float *)k.partial;
         for (int64_t b = 1; b < k.nblk; b++)
-            for (size_t i = 0; i < ws; i++) dw[i] += part[(size_t)b * ws + i];
+            for (size_t i = 0; i < nf; i++) sum[i] += sum[(size_t)b * nf + i];
+        if (blocked_w)
+            rc = reorder_once(k.full->reorder[1], &k.full->mine[1], k.partial, &k.full->user[1],
+                              k.p[1]);
+        else
+            memcpy(k.p[1], k.partial, ws);
     }
+    if (which != WGRAD) cn_free(k.wmine);
     cn_free(k.partial);
     for (int j = 0; j < 4; j++) cn_release(own[j]);
     if (own_full) conv_free(k.full);

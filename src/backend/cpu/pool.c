@@ -3,6 +3,7 @@
  * exactly (which taps count, what the average divides by), since the tests
  * compare against them. */
 #include "pool.h"
+#include "pool_max2x2.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -322,6 +323,17 @@ DEFINE_POOL(double, f64)
 
 #define PICK(name, dt) ((dt) == CN_F32 ? name##_f32 : name##_f64)
 
+/* 2x2 windows with stride 2 in f32: pool_max2x2.c (c->dx: the backward pass). */
+static void max2x2_planes(void *p, int64_t b, int64_t e) {
+    const pool_ctx *c = p;
+    if (c->dx)
+        cn_max2x2_bwd_f32(c->g, (const float *)c->x, c->sn, c->sc, c->sh, (const float *)c->dy,
+                          c->gn, c->gc, c->gh, b, e, (float *)c->dx);
+    else
+        cn_max2x2_fwd_f32(c->g, (const float *)c->x, c->sn, c->sc, c->sh, b, e, (float *)c->y,
+                          c->idx);
+}
+
 static cn_range_fn max_fn(const cn_pool_geom *g, cn_dtype dt) {
     if (dt == CN_F64) return max_planes_f64;
     return g->H * g->W <= INT32_MAX ? max_planes_f32 : max_planes_f32l;
@@ -331,7 +343,9 @@ int cn_cpu_max_pool2d(const cn_pool_geom *g, const cn_tensor *x, cn_tensor *y, c
     pool_ctx c;
     init_ctx(&c, g, x, y);
     c.idx = idx ? cn_t_ptr(idx) : NULL;
-    run_planes(g, g->OH * g->OW * g->kh * g->kw, max_fn(g, (cn_dtype)x->dtype), &c);
+    cn_range_fn fn = max_fn(g, (cn_dtype)x->dtype);
+    if (x->dtype == CN_F32 && cn_max2x2_applies(g, c.sw, 1)) fn = max2x2_planes;
+    run_planes(g, g->OH * g->OW * g->kh * g->kw, fn, &c);
     return atomic_load(&c.failed) ? pool_oom("max_pool2d", g) : CN_OK;
 }
 
@@ -345,8 +359,9 @@ int cn_cpu_max_pool2d_backward(const cn_pool_geom *g, const cn_tensor *x, const 
     c.gh = dy->strides[2];
     c.gw = dy->strides[3];
     c.dx = cn_t_ptr(dx);
-    run_planes(g, g->H * g->W + g->OH * g->OW * g->kh * g->kw,
-               max_fn(g, (cn_dtype)x->dtype), &c);
+    cn_range_fn fn = max_fn(g, (cn_dtype)x->dtype);
+    if (x->dtype == CN_F32 && cn_max2x2_applies(g, c.sw, c.gw)) fn = max2x2_planes;
+    run_planes(g, g->H * g->W + g->OH * g->OW * g->kh * g->kw, fn, &c);
     return atomic_load(&c.failed) ? pool_oom("max_pool2d_backward", g) : CN_OK;
 }
 
