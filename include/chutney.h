@@ -686,6 +686,10 @@ cn_tensor *cn_load_idx(const char *path);
  * images: f32 [N, 1, 28, 28] scaled to [0, 1]; labels: i64 [N]. The files are
  * {train,t10k}-{images-idx3,labels-idx1}-ubyte, with or without ".gz". */
 int cn_load_fashion_mnist(const char *dir, bool train, cn_tensor **images, cn_tensor **labels);
+/* The same with the pixels as stored: images u8 [N, 1, 28, 28] (0..255, a
+ * quarter of the memory), labels i64 [N]. cn_loader_normalize(l, 0, {0},
+ * {255}, 1) turns each batch into exactly cn_load_fashion_mnist's values. */
+int cn_load_fashion_mnist_u8(const char *dir, bool train, cn_tensor **images, cn_tensor **labels);
 
 /* Images through stb_image / stb_image_write. A build without stb fails with
  * "built without stb". */

@@ -151,6 +151,16 @@ static void test_idx_errors(void) {
     /* Compressed: truncated stream, damaged stream, trailing data. */
     write_idx(io_path("gz_src.idx"), 0x0C, 2, dims, 0, 0);
     write_idx(io_path("gz_long.idx"), 0x08, 2, dims, 5, 0);
+    /* Compressed files whose headers claim 512 MiB and 2 GiB but hold 1000
+     * bytes: the first is read into a tensor of the claimed size (reserved,
+     * never touched), the second, beyond what is trusted, into a growing
+     * buffer; both must say they are truncated. */
+    unsigned char claim[16 + 1000] = {0, 0, 0x08, 2, 0, 0, 0x02, 0, 0, 0x10, 0, 0};
+    for (int i = 0; i < 1000; i++)
+        claim[12 + i] = (unsigned char)i;
+    io_write(io_path("claim_512m.idx"), claim, 12 + 1000);
+    claim[6] = 0x08;
+    io_write(io_path("claim_2g.idx"), claim, 12 + 1000);
     char *out = io_python("gzip2", py_gzip);
     CHECK(out != NULL);
     free(out);
@@ -181,6 +191,10 @@ static void test_idx_errors(void) {
     CHECK_ERROR(cn_load_idx(q), "cut.idx.gz");
     free(bad);
     CHECK_ERROR(cn_load_idx(io_path("gz_long.idx.gz")), "wrong size");
+    CHECK_ERROR(cn_load_idx(io_path("claim_512m.idx.gz")), "is truncated");
+    CHECK(strstr(cn_last_error(), "[512, 1048576]") && strstr(cn_last_error(), "holds 1000"));
+    CHECK_ERROR(cn_load_idx(io_path("claim_2g.idx.gz")), "is truncated");
+    CHECK(strstr(cn_last_error(), "[2048, 1048576]") && strstr(cn_last_error(), "holds 1000"));
 #else
     CHECK_ERROR(cn_load_idx(io_path("gz_src.idx.gz")), "no zlib");
 #endif
@@ -277,11 +291,40 @@ static void test_fashion_mnist(void) {
                 CHECK_CLOSE(px[9999 * 784 + 400], v[31] / 255.0, 1e-7, 0);
             }
         }
+        /* The bytes as stored: the same labels, and pixels whose f32 form is
+         * exactly the f32 loader's. */
+        cn_tensor *u8 = NULL, *lab8 = NULL;
+        CHECK(cn_load_fashion_mnist_u8(dir, train, &u8, &lab8) == CN_OK);
+        CHECK_SHAPE(u8, n, 1, 28, 28);
+        CHECK_SHAPE(lab8, n);
+        if (u8 && lab8 && img && lab) {
+            CHECK(cn_tensor_dtype(u8) == CN_U8 && cn_tensor_dtype(lab8) == CN_I64);
+            CHECK(cn_equal(lab8, lab));
+            const uint8_t *b8 = cn_data(u8);
+            const float *px = cn_data(img);
+            long long sum = 0;
+            int64_t differ = 0;
+            for (int64_t i = 0; i < n * 784; i++) {
+                sum += b8[i];
+                differ += px[i] != (float)b8[i] / 255.0f;
+            }
+            CHECK_EQ_INT(sum, train ? v[28] : v[29]);
+            CHECK_EQ_INT(differ, 0);
+            if (train) {
+                CHECK_EQ_INT(b8[123 * 784 + 300], v[32]);
+            } else {
+                CHECK_EQ_INT(b8[14 * 28 + 14], v[30]);
+                CHECK_EQ_INT(b8[9999 * 784 + 400], v[31]);
+            }
+        }
         cn_scope_end();
     }
     cn_tensor *a = NULL, *b = NULL;
     CHECK_STATUS_ERROR(cn_load_fashion_mnist(io_dir, true, &a, &b), "train-images-idx3-ubyte");
     CHECK(strstr(cn_last_error(), "dataset-fashion-mnist") && a == NULL && b == NULL);
+    CHECK_STATUS_ERROR(cn_load_fashion_mnist_u8(io_dir, false, &a, &b), "t10k-images-idx3-ubyte");
+    CHECK(strstr(cn_last_error(), "load_fashion_mnist_u8") && a == NULL && b == NULL);
+    CHECK_STATUS_ERROR(cn_load_fashion_mnist_u8(dir, true, NULL, &b), "images or labels is NULL");
 #endif
 }
 

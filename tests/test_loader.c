@@ -310,6 +310,60 @@ static void test_transforms(void) {
     cn_loader_free(l);
 }
 
+/* u8 samples, as data sets are stored, normalised batch by batch: every
+ * byte value in every channel gives exactly (float)((v - mean) / std) in
+ * double, the same as the same samples given as i32; mean 0 and std 255
+ * give v / 255 in f32, cn_load_fashion_mnist's pixels. */
+static void test_normalize_u8(void) {
+    enum { NS = 300, NC = 2, NH = 3, NW = 4, PER = NC * NH * NW };
+    cn_tensor *u = cn_zeros(CN_U8, CN_SHAPE(NS, NC, NH, NW));
+    uint8_t *ud = cn_data(u);
+    for (int i = 0; i < NS * PER; i++)
+        ud[i] = (uint8_t)(i * 37 % 256); /* 37 is odd: all 256 values, in both channels */
+    cn_tensor *wide = cn_cast(u, CN_I32);
+    const double mean[2] = {0, 125.3}, sd[2] = {255, 62.1};
+    cn_loader *lu = cn_loader_new(&u, 1, &(cn_loader_opts){.batch_size = 64, .prefetch = 1});
+    cn_loader *li = cn_loader_new(&wide, 1, &(cn_loader_opts){.batch_size = 64});
+    CHECK(cn_loader_normalize(lu, 0, mean, sd, 2) == CN_OK);
+    CHECK(cn_loader_normalize(li, 0, mean, sd, 2) == CN_OK);
+    cn_tensor *bu[1], *bi[1];
+    int64_t row = 0;
+    int bad = 0, bad_i32 = 0, bad_scaled = 0;
+    while (cn_loader_next(lu, bu) == 1 && cn_loader_next(li, bi) == 1) {
+        CHECK(cn_tensor_dtype(bu[0]) == CN_F32);
+        const float *o = cn_data(bu[0]), *oi = cn_data(bi[0]);
+        for (int64_t i = 0; i < cn_numel(bu[0]); i++) {
+            int64_t g = row * PER + i, c = (g / (NH * NW)) % NC;
+            bad += o[i] != (float)((ud[g] - mean[c]) / sd[c]);
+            bad_i32 += o[i] != oi[i];
+            if (c == 0) bad_scaled += o[i] != (float)ud[g] / 255.0f;
+        }
+        row += cn_dim(bu[0], 0);
+    }
+    CHECK_EQ_INT(row, NS);
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(bad_i32, 0);
+    CHECK_EQ_INT(bad_scaled, 0);
+    cn_loader_free(lu);
+    cn_loader_free(li);
+
+    /* After a crop the samples are still u8, then normalised (the crop is
+     * the whole sample here, so every value is known). */
+    cn_loader *l = cn_loader_new(&u, 1, &(cn_loader_opts){.batch_size = 7});
+    CHECK(cn_loader_random_crop(l, 0, NH, NW, 0) == CN_OK);
+    CHECK(cn_loader_normalize(l, 0, mean + 1, sd + 1, 1) == CN_OK);
+    cn_tensor *b[1];
+    bad = 0;
+    for (row = 0; cn_loader_next(l, b) == 1; row += cn_dim(b[0], 0)) {
+        const float *o = cn_data(b[0]);
+        for (int64_t i = 0; i < cn_numel(b[0]); i++)
+            bad += o[i] != (float)((ud[row * PER + i] - mean[1]) / sd[1]);
+    }
+    CHECK_EQ_INT(row, NS);
+    CHECK_EQ_INT(bad, 0);
+    cn_loader_free(l);
+}
+
 static void test_errors(void) {
     cn_tensor *x, *y;
     make_dataset(&x, &y);
@@ -349,6 +403,7 @@ int main(void) {
     RUN(test_shuffle);
     RUN(test_determinism);
     RUN(test_transforms);
+    RUN(test_normalize_u8);
     RUN(test_errors);
     return th_summary();
 }

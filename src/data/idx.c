@@ -123,6 +123,18 @@ static bool idx_type(int code, size_t *esize, cn_dtype *dt, const char **name) {
     }
 }
 
+/* The largest data a compressed file's header is trusted for before its
+ * bytes arrive (1 GiB: reserved, not touched, until read). */
+#define DIRECT_MAX ((uint64_t)1 << 30)
+
+/* The data buffer of load_idx: the tensor read into, or the raw bytes. */
+static void drop_data(cn_tensor *t, unsigned char *raw) {
+    if (t)
+        cn_release(t);
+    else
+        free(raw);
+}
+
 /* Sets *out to an owned tensor, or returns a negative status. */
 static int load_idx(const char *path, cn_tensor **out) {
     *out = NULL;
@@ -193,13 +205,29 @@ static int load_idx(const char *path, cn_tensor **out) {
                         cn_fmt_shape(b, sizeof b, ndim, shape), tname, (unsigned long long)nbytes,
                         (unsigned long long)have);
     }
-    /* Compressed: the size is known only by reading, so the buffer grows
-     * as the data arrives instead of trusting the header's claim. */
-    size_t cap = s.size >= 0 ? (size_t)nbytes : (size_t)(nbytes < (1u << 20) ? nbytes : (1u << 20));
-    unsigned char *raw = malloc(cap ? cap : 1);
+    /* Where the element size is the file's (u8, int, float, double), the
+     * data is read straight into the tensor: no second copy of a 47 MB
+     * image file at its peak. A compressed file's size is known only by
+     * reading, so a header claiming more than DIRECT_MAX is not trusted
+     * that far: its buffer grows as the data arrives, then is copied. */
+    cn_tensor *t = NULL;
+    unsigned char *raw = NULL;
+    size_t cap;
+    if (esize == cn_dsize(dt) && (s.size >= 0 || nbytes <= DIRECT_MAX)) {
+        t = cn_t_empty(dt, ndim, shape);
+        if (!t) {
+            src_close(&s);
+            return CN_ENOMEM;
+        }
+        raw = t->storage->data;
+        cap = (size_t)nbytes;
+    } else {
+        cap = s.size >= 0 ? (size_t)nbytes : (size_t)(nbytes < (1u << 20) ? nbytes : (1u << 20));
+        raw = malloc(cap ? cap : 1);
+    }
     uint64_t have = 0;
     while (raw && have < nbytes) {
-        if (have == cap) {
+        if (have == cap) { /* only without t: its cap is nbytes */
             size_t ncap = cap * 2 < nbytes ? cap * 2 : (size_t)nbytes;
             unsigned char *nr = realloc(raw, ncap);
             if (!nr) {
@@ -212,7 +240,7 @@ static int load_idx(const char *path, cn_tensor **out) {
         }
         got = src_read(&s, raw + have, cap - have, &why);
         if (got < 0) {
-            free(raw);
+            drop_data(t, raw);
             src_close(&s);
             return cn_failc(CN_EFORMAT, "%s: '%s': %s (after %llu of %llu bytes of data)", fn_idx,
                             path, why, (unsigned long long)have, (unsigned long long)nbytes);
@@ -225,7 +253,7 @@ static int load_idx(const char *path, cn_tensor **out) {
         return cn_failc(CN_ENOMEM, "%s: out of memory reading '%s'", fn_idx, path);
     }
     if (have < nbytes) {
-        free(raw);
+        drop_data(t, raw);
         src_close(&s);
         return cn_failc(
             CN_EFORMAT,
@@ -240,7 +268,7 @@ static int load_idx(const char *path, cn_tensor **out) {
         unsigned char extra;
         got = src_read(&s, &extra, 1, &why);
         if (got != 0) {
-            free(raw);
+            drop_data(t, raw);
             src_close(&s);
             if (got < 0)
                 return cn_failc(CN_EFORMAT, "%s: '%s': %s (at the end of the data)", fn_idx, path,
@@ -253,14 +281,18 @@ static int load_idx(const char *path, cn_tensor **out) {
         }
     }
     src_close(&s);
-    cn_tensor *t = cn_t_empty(dt, ndim, shape);
+    if (t) { /* read in place: multi-byte values still need host order */
+        if (esize > 1 && cn_host_is_le()) cn_byteswap(raw, (size_t)numel, esize);
+        *out = t;
+        return CN_OK;
+    }
+    t = cn_t_empty(dt, ndim, shape);
     if (!t) {
         free(raw);
         return CN_ENOMEM;
     }
     void *dst = t->storage->data;
     switch (hdr[2]) {
-    case 0x08: memcpy(dst, raw, (size_t)nbytes); break;
     case 0x09:
         for (uint64_t i = 0; i < numel; i++)
             ((int32_t *)dst)[i] = (int8_t)raw[i];
@@ -269,11 +301,10 @@ static int load_idx(const char *path, cn_tensor **out) {
         for (uint64_t i = 0; i < numel; i++)
             ((int32_t *)dst)[i] = (int16_t)(uint16_t)(raw[2 * i] << 8 | raw[2 * i + 1]);
         break;
-    default: { /* 4- and 8-byte big-endian values: reverse into host order */
+    default: /* a claim beyond DIRECT_MAX that held: the values as stored */
         memcpy(dst, raw, (size_t)nbytes);
-        if (cn_host_is_le()) cn_byteswap(dst, (size_t)numel, esize);
+        if (esize > 1 && cn_host_is_le()) cn_byteswap(dst, (size_t)numel, esize);
         break;
-    }
     }
     free(raw);
     *out = t;
@@ -300,9 +331,10 @@ static char *find_file(const char *dir, const char *name) {
     return p;
 }
 
-int cn_load_fashion_mnist(const char *dir, bool train, cn_tensor **images, cn_tensor **labels) {
-    static const char fn[] = "load_fashion_mnist";
-    if (!images || !labels) return cn_failc(CN_EINVAL, "%s: images or labels is NULL", fn);
+/* The images u8 [N, 1, H, W] as stored and the labels i64 [N], owned, into
+ * *images and *labels; or a negative status. */
+static int load_fashion(const char *fn, const char *dir, bool train, cn_tensor **images,
+                        cn_tensor **labels) {
     *images = *labels = NULL;
     if (!dir) dir = "/usr/share/datasets/fashion-mnist";
     char *ip = find_file(dir, train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte");
@@ -331,24 +363,23 @@ int cn_load_fashion_mnist(const char *dir, bool train, cn_tensor **images, cn_te
             fn, ip, cn_shape_str(img, b1, sizeof b1), lp, cn_shape_str(lab, b2, sizeof b2));
     }
     if (status == CN_OK) {
-        int64_t n = cn_dim(img, 0), h = cn_dim(img, 1), w = cn_dim(img, 2);
-        int64_t shape[4] = {n, 1, h, w};
-        cn_tensor *fi = cn_t_empty(CN_F32, 4, shape);
-        cn_tensor *li = cn_t_empty(CN_I64, 1, shape);
-        if (fi && li) {
-            const uint8_t *src = cn_data(img);
-            float *dst = fi->storage->data;
-            for (int64_t i = 0; i < n * h * w; i++)
-                dst[i] = (float)src[i] / 255.0f;
+        int64_t n = cn_dim(img, 0);
+        /* [N, H, W] -> [N, 1, H, W] in place: the struct is ours alone. */
+        img->shape[3] = img->shape[2];
+        img->shape[2] = img->shape[1];
+        img->shape[1] = 1;
+        img->ndim = 4;
+        cn_contiguous_strides(4, img->shape, img->strides);
+        cn_tensor *li = cn_t_empty(CN_I64, 1, &n);
+        if (li) {
             const uint8_t *ls = cn_data(lab);
             int64_t *ld = li->storage->data;
             for (int64_t i = 0; i < n; i++)
                 ld[i] = ls[i];
-            *images = cn_scope_add(fi);
-            *labels = cn_scope_add(li);
+            *images = img;
+            *labels = li;
+            img = NULL;
         } else {
-            cn_release(fi);
-            cn_release(li);
             status = CN_ENOMEM;
         }
     }
@@ -357,4 +388,36 @@ int cn_load_fashion_mnist(const char *dir, bool train, cn_tensor **images, cn_te
     free(ip);
     free(lp);
     return status;
+}
+
+int cn_load_fashion_mnist_u8(const char *dir, bool train, cn_tensor **images, cn_tensor **labels) {
+    static const char fn[] = "load_fashion_mnist_u8";
+    if (!images || !labels) return cn_failc(CN_EINVAL, "%s: images or labels is NULL", fn);
+    int status = load_fashion(fn, dir, train, images, labels);
+    cn_scope_add(*images);
+    cn_scope_add(*labels);
+    return status;
+}
+
+int cn_load_fashion_mnist(const char *dir, bool train, cn_tensor **images, cn_tensor **labels) {
+    static const char fn[] = "load_fashion_mnist";
+    if (!images || !labels) return cn_failc(CN_EINVAL, "%s: images or labels is NULL", fn);
+    cn_tensor *img, *lab;
+    int status = load_fashion(fn, dir, train, &img, &lab);
+    if (status != CN_OK) return status;
+    cn_tensor *fi = cn_t_empty(CN_F32, 4, img->shape);
+    if (!fi) {
+        cn_release(img);
+        cn_release(lab);
+        return CN_ENOMEM;
+    }
+    const uint8_t *src = cn_data(img);
+    float *dst = fi->storage->data;
+    /* The loader's cn_loader_normalize(0, 255) gives these same values. */
+    for (int64_t i = 0, n = cn_numel(img); i < n; i++)
+        dst[i] = (float)src[i] / 255.0f;
+    cn_release(img);
+    *images = cn_scope_add(fi);
+    *labels = cn_scope_add(lab);
+    return CN_OK;
 }

@@ -31,6 +31,8 @@ typedef struct transform {
     double p;           /* flip */
     double *mean, *std; /* normalize: nmean entries (1 or C) */
     int nmean;
+    float *lut; /* normalize of u8: the 256 results per mean/std pair */
+    float *lut_div; /* per pair: d where every lut entry is (float)v / d, else 0 */
     /* The sample's dtype and [C, H, W] before and after this step. */
     cn_dtype in_dt, out_dt;
     int64_t in_c, in_h, in_w, out_h, out_w;
@@ -131,6 +133,21 @@ static void apply(const cn_loader *l, int k, const transform *x, int64_t epoch, 
     switch (x->kind) {
     case XF_NORMALIZE: {
         float *o = out;
+        if (x->lut) { /* u8 data kept as stored is scaled here, batch by batch */
+            const uint8_t *u = in;
+            for (int64_t c = 0; c < C; c++) {
+                int k = x->nmean == 1 ? 0 : (int)c;
+                const float *t = x->lut + 256 * k;
+                float d = x->lut_div[k];
+                if (d != 0) /* a scale alone (pixels / 255): a division the compiler vectorises */
+                    for (int64_t i = c * H * W; i < (c + 1) * H * W; i++)
+                        o[i] = (float)u[i] / d;
+                else
+                    for (int64_t i = c * H * W; i < (c + 1) * H * W; i++)
+                        o[i] = t[u[i]];
+            }
+            break;
+        }
         for (int64_t c = 0; c < C; c++) {
             double m = x->mean[x->nmean == 1 ? 0 : c], s = x->std[x->nmean == 1 ? 0 : c];
             for (int64_t i = 0; i < H * W; i++) {
@@ -386,6 +403,8 @@ void cn_loader_free(cn_loader *l) {
     for (int k = 0; k < l->nxf; k++) {
         free(l->xf[k].mean);
         free(l->xf[k].std);
+        free(l->xf[k].lut);
+        free(l->xf[k].lut_div);
     }
     free(l->cur.perm);
     pthread_mutex_destroy(&l->mu);
@@ -463,6 +482,29 @@ int cn_loader_normalize(cn_loader *l, int which, const double *mean, const doubl
     }
     memcpy(x->mean, mean, sizeof(double) * (size_t)n);
     memcpy(x->std, std, sizeof(double) * (size_t)n);
+    if (x->in_dt == CN_U8) {
+        /* The general path's exact values, looked up instead of divided. */
+        x->lut = malloc(sizeof(float) * 256 * (size_t)n);
+        x->lut_div = malloc(sizeof(float) * (size_t)n);
+        if (!x->lut || !x->lut_div) {
+            free(x->mean);
+            free(x->std);
+            free(x->lut);
+            free(x->lut_div);
+            x->mean = x->std = NULL;
+            x->lut = x->lut_div = NULL;
+            return cn_failc(CN_ENOMEM, "%s: out of memory", fn);
+        }
+        for (int c = 0; c < n; c++) {
+            float d = mean[c] == 0 ? (float)std[c] : 0;
+            for (int v = 0; v < 256; v++) {
+                float r = (float)(((double)v - mean[c]) / std[c]);
+                x->lut[256 * c + v] = r;
+                if (d != 0 && (float)v / d != r) d = 0; /* not exactly: use the table */
+            }
+            x->lut_div[c] = d;
+        }
+    }
     return commit_xf(l, x);
 }
 
