@@ -51,8 +51,9 @@ static void markdown(FILE *f) {
                "forward-mode (jvp) rules, written with ops so that gradients of gradients\n"
                "work. `cn_<name>` in `chutney.h` calls it.\n\n"
                "Columns: **in** is the number of inputs (`n` = any number); **grad** is\n"
-               "`vjp+jvp` for differentiable ops and `none` for ops whose output carries\n"
-               "no gradient (comparisons, integer results, random draws); **subgradient**\n"
+               "`vjp+jvp` for differentiable ops, `none` for ops whose output carries\n"
+               "no gradient (comparisons, integer results, random draws) and `unsupported`\n"
+               "for gradient ops that cannot be differentiated again; **subgradient**\n"
                "is the derivative Chutney uses where the mathematical one does not exist\n"
                "(kinks, ties, steps). It matches PyTorch 1.13 unless it says otherwise.\n\n"
                "| op | in | attributes | maths | grad | subgradient | ONNX |\n"
@@ -61,10 +62,11 @@ static void markdown(FILE *f) {
         const cn_op_def *d = cn_ops[i];
         char attrs[512];
         attrs_str(d, attrs, sizeof attrs);
-        const char *grad = d->flags & CN_OPF_NONDIFF ? "none"
-                           : d->vjp && d->jvp        ? "vjp+jvp"
-                           : d->vjp                  ? "vjp only"
-                                                     : "missing";
+        const char *grad = d->flags & CN_OPF_NONDIFF       ? "none"
+                           : d->flags & CN_OPF_FIRST_ORDER ? "unsupported"
+                           : d->vjp && d->jvp              ? "vjp+jvp"
+                           : d->vjp                        ? "vjp only"
+                                                           : "missing";
         fprintf(f, "| `%s` | ", d->name);
         if (d->ninputs < 0) fputs("n", f);
         else fprintf(f, "%d", d->ninputs);

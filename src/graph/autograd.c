@@ -262,6 +262,48 @@ static bool add_in_place(cn_tensor **acc, const cn_op_def *op, const cn_node *n,
     return true;
 }
 
+/* Every needed input gradient of node n (output v) from one vjp_multi
+ * call, checked and added into the walk's sums as vjp's results are. */
+static int walk_vjp_multi(walk *w, const cn_op_def *op, const cn_node *n, value *v,
+                          const char *fn) {
+    if (n->nin > CN_VJP_MULTI_MAX_IN)
+        return cn_failc(CN_EINVAL, "%s: %s has %d inputs, more than vjp_multi takes", fn, op->name,
+                        n->nin);
+    bool need[CN_VJP_MULTI_MAX_IN];
+    cn_tensor *g[CN_VJP_MULTI_MAX_IN];
+    int32_t at[CN_VJP_MULTI_MAX_IN];
+    for (int i = 0; i < n->nin; i++) {
+        at[i] = map_get(&w->map, n->in[i]);
+        need[i] = at[i] >= 0 && w->v[at[i]].needed && n->in[i]->requires_grad;
+        g[i] = NULL;
+    }
+    cn_scope_begin();
+    int rc = op->vjp_multi(n->in, n->nin, &n->attrs, v->t, v->grad, need, g);
+    for (int i = 0; i < n->nin; i++) {
+        if (!need[i]) continue;
+        if (rc >= 0 && !g[i]) rc = cn_failc(CN_EINVAL, "%s gave no gradient for input %d", op->name, i);
+        if (rc >= 0 && check_grad(op, i, n->in[i], g[i]) < 0) rc = CN_EINVAL;
+        if (rc >= 0 && g[i]->dtype != n->in[i]->dtype) g[i] = cn_cast(g[i], (cn_dtype)n->in[i]->dtype);
+        if (rc >= 0 && !g[i]) rc = CN_EINVAL;
+        g[i] = rc >= 0 ? cn_retain(g[i]) : NULL;
+    }
+    cn_scope_end();
+    if (rc < 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", cn_last_error());
+        for (int i = 0; i < n->nin; i++) cn_release(g[i]);
+        return cn_failc(CN_EINVAL, "%s: in the gradient of %s: %s", fn, op->name, msg);
+    }
+    for (int i = 0; i < n->nin; i++) {
+        g[i] = need[i] ? g[i] : NULL;
+        if (g[i] && accumulate(&w->v[at[i]].grad, g[i]) < 0) {
+            for (int k = i + 1; k < n->nin; k++) cn_release(need[k] ? g[k] : NULL);
+            return CN_EINVAL;
+        }
+    }
+    return CN_OK;
+}
+
 typedef struct engine_args {
     cn_tensor *const *roots;
     cn_tensor *const *seeds;
@@ -413,7 +455,9 @@ static int run_engine(const engine_args *e) {
                 goto out;
             }
         }
-        for (int i = 0; i < n->nin; i++) {
+        if (op->vjp_multi) {
+            if ((rc = walk_vjp_multi(&w, op, n, v, e->fn)) < 0) goto out;
+        } else for (int i = 0; i < n->nin; i++) {
             cn_tensor *x = n->in[i];
             int32_t j = map_get(&w.map, x);
             if (j < 0 || !w.v[j].needed || !x->requires_grad) continue;

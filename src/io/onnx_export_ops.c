@@ -655,6 +655,9 @@ static const ox_emit_fn table[CN_OP_COUNT] = {
     [CN_OP_adaptive_avg_pool2d] = e_adaptive_avg,
     [CN_OP_adaptive_avg_pool2d_backward] = e_gradient_op,
 
+    [CN_OP_lstm_seq] = ox_emit_lstm_seq,
+    [CN_OP_lstm_seq_backward] = e_gradient_op,
+
     [CN_OP_bernoulli] = e_random,
 };
 

@@ -1,9 +1,13 @@
 /* ONNX recurrent ops (RNN, LSTM, GRU), unrolled over the sequence length,
  * which must be known at load time. The input projection of every time
  * step is one matmul per direction; each step adds the recurrent product.
+ * An LSTM with the default activations, no peepholes and no clip is one
+ * lstm_seq op per direction instead.
  * A missing initial state is zero, and its terms are left out (the batch
  * size may then stay unknown). */
 #include "onnx_internal.h"
+
+#include "../ops/op.h" /* lstm_seq */
 
 #ifdef CN_HAVE_ONNX
 #include <inttypes.h>
@@ -22,6 +26,7 @@ static cn_tensor *apply(act a, cn_tensor *x, double clip) {
 /* NULL is a zero term. */
 static cn_tensor *add0(cn_tensor *a, cn_tensor *b) { return !a ? b : !b ? a : cn_add(a, b); }
 static cn_tensor *gate(cn_tensor *x, int g, int64_t hs) { return cn_narrow(x, -1, g * hs, hs); }
+static cn_tensor *gate0(cn_tensor *x, int g, int64_t hs) { return cn_narrow(x, 0, g * hs, hs); }
 
 typedef struct rnn_cfg {
     kind k;
@@ -32,12 +37,41 @@ typedef struct rnn_cfg {
     bool lbr;         /* GRU linear_before_reset */
 } rnn_cfg;
 
+/* ONNX's gate order i, o, f, c along axis 0 as lstm_seq's i, f, g(=c), o. */
+static cn_tensor *ifgo(cn_tensor *x, int64_t hs) {
+    cn_tensor *q[4] = {gate0(x, 0, hs), gate0(x, 2, hs), gate0(x, 3, hs), gate0(x, 1, hs)};
+    return cn_concat(q, 4, 0);
+}
+
+/* An LSTM direction with the default activations, no peepholes and no
+ * clip: one lstm_seq op (src/ops/rnn.c) over the whole sequence. */
+static int run_lstm_seq(const rnn_cfg *r, cn_tensor *x, cn_tensor *W, cn_tensor *R, cn_tensor *B,
+                        cn_tensor *h0, cn_tensor *c0, bool reverse, int64_t T, cn_tensor **ys,
+                        cn_tensor **hn, cn_tensor **cn_out) {
+    int64_t hs = r->hs;
+    cn_tensor *gx = cn_matmul(x, cn_mT(ifgo(W, hs)));
+    if (B) gx = cn_add(gx, ifgo(cn_add(cn_narrow(B, 0, 0, 4 * hs), cn_narrow(B, 0, 4 * hs, 4 * hs)), hs));
+    cn_tensor *in[4] = {gx, ifgo(R, hs), h0 ? h0 : c0 ? cn_zeros_like(c0) : NULL, c0};
+    int nin = c0 ? 4 : h0 ? 3 : 2;
+    cn_tensor *y = cn_op_apply(CN_OP_lstm_seq, in, nin, &(cn_attrs){.i = {reverse}});
+    if (!y) return CN_EINVAL;
+    for (int64_t t = 0; t < T; t++) ys[t] = cn_squeeze(cn_narrow(y, 0, t, 1), 0);
+    cn_tensor *last = ys[reverse ? 0 : T - 1];
+    *hn = cn_narrow(last, 1, 0, hs);
+    *cn_out = cn_narrow(last, 1, hs, hs);
+    for (int64_t t = 0; t < T; t++) ys[t] = cn_narrow(ys[t], 1, 0, hs);
+    return *hn && *cn_out ? 0 : CN_EINVAL;
+}
+
 /* One direction over x [T, N, in]: the outputs of every step into ys
  * (in time order), the last hidden state and cell into *hn, *cn. */
 static int run_dir(const rnn_cfg *r, cn_tensor *x, cn_tensor *W, cn_tensor *R, cn_tensor *B,
                    cn_tensor *P, cn_tensor *h0, cn_tensor *c0, bool reverse, int64_t T,
                    cn_tensor **ys, cn_tensor **hn, cn_tensor **cn_out) {
     int64_t hs = r->hs;
+    if (r->k == K_LSTM && T > 0 && !P && r->clip <= 0 && r->f == A_SIGMOID && r->g == A_TANH &&
+        r->h == A_TANH)
+        return run_lstm_seq(r, x, W, R, B, h0, c0, reverse, T, ys, hn, cn_out);
     cn_tensor *xw = cn_matmul(x, cn_mT(W)); /* [T, N, G H] */
     cn_tensor *wb = NULL, *rb = NULL;
     if (B) {

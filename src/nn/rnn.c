@@ -8,9 +8,11 @@
  *         r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z),
  *         n = tanh(gi_n + r gh_n),  h' = n + z (h - n)
  * The input projection of every time step is one matmul per layer and
- * direction; only h W_hh^T is computed step by step. A zero initial state
- * is never materialised: the first step just leaves out the terms it would
- * multiply away, so unknown batch sizes of static graphs need no zeros. */
+ * direction; only h W_hh^T is computed step by step. An LSTM direction is
+ * then one lstm_seq op (src/ops/rnn.c: a GEMM and a fused pass per step,
+ * forward and backward); RNN and GRU are unrolled into ops. A zero initial
+ * state is never materialised: the first step just leaves out the terms it
+ * would multiply away, so unknown batch sizes of static graphs need no zeros. */
 #include "nn.h"
 
 #include <inttypes.h>
@@ -35,9 +37,10 @@ static cn_tensor *rp(const rnn_mod *r, int k, int d, int j) {
     return cn_nn_p(&r->base, (k * r->D + d) * per + j);
 }
 
-/* One time step; *h and *c (NULL: zero) are replaced by the new state. */
+/* One time step of an RNN or GRU; *h (NULL: zero) is replaced by the new
+ * state. */
 static void cell_step(const rnn_mod *r, cn_tensor *gi, cn_tensor *whh, cn_tensor *bhh,
-                      cn_tensor **h, cn_tensor **c) {
+                      cn_tensor **h) {
     if (r->kind == K_GRU) {
         cn_tensor *gh = *h ? cn_matmul(*h, cn_mT(whh)) : NULL;
         if (gh && bhh) gh = cn_add(gh, bhh);
@@ -53,17 +56,22 @@ static void cell_step(const rnn_mod *r, cn_tensor *gi, cn_tensor *whh, cn_tensor
         return;
     }
     cn_tensor *g = *h ? cn_add(gi, cn_matmul(*h, cn_mT(whh))) : gi;
-    if (r->kind == K_RNN_TANH) {
-        *h = cn_tanh(g);
-    } else if (r->kind == K_RNN_RELU) {
-        *h = cn_relu(g);
-    } else {
-        cn_tensor *q[4];
-        cn_chunk(g, 4, -1, q);
-        cn_tensor *ig = cn_mul(cn_sigmoid(q[0]), cn_tanh(q[2]));
-        *c = *c ? cn_add(cn_mul(cn_sigmoid(q[1]), *c), ig) : ig;
-        *h = cn_mul(cn_sigmoid(q[3]), cn_tanh(*c));
-    }
+    *h = r->kind == K_RNN_RELU ? cn_relu(g) : cn_tanh(g);
+}
+
+/* An LSTM direction: one lstm_seq over the input projections xp. Its
+ * output [T, N, 6H] holds h and c of every step; the results are views. */
+static cn_tensor *run_lstm(const rnn_mod *r, int d, cn_tensor *xp, cn_tensor *whh, cn_tensor **h,
+                           cn_tensor **c) {
+    int64_t T = xp->shape[0], H = r->H;
+    cn_tensor *in[4] = {xp, whh, *h, *c};
+    int nin = *c ? 4 : *h ? 3 : 2;
+    if (*c && !*h) in[2] = cn_zeros_like_op(*c);
+    cn_tensor *y = cn_op_apply(CN_OP_lstm_seq, in, nin, &(cn_attrs){.i = {d}});
+    cn_tensor *last = cn_squeeze(cn_narrow(y, 0, d ? 0 : T - 1, 1), 0);
+    *h = cn_narrow(last, 1, 0, H);
+    *c = cn_narrow(last, 1, H, H);
+    return *h && *c ? cn_narrow(y, 2, 0, H) : NULL;
 }
 
 /* One direction of one layer over x [T, N, in]: outputs [T, N, H] and the
@@ -75,9 +83,13 @@ static cn_tensor *run_direction(const rnn_mod *r, int k, int d, cn_tensor *x, cn
     cn_tensor *bih = rp(r, k, d, 2), *bhh = rp(r, k, d, 3);
     cn_tensor *xp = cn_matmul(x, cn_mT(wih));
     if (bih) xp = cn_add(xp, bih);
-    /* RNN and LSTM add both biases before the nonlinearity: fold b_hh in once. */
+    /* RNN and LSTM add both biases before the nonlinearity: fold b_hh in
+     * once. (Not as xp + (b_ih + b_hh): on parameters alone that sum would
+     * be computed once, eagerly, when a static graph is built, and go stale
+     * as the optimiser moves them.) */
     if (bhh && r->kind != K_GRU) xp = cn_add(xp, bhh);
     if (!xp) return NULL;
+    if (r->kind == K_LSTM) return run_lstm(r, d, xp, whh, h, c);
     cn_tensor **outs = malloc(sizeof(cn_tensor *) * (size_t)T);
     if (!outs) return cn_fail("%s: out of memory", r->base.vt->type);
     bool ok = true;
@@ -86,10 +98,9 @@ static cn_tensor *run_direction(const rnn_mod *r, int k, int d, cn_tensor *x, cn
         /* A scope per step frees what the step does not keep (eval mode). */
         cn_scope_begin();
         cn_tensor *gi = cn_squeeze(cn_narrow(xp, 0, t, 1), 0);
-        cell_step(r, gi, whh, r->kind == K_GRU ? bhh : NULL, h, c);
-        ok = *h && (r->kind != K_LSTM || *c);
+        cell_step(r, gi, whh, r->kind == K_GRU ? bhh : NULL, h);
+        ok = *h != NULL;
         cn_keep(*h);
-        if (c) cn_keep(*c);
         cn_scope_end();
         outs[t] = *h;
     }
@@ -127,7 +138,7 @@ static int rnn_impl(rnn_mod *r, cn_tensor *x, cn_tensor *h0, cn_tensor *c0, cn_t
     if (!x) return CN_EINVAL;
     if (x->shape[0] < 1)
         return cn_failc(CN_EINVAL, "%s: the sequence is empty or of unknown length (%" PRId64
-                        " steps); it is unrolled, so its length must be known", type, x->shape[0]);
+                        " steps); its length must be known", type, x->shape[0]);
     int64_t N = x->shape[1];
     if ((h0 && check_state(r, "h0", h0, N) < 0) || (c0 && check_state(r, "c0", c0, N) < 0))
         return CN_EINVAL;

@@ -82,6 +82,14 @@ typedef cn_tensor *(*cn_jvp_fn)(cn_tensor *const *in, cn_tensor *const *tin, int
  * use vjp instead. */
 typedef int (*cn_vjp_add_fn)(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *gout,
                              int i, cn_tensor *acc);
+/* Optional, for ops whose gradients for several inputs share one costly
+ * computation (lstm_seq's backward recurrence): the gradients of every
+ * input i with need[i] into g[i] (the others stay NULL), in one call;
+ * results as for vjp. Returns 0, or < 0 after cn_fail. The backward walk
+ * calls it instead of vjp, once per node; vjp must still be given. */
+typedef int (*cn_vjp_multi_fn)(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                               cn_tensor *gout, const bool *need, cn_tensor **g);
+#define CN_VJP_MULTI_MAX_IN 8
 
 enum {
     CN_OPF_VIEW = 1 << 0,        /* output aliases input 0 (view fn) */
@@ -90,7 +98,9 @@ enum {
     CN_OPF_PROMOTE = 1 << 3,     /* inputs from promote_from on are cast to their result type */
     CN_OPF_NONDIFF = 1 << 4,     /* the output carries no gradient (comparisons, argmax) */
     CN_OPF_RANDOM = 1 << 5,      /* draws from the generator: never folded or merged */
-    CN_OPF_NO_HALF = 1 << 6      /* f16/bf16 inputs are not widened (the op handles them) */
+    CN_OPF_NO_HALF = 1 << 6,     /* f16/bf16 inputs are not widened (the op handles them) */
+    CN_OPF_FIRST_ORDER = 1 << 7  /* a gradient op whose own gradient is not supported: its
+                                    vjp and jvp fail, saying so (grad_doc says why) */
 };
 
 struct cn_op_def {
@@ -105,6 +115,7 @@ struct cn_op_def {
     cn_vjp_fn vjp;             /* filled by the autodiff work */
     cn_jvp_fn jvp;
     cn_vjp_add_fn vjp_add;     /* optional: see cn_vjp_add_fn */
+    cn_vjp_multi_fn vjp_multi; /* optional: see cn_vjp_multi_fn */
     const char *onnx;          /* the ONNX op it maps to, or NULL */
     const void *impl;          /* family-private data for shared kernels */
     const char *doc;           /* one line of maths */

@@ -101,5 +101,9 @@ CN_OP(avg_pool2d_backward)
 CN_OP(adaptive_avg_pool2d)
 CN_OP(adaptive_avg_pool2d_backward)
 
+/* recurrent layers, one direction over a whole sequence (rnn.c) */
+CN_OP(lstm_seq)
+CN_OP(lstm_seq_backward)
+
 /* random (random.c) */
 CN_OP(bernoulli)
