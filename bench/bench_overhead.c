@@ -6,7 +6,7 @@
  * op (medians of the repeats), the ratio Chutney / PyTorch, and the peak RSS
  * of each process.
  *
- *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--json]
+ *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--scope] [--json]
  */
 #define _DEFAULT_SOURCE /* wait4, setenv */
 #include <chutney.h>
@@ -24,30 +24,53 @@
 #define NOPS 10000
 #define NUMEL 64
 
+/* Whether the loop keeps every intermediate alive until the run ends (a
+ * scope around it, --scope) or releases each as the next replaces it, as
+ * the Python loop's `x = x + a` does (the default: the same lifetimes in
+ * both frameworks). With recording, the graph keeps what backward needs
+ * either way. */
+static bool use_scope = false;
+
+static void die_if_null(const cn_tensor *t) {
+    if (!t) {
+        fprintf(stderr, "bench_overhead: %s\n", cn_last_error());
+        exit(1);
+    }
+}
+
+/* x op y, releasing x unless it is the caller's x0 (scope runs release
+ * nothing: the scope owns every result). */
+static cn_tensor *step(cn_tensor *(*op)(cn_tensor *, cn_tensor *), cn_tensor *x,
+                       cn_tensor *y, const cn_tensor *x0) {
+    cn_tensor *r = op(x, y);
+    if (!use_scope && x != x0) cn_release(x);
+    return r;
+}
+
 /* One run; returns microseconds per op. */
 static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) {
-    cn_scope_begin();
+    if (use_scope) cn_scope_begin();
     double t0 = bench_now_s();
     cn_tensor *x = x0;
     bool prev = cn_set_grad_enabled(grad);
     for (int i = 0; i < NOPS / 2; i++) {
-        x = cn_add(x, a);
-        x = cn_mul(x, b);
+        x = step(cn_add, x, a, x0);
+        die_if_null(x);
+        x = step(cn_mul, x, b, x0);
+        die_if_null(x);
     }
     if (grad) {
         cn_tensor *loss = cn_sum(x, NULL, 0, false);
-        if (cn_backward(loss, NULL) < 0) {
+        if (!loss || cn_backward(loss, NULL) < 0) {
             fprintf(stderr, "bench_overhead: %s\n", cn_last_error());
             exit(1);
         }
+        if (!use_scope) cn_release(loss);
     }
     cn_set_grad_enabled(prev);
-    if (!x) {
-        fprintf(stderr, "bench_overhead: %s\n", cn_last_error());
-        exit(1);
-    }
     double t = bench_now_s() - t0;
-    cn_scope_end();
+    if (use_scope) cn_scope_end();
+    else cn_release(x);
     cn_zero_grad(a);
     cn_zero_grad(b);
     cn_zero_grad(x0);
@@ -138,9 +161,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-torch")) use_torch = false;
         else if (!strcmp(argv[i], "--json")) json = true;
+        else if (!strcmp(argv[i], "--scope")) use_scope = true;
         else {
             fprintf(stderr,
-                    "usage: bench_overhead [--repeats N] [--threads T] [--no-torch] [--json]\n");
+                    "usage: bench_overhead [--repeats N] [--threads T] [--no-torch] [--scope] "
+                    "[--json]\n");
             return 2;
         }
     }
