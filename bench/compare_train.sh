@@ -35,7 +35,7 @@ for m in $models; do
         cs="" ps="" ca="" pa="" ss=""
         r=0
         while [ "$r" -lt "$repeats" ]; do
-            out=$("$CHUTNEY" train --model "$m" --epochs "$epochs" --threads "$t" --json 2>/dev/null | tail -n 1)
+            out=$("$CHUTNEY" train --model "$m" --epochs "$epochs" --threads "$t" --mode eager --json 2>/dev/null | tail -n 1)
             cs="$cs $(echo "$out" | field samples_per_sec)"
             ca=$(echo "$out" | field test_accuracy)
             if [ "$STATIC" = 1 ]; then

@@ -132,8 +132,8 @@ class Bench:
                         if who != "torch":
                             argv = [self.chutney, "train", "--model", m, "--epochs", "1",
                                     "--limit", str(limit), "--threads", str(t), "--json"]
-                            if who == "static":
-                                argv += ["--mode", "static"]
+                            if self.static:  # the default mode has changed once already
+                                argv += ["--mode", "static" if who == "static" else "eager"]
                         else:
                             argv = [PY, "bench/torch_train.py", "--model", m, "--epochs", "1",
                                     "--limit", str(limit), "--threads", str(t), "--omp",

@@ -23,7 +23,7 @@ typedef struct train_args {
     double lr;
     uint64_t seed;
     bool json, quiet;
-    bool static_mode; /* --mode static: the step is one compiled program */
+    bool static_mode; /* --mode static (the default): the step is one compiled program */
 } train_args;
 
 static double now_s(void) {
@@ -322,12 +322,13 @@ static void train_usage(FILE *f) {
             "--save writes a checkpoint after every epoch; --resume continues one exactly.\n"
             "--limit uses only the first N training and test images (quick checks).\n"
             "eval --logits writes the model's logits for the test images ([N, 10] f32).\n"
-            "--mode static compiles forward, backward and the optimiser update into one\n"
-            "program (graph passes, fusion, memory planning) and runs it per batch.\n");
+            "--mode static (the default) compiles forward, backward and the optimiser\n"
+            "update into one program (graph passes, fusion, memory planning) and runs it\n"
+            "per batch; --mode eager runs each op as it is called (the same losses).\n");
 }
 
 static int parse_args(int argc, char **argv, train_args *a, bool eval) {
-    *a = (train_args){.epochs = 2, .seed = 1, .data = DEFAULT_DATA};
+    *a = (train_args){.epochs = 2, .seed = 1, .data = DEFAULT_DATA, .static_mode = true};
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -353,7 +354,8 @@ static int parse_args(int argc, char **argv, train_args *a, bool eval) {
         else if (!strcmp(k, "--mode") && !eval) {
             TAKE();
             if (!strcmp(v, "static")) a->static_mode = true;
-            else if (strcmp(v, "eager")) goto bad;
+            else if (!strcmp(v, "eager")) a->static_mode = false;
+            else goto bad;
         }
         else if (!strcmp(k, "--epochs") && !eval) {
             TAKE();
