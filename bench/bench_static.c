@@ -188,11 +188,17 @@ static void bench_chain(int rounds, const char *label, cn_tensor *(*chain)(cn_te
 int main(int argc, char **argv) {
     int threads = 0, rounds = 5, steps = 20;
     const char *only = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--model")) only = argv[i + 1];
+    for (int i = 1; i < argc; i += 2) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (v && !strcmp(argv[i], "--threads")) threads = atoi(v);
+        else if (v && !strcmp(argv[i], "--rounds")) rounds = atoi(v);
+        else if (v && !strcmp(argv[i], "--steps")) steps = atoi(v);
+        else if (v && !strcmp(argv[i], "--model")) only = v;
+        else {
+            fprintf(stderr, "usage: bench_static [--threads T] [--rounds N] [--steps N] "
+                            "[--model mlp|cnn|lstm|chain]\n");
+            return 2;
+        }
     }
     if (threads > 0) cn_set_num_threads(threads);
     if (rounds < 1) rounds = 1;
