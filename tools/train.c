@@ -575,13 +575,16 @@ int cn_tool_train(int argc, char **argv) {
         printf("test accuracy: %.2f%%\n", 100 * acc);
         cn_program_stats ps = {0};
         if (prog) cn_program_stats_get(prog, &ps);
+        /* JSON has no NaN or infinity: no batch run, or a diverged loss, is null. */
+        char loss_s[32] = "null";
+        if (isfinite(last_loss)) snprintf(loss_s, sizeof loss_s, "%.9g", last_loss);
         if (a.json)
             printf("{\"model\":\"%s\",\"mode\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f,"
                    "\"samples_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
-                   "\"final_loss\":%.9g,\"program_steps\":%d,\"planned_mb\":%.3f,"
+                   "\"final_loss\":%s,\"program_steps\":%d,\"planned_mb\":%.3f,"
                    "\"unplanned_mb\":%.3f}\n",
                    a.model, prog ? "static" : "eager", a.epochs, acc, sps, now_s() - t_start,
-                   peak_rss_mb(), last_loss, ps.nsteps, ps.planned_bytes / 1e6,
+                   peak_rss_mb(), loss_s, ps.nsteps, ps.planned_bytes / 1e6,
                    ps.unplanned_bytes / 1e6);
     }
     cn_program_free(prog);

@@ -76,6 +76,13 @@ for m in mlp cnn lstm; do
 done
 expect_error "bad mode" "bad value" "$CHUTNEY" train --model mlp --mode lazy
 
+# No batch trained: the JSON line stays JSON (null, never a bare nan).
+out=$("$CHUTNEY" train --model mlp --epochs 0 --limit 100 --json --data "$tmp/data" 2>"$tmp/err" | tail -n 1)
+case "$out" in
+*'"final_loss":null,'*) echo "ok: --epochs 0: final_loss null" ;;
+*) fail "--epochs 0: $out" ;;
+esac
+
 # chutney graph: DOT before and after the passes.
 "$CHUTNEY" graph --model mlp --train >"$tmp/g0.dot" 2>"$tmp/err" || { fail "graph"; cat "$tmp/err"; }
 "$CHUTNEY" graph --model mlp --train --optimized >"$tmp/g2.dot" 2>"$tmp/err" || { fail "graph --optimized"; cat "$tmp/err"; }
