@@ -5,7 +5,7 @@
 #                 (scripts/check.sh; `make check STAGES="release asan"` runs some)
 #   make demo     set up, then the main job (training Fashion-MNIST)
 #   make bench    set up, build, then Chutney against PyTorch on the benchmark
-#                 workloads (bench/run.py, about 20 min; QUICK=1: 3-5 min;
+#                 workloads (bench/run.py, about 12 min; QUICK=1: 3-5 min;
 #                 WORKLOADS="mlp gemm", REPEATS=N, THREADS="1 2" pick parts)
 #   make fuzz     build the ONNX loader's libFuzzer target with clang, ASan and
 #                 UBSan into build-fuzz/ and run it FUZZ_SECONDS (default 60)
