@@ -67,30 +67,30 @@ const char *cn_isa_name(int level);
 #define CN_ISA_INLINE_ static inline
 #endif
 
-#ifdef CN_ISA_HAVE_AVX2
-#define CN_ISA_AVX2_TARGET_ __attribute__((target("avx2,fma,bmi,bmi2")))
-#define CN_ISA_AVX2_DEF_(NAME, PARAMS, ARGS)                                                       \
-    CN_ISA_AVX2_TARGET_ static void NAME##_avx2_ PARAMS { NAME##_body_ ARGS; }
-#define CN_ISA_AVX2_CALL_(NAME, ARGS)                                                              \
-    if (l_ == CN_ISA_AVX2) {                                                                       \
-        NAME##_avx2_ ARGS;                                                                         \
+/* One variant: its definition (a wrapper compiled for TARGET around the
+ * inlined body) and its branch of the dispatcher. */
+#define CN_ISA_DEF_(NAME, SFX, TARGET, PARAMS, ARGS)                                              \
+    __attribute__((target(TARGET))) static void NAME##SFX PARAMS { NAME##_body_ ARGS; }
+#define CN_ISA_CALL_(NAME, SFX, LEVEL, ARGS)                                                      \
+    if (l_ == (LEVEL)) {                                                                           \
+        NAME##SFX ARGS;                                                                            \
         return;                                                                                    \
     }
+
+#ifdef CN_ISA_HAVE_AVX2
+#define CN_ISA_AVX2_DEF_(NAME, PARAMS, ARGS)                                                       \
+    CN_ISA_DEF_(NAME, _avx2_, "avx2,fma,bmi,bmi2", PARAMS, ARGS)
+#define CN_ISA_AVX2_CALL_(NAME, ARGS) CN_ISA_CALL_(NAME, _avx2_, CN_ISA_AVX2, ARGS)
 #else
 #define CN_ISA_AVX2_DEF_(NAME, PARAMS, ARGS)
 #define CN_ISA_AVX2_CALL_(NAME, ARGS)
 #endif
 
 #ifdef CN_ISA_HAVE_AVX512
-#define CN_ISA_AVX512_TARGET_                                                                      \
-    __attribute__((target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi,bmi2")))
 #define CN_ISA_AVX512_DEF_(NAME, PARAMS, ARGS)                                                     \
-    CN_ISA_AVX512_TARGET_ static void NAME##_avx512_ PARAMS { NAME##_body_ ARGS; }
-#define CN_ISA_AVX512_CALL_(NAME, ARGS)                                                            \
-    if (l_ == CN_ISA_AVX512) {                                                                     \
-        NAME##_avx512_ ARGS;                                                                       \
-        return;                                                                                    \
-    }
+    CN_ISA_DEF_(NAME, _avx512_, "avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi,bmi2",  \
+                PARAMS, ARGS)
+#define CN_ISA_AVX512_CALL_(NAME, ARGS) CN_ISA_CALL_(NAME, _avx512_, CN_ISA_AVX512, ARGS)
 #else
 #define CN_ISA_AVX512_DEF_(NAME, PARAMS, ARGS)
 #define CN_ISA_AVX512_CALL_(NAME, ARGS)

@@ -262,6 +262,20 @@ static bool add_in_place(cn_tensor **acc, const cn_op_def *op, const cn_node *n,
     return true;
 }
 
+/* A rule's gradient gi for input x (i) checked and cast to x's dtype, or
+ * NULL after cn_fail (also when gi is). */
+static cn_tensor *checked_grad(const cn_op_def *op, int i, const cn_tensor *x, cn_tensor *gi) {
+    if (!gi || check_grad(op, i, x, gi) < 0) return NULL;
+    return gi->dtype == x->dtype ? gi : cn_cast(gi, (cn_dtype)x->dtype);
+}
+
+/* The walk's error for a rule that failed, with the rule's message. */
+static int rule_failed(const char *fn, const cn_op_def *op) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", cn_last_error());
+    return cn_failc(CN_EINVAL, "%s: in the gradient of %s: %s", fn, op->name, msg);
+}
+
 /* Every needed input gradient of node n (output v) from one vjp_multi
  * call, checked and added into the walk's sums as vjp's results are. */
 static int walk_vjp_multi(walk *w, const cn_op_def *op, const cn_node *n, value *v,
@@ -279,25 +293,22 @@ static int walk_vjp_multi(walk *w, const cn_op_def *op, const cn_node *n, value 
     }
     cn_scope_begin();
     int rc = op->vjp_multi(n->in, n->nin, &n->attrs, v->t, v->grad, need, g);
+    /* g[i]: owned for the needed inputs, NULL for the rest. */
     for (int i = 0; i < n->nin; i++) {
-        if (!need[i]) continue;
-        if (rc >= 0 && !g[i]) rc = cn_failc(CN_EINVAL, "%s gave no gradient for input %d", op->name, i);
-        if (rc >= 0 && check_grad(op, i, n->in[i], g[i]) < 0) rc = CN_EINVAL;
-        if (rc >= 0 && g[i]->dtype != n->in[i]->dtype) g[i] = cn_cast(g[i], (cn_dtype)n->in[i]->dtype);
-        if (rc >= 0 && !g[i]) rc = CN_EINVAL;
-        g[i] = rc >= 0 ? cn_retain(g[i]) : NULL;
+        if (need[i] && rc >= 0 && !g[i])
+            rc = cn_failc(CN_EINVAL, "%s gave no gradient for input %d", op->name, i);
+        else if (need[i] && rc >= 0 && !(g[i] = checked_grad(op, i, n->in[i], g[i])))
+            rc = CN_EINVAL;
+        g[i] = need[i] && rc >= 0 ? cn_retain(g[i]) : NULL;
     }
     cn_scope_end();
     if (rc < 0) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", cn_last_error());
         for (int i = 0; i < n->nin; i++) cn_release(g[i]);
-        return cn_failc(CN_EINVAL, "%s: in the gradient of %s: %s", fn, op->name, msg);
+        return rule_failed(fn, op);
     }
     for (int i = 0; i < n->nin; i++) {
-        g[i] = need[i] ? g[i] : NULL;
         if (g[i] && accumulate(&w->v[at[i]].grad, g[i]) < 0) {
-            for (int k = i + 1; k < n->nin; k++) cn_release(need[k] ? g[k] : NULL);
+            for (int k = i + 1; k < n->nin; k++) cn_release(g[k]);
             return CN_EINVAL;
         }
     }
@@ -465,14 +476,11 @@ static int run_engine(const engine_args *e) {
                 continue;
             cn_scope_begin();
             cn_tensor *gi = op->vjp(n->in, n->nin, &n->attrs, v->t, v->grad, i);
-            if (gi && check_grad(op, i, x, gi) < 0) gi = NULL;
-            if (gi && gi->dtype != x->dtype) gi = cn_cast(gi, (cn_dtype)x->dtype);
+            gi = checked_grad(op, i, x, gi);
             cn_retain(gi);
             cn_scope_end();
             if (!gi) {
-                char msg[1024];
-                snprintf(msg, sizeof msg, "%s", cn_last_error());
-                rc = cn_failc(CN_EINVAL, "%s: in the gradient of %s: %s", e->fn, op->name, msg);
+                rc = rule_failed(e->fn, op);
                 goto out;
             }
             if (accumulate(&w.v[j].grad, gi) < 0) goto fail;

@@ -7,7 +7,7 @@
  * size may then stay unknown). */
 #include "onnx_internal.h"
 
-#include "../ops/op.h" /* lstm_seq */
+#include "../ops/op.h" /* cn_lstm_seq_run */
 
 #ifdef CN_HAVE_ONNX
 #include <inttypes.h>
@@ -51,16 +51,10 @@ static int run_lstm_seq(const rnn_cfg *r, cn_tensor *x, cn_tensor *W, cn_tensor 
     int64_t hs = r->hs;
     cn_tensor *gx = cn_matmul(x, cn_mT(ifgo(W, hs)));
     if (B) gx = cn_add(gx, ifgo(cn_add(cn_narrow(B, 0, 0, 4 * hs), cn_narrow(B, 0, 4 * hs, 4 * hs)), hs));
-    cn_tensor *in[4] = {gx, ifgo(R, hs), h0 ? h0 : c0 ? cn_zeros_like(c0) : NULL, c0};
-    int nin = c0 ? 4 : h0 ? 3 : 2;
-    cn_tensor *y = cn_op_apply(CN_OP_lstm_seq, in, nin, &(cn_attrs){.i = {reverse}});
-    if (!y) return CN_EINVAL;
-    for (int64_t t = 0; t < T; t++) ys[t] = cn_squeeze(cn_narrow(y, 0, t, 1), 0);
-    cn_tensor *last = ys[reverse ? 0 : T - 1];
-    *hn = cn_narrow(last, 1, 0, hs);
-    *cn_out = cn_narrow(last, 1, hs, hs);
-    for (int64_t t = 0; t < T; t++) ys[t] = cn_narrow(ys[t], 1, 0, hs);
-    return *hn && *cn_out ? 0 : CN_EINVAL;
+    cn_tensor *h = cn_lstm_seq_run(gx, ifgo(R, hs), h0, c0, reverse, hn, cn_out);
+    if (!h) return CN_EINVAL;
+    for (int64_t t = 0; t < T; t++) ys[t] = cn_squeeze(cn_narrow(h, 0, t, 1), 0);
+    return 0;
 }
 
 /* One direction over x [T, N, in]: the outputs of every step into ys

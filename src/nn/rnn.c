@@ -59,21 +59,6 @@ static void cell_step(const rnn_mod *r, cn_tensor *gi, cn_tensor *whh, cn_tensor
     *h = r->kind == K_RNN_RELU ? cn_relu(g) : cn_tanh(g);
 }
 
-/* An LSTM direction: one lstm_seq over the input projections xp. Its
- * output [T, N, 6H] holds h and c of every step; the results are views. */
-static cn_tensor *run_lstm(const rnn_mod *r, int d, cn_tensor *xp, cn_tensor *whh, cn_tensor **h,
-                           cn_tensor **c) {
-    int64_t T = xp->shape[0], H = r->H;
-    cn_tensor *in[4] = {xp, whh, *h, *c};
-    int nin = *c ? 4 : *h ? 3 : 2;
-    if (*c && !*h) in[2] = cn_zeros_like_op(*c);
-    cn_tensor *y = cn_op_apply(CN_OP_lstm_seq, in, nin, &(cn_attrs){.i = {d}});
-    cn_tensor *last = cn_squeeze(cn_narrow(y, 0, d ? 0 : T - 1, 1), 0);
-    *h = cn_narrow(last, 1, 0, H);
-    *c = cn_narrow(last, 1, H, H);
-    return *h && *c ? cn_narrow(y, 2, 0, H) : NULL;
-}
-
 /* One direction of one layer over x [T, N, in]: outputs [T, N, H] and the
  * final state. */
 static cn_tensor *run_direction(const rnn_mod *r, int k, int d, cn_tensor *x, cn_tensor **h,
@@ -89,7 +74,7 @@ static cn_tensor *run_direction(const rnn_mod *r, int k, int d, cn_tensor *x, cn
      * as the optimiser moves them.) */
     if (bhh && r->kind != K_GRU) xp = cn_add(xp, bhh);
     if (!xp) return NULL;
-    if (r->kind == K_LSTM) return run_lstm(r, d, xp, whh, h, c);
+    if (r->kind == K_LSTM) return cn_lstm_seq_run(xp, whh, *h, *c, d, h, c);
     cn_tensor **outs = malloc(sizeof(cn_tensor *) * (size_t)T);
     if (!outs) return cn_fail("%s: out of memory", r->base.vt->type);
     bool ok = true;

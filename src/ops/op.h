@@ -173,6 +173,14 @@ cn_tensor *cn_unreduce(cn_tensor *g, const cn_tensor *x, const cn_attrs *a, bool
 /* Zeros shaped like t (an op, so it also works on symbolic tensors). */
 cn_tensor *cn_zeros_like_op(cn_tensor *t);
 
+/* An LSTM layer direction as one lstm_seq op (rnn.c), for nn's LSTM and
+ * ONNX's: gx [T, N, 4H] (the input projections, biases included), w_hh
+ * [4H, H], the optional initial state h0, c0 [N, H] (a c0 without h0 gets
+ * zeros for h0). Returns the hidden states of every step [T, N, H] and sets
+ * *hn, *cn to the last step's (all views of the op's output). */
+cn_tensor *cn_lstm_seq_run(cn_tensor *gx, cn_tensor *w_hh, cn_tensor *h0, cn_tensor *c0,
+                           bool reverse, cn_tensor **hn, cn_tensor **cn);
+
 /* Shared inference helpers (infer_util.c). */
 /* NumPy broadcasting of n shapes into out (-1 dims are unknown). */
 int cn_broadcast_shapes(const char *op, cn_tensor *const *in, int nin, cn_meta *out);

@@ -271,6 +271,21 @@ const cn_op_def cn_opdef_lstm_seq = {
            "h = o tanh(c); y_t = (h, c, i, f, g, o) [T, N, 6H]; reverse runs t from T - 1 down",
 };
 
+cn_tensor *cn_lstm_seq_run(cn_tensor *gx, cn_tensor *w_hh, cn_tensor *h0, cn_tensor *c0,
+                           bool reverse, cn_tensor **hn, cn_tensor **cn) {
+    *hn = *cn = NULL;
+    if (!gx || !w_hh) return NULL;
+    int64_t T = gx->shape[0], H = w_hh->shape[1];
+    cn_tensor *in[4] = {gx, w_hh, h0 ? h0 : c0 ? cn_zeros_like_op(c0) : NULL, c0};
+    int nin = c0 ? 4 : h0 ? 3 : 2;
+    cn_tensor *y = cn_op_apply(CN_OP_lstm_seq, in, nin, &(cn_attrs){.i = {reverse}});
+    if (!y) return NULL;
+    cn_tensor *last = at(y, reverse ? 0 : T - 1);
+    *hn = cn_narrow(last, 1, 0, H);
+    *cn = cn_narrow(last, 1, H, H);
+    return *hn && *cn ? cn_narrow(y, 2, 0, H) : NULL;
+}
+
 /* ---- lstm_seq_backward: y, dy, w_hh, c0? -> the gates' pre-activation
  * gradients [T, N, 4H] (+ a row (dh0, dc0, 0, 0) with state_grads) ---- */
 
