@@ -146,6 +146,13 @@ static double evaluate(cn_module *m, const dataset *d, int64_t batch, cn_tensor 
     return ok ? (n ? (double)correct / (double)n : 0) : -1;
 }
 
+/* evaluate() for training's test passes; a failure is reported here. */
+static double test_accuracy(cn_module *m, const dataset *d, int64_t batch) {
+    double acc = evaluate(m, d, batch, NULL);
+    if (acc < 0) fprintf(stderr, "chutney: test pass failed: %s\n", cn_last_error());
+    return acc;
+}
+
 /* ---- checkpoints: model state, optimiser state, progress, RNG ---- */
 
 #define MAX_STATE 256
@@ -546,9 +553,7 @@ int cn_tool_train(int argc, char **argv) {
                          (double)seen / (now_s() - e_start), now_s() - e_start);
         }
         if (rc) break;
-        acc = evaluate(model, &te, a.batch, NULL);
-        if (acc < 0) {
-            fprintf(stderr, "chutney: test pass failed: %s\n", cn_last_error());
+        if ((acc = test_accuracy(model, &te, a.batch)) < 0) {
             rc = 1;
             break;
         }
@@ -563,10 +568,8 @@ int cn_tool_train(int argc, char **argv) {
             rc = 1;
         }
     }
-    if (rc == 0 && start_epoch >= a.epochs && (acc = evaluate(model, &te, a.batch, NULL)) < 0) {
-        fprintf(stderr, "chutney: test pass failed: %s\n", cn_last_error());
+    if (rc == 0 && start_epoch >= a.epochs && (acc = test_accuracy(model, &te, a.batch)) < 0)
         rc = 1;
-    }
     /* Runs too short for the warm-up are timed whole. */
     double sps = train_time > 0 ? (double)timed_samples / train_time
                  : all_time > 0 ? (double)all_samples / all_time
