@@ -6,6 +6,7 @@
  * an output updated in place; masks; and every error a caller can make. */
 #include "harness.h"
 
+#include "core/isa.h"
 #include "graph/fused.h"
 
 #define MAXIN 5
@@ -314,15 +315,23 @@ static void make_case(fcase *c, bool big) {
                                  : (int)th_randint(0, c->nin + c->ninstr);
 }
 
+/* At every instruction-set level this machine has: the register machine's
+ * loop is a different function at each (src/backend/cpu/fused_regs.c). */
 static void test_random_small(void) {
-    th_seed(1234);
-    for (int id = 0; id < 600; id++) {
-        cn_scope_begin();
-        fcase c;
-        make_case(&c, false);
-        check_case(&c, id);
-        cn_scope_end();
+    int before = cn_isa();
+    for (int level = 0; level < CN_ISA_LEVELS; level++) {
+        if (!cn_isa_available(level)) continue;
+        CHECK(cn_isa_set(level) == CN_OK);
+        th_seed(1234);
+        for (int id = 0; id < 600; id++) {
+            cn_scope_begin();
+            fcase c;
+            make_case(&c, false);
+            check_case(&c, 100000 * level + id);
+            cn_scope_end();
+        }
     }
+    cn_isa_set(before);
 }
 
 /* Large cases: several blocks each, fused at 2 threads against one op at a

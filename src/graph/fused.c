@@ -1,22 +1,24 @@
 /* The fused elementwise kernel (fused.h).
  *
- * The output is cut into blocks of FU_BLOCK elements, small enough that every
- * live register of a block stays in L1. Per block, each input is read once:
- * a pointer straight into it when it is laid out like the output, else a
- * gather into a register buffer (runs along its innermost merged axis, with
- * fills for broadcast axes). Then every instruction runs as one unit-stride
- * loop over the block (src/backend/cpu/fused_kernels.c), the last one
- * straight into the output. Values that do not vary over the output (every
+ * The expression becomes code for an accumulator machine
+ * (src/backend/cpu/fused_regs.h) that holds one group of the output (64 f32
+ * or 32 f64 elements) in vector registers: a chain of ops runs from register
+ * to register, and only values read more than once (trees, shared
+ * subexpressions) are stored, into a group-sized slot in L1. The output is
+ * cut into blocks of FU_BLOCK elements; per block each input is read once:
+ * straight from the tensor when it is laid out like the output, else
+ * gathered into a block buffer (runs along its innermost merged axis, with
+ * fills for broadcast axes). Values that do not vary over the output (every
  * input they depend on has one element) are computed once, before the
- * blocks, by the same loops with n = 1: they are what an unfused op sees as
- * a one-element tensor, which is also where pow takes its shortcuts.
+ * blocks, by the ops' loops with n = 1: they are what an unfused op sees as
+ * a one-element tensor, which is also where pow takes its shortcuts; the
+ * code reads them from filled groups.
  *
- * Register buffers are handed out by liveness (a chain needs two), and
- * blocks are split over the thread pool; each element is computed the same
+ * Blocks are split over the thread pool; each element is computed the same
  * way whatever the split, so the thread count does not change the bits. */
 #include "fused.h"
 
-#include "../backend/cpu/fused_kernels.h"
+#include "../backend/cpu/fused_regs.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -24,12 +26,13 @@
 #include <stdlib.h>
 
 #define FU_BLOCK 1024
-/* Register buffers are this many bytes further apart than a block: with
- * buffers a multiple of 4 KiB apart a loop's loads and stores alias in the
- * CPU's store buffer (a load waits for an unrelated store); eight cheap
- * steps over 64K elements ran about 10% slower. */
+/* A group: what the register machine computes at once. */
+#define FU_GROUP CN_FR_GROUP_BYTES
+/* Gather buffers are this many bytes further apart than a block: with
+ * buffers a multiple of 4 KiB apart, loads and stores alias in the CPU's
+ * store buffer (a load waits for an unrelated store). */
 #define FU_SLOT_PAD 192
-/* Register buffers of a chunk up to this size live on its stack. */
+/* A chunk's buffers up to this size live on its stack. */
 #define FU_STACK_BYTES 32768
 
 /* ---- the ops ---- */
@@ -114,7 +117,6 @@ bool cn_fused_supports(cn_op_id op, const cn_attrs *a, cn_dtype dt) {
 
 enum { RK_VAL, RK_MASK };
 enum { IN_UNUSED, IN_DIRECT, IN_GATHER, IN_SCALAR };
-enum { ST_NONE, ST_COPY, ST_BOOL, ST_FILL };
 
 typedef struct fu_input {
     int mode;
@@ -124,22 +126,28 @@ typedef struct fu_input {
     int64_t shape[CN_MAX_DIMS], stride[CN_MAX_DIMS];
 } fu_input;
 
+/* An instruction the result needs whose value varies over the output. */
 typedef struct fu_step {
-    cn_fk_fn fn;
+    cn_fk_fn fn;    /* the op's loop (a CALL, or a scalar step computed at plan time) */
+    uint8_t frop;   /* CN_FR_* */
     int dst;
     int arg[3];     /* registers, -1 unused */
-    bool scal[3];   /* the argument is passed as its scalar value */
+    bool scal[3];   /* the argument does not vary over the output */
     cn_fk_params p;
 } fu_step;
 
+/* Where a register's group is found while the code runs. */
+enum { RB_NONE, RB_DIRECT, RB_GATHER, RB_FILLED, RB_STORED };
+
 typedef struct fu_reg {
     _Alignas(8) unsigned char sval[8]; /* a scalar register's value (T) */
-    int slot;    /* register buffer, -1 none (a direct input, the output, a scalar) */
-    int mat;     /* a scalar needed as a block: its filled buffer, else -1 */
-    int last;    /* the last step reading it as a block, -1 none */
-    uint8_t kind;/* RK_* */
-    bool scalar; /* the value does not vary over the output */
-    bool need;   /* the result depends on it */
+    uint8_t buf;  /* RB_* */
+    int slot;     /* the RB_GATHER, RB_FILLED or RB_STORED buffer's index */
+    int uses;     /* reads by the steps not yet coded */
+    int last;     /* the last step reading it, -1 none */
+    uint8_t kind; /* RK_* */
+    bool scalar;  /* the value does not vary over the output */
+    bool need;    /* the result depends on it */
 } fu_reg;
 
 typedef struct fu_plan {
@@ -149,27 +157,35 @@ typedef struct fu_plan {
     int64_t numel;
     char *out;
     cn_dtype out_dt;
-    int store;
+    bool fill;   /* the result does not vary: out is filled with it */
     fu_input *in;
     fu_step *steps;
     int nsteps;
     fu_reg *reg;
+    cn_fr_code *code;
+    int ncode;
+    int16_t *adv;  /* registers read straight from inputs or gather buffers */
+    int nadv;
     int *freelist;
-    int nslots;
+    int ngather, nfilled, nstored;
     atomic_bool oom; /* a chunk could not get its buffers */
-    void *arena;     /* in, steps, reg and freelist, when not on the caller's stack */
+    void *arena;     /* the arrays above, when not on the caller's stack */
 } fu_plan;
 
 /* Small expressions plan on the caller's stack: a plan's mallocs were a
  * good part of a small fused step's time. */
-#define FU_PLAN_STACK 6144
+#define FU_PLAN_STACK 8192
 
 static size_t round8(size_t n) { return (n + 7) / 8 * 8; }
 
+/* Each step codes at most a LOAD, its op and a STORE; one more for an
+ * expression that is one of its inputs. */
 static size_t plan_bytes(int nin, int ninstr) {
     int nreg = nin + ninstr;
     return round8(sizeof(fu_input) * (size_t)nin) + round8(sizeof(fu_step) * (size_t)ninstr) +
-           round8(sizeof(fu_reg) * (size_t)nreg) + sizeof(int) * (size_t)(nreg + 1);
+           round8(sizeof(fu_reg) * (size_t)nreg) +
+           round8(sizeof(cn_fr_code) * (size_t)(3 * ninstr + 1)) +
+           round8(sizeof(int16_t) * (size_t)nin) + sizeof(int) * (size_t)(nreg + 1);
 }
 
 /* Carve the plan's arrays out of p->arena if set (zeroed, plan_bytes
@@ -187,8 +203,12 @@ static int plan_alloc(fu_plan *p, int nin, int ninstr) {
     m += round8(sizeof(fu_step) * (size_t)ninstr);
     p->reg = (fu_reg *)m;
     m += round8(sizeof(fu_reg) * (size_t)(nin + ninstr));
+    p->code = (cn_fr_code *)m;
+    m += round8(sizeof(cn_fr_code) * (size_t)(3 * ninstr + 1));
+    p->adv = (int16_t *)m;
+    m += round8(sizeof(int16_t) * (size_t)nin);
     p->freelist = (int *)m;
-    for (int r = 0; r < nin + ninstr; r++) p->reg[r].slot = p->reg[r].mat = p->reg[r].last = -1;
+    for (int r = 0; r < nin + ninstr; r++) p->reg[r].slot = p->reg[r].last = -1;
     return CN_OK;
 }
 
@@ -262,10 +282,11 @@ static void load_scalar(const fu_input *fi, cn_dtype T, void *dst) {
     else *(double *)dst = v;
 }
 
-/* The kernel of step s (operands' scalar flags set), or NULL after cn_fail. */
+/* The loop of step s (operands' scalar flags set), or NULL. Operands are
+ * always blocks: a scalar step's are blocks of one, and a CALL reads a
+ * scalar from its filled group. */
 static cn_fk_fn pick(const fu_plan *p, const fu_opinfo *oi, const cn_attrs *a, fu_step *s) {
     cn_dtype T = p->T;
-    int layout = s->scal[0] && oi->nargs == 2 ? CN_FK_SV : s->scal[1] ? CN_FK_VS : CN_FK_VV;
     switch (oi->cls) {
     case FC_UNARY: {
         int k = oi->kind;
@@ -285,15 +306,131 @@ static cn_fk_fn pick(const fu_plan *p, const fu_opinfo *oi, const cn_attrs *a, f
                 return f;
             }
         }
-        return cn_fk_binary((cn_binary_kind)oi->kind, T, layout);
+        return cn_fk_binary((cn_binary_kind)oi->kind, T);
     case FC_CMP:
-    case FC_LOGIC: return cn_fk_binary((cn_binary_kind)oi->kind, T, layout);
-    case FC_WHERE:
-        return cn_fk_where(T, s->scal[1] ? CN_FK_SV : s->scal[2] ? CN_FK_VS : CN_FK_VV);
+    case FC_LOGIC: return cn_fk_binary((cn_binary_kind)oi->kind, T);
+    case FC_WHERE: return cn_fk_where(T);
     case FC_CAST:
         return a->i[0] == CN_BOOL && p->reg[s->arg[0]].kind == RK_VAL ? cn_fk_truth(T) : cn_fk_copy(T);
     default: return cn_fk_copy(T);
     }
+}
+
+/* The register machine's op for step s (CN_FR_CALL: its loop, from pick). */
+static uint8_t reg_op(const fu_plan *p, const fu_opinfo *oi, const cn_attrs *a, const fu_step *s) {
+    switch (oi->cls) {
+    case FC_UNARY:
+        switch (oi->kind) {
+        case CN_UN_NEG: return CN_FR_NEG;
+        case CN_UN_ABS: return CN_FR_ABS;
+        case CN_UN_SIGN: return CN_FR_SIGN;
+        case CN_UN_SQUARE: return CN_FR_SQUARE;
+        case CN_UN_RECIPROCAL: return CN_FR_RECIPROCAL;
+        case CN_UN_RELU: return CN_FR_RELU;
+        case CN_UN_LEAKY_RELU: return CN_FR_LEAKY_RELU;
+        case CN_UN_CLAMP: return CN_FR_CLAMP;
+        default: return CN_FR_CALL;
+        }
+    case FC_NOT: return CN_FR_NOT;
+    case FC_ARITH:
+    case FC_CMP:
+    case FC_LOGIC:
+        switch (oi->kind) {
+        case CN_BIN_ADD: return CN_FR_ADD;
+        case CN_BIN_SUB: return CN_FR_SUB;
+        case CN_BIN_MUL: return CN_FR_MUL;
+        case CN_BIN_DIV: return CN_FR_DIV;
+        case CN_BIN_MAX: return CN_FR_MAX;
+        case CN_BIN_MIN: return CN_FR_MIN;
+        case CN_BIN_EQ: return CN_FR_EQ;
+        case CN_BIN_NE: return CN_FR_NE;
+        case CN_BIN_LT: return CN_FR_LT;
+        case CN_BIN_LE: return CN_FR_LE;
+        case CN_BIN_GT: return CN_FR_GT;
+        case CN_BIN_GE: return CN_FR_GE;
+        case CN_BIN_AND: return CN_FR_AND;
+        case CN_BIN_OR: return CN_FR_OR;
+        case CN_BIN_XOR: return CN_FR_XOR;
+        default: return CN_FR_CALL; /* pow */
+        }
+    case FC_WHERE: return CN_FR_WHERE;
+    case FC_CAST:
+        return a->i[0] == CN_BOOL && p->reg[s->arg[0]].kind == RK_VAL ? CN_FR_TRUTH : CN_FR_COPY;
+    default: return CN_FR_COPY;
+    }
+}
+
+/* The steps as code for the register machine. The accumulator keeps the
+ * last step's value; a value is stored to a group slot only when something
+ * other than the very next step (or that step twice) reads it. Slots are
+ * reused once their value's last reader is coded. */
+static int plan_code(fu_plan *p) {
+    int *freelist = p->freelist, nfree = 0;
+    cn_fr_code *code = p->code;
+    int n = 0;
+    for (int r = 0; r < p->nreg; r++) p->reg[r].buf = RB_NONE;
+    /* Inputs and scalars: where the code reads them. */
+    for (int i = 0; i < p->nin; i++) {
+        if (p->in[i].mode == IN_DIRECT) p->reg[i].buf = RB_DIRECT;
+        else if (p->in[i].mode == IN_GATHER) p->reg[i].buf = RB_GATHER, p->reg[i].slot = p->ngather++;
+        if (p->in[i].mode == IN_DIRECT || p->in[i].mode == IN_GATHER) p->adv[p->nadv++] = (int16_t)i;
+    }
+    for (int k = 0; k < p->nsteps; k++) {
+        const fu_step *s = &p->steps[k];
+        for (int j = 0; j < 3; j++) {
+            int a = s->arg[j];
+            if (a < 0) continue;
+            fu_reg *ra = &p->reg[a];
+            if (s->scal[j] && ra->buf == RB_NONE) ra->buf = RB_FILLED, ra->slot = p->nfilled++;
+            if (!s->scal[j]) ra->uses++, ra->last = k;
+        }
+    }
+    if (p->nsteps == 0) {
+        /* The result is an input, laid out differently from out. */
+        code[n++] = (cn_fr_code){.op = CN_FR_LOAD, .arg = {(int16_t)p->result, -1, -1}};
+        p->ncode = n;
+        return CN_OK;
+    }
+    int acc = -1;
+    for (int k = 0; k < p->nsteps; k++) {
+        const fu_step *s = &p->steps[k];
+        int pos = -1;
+        for (int j = 0; j < 3 && pos < 0; j++)
+            if (s->arg[j] >= 0 && s->arg[j] == acc) pos = j;
+        if (pos < 0) {
+            pos = 0;
+            code[n++] = (cn_fr_code){.op = CN_FR_LOAD, .arg = {(int16_t)s->arg[0], -1, -1}};
+        }
+        if (s->frop != CN_FR_COPY) {
+            cn_fr_code *c = &code[n++];
+            *c = (cn_fr_code){.op = s->frop, .accpos = (uint8_t)pos, .fn = s->fn, .p = s->p};
+            for (int j = 0; j < 3; j++) c->arg[j] = j == pos ? -1 : (int16_t)s->arg[j];
+        }
+        for (int j = 0; j < 3; j++) {
+            int a = s->arg[j];
+            if (a < 0 || s->scal[j]) continue;
+            fu_reg *ra = &p->reg[a];
+            ra->uses--;
+            if (ra->last == k && ra->buf == RB_STORED) {
+                freelist[nfree++] = ra->slot;
+                ra->last = -1; /* given back once, even if read twice here */
+            }
+        }
+        acc = s->dst;
+        fu_reg *rd = &p->reg[acc];
+        if (k + 1 < p->nsteps) {
+            const fu_step *nx = &p->steps[k + 1];
+            int next_reads = 0;
+            for (int j = 0; j < 3; j++) next_reads += nx->arg[j] == acc && !nx->scal[j];
+            if (!(rd->uses == 1 && next_reads == 1)) {
+                rd->buf = RB_STORED;
+                rd->slot = nfree > 0 ? freelist[--nfree] : p->nstored++;
+                code[n++] = (cn_fr_code){.op = CN_FR_STORE, .arg = {(int16_t)acc, -1, -1}};
+            }
+        }
+    }
+    p->ncode = n;
+    return CN_OK;
 }
 
 static int fail_instr(int k, int op, const char *what) {
@@ -341,7 +478,6 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
     /* Inputs. */
     int64_t olo, ohi;
     byte_range(out, &olo, &ohi);
-    bool inplace = false;
     for (int i = 0; i < e->nin; i++) {
         const cn_tensor *t = in[i];
         if (!t) return cn_failc(CN_EINVAL, "fused: input %d is NULL", i);
@@ -373,7 +509,6 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
                     return cn_failc(CN_EINVAL, "fused: input %d %s overlaps out %s without "
                                     "being it", i, cn_shape_str(t, b1, sizeof b1),
                                     cn_shape_str(out, b2, sizeof b2));
-                inplace = true;
             }
         }
     }
@@ -461,8 +596,7 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
         const cn_attrs *a = &ins->attrs;
         s->p = (cn_fk_params){(float)a->f[0], (float)a->f[1], a->f[0], a->f[1]};
         if (p->reg[r].scalar) {
-            /* Binary ops take b as the scalar (layout VS), a as a block of
-             * one; where reads all three as blocks of one. */
+            /* Operands are blocks of one; pow sees its exponent as scalar. */
             s->scal[1] = oi.cls != FC_WHERE && oi.nargs == 2;
             cn_fk_fn f = pick(p, &oi, a, s);
             if (!f) {
@@ -475,50 +609,18 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
             continue;
         }
         for (int j = 0; j < oi.nargs; j++) s->scal[j] = p->reg[s->arg[j]].scalar;
-        if (oi.cls == FC_WHERE) {
-            /* Kernels exist for a scalar true or false branch; a scalar
-             * condition, or both branches scalar, is read from a filled
-             * block. */
-            if (s->scal[0]) s->scal[0] = false, p->reg[s->arg[0]].mat = 0;
-            if (s->scal[1] && s->scal[2]) s->scal[1] = false, p->reg[s->arg[1]].mat = 0;
-        }
-        s->fn = pick(p, &oi, a, s);
-        if (!s->fn) {
-            rc = fail_instr(k, ins->op, "no kernel for this dtype");
-            break;
-        }
-        for (int j = 0; j < 3; j++)
-            if (s->arg[j] >= 0 && !s->scal[j]) p->reg[s->arg[j]].last = p->nsteps;
-        p->nsteps++;
-    }
-
-    /* Buffers by liveness. A step's buffer is taken before its operands'
-     * are given back, so no loop writes a block it reads. */
-    int *freelist = p->freelist, nfree = 0;
-#define TAKE() (nfree > 0 ? freelist[--nfree] : p->nslots++)
-    if (rc == CN_OK) {
-        bool result_in_out = p->out_dt == T && !inplace && !p->reg[e->result].scalar &&
-                             e->result >= e->nin;
-        for (int r = 0; r < nreg; r++)
-            if (p->reg[r].mat >= 0) p->reg[r].mat = TAKE();
-        for (int i = 0; i < e->nin; i++)
-            if (p->in[i].mode == IN_GATHER) p->reg[i].slot = TAKE();
-        for (int k = 0; k < p->nsteps; k++) {
-            fu_step *s = &p->steps[k];
-            if (!(s->dst == e->result && result_in_out)) p->reg[s->dst].slot = TAKE();
-            for (int j = 0; j < 3; j++) {
-                int a = s->arg[j];
-                if (a < 0 || s->scal[j] || p->reg[a].last != k || a == e->result || p->reg[a].slot < 0)
-                    continue;
-                freelist[nfree++] = p->reg[a].slot;
-                p->reg[a].last = -1; /* given back once, even if read twice here */
+        s->frop = reg_op(p, &oi, a, s);
+        if (s->frop == CN_FR_CALL) {
+            s->fn = pick(p, &oi, a, s);
+            if (!s->fn) {
+                rc = fail_instr(k, ins->op, "no kernel for this dtype");
+                break;
             }
         }
-        if (p->reg[e->result].scalar) p->store = ST_FILL;
-        else if (p->out_dt == CN_BOOL) p->store = ST_BOOL;
-        else p->store = result_in_out ? ST_NONE : ST_COPY;
+        p->nsteps++;
     }
-#undef TAKE
+    p->fill = p->reg[e->result].scalar;
+    if (rc == CN_OK && !p->fill) rc = plan_code(p);
     return rc;
 }
 
@@ -608,50 +710,69 @@ static void to_bool(uint8_t *o, cn_dtype T, const char *src, int64_t n) {
         for (int64_t i = 0; i < n; i++) o[i] = ((const double *)src)[i] != 0;
 }
 
-/* Blocks [begin, end) of the output. */
+/* Blocks [begin, end) of the output. A chunk's memory: gather buffers (a
+ * block each), filled and stored groups, the last partial group's copies of
+ * the inputs and its output, a block for a bool result, the pointer table. */
 static void run_blocks(void *ctx, int64_t begin, int64_t end) {
     fu_plan *p = ctx;
-    const int64_t es = p->es, bb = FU_BLOCK * es + FU_SLOT_PAD;
-    size_t need = (size_t)p->nslots * (size_t)bb + (size_t)p->nreg * sizeof(char *);
+    const int64_t es = p->es, ge = FU_GROUP / es, bb = FU_BLOCK * es + FU_SLOT_PAD;
+    const bool to_mask = p->out_dt == CN_BOOL;
+    size_t ngroups = (size_t)(p->nfilled + p->nstored + p->nadv + 1);
+    size_t need = (size_t)p->ngather * (size_t)bb + ngroups * FU_GROUP +
+                  (to_mask ? (size_t)(FU_BLOCK * es) : 0) + (size_t)p->nreg * sizeof(char *);
     _Alignas(64) char stack[FU_STACK_BYTES];
     char *mem = need <= sizeof stack ? stack : cn_alloc(need);
     if (!mem) {
         atomic_store(&p->oom, true);
         return;
     }
-    char *buf = mem; /* slots first: 64-byte aligned */
-    const char **vp = (const char **)(mem + (size_t)p->nslots * (size_t)bb);
+    char *gathered = mem;
+    char *filled = gathered + (size_t)p->ngather * (size_t)bb;
+    char *stored = filled + (size_t)p->nfilled * FU_GROUP;
+    char *tail = stored + (size_t)p->nstored * FU_GROUP; /* nadv inputs, then the output */
+    char *maskblk = tail + (size_t)(p->nadv + 1) * FU_GROUP;
+    char **ptr = (char **)(maskblk + (to_mask ? FU_BLOCK * es : 0));
     for (int r = 0; r < p->nreg; r++) {
-        vp[r] = p->reg[r].slot >= 0 ? buf + p->reg[r].slot * bb : NULL;
-        if (p->reg[r].mat >= 0) {
-            char *m = buf + p->reg[r].mat * bb;
-            fill(m, p->T, p->reg[r].sval, FU_BLOCK);
-            vp[r] = m;
+        const fu_reg *rg = &p->reg[r];
+        ptr[r] = NULL;
+        if (rg->buf == RB_FILLED) {
+            ptr[r] = filled + rg->slot * FU_GROUP;
+            fill(ptr[r], p->T, rg->sval, ge);
+        } else if (rg->buf == RB_STORED) {
+            ptr[r] = stored + rg->slot * FU_GROUP;
         }
     }
-    for (int64_t blk = begin; blk < end; blk++) {
+    /* With nothing to gather or convert, the chunk is one run of groups. */
+    const int64_t step = p->ngather == 0 && !to_mask ? end - begin : 1;
+    for (int64_t blk = begin; blk < end; blk += step) {
         const int64_t b0 = blk * FU_BLOCK;
-        const int64_t n = p->numel - b0 < FU_BLOCK ? p->numel - b0 : FU_BLOCK;
-        char *out = p->out + b0 * (int64_t)cn_dsize(p->out_dt);
+        const int64_t n = p->numel - b0 < FU_BLOCK * step ? p->numel - b0 : FU_BLOCK * step;
+        char *out = to_mask ? maskblk : p->out + b0 * es;
         for (int i = 0; i < p->nin; i++) {
             const fu_input *fi = &p->in[i];
-            if (fi->mode == IN_DIRECT) vp[i] = fi->base + b0 * es;
-            else if (fi->mode == IN_GATHER) gather(fi, p->T, b0, n, buf + p->reg[i].slot * bb);
+            if (fi->mode == IN_DIRECT) {
+                ptr[i] = (char *)fi->base + b0 * es;
+            } else if (fi->mode == IN_GATHER) {
+                ptr[i] = gathered + p->reg[i].slot * bb;
+                gather(fi, p->T, b0, n, ptr[i]);
+            }
         }
-        for (int k = 0; k < p->nsteps; k++) {
-            const fu_step *s = &p->steps[k];
-            char *dst = p->reg[s->dst].slot >= 0 ? buf + p->reg[s->dst].slot * bb : out;
-            const void *x[3];
-            for (int j = 0; j < 3; j++)
-                x[j] = s->arg[j] < 0    ? NULL
-                       : s->scal[j] ? (const void *)p->reg[s->arg[j]].sval
-                                    : (const void *)vp[s->arg[j]];
-            s->fn(n, dst, x[0], x[1], x[2], &s->p);
-            vp[s->dst] = dst;
+        const int64_t full = n / ge, rem = n - full * ge;
+        cn_fr_run(p->T, p->code, p->ncode, ptr, p->adv, p->nadv, full, out);
+        if (rem > 0) {
+            /* The inputs' last elements, padded to a group (the code reads
+             * whole groups; the padding's results are dropped). */
+            for (int i = 0; i < p->nadv; i++) {
+                char *t = tail + i * FU_GROUP;
+                memcpy(t, ptr[p->adv[i]], (size_t)(rem * es));
+                memset(t + rem * es, 0, (size_t)(FU_GROUP - rem * es));
+                ptr[p->adv[i]] = t;
+            }
+            char *t_out = tail + p->nadv * FU_GROUP;
+            cn_fr_run(p->T, p->code, p->ncode, ptr, p->adv, p->nadv, 1, t_out);
+            memcpy(out + full * FU_GROUP, t_out, (size_t)(rem * es));
         }
-        const char *res = vp[p->result];
-        if (p->store == ST_COPY && res != out) memcpy(out, res, (size_t)(n * es));
-        else if (p->store == ST_BOOL) to_bool((uint8_t *)out, p->T, res, n);
+        if (to_mask) to_bool((uint8_t *)p->out + b0, p->T, maskblk, n);
     }
     if (mem != stack) cn_free(mem);
 }
@@ -669,7 +790,7 @@ int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
         if (p.arena != stack) free(p.arena);
         return rc;
     }
-    if (p.store == ST_FILL) {
+    if (p.fill) {
         const void *v = p.reg[p.result].sval;
         if (p.out_dt == CN_BOOL) {
             uint8_t b = p.T == CN_F32 ? *(const float *)v != 0 : *(const double *)v != 0;
@@ -683,7 +804,8 @@ int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
         int64_t grain = 32 / (p.nsteps > 0 ? p.nsteps : 1);
         cn_parallel_for(nblocks, grain > 0 ? grain : 1, run_blocks, &p);
         if (atomic_load(&p.oom))
-            rc = cn_failc(CN_ENOMEM, "fused: out of memory for %d register buffers", p.nslots);
+            rc = cn_failc(CN_ENOMEM, "fused: out of memory for a chunk's %d group buffers",
+                          p.ngather + p.nfilled + p.nstored);
     }
     if (p.arena != stack) free(p.arena);
     return rc;

@@ -1,6 +1,6 @@
 /* The loops of the fused elementwise kernel. Each is one op over a block that
- * sits in L1 (the fused kernel's registers), unit stride, so the compiler
- * vectorises it; a scalar operand is read once before the loop. The
+ * sits in L1 (a group of the fused kernel's register machine, or one element
+ * of a value computed once), unit stride, so the compiler vectorises it. The
  * formulas are the unfused kernels' (unary.c, binary.c, via elem_math.h and
  * vmath.h), evaluated with the same roundings, so a fused expression gives
  * the same bits as its ops run one by one. */
@@ -71,9 +71,9 @@ FK_UN_FLOAT(powh, v == -INFINITY ? INFINITY : sqrtf(v) + 0.0f,
             v == -INFINITY ? INFINITY : sqrt(v) + 0.0)
 FK_UN_FLOAT(pow0, ((void)v, 1.0f), ((void)v, 1.0))
 
-/* o[i] = EXPR of a, b in the three layouts. */
+/* o[i] = EXPR of a = x[i], b = y[i]. */
 #define FK_BIN(NAME, T, EXPR)                                                                      \
-    CN_HOT_FN(NAME##_vv,                                                                           \
+    CN_HOT_FN(NAME,                                                                                \
               (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
                const cn_fk_params *p_),                                                            \
               (n, o_, a_, b_, c_, p_)) {                                                           \
@@ -81,30 +81,6 @@ FK_UN_FLOAT(pow0, ((void)v, 1.0f), ((void)v, 1.0))
         const T *restrict x = (const T *)a_, *restrict y = (const T *)b_;                          \
         for (int64_t i = 0; i < n; i++) {                                                          \
             const T a = x[i], b = y[i];                                                            \
-            o[i] = (T)(EXPR);                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    CN_HOT_FN(NAME##_vs,                                                                           \
-              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
-               const cn_fk_params *p_),                                                            \
-              (n, o_, a_, b_, c_, p_)) {                                                           \
-        T *restrict o = (T *)o_;                                                                   \
-        const T *restrict x = (const T *)a_;                                                       \
-        const T b = *(const T *)b_;                                                                \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T a = x[i];                                                                      \
-            o[i] = (T)(EXPR);                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    CN_HOT_FN(NAME##_sv,                                                                           \
-              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
-               const cn_fk_params *p_),                                                            \
-              (n, o_, a_, b_, c_, p_)) {                                                           \
-        T *restrict o = (T *)o_;                                                                   \
-        const T a = *(const T *)a_;                                                                \
-        const T *restrict y = (const T *)b_;                                                       \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T b = y[i];                                                                      \
             o[i] = (T)(EXPR);                                                                      \
         }                                                                                          \
     }
@@ -147,11 +123,11 @@ FK_BIN_FLOAT(and, E_AND)
 FK_BIN_FLOAT(or, E_OR)
 FK_BIN_FLOAT(xor, E_XOR)
 
-/* where: a the condition block, b the true and c the false branch. A
- * bitwise select, like the unfused kernel's typed copy: NaN payloads and
- * signed zeros pass unchanged. */
+/* where: a the condition, b the true and c the false branch. A bitwise
+ * select, like the unfused kernel's typed copy: NaN payloads and signed
+ * zeros pass unchanged. */
 #define FK_WHERE(NAME, T, SEL)                                                                     \
-    CN_HOT_FN(NAME##_vv,                                                                           \
+    CN_HOT_FN(NAME,                                                                                \
               (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
                const cn_fk_params *p_),                                                            \
               (n, o_, a_, b_, c_, p_)) {                                                           \
@@ -159,24 +135,6 @@ FK_BIN_FLOAT(xor, E_XOR)
         const T *restrict t = (const T *)a_, *restrict x = (const T *)b_,                          \
                           *restrict y = (const T *)c_;                                             \
         for (int64_t i = 0; i < n; i++) o[i] = SEL(t[i] != 0, x[i], y[i]);                         \
-    }                                                                                              \
-    CN_HOT_FN(NAME##_vs,                                                                           \
-              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
-               const cn_fk_params *p_),                                                            \
-              (n, o_, a_, b_, c_, p_)) {                                                           \
-        T *restrict o = (T *)o_;                                                                   \
-        const T *restrict t = (const T *)a_, *restrict x = (const T *)b_;                          \
-        const T y = *(const T *)c_;                                                                \
-        for (int64_t i = 0; i < n; i++) o[i] = SEL(t[i] != 0, x[i], y);                            \
-    }                                                                                              \
-    CN_HOT_FN(NAME##_sv,                                                                           \
-              (int64_t n, void *o_, const void *a_, const void *b_, const void *c_,                \
-               const cn_fk_params *p_),                                                            \
-              (n, o_, a_, b_, c_, p_)) {                                                           \
-        T *restrict o = (T *)o_;                                                                   \
-        const T *restrict t = (const T *)a_, *restrict y = (const T *)c_;                          \
-        const T x = *(const T *)b_;                                                                \
-        for (int64_t i = 0; i < n; i++) o[i] = SEL(t[i] != 0, x, y[i]);                            \
     }
 
 FK_WHERE(where_f32, float, cn_vsel)
@@ -221,30 +179,25 @@ cn_fk_fn cn_fk_unary(cn_unary_kind kind, cn_dtype dt) {
     }
 }
 
-#define PICK_LAYOUT(NAME)                                                                          \
-    if (dt == CN_F32)                                                                              \
-        return layout == CN_FK_VS ? NAME##_f32_vs : layout == CN_FK_SV ? NAME##_f32_sv : NAME##_f32_vv; \
-    return layout == CN_FK_VS ? NAME##_f64_vs : layout == CN_FK_SV ? NAME##_f64_sv : NAME##_f64_vv
-
-cn_fk_fn cn_fk_binary(cn_binary_kind kind, cn_dtype dt, int layout) {
+cn_fk_fn cn_fk_binary(cn_binary_kind kind, cn_dtype dt) {
     if (dt != CN_F32 && dt != CN_F64) return NULL;
     switch (kind) {
-    case CN_BIN_ADD: PICK_LAYOUT(add);
-    case CN_BIN_SUB: PICK_LAYOUT(sub);
-    case CN_BIN_MUL: PICK_LAYOUT(mul);
-    case CN_BIN_DIV: PICK_LAYOUT(div);
-    case CN_BIN_POW: PICK_LAYOUT(pow);
-    case CN_BIN_MAX: PICK_LAYOUT(max);
-    case CN_BIN_MIN: PICK_LAYOUT(min);
-    case CN_BIN_EQ: PICK_LAYOUT(eq);
-    case CN_BIN_NE: PICK_LAYOUT(ne);
-    case CN_BIN_LT: PICK_LAYOUT(lt);
-    case CN_BIN_LE: PICK_LAYOUT(le);
-    case CN_BIN_GT: PICK_LAYOUT(gt);
-    case CN_BIN_GE: PICK_LAYOUT(ge);
-    case CN_BIN_AND: PICK_LAYOUT(and);
-    case CN_BIN_OR: PICK_LAYOUT(or);
-    case CN_BIN_XOR: PICK_LAYOUT(xor);
+    case CN_BIN_ADD: PICK(add);
+    case CN_BIN_SUB: PICK(sub);
+    case CN_BIN_MUL: PICK(mul);
+    case CN_BIN_DIV: PICK(div);
+    case CN_BIN_POW: PICK(pow);
+    case CN_BIN_MAX: PICK(max);
+    case CN_BIN_MIN: PICK(min);
+    case CN_BIN_EQ: PICK(eq);
+    case CN_BIN_NE: PICK(ne);
+    case CN_BIN_LT: PICK(lt);
+    case CN_BIN_LE: PICK(le);
+    case CN_BIN_GT: PICK(gt);
+    case CN_BIN_GE: PICK(ge);
+    case CN_BIN_AND: PICK(and);
+    case CN_BIN_OR: PICK(or);
+    case CN_BIN_XOR: PICK(xor);
     default: return NULL;
     }
 }
@@ -259,9 +212,9 @@ cn_fk_fn cn_fk_pow_scalar(cn_dtype dt, double e) {
     return NULL;
 }
 
-cn_fk_fn cn_fk_where(cn_dtype dt, int layout) {
+cn_fk_fn cn_fk_where(cn_dtype dt) {
     if (dt != CN_F32 && dt != CN_F64) return NULL;
-    PICK_LAYOUT(where);
+    PICK(where);
 }
 
 cn_fk_fn cn_fk_copy(cn_dtype dt) {

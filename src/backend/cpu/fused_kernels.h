@@ -13,29 +13,21 @@ typedef struct cn_fk_params {
     double d0, d1;
 } cn_fk_params;
 
-/* n elements; o, a, b, c point at blocks of n elements (or one element for
- * an operand the layout says is a scalar); unused operands may be NULL. o
- * never overlaps an operand. */
+/* n elements; o, a, b, c point at blocks of n elements; unused operands
+ * may be NULL. o never overlaps an operand. */
 typedef void (*cn_fk_fn)(int64_t n, void *o, const void *a, const void *b, const void *c,
                          const cn_fk_params *p);
 
-/* Which operands are one value broadcast over the block. */
-enum {
-    CN_FK_VV, /* all blocks */
-    CN_FK_VS, /* binary: b scalar; where: c (the false branch) scalar */
-    CN_FK_SV  /* binary: a scalar; where: b (the true branch) scalar */
-};
-
 /* o = kind(a); logical_not gives a mask. NULL for dtypes other than f32/f64. */
 cn_fk_fn cn_fk_unary(cn_unary_kind kind, cn_dtype dt);
-/* o = a kind b (comparisons and logic give masks), in one of the layouts. */
-cn_fk_fn cn_fk_binary(cn_binary_kind kind, cn_dtype dt, int layout);
+/* o = a kind b (comparisons and logic give masks). */
+cn_fk_fn cn_fk_binary(cn_binary_kind kind, cn_dtype dt);
 /* pow with the scalar exponent e when pow has a cheaper exact form for it
  * (binary.c's shortcuts, which an unfused pow with a one-element exponent
  * takes), else NULL. The fn reads only a. */
 cn_fk_fn cn_fk_pow_scalar(cn_dtype dt, double e);
 /* o = a != 0 ? b : c (a the condition, always a block). */
-cn_fk_fn cn_fk_where(cn_dtype dt, int layout);
+cn_fk_fn cn_fk_where(cn_dtype dt);
 /* o = a; o = (a != 0) as 0/1. */
 cn_fk_fn cn_fk_copy(cn_dtype dt);
 cn_fk_fn cn_fk_truth(cn_dtype dt);
