@@ -364,7 +364,7 @@ static uint8_t reg_op(const fu_plan *p, const fu_opinfo *oi, const cn_attrs *a, 
  * last step's value; a value is stored to a group slot only when something
  * other than the very next step (or that step twice) reads it. Slots are
  * reused once their value's last reader is coded. */
-static int plan_code(fu_plan *p) {
+static void plan_code(fu_plan *p) {
     int *freelist = p->freelist, nfree = 0;
     cn_fr_code *code = p->code;
     int n = 0;
@@ -389,7 +389,7 @@ static int plan_code(fu_plan *p) {
         /* The result is an input, laid out differently from out. */
         code[n++] = (cn_fr_code){.op = CN_FR_LOAD, .arg = {(int16_t)p->result, -1, -1}};
         p->ncode = n;
-        return CN_OK;
+        return;
     }
     int acc = -1;
     for (int k = 0; k < p->nsteps; k++) {
@@ -430,7 +430,6 @@ static int plan_code(fu_plan *p) {
         }
     }
     p->ncode = n;
-    return CN_OK;
 }
 
 static int fail_instr(int k, int op, const char *what) {
@@ -620,7 +619,7 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
         p->nsteps++;
     }
     p->fill = p->reg[e->result].scalar;
-    if (rc == CN_OK && !p->fill) rc = plan_code(p);
+    if (rc == CN_OK && !p->fill) plan_code(p);
     return rc;
 }
 
