@@ -10,7 +10,8 @@
 #include "graph/fused.h"
 
 #define MAXIN 5
-#define MAXINSTR 12
+#define MAXINSTR 24   /* room for test_trees */
+#define RANDINSTR 12  /* instructions of a random case, at most */
 
 static const int unary_ops[] = {
     CN_OP_neg,  CN_OP_abs,   CN_OP_sign,    CN_OP_exp,     CN_OP_log,        CN_OP_log1p,
@@ -307,7 +308,7 @@ static void make_case(fcase *c, bool big) {
         c->mask[i] = i > 0 && th_randint(0, 6) == 0;
         c->in[i] = random_input(c, c->mask[i]);
     }
-    int ninstr = (int)th_randint(1, MAXINSTR + 1);
+    int ninstr = (int)th_randint(1, RANDINSTR + 1);
     for (int k = 0; k < ninstr; k++) random_instr(c, c->nin + k);
     /* Mostly the last register; sometimes an earlier one, so later
      * instructions are dead. */
@@ -381,6 +382,39 @@ static void test_chain(void) {
 }
 
 /* in[0] is out itself: an epilogue updating a result in place. */
+/* Trees, where the register machine must store values (one side of each
+ * add while the other is computed) and reuse the slots: a balanced sum of
+ * 8 products of 4 inputs, and a value read by three later instructions,
+ * over 4099 elements (blocks, groups and a partial group), f32 and f64. */
+static void test_trees(void) {
+    int64_t shape[1] = {4099};
+    double *v = malloc(sizeof(double) * 4099);
+    for (int dt = 0; dt < 2; dt++) {
+        fcase c = {.T = dt ? CN_F64 : CN_F32, .ond = 1, .oshape = {4099}, .nin = 4};
+        for (int i = 0; i < 4; i++) {
+            for (int k = 0; k < 4099; k++) v[k] = th_uniform(-2, 2);
+            c.in[i] = th_make(c.T, 1, shape, v, i == 3 ? TH_NLAYOUTS - 1 : TH_CONTIG);
+        }
+        /* 4..11: products of pairs; 12..15: pairwise sums; 16, 17; 18 the root */
+        cn_fused_instr ins[] = {
+            {CN_OP_mul, 0, 1, -1}, {CN_OP_mul, 2, 3, -1}, {CN_OP_mul, 0, 2, -1},
+            {CN_OP_mul, 1, 3, -1}, {CN_OP_sub, 0, 3, -1}, {CN_OP_div, 1, 2, -1},
+            {CN_OP_maximum, 3, 0, -1}, {CN_OP_minimum, 2, 1, -1},
+            {CN_OP_add, 4, 5, -1}, {CN_OP_sub, 6, 7, -1}, {CN_OP_add, 8, 9, -1},
+            {CN_OP_mul, 10, 11, -1}, {CN_OP_add, 12, 13, -1}, {CN_OP_sub, 15, 14, -1},
+            {CN_OP_div, 17, 16, -1},
+            /* 19 = tanh(18), read by three: 19 * 19 + where(19 > 0, 19, 0) */
+            {CN_OP_tanh, 18, -1, -1}, {CN_OP_mul, 19, 19, -1}, {CN_OP_gt, 19, 0, -1},
+            {CN_OP_where, 21, 19, 20}, {CN_OP_add, 20, 22, -1},
+        };
+        memcpy(c.instr, ins, sizeof ins);
+        c.ninstr = NOF(ins);
+        c.result = c.nin + c.ninstr - 1;
+        check_case(&c, 40000 + dt);
+    }
+    free(v);
+}
+
 static void test_inplace(void) {
     int64_t shape[2] = {37, 129};
     cn_tensor *x = th_random(CN_F32, 2, shape, -2, 2, TH_CONTIG, NULL);
@@ -544,6 +578,7 @@ int main(void) {
     RUN(test_bool_bytes);
     RUN(test_inplace);
     RUN(test_chain);
+    RUN(test_trees);
     RUN(test_random_small);
     RUN(test_random_large);
     return th_summary();
