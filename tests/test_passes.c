@@ -417,6 +417,22 @@ static cn_tensor *f_chain8(cn_tensor *x) {
 }
 static cn_tensor *gemm_w, *gemm_b;
 static cn_tensor *f_linear(cn_tensor *x) { return cn_relu(cn_add(cn_matmul(x, gemm_w), gemm_b)); }
+/* A value read twice, both times inside the group: t * sigmoid(t), and the
+ * same with a matmul head (silu written out by hand). */
+static cn_tensor *f_shared(cn_tensor *x) {
+    cn_tensor *t = cn_add_scalar(cn_mul_scalar(x, 2), 1);
+    return cn_mul(t, cn_sigmoid(t));
+}
+static cn_tensor *f_silu_head(cn_tensor *x) {
+    cn_tensor *t = cn_matmul(x, gemm_w);
+    return cn_mul(t, cn_sigmoid(t));
+}
+/* t is read inside the group and by a step outside it (the sum), so it
+ * ends the group: it must be written out. */
+static cn_tensor *f_escapes(cn_tensor *x) {
+    cn_tensor *t = cn_tanh(cn_mul_scalar(x, 3));
+    return cn_add(cn_exp(t), cn_sum(t, NULL, 0, true));
+}
 
 static void test_fusion(void) {
     pattern_result r1 = pattern("chain8", f_chain8, 1, 3, CN_SHAPE_ARR(-1, 4, 5));
@@ -438,6 +454,19 @@ static void test_fusion(void) {
     cn_set_requires_grad(gemm_b, true);
     r2 = pattern("linear param", f_linear, 2, 2, CN_SHAPE_ARR(-1, 5));
     CHECK_MSG(r2.st.nsteps == 1 && strstr(r2.text, "fused[matmul; add relu]("), "linear:\n%s", r2.text);
+    free(r2.text);
+    r2 = pattern("shared", f_shared, 2, 3, CN_SHAPE_ARR(-1, 4, 5));
+    CHECK_MSG(r2.st.nsteps == 1 && strstr(r2.text, "fused[mul add sigmoid mul]("), "shared:\n%s",
+              r2.text);
+    free(r2.text);
+    r2 = pattern("silu head", f_silu_head, 2, 2, CN_SHAPE_ARR(-1, 5));
+    CHECK_MSG(r2.st.nsteps == 1 && strstr(r2.text, "fused[matmul; sigmoid mul]("), "silu head:\n%s",
+              r2.text);
+    free(r2.text);
+    r2 = pattern("escapes", f_escapes, 2, 2, CN_SHAPE_ARR(-1, 5));
+    CHECK_MSG(r2.st.nfused == 2 && strstr(r2.text, "fused[mul tanh](") &&
+                  strstr(r2.text, "fused[exp add]("),
+              "escapes:\n%s", r2.text);
     free(r2.text);
 }
 

@@ -1,9 +1,12 @@
-/* Fusion: a tree of elementwise steps whose intermediate results have one
- * reader each becomes one fused step (src/graph/fused.h: one pass over the
- * output, each input read once, the result written once). A matmul or
- * conv2d whose only reader is such a tree (bias add, activation) becomes
- * the fused step's head: its kernel writes the output and the expression
- * then updates it in place, while it is still in cache (an epilogue).
+/* Fusion: elementwise steps whose intermediate results are read only
+ * inside the group (a chain, a tree, or a value several of its steps read)
+ * become one fused step (src/graph/fused.h: one pass over the output, each
+ * input read once, the result written once; a value read twice inside is
+ * kept in L1 between its readers, never written out). A matmul or
+ * conv2d whose readers are all in such a group (bias add, activation)
+ * becomes the fused step's head: its kernel writes the output and the
+ * expression then updates it in place, while it is still in cache (an
+ * epilogue).
  *
  * A producer joins its reader only with the reader's shape: broadcasting
  * an intermediate would compute it once per output element instead of once
@@ -50,17 +53,39 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Grow the group from its root toward the inputs. */
-static void absorb(cn_ir *ir, group *g, uint8_t *taken, const int32_t *uses, cn_dtype T,
-                   const cn_tensor *root_out, int32_t s) {
+/* How many times the group's steps read value v. */
+static int32_t group_reads(const cn_ir *ir, const group *g, int32_t v) {
+    int32_t n = 0;
+    for (int k = 0; k < g->n; k++) {
+        const ir_step *st = &ir->s[g->steps[k]];
+        for (int i = 0; i < st->nin; i++) n += st->in[i] == v;
+    }
+    return n;
+}
+
+/* Grow the group from its root s toward the inputs: a producer joins once
+ * every read of its value is by a step of the group (so the value never
+ * leaves the fused step). Steps added are scanned in turn, so a chain
+ * joins in one sweep; a value with two readers joins when the second
+ * reader has. */
+static void grow(cn_ir *ir, group *g, uint8_t *taken, const int32_t *uses, cn_dtype T,
+                 const cn_tensor *root_out, int32_t s) {
     g->steps[g->n++] = s;
     taken[s] = 1;
-    const ir_step *st = &ir->s[s];
-    for (int i = 0; i < st->nin; i++) {
-        int32_t v = st->in[i], p = ir->v[v].producer;
-        if (ir->v[v].kind != IRV_STEP || p < 0 || taken[p] || uses[v] != 1) continue;
-        if (!same_shape(ir->v[v].t, root_out) || !fusable(ir, &ir->s[p], T)) continue;
-        absorb(ir, g, taken, uses, T, root_out, p);
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (int k = 0; k < g->n; k++) {
+            const ir_step *st = &ir->s[g->steps[k]];
+            for (int i = 0; i < st->nin; i++) {
+                int32_t v = st->in[i], p = ir->v[v].producer;
+                if (ir->v[v].kind != IRV_STEP || p < 0 || taken[p]) continue;
+                if (!same_shape(ir->v[v].t, root_out) || !fusable(ir, &ir->s[p], T)) continue;
+                if (group_reads(ir, g, v) != uses[v]) continue;
+                g->steps[g->n++] = p;
+                taken[p] = 1;
+                grew = true;
+            }
+        }
     }
 }
 
@@ -83,7 +108,7 @@ int cn_pass_fuse(cn_ir *ir) {
         cn_dtype T = (cn_dtype)ot->dtype;
         if ((T != CN_F32 && T != CN_F64) || !fusable(ir, st, T)) continue;
         g.n = 0;
-        absorb(ir, &g, taken, uses, T, ot, s);
+        grow(ir, &g, taken, uses, T, ot, s);
         qsort(g.steps, (size_t)g.n, sizeof *g.steps, cmp_i32); /* topological */
         /* Inputs from outside the group, each once. */
         g.next = 0;
@@ -98,8 +123,8 @@ int cn_pass_fuse(cn_ir *ir) {
                 if (dup) continue;
                 g.ext[g.next++] = v;
                 if (head < 0 && p >= 0 && !taken[p] && ir->s[p].kind == IRS_OP &&
-                    is_head_op(ir->s[p].op) && uses[v] == 1 && ir->v[v].t->dtype == T &&
-                    same_shape(ir->v[v].t, ot))
+                    is_head_op(ir->s[p].op) && group_reads(ir, &g, v) == uses[v] &&
+                    ir->v[v].t->dtype == T && same_shape(ir->v[v].t, ot))
                     head = v;
             }
         }
