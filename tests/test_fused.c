@@ -415,6 +415,34 @@ static void test_trees(void) {
     free(v);
 }
 
+/* Many values alive at once, more than a chunk's stack holds (the heap
+ * path) and a plan too big for the caller's stack: v_k = sin(v_(k-1)) for
+ * k = 1..150, then v_1 + v_2 + ... + v_150, each v_k stored until the sum
+ * reaches it. */
+static void test_many_stored(void) {
+    enum { K = 150, N = 5003 };
+    cn_fused_instr *ins = calloc(2 * K, sizeof *ins);
+    int n = 0;
+    for (int k = 1; k <= K; k++) /* v_k is register k (input 0 is x = v_0) */
+        ins[n++] = (cn_fused_instr){.op = CN_OP_sin, .a = (int16_t)(k - 1), .b = -1, .c = -1};
+    int acc = 1;
+    for (int k = 2; k <= K; k++) {
+        ins[n] = (cn_fused_instr){.op = CN_OP_add, .a = (int16_t)acc, .b = (int16_t)k, .c = -1};
+        acc = 1 + n++;
+    }
+    cn_tensor *x = th_random(CN_F32, CN_SHAPE(N), -3, 3, TH_CONTIG, NULL);
+    cn_tensor *out = cn_empty(CN_F32, 1, (int64_t[]){N});
+    cn_fused_expr e = {1, n, ins, acc};
+    CHECK_MSG(cn_fused_run(&e, &x, out) == 0, "%s", cn_last_error());
+    cn_tensor *v = x, *sum = NULL;
+    for (int k = 1; k <= K; k++) {
+        v = cn_sin(v);
+        sum = k == 1 ? v : cn_add(sum, v);
+    }
+    CHECK(memcmp(cn_data(out), cn_data(sum), N * sizeof(float)) == 0);
+    free(ins);
+}
+
 static void test_inplace(void) {
     int64_t shape[2] = {37, 129};
     cn_tensor *x = th_random(CN_F32, 2, shape, -2, 2, TH_CONTIG, NULL);
@@ -579,6 +607,7 @@ int main(void) {
     RUN(test_inplace);
     RUN(test_chain);
     RUN(test_trees);
+    RUN(test_many_stored);
     RUN(test_random_small);
     RUN(test_random_large);
     return th_summary();
