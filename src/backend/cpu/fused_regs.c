@@ -54,25 +54,22 @@
 #include "fused_regs_variant.h"
 #endif
 
+typedef void (*fr_loop)(const cn_fr_code *, int, char **, const int16_t *, int, int64_t, char *);
+
+/* [level][0 f32, 1 f64]; a level this build does not have is left NULL. */
+static const fr_loop fr_loops[CN_ISA_LEVELS][2] = {
+    [CN_ISA_DEFAULT] = {fr_run_f32_default, fr_run_f64_default},
+#ifdef CN_ISA_HAVE_AVX2
+    [CN_ISA_AVX2] = {fr_run_f32_avx2, fr_run_f64_avx2},
+#endif
+#ifdef CN_ISA_HAVE_AVX512
+    [CN_ISA_AVX512] = {fr_run_f32_avx512, fr_run_f64_avx512},
+#endif
+};
+
 void cn_fr_run(cn_dtype dt, const cn_fr_code *code, int ncode, char **ptr, const int16_t *adv,
                int nadv, int64_t ngroups, char *out) {
-    const bool f32 = dt == CN_F32;
-    const int l = cn_isa();
-    (void)l;
-#ifdef CN_ISA_HAVE_AVX512
-    if (l == CN_ISA_AVX512) {
-        if (f32) fr_run_f32_avx512(code, ncode, ptr, adv, nadv, ngroups, out);
-        else fr_run_f64_avx512(code, ncode, ptr, adv, nadv, ngroups, out);
-        return;
-    }
-#endif
-#ifdef CN_ISA_HAVE_AVX2
-    if (l == CN_ISA_AVX2) {
-        if (f32) fr_run_f32_avx2(code, ncode, ptr, adv, nadv, ngroups, out);
-        else fr_run_f64_avx2(code, ncode, ptr, adv, nadv, ngroups, out);
-        return;
-    }
-#endif
-    if (f32) fr_run_f32_default(code, ncode, ptr, adv, nadv, ngroups, out);
-    else fr_run_f64_default(code, ncode, ptr, adv, nadv, ngroups, out);
+    const int d = dt == CN_F32 ? 0 : 1;
+    fr_loop f = fr_loops[cn_isa()][d];
+    (f ? f : fr_loops[CN_ISA_DEFAULT][d])(code, ncode, ptr, adv, nadv, ngroups, out);
 }
