@@ -1,9 +1,9 @@
 /* The fused elementwise kernel (fused.h).
  *
  * The expression becomes code for an accumulator machine
- * (src/backend/cpu/fused_regs.h) that holds one group of the output (64 f32
- * or 32 f64 elements) in vector registers: a chain of ops runs from register
- * to register, and only values read more than once (trees, shared
+ * (src/backend/cpu/fused_regs.h) that holds one group of the output (128 f32
+ * or 64 f64 elements) in vector registers: a chain of ops runs from
+ * register to register, and only values read more than once (trees, shared
  * subexpressions) are stored, into a group-sized slot in L1. The output is
  * cut into blocks of FU_BLOCK elements; per block each input is read once:
  * straight from the tensor when it is laid out like the output, else
@@ -757,7 +757,7 @@ static void run_blocks(void *ctx, int64_t begin, int64_t end) {
             }
         }
         const int64_t full = n / ge, rem = n - full * ge;
-        cn_fr_run(p->T, p->code, p->ncode, ptr, p->adv, p->nadv, full, out);
+        cn_fr_run(p->T, p->code, p->ncode, ptr, p->adv, p->nadv, full, ge, out);
         if (rem > 0) {
             /* The inputs' last elements, padded to a group (the code reads
              * whole groups; the padding's results are dropped). */
@@ -768,7 +768,7 @@ static void run_blocks(void *ctx, int64_t begin, int64_t end) {
                 ptr[p->adv[i]] = t;
             }
             char *t_out = tail + p->nadv * FU_GROUP;
-            cn_fr_run(p->T, p->code, p->ncode, ptr, p->adv, p->nadv, 1, t_out);
+            cn_fr_run(p->T, p->code, p->ncode, ptr, p->adv, p->nadv, 1, rem, t_out);
             memcpy(out + full * FU_GROUP, t_out, (size_t)(rem * es));
         }
         if (to_mask) to_bool((uint8_t *)p->out + b0, p->T, maskblk, n);

@@ -34,7 +34,7 @@
 #define FR_SFX _default
 #define FR_ATTR
 #define FR_VB FR_DEFAULT_VB
-#define FR_NV (FR_VB == 16 ? 8 : CN_FR_GROUP_BYTES / FR_VB)
+#define FR_NV 8
 #include "fused_regs_variant.h"
 
 #ifdef CN_ISA_HAVE_AVX2
@@ -50,11 +50,12 @@
 #define FR_ATTR                                                                                    \
     __attribute__((target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi,bmi2")))
 #define FR_VB 64
-#define FR_NV 4
+#define FR_NV 8
 #include "fused_regs_variant.h"
 #endif
 
-typedef void (*fr_loop)(const cn_fr_code *, int, char **, const int16_t *, int, int64_t, char *);
+typedef void (*fr_loop)(const cn_fr_code *, int, char **, const int16_t *, int, int64_t, int64_t,
+                        char *);
 
 /* [level][0 f32, 1 f64]; a level this build does not have is left NULL. */
 static const fr_loop fr_loops[CN_ISA_LEVELS][2] = {
@@ -68,8 +69,8 @@ static const fr_loop fr_loops[CN_ISA_LEVELS][2] = {
 };
 
 void cn_fr_run(cn_dtype dt, const cn_fr_code *code, int ncode, char **ptr, const int16_t *adv,
-               int nadv, int64_t ngroups, char *out) {
+               int nadv, int64_t ngroups, int64_t last_n, char *out) {
     const int d = dt == CN_F32 ? 0 : 1;
     fr_loop f = fr_loops[cn_isa()][d];
-    (f ? f : fr_loops[CN_ISA_DEFAULT][d])(code, ncode, ptr, adv, nadv, ngroups, out);
+    (f ? f : fr_loops[CN_ISA_DEFAULT][d])(code, ncode, ptr, adv, nadv, ngroups, last_n, out);
 }

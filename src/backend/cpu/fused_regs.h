@@ -2,9 +2,9 @@
  *
  * A fused expression is turned into straight-line code for an accumulator
  * machine. The accumulator holds one group of the output (CN_FR_GROUP_BYTES:
- * 64 f32 or 32 f64 elements) in vector registers: four 512-bit registers
- * with AVX-512, eight 256-bit ones with AVX2; otherwise eight 128-bit ones
- * hold half a group, and the code runs twice per group. Each instruction combines the accumulator with operands read
+ * 128 f32 or 64 f64 elements) in vector registers: eight 512-bit registers
+ * with AVX-512; with AVX2 eight 256-bit ones hold half a group, otherwise
+ * eight 128-bit ones a quarter, and the code runs once per part. Each instruction combines the accumulator with operands read
  * from memory: an input's group (straight from the tensor, or from a block
  * it was gathered into), a scalar's filled group, or a value the code
  * stored earlier because it is read more than once (a tree, or a
@@ -23,7 +23,7 @@
 
 #include "fused_kernels.h"
 
-#define CN_FR_GROUP_BYTES 256
+#define CN_FR_GROUP_BYTES 512
 
 enum {
     CN_FR_LOAD,  /* acc = arg[0] */
@@ -74,8 +74,10 @@ typedef struct cn_fr_code {
  * current group; after each group, the registers listed in adv (nadv of
  * them) move on by one group, the others (scalars, stored values) stay.
  * The accumulator is written to out, group after group (out may be an
- * input's group, read before it is written). dt: f32 or f64. */
+ * input's group, read before it is written). Of the last group only the
+ * first last_n elements (1..a group) matter: the rest of what is written
+ * there is garbage. dt: f32 or f64. */
 void cn_fr_run(cn_dtype dt, const cn_fr_code *code, int ncode, char **ptr, const int16_t *adv,
-               int nadv, int64_t ngroups, char *out);
+               int nadv, int64_t ngroups, int64_t last_n, char *out);
 
 #endif

@@ -27,112 +27,125 @@ typedef FR_ET FR_CAT(FR_NAME, _ut) __attribute__((vector_size(FR_VB), aligned(1)
 #define FR_MASK(m) ((VT)((IT)(m) & (IT)one))
 #define FR_CLAMP(a, lo, hi) FR_SEL(FR_SEL(a < lo, lo, a) > hi, hi, FR_SEL(a < lo, lo, a))
 
-FR_ATTR static void FR_NAME(const cn_fr_code *code, int ncode, char **ptr, const int16_t *adv,
-                            int nadv, int64_t ngroups, char *out) {
+/* One pass: the code over the part of the group at byte offset off, into
+ * out + off; CALLs compute n_call elements. */
+FR_ATTR static inline __attribute__((always_inline)) void
+FR_CAT(FR_NAME, _pass)(const cn_fr_code *code, int ncode, char *const *ptr, int64_t off,
+                       int64_t n_call, char *out) {
     _Alignas(64) FR_ET s_in[FR_GE], s_out[FR_GE];
     const VT zero = {0};
     const VT one = zero + (FR_ET)1;
     const IT sign = (IT)(-zero);
-    for (int64_t g = 0; g < ngroups * (CN_FR_GROUP_BYTES / FR_PASS); g++) {
-        const int64_t off = g % (CN_FR_GROUP_BYTES / FR_PASS) * FR_PASS;
-        VT A[FR_NV];
-        FR_EACH(j) A[j] = zero;
-        for (int k = 0; k < ncode; k++) {
-            const cn_fr_code *c = &code[k];
-            switch (c->op) {
-            case CN_FR_LOAD: {
-                const char *p = ptr[c->arg[0]] + off;
-                FR_EACH(j) A[j] = FR_LD(p, j);
-                break;
-            }
-            case CN_FR_STORE: {
-                char *p = ptr[c->arg[0]] + off;
-                FR_EACH(j) FR_ST(p, j, A[j]);
-                break;
-            }
-            case CN_FR_CALL: {
-                const void *x[3];
-                FR_EACH(j) FR_ST((char *)s_in, j, A[j]);
-                for (int q = 0; q < 3; q++)
-                    x[q] = q == c->accpos ? (const void *)s_in
-                           : c->arg[q] >= 0 ? (const void *)(ptr[c->arg[q]] + off)
-                                            : NULL;
-                c->fn(FR_GE, s_out, x[0], x[1], x[2], &c->p);
-                FR_EACH(j) A[j] = FR_LD((const char *)s_out, j);
-                break;
-            }
-            case CN_FR_COPY: break;
+    VT A[FR_NV];
+    FR_EACH(j) A[j] = zero;
+    for (int k = 0; k < ncode; k++) {
+        const cn_fr_code *c = &code[k];
+        switch (c->op) {
+        case CN_FR_LOAD: {
+            const char *p = ptr[c->arg[0]] + off;
+            FR_EACH(j) A[j] = FR_LD(p, j);
+            break;
+        }
+        case CN_FR_STORE: {
+            char *p = ptr[c->arg[0]] + off;
+            FR_EACH(j) FR_ST(p, j, A[j]);
+            break;
+        }
+        case CN_FR_CALL: {
+            const void *x[3];
+            FR_EACH(j) FR_ST((char *)s_in, j, A[j]);
+            for (int q = 0; q < 3; q++)
+                x[q] = q == c->accpos ? (const void *)s_in
+                       : c->arg[q] >= 0 ? (const void *)(ptr[c->arg[q]] + off)
+                                        : NULL;
+            c->fn(n_call, s_out, x[0], x[1], x[2], &c->p);
+            FR_EACH(j) A[j] = FR_LD((const char *)s_out, j);
+            break;
+        }
+        case CN_FR_COPY: break;
 #define FR_UN(OPC, E)                                                                              \
-    case OPC: {                                                                                    \
-        FR_EACH(j) {                                                                               \
-            const VT a = A[j];                                                                     \
-            A[j] = (E);                                                                            \
-        }                                                                                          \
-        break;                                                                                     \
-    }
-                FR_UN(CN_FR_NEG, -a)
-                FR_UN(CN_FR_ABS, (VT)((IT)a & ~sign))
-                FR_UN(CN_FR_SIGN,
-                      FR_SEL(a != a, a, FR_SEL(a > zero, one, FR_SEL(a < zero, -one, zero))))
-                FR_UN(CN_FR_SQUARE, a * a)
-                FR_UN(CN_FR_RECIPROCAL, one / a)
-                FR_UN(CN_FR_RELU, FR_SEL(a < zero, zero, a))
-                FR_UN(CN_FR_LEAKY_RELU, FR_SEL(a > zero, a, a * (FR_P0(c))))
-                FR_UN(CN_FR_CLAMP, FR_CLAMP(a, zero + (FR_P0(c)), zero + (FR_P1(c))))
-                FR_UN(CN_FR_NOT, FR_MASK(a == zero))
-                FR_UN(CN_FR_TRUTH, FR_MASK(a != zero))
+case OPC: {                                                                                    \
+    FR_EACH(j) {                                                                               \
+        const VT a = A[j];                                                                     \
+        A[j] = (E);                                                                            \
+    }                                                                                          \
+    break;                                                                                     \
+}
+            FR_UN(CN_FR_NEG, -a)
+            FR_UN(CN_FR_ABS, (VT)((IT)a & ~sign))
+            FR_UN(CN_FR_SIGN,
+                  FR_SEL(a != a, a, FR_SEL(a > zero, one, FR_SEL(a < zero, -one, zero))))
+            FR_UN(CN_FR_SQUARE, a * a)
+            FR_UN(CN_FR_RECIPROCAL, one / a)
+            FR_UN(CN_FR_RELU, FR_SEL(a < zero, zero, a))
+            FR_UN(CN_FR_LEAKY_RELU, FR_SEL(a > zero, a, a * (FR_P0(c))))
+            FR_UN(CN_FR_CLAMP, FR_CLAMP(a, zero + (FR_P0(c)), zero + (FR_P1(c))))
+            FR_UN(CN_FR_NOT, FR_MASK(a == zero))
+            FR_UN(CN_FR_TRUTH, FR_MASK(a != zero))
 #undef FR_UN
 #define FR_BIN(OPC, E)                                                                             \
-    case OPC: {                                                                                    \
-        const char *p = ptr[c->arg[1 - c->accpos]] + off;                                          \
-        if (c->accpos == 0) {                                                                      \
-            FR_EACH(j) {                                                                           \
-                const VT x = A[j], y = FR_LD(p, j);                                                \
-                A[j] = (E);                                                                        \
-            }                                                                                      \
-        } else {                                                                                   \
-            FR_EACH(j) {                                                                           \
-                const VT x = FR_LD(p, j), y = A[j];                                                \
-                A[j] = (E);                                                                        \
-            }                                                                                      \
-        }                                                                                          \
-        break;                                                                                     \
-    }
-                FR_BIN(CN_FR_ADD, x + y)
-                FR_BIN(CN_FR_SUB, x - y)
-                FR_BIN(CN_FR_MUL, x * y)
-                FR_BIN(CN_FR_DIV, x / y)
-                FR_BIN(CN_FR_MAX, FR_SEL((y > x) | (y != y), y, x))
-                FR_BIN(CN_FR_MIN, FR_SEL((y < x) | (y != y), y, x))
-                FR_BIN(CN_FR_EQ, FR_MASK(x == y))
-                FR_BIN(CN_FR_NE, FR_MASK(x != y))
-                FR_BIN(CN_FR_LT, FR_MASK(x < y))
-                FR_BIN(CN_FR_LE, FR_MASK(x <= y))
-                FR_BIN(CN_FR_GT, FR_MASK(x > y))
-                FR_BIN(CN_FR_GE, FR_MASK(x >= y))
-                FR_BIN(CN_FR_AND, FR_MASK((x != zero) & (y != zero)))
-                FR_BIN(CN_FR_OR, FR_MASK((x != zero) | (y != zero)))
-                FR_BIN(CN_FR_XOR, FR_MASK((x != zero) ^ (y != zero)))
+case OPC: {                                                                                    \
+    const char *p = ptr[c->arg[1 - c->accpos]] + off;                                          \
+    if (c->accpos == 0) {                                                                      \
+        FR_EACH(j) {                                                                           \
+            const VT x = A[j], y = FR_LD(p, j);                                                \
+            A[j] = (E);                                                                        \
+        }                                                                                      \
+    } else {                                                                                   \
+        FR_EACH(j) {                                                                           \
+            const VT x = FR_LD(p, j), y = A[j];                                                \
+            A[j] = (E);                                                                        \
+        }                                                                                      \
+    }                                                                                          \
+    break;                                                                                     \
+}
+            FR_BIN(CN_FR_ADD, x + y)
+            FR_BIN(CN_FR_SUB, x - y)
+            FR_BIN(CN_FR_MUL, x * y)
+            FR_BIN(CN_FR_DIV, x / y)
+            FR_BIN(CN_FR_MAX, FR_SEL((y > x) | (y != y), y, x))
+            FR_BIN(CN_FR_MIN, FR_SEL((y < x) | (y != y), y, x))
+            FR_BIN(CN_FR_EQ, FR_MASK(x == y))
+            FR_BIN(CN_FR_NE, FR_MASK(x != y))
+            FR_BIN(CN_FR_LT, FR_MASK(x < y))
+            FR_BIN(CN_FR_LE, FR_MASK(x <= y))
+            FR_BIN(CN_FR_GT, FR_MASK(x > y))
+            FR_BIN(CN_FR_GE, FR_MASK(x >= y))
+            FR_BIN(CN_FR_AND, FR_MASK((x != zero) & (y != zero)))
+            FR_BIN(CN_FR_OR, FR_MASK((x != zero) | (y != zero)))
+            FR_BIN(CN_FR_XOR, FR_MASK((x != zero) ^ (y != zero)))
 #undef FR_BIN
-            case CN_FR_WHERE: {
-                const char *p[3];
-                for (int q = 0; q < 3; q++) p[q] = q == c->accpos ? NULL : ptr[c->arg[q]] + off;
-                if (c->accpos == 0) {
-                    FR_EACH(j) A[j] = FR_SEL(A[j] != zero, FR_LD(p[1], j), FR_LD(p[2], j));
-                } else if (c->accpos == 1) {
-                    FR_EACH(j) A[j] = FR_SEL(FR_LD(p[0], j) != zero, A[j], FR_LD(p[2], j));
-                } else {
-                    FR_EACH(j) A[j] = FR_SEL(FR_LD(p[0], j) != zero, FR_LD(p[1], j), A[j]);
-                }
-                break;
+        case CN_FR_WHERE: {
+            const char *p[3];
+            for (int q = 0; q < 3; q++) p[q] = q == c->accpos ? NULL : ptr[c->arg[q]] + off;
+            if (c->accpos == 0) {
+                FR_EACH(j) A[j] = FR_SEL(A[j] != zero, FR_LD(p[1], j), FR_LD(p[2], j));
+            } else if (c->accpos == 1) {
+                FR_EACH(j) A[j] = FR_SEL(FR_LD(p[0], j) != zero, A[j], FR_LD(p[2], j));
+            } else {
+                FR_EACH(j) A[j] = FR_SEL(FR_LD(p[0], j) != zero, FR_LD(p[1], j), A[j]);
             }
-            default: break;
-            }
+            break;
         }
-        FR_EACH(j) FR_ST(out, j, A[j]);
-        out += FR_PASS;
-        if (off + FR_PASS == CN_FR_GROUP_BYTES)
-            for (int i = 0; i < nadv; i++) ptr[adv[i]] += CN_FR_GROUP_BYTES;
+        default: break;
+        }
+    }
+    FR_EACH(j) FR_ST(out + off, j, A[j]);
+}
+
+FR_ATTR static void FR_NAME(const cn_fr_code *code, int ncode, char **ptr, const int16_t *adv,
+                            int nadv, int64_t ngroups, int64_t last_n, char *out) {
+    const int64_t es = (int64_t)sizeof(FR_ET), group_n = CN_FR_GROUP_BYTES / es;
+    for (int64_t g = 0; g < ngroups; g++) {
+        const int64_t n_g = g == ngroups - 1 ? last_n : group_n;
+        /* Passes past the elements that matter are skipped, and CALLs
+         * compute only those (a small tensor's one partial group would
+         * otherwise pay for a whole group of exp). */
+        for (int64_t off = 0; off < CN_FR_GROUP_BYTES && off / es < n_g; off += FR_PASS)
+            FR_CAT(FR_NAME, _pass)(code, ncode, ptr, off,
+                                   n_g - off / es < FR_GE ? n_g - off / es : FR_GE, out);
+        out += CN_FR_GROUP_BYTES;
+        for (int i = 0; i < nadv; i++) ptr[adv[i]] += CN_FR_GROUP_BYTES;
     }
 }
 
