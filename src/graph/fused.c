@@ -28,6 +28,8 @@
 #define FU_BLOCK 1024
 /* A group: what the register machine computes at once. */
 #define FU_GROUP CN_FR_GROUP_BYTES
+_Static_assert(FU_BLOCK % (FU_GROUP / 4) == 0 && FU_BLOCK % (FU_GROUP / 8) == 0,
+               "a gathered block is whole groups");
 /* Gather buffers are this many bytes further apart than a block: with
  * buffers a multiple of 4 KiB apart, loads and stores alias in the CPU's
  * store buffer (a load waits for an unrelated store). */

@@ -1,9 +1,8 @@
 /* The register machine of the fused elementwise kernel (fused_regs.h): one
  * loop per instruction set and dtype (fused_regs_variant.h and
- * fused_regs_loop.h). The vector
- * width is chosen per variant, not left to GCC's lowering of wide generic
- * vectors: a 512-bit vector type compiled for AVX2 went through the stack
- * and ran 30x slower. */
+ * fused_regs_loop.h). The vector width is chosen per variant, not left to
+ * GCC's lowering of wide generic vectors: a 512-bit vector type compiled
+ * for AVX2 went through the stack and ran 30x slower. */
 #include "fused_regs.h"
 
 #include "../../core/isa.h"

@@ -6,10 +6,10 @@
  *   FR_P0/FR_P1  the op's parameters in FR_ET (from cn_fk_params)
  *   FR_NV    vector variables in the accumulator
  * Every loop over the accumulator's variables is unrolled, so they stay in
- * registers. A group larger than the accumulator (16-byte vectors: 16 of
- * them would be all the registers there are) runs in passes over its
- * parts, each pass the whole code; a part is computed from the same part
- * of every operand, so the passes do not see each other. */
+ * registers. Where the accumulator is smaller than a group (32- and
+ * 16-byte vectors), the code runs once per part of the group; a part is
+ * computed from the same part of every operand, so the passes do not see
+ * each other. */
 
 #define FR_PASS (FR_VB * FR_NV) /* bytes */
 #define FR_GE (FR_PASS / (int64_t)sizeof(FR_ET))
@@ -64,56 +64,56 @@ FR_CAT(FR_NAME, _pass)(const cn_fr_code *code, int ncode, char *const *ptr, int6
         }
         case CN_FR_COPY: break;
 #define FR_UN(OPC, E)                                                                              \
-case OPC: {                                                                                    \
-    FR_EACH(j) {                                                                               \
-        const VT a = A[j];                                                                     \
-        A[j] = (E);                                                                            \
-    }                                                                                          \
-    break;                                                                                     \
-}
-            FR_UN(CN_FR_NEG, -a)
-            FR_UN(CN_FR_ABS, (VT)((IT)a & ~sign))
-            FR_UN(CN_FR_SIGN,
-                  FR_SEL(a != a, a, FR_SEL(a > zero, one, FR_SEL(a < zero, -one, zero))))
-            FR_UN(CN_FR_SQUARE, a * a)
-            FR_UN(CN_FR_RECIPROCAL, one / a)
-            FR_UN(CN_FR_RELU, FR_SEL(a < zero, zero, a))
-            FR_UN(CN_FR_LEAKY_RELU, FR_SEL(a > zero, a, a * (FR_P0(c))))
-            FR_UN(CN_FR_CLAMP, FR_CLAMP(a, zero + (FR_P0(c)), zero + (FR_P1(c))))
-            FR_UN(CN_FR_NOT, FR_MASK(a == zero))
-            FR_UN(CN_FR_TRUTH, FR_MASK(a != zero))
+    case OPC: {                                                                                    \
+        FR_EACH(j) {                                                                               \
+            const VT a = A[j];                                                                     \
+            A[j] = (E);                                                                            \
+        }                                                                                          \
+        break;                                                                                     \
+    }
+        FR_UN(CN_FR_NEG, -a)
+        FR_UN(CN_FR_ABS, (VT)((IT)a & ~sign))
+        FR_UN(CN_FR_SIGN,
+              FR_SEL(a != a, a, FR_SEL(a > zero, one, FR_SEL(a < zero, -one, zero))))
+        FR_UN(CN_FR_SQUARE, a * a)
+        FR_UN(CN_FR_RECIPROCAL, one / a)
+        FR_UN(CN_FR_RELU, FR_SEL(a < zero, zero, a))
+        FR_UN(CN_FR_LEAKY_RELU, FR_SEL(a > zero, a, a * (FR_P0(c))))
+        FR_UN(CN_FR_CLAMP, FR_CLAMP(a, zero + (FR_P0(c)), zero + (FR_P1(c))))
+        FR_UN(CN_FR_NOT, FR_MASK(a == zero))
+        FR_UN(CN_FR_TRUTH, FR_MASK(a != zero))
 #undef FR_UN
 #define FR_BIN(OPC, E)                                                                             \
-case OPC: {                                                                                    \
-    const char *p = ptr[c->arg[1 - c->accpos]] + off;                                          \
-    if (c->accpos == 0) {                                                                      \
-        FR_EACH(j) {                                                                           \
-            const VT x = A[j], y = FR_LD(p, j);                                                \
-            A[j] = (E);                                                                        \
-        }                                                                                      \
-    } else {                                                                                   \
-        FR_EACH(j) {                                                                           \
-            const VT x = FR_LD(p, j), y = A[j];                                                \
-            A[j] = (E);                                                                        \
-        }                                                                                      \
-    }                                                                                          \
-    break;                                                                                     \
-}
-            FR_BIN(CN_FR_ADD, x + y)
-            FR_BIN(CN_FR_SUB, x - y)
-            FR_BIN(CN_FR_MUL, x * y)
-            FR_BIN(CN_FR_DIV, x / y)
-            FR_BIN(CN_FR_MAX, FR_SEL((y > x) | (y != y), y, x))
-            FR_BIN(CN_FR_MIN, FR_SEL((y < x) | (y != y), y, x))
-            FR_BIN(CN_FR_EQ, FR_MASK(x == y))
-            FR_BIN(CN_FR_NE, FR_MASK(x != y))
-            FR_BIN(CN_FR_LT, FR_MASK(x < y))
-            FR_BIN(CN_FR_LE, FR_MASK(x <= y))
-            FR_BIN(CN_FR_GT, FR_MASK(x > y))
-            FR_BIN(CN_FR_GE, FR_MASK(x >= y))
-            FR_BIN(CN_FR_AND, FR_MASK((x != zero) & (y != zero)))
-            FR_BIN(CN_FR_OR, FR_MASK((x != zero) | (y != zero)))
-            FR_BIN(CN_FR_XOR, FR_MASK((x != zero) ^ (y != zero)))
+    case OPC: {                                                                                    \
+        const char *p = ptr[c->arg[1 - c->accpos]] + off;                                          \
+        if (c->accpos == 0) {                                                                      \
+            FR_EACH(j) {                                                                           \
+                const VT x = A[j], y = FR_LD(p, j);                                                \
+                A[j] = (E);                                                                        \
+            }                                                                                      \
+        } else {                                                                                   \
+            FR_EACH(j) {                                                                           \
+                const VT x = FR_LD(p, j), y = A[j];                                                \
+                A[j] = (E);                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+        break;                                                                                     \
+    }
+        FR_BIN(CN_FR_ADD, x + y)
+        FR_BIN(CN_FR_SUB, x - y)
+        FR_BIN(CN_FR_MUL, x * y)
+        FR_BIN(CN_FR_DIV, x / y)
+        FR_BIN(CN_FR_MAX, FR_SEL((y > x) | (y != y), y, x))
+        FR_BIN(CN_FR_MIN, FR_SEL((y < x) | (y != y), y, x))
+        FR_BIN(CN_FR_EQ, FR_MASK(x == y))
+        FR_BIN(CN_FR_NE, FR_MASK(x != y))
+        FR_BIN(CN_FR_LT, FR_MASK(x < y))
+        FR_BIN(CN_FR_LE, FR_MASK(x <= y))
+        FR_BIN(CN_FR_GT, FR_MASK(x > y))
+        FR_BIN(CN_FR_GE, FR_MASK(x >= y))
+        FR_BIN(CN_FR_AND, FR_MASK((x != zero) & (y != zero)))
+        FR_BIN(CN_FR_OR, FR_MASK((x != zero) | (y != zero)))
+        FR_BIN(CN_FR_XOR, FR_MASK((x != zero) ^ (y != zero)))
 #undef FR_BIN
         case CN_FR_WHERE: {
             const char *p[3];
