@@ -138,13 +138,15 @@ typedef struct fu_step {
     cn_fk_params p;
 } fu_step;
 
-/* Where a register's group is found while the code runs. */
-enum { RB_NONE, RB_DIRECT, RB_GATHER, RB_FILLED, RB_STORED };
+/* A register the code reads from a chunk's own buffer: a scalar's filled
+ * group, or a value stored for a later reader. (Inputs are read where
+ * their mode says; a gathered one's buffer is its slot.) */
+enum { RB_NONE, RB_FILLED, RB_STORED };
 
 typedef struct fu_reg {
     _Alignas(8) unsigned char sval[8]; /* a scalar register's value (T) */
     uint8_t buf;  /* RB_* */
-    int slot;     /* the RB_GATHER, RB_FILLED or RB_STORED buffer's index */
+    int slot;     /* its gather, filled or stored buffer's index */
     int uses;     /* reads by the steps not yet coded */
     int last;     /* the last step reading it, -1 none */
     uint8_t kind; /* RK_* */
@@ -284,6 +286,11 @@ static void load_scalar(const fu_input *fi, cn_dtype T, void *dst) {
     else *(double *)dst = v;
 }
 
+/* A cast of step s that turns a value into a 0/1 mask (else it copies). */
+static bool cast_truth(const fu_plan *p, const cn_attrs *a, const fu_step *s) {
+    return a->i[0] == CN_BOOL && p->reg[s->arg[0]].kind == RK_VAL;
+}
+
 /* The loop of step s (operands' scalar flags set), or NULL. Operands are
  * always blocks: a scalar step's are blocks of one, and a CALL reads a
  * scalar from its filled group. */
@@ -312,8 +319,7 @@ static cn_fk_fn pick(const fu_plan *p, const fu_opinfo *oi, const cn_attrs *a, f
     case FC_CMP:
     case FC_LOGIC: return cn_fk_binary((cn_binary_kind)oi->kind, T);
     case FC_WHERE: return cn_fk_where(T);
-    case FC_CAST:
-        return a->i[0] == CN_BOOL && p->reg[s->arg[0]].kind == RK_VAL ? cn_fk_truth(T) : cn_fk_copy(T);
+    case FC_CAST: return cast_truth(p, a, s) ? cn_fk_truth(T) : cn_fk_copy(T);
     default: return cn_fk_copy(T);
     }
 }
@@ -356,8 +362,7 @@ static uint8_t reg_op(const fu_plan *p, const fu_opinfo *oi, const cn_attrs *a, 
         default: return CN_FR_CALL; /* pow */
         }
     case FC_WHERE: return CN_FR_WHERE;
-    case FC_CAST:
-        return a->i[0] == CN_BOOL && p->reg[s->arg[0]].kind == RK_VAL ? CN_FR_TRUTH : CN_FR_COPY;
+    case FC_CAST: return cast_truth(p, a, s) ? CN_FR_TRUTH : CN_FR_COPY;
     default: return CN_FR_COPY;
     }
 }
@@ -370,11 +375,9 @@ static void plan_code(fu_plan *p) {
     int *freelist = p->freelist, nfree = 0;
     cn_fr_code *code = p->code;
     int n = 0;
-    for (int r = 0; r < p->nreg; r++) p->reg[r].buf = RB_NONE;
-    /* Inputs and scalars: where the code reads them. */
+    /* Inputs read group by group; scalars from filled groups. */
     for (int i = 0; i < p->nin; i++) {
-        if (p->in[i].mode == IN_DIRECT) p->reg[i].buf = RB_DIRECT;
-        else if (p->in[i].mode == IN_GATHER) p->reg[i].buf = RB_GATHER, p->reg[i].slot = p->ngather++;
+        if (p->in[i].mode == IN_GATHER) p->reg[i].slot = p->ngather++;
         if (p->in[i].mode == IN_DIRECT || p->in[i].mode == IN_GATHER) p->adv[p->nadv++] = (int16_t)i;
     }
     for (int k = 0; k < p->nsteps; k++) {
