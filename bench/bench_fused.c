@@ -23,7 +23,7 @@
 #include "bench_util.h"
 
 #include "core/core.h"
-#include "graph/fused.h"
+#include "backend/fused_expr.h"
 
 #include <stdio.h>
 #include <stdlib.h>

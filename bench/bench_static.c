@@ -101,7 +101,7 @@ static void bench_model(const char *name, int rounds, int steps) {
     setup s[NMODES];
     for (int k = 0; k < NMODES; k++)
         if (build(&s[k], name, mode_level[k]) < 0) {
-            fprintf(stderr, "bench_static: %s: %s\n", name, cn_last_error());
+            fprintf(stderr, "bench_static: %s: %s\n", name, cn_tool_error());
             exit(1);
         }
     for (int k = 0; k < NMODES; k++) timed(&s[k], 20); /* warm-up */

@@ -129,6 +129,94 @@ int cn_get_num_threads(void);
 size_t cn_empty_cache(void);
 
 /* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Where a tensor's storage lives. Every storage belongs to one device; ops
+ * run on the device of their inputs (all on one device, or rank-0 tensors
+ * on the CPU, which join any device), and give their result there. */
+typedef enum cn_device_kind {
+    CN_DEVICE_CPU = 0,
+    CN_DEVICE_OPENCL, /* an OpenCL device (PoCL on the CPU in CI) */
+    CN_DEVICE_CUDA,   /* reserved: no CUDA backend yet */
+    CN_DEVICE_KIND_COUNT
+} cn_device_kind;
+
+typedef struct cn_device {
+    int32_t kind;  /* cn_device_kind */
+    int32_t index; /* which device of that kind, from 0 */
+} cn_device;
+
+#define CN_DEVICE(k, i) ((cn_device){(k), (i)})
+#define CN_CPU CN_DEVICE(CN_DEVICE_CPU, 0)
+
+/* "cpu", "cpu:0", "opencl", "opencl:1", "cuda:0" (no index: 0). Returns 0,
+ * or CN_EINVAL naming what is wrong (the device need not exist: that is
+ * checked where it is used). */
+int cn_device_parse(const char *s, cn_device *out);
+/* "opencl:0" into buf (32 bytes are always enough); returns buf. */
+char *cn_device_str(cn_device d, char *buf, size_t n);
+bool cn_device_equal(cn_device a, cn_device b);
+/* Devices of a kind this build and machine have (0 when none: no platform,
+ * or the backend was not built). The CPU always has 1. */
+int cn_device_count(cn_device_kind kind);
+
+typedef struct cn_device_info {
+    cn_device device;
+    char name[128];     /* "pthread-haswell-AMD EPYC ..." */
+    char vendor[64];
+    char driver[128];   /* platform and driver version */
+    uint64_t memory_bytes;    /* global memory */
+    uint64_t max_alloc_bytes; /* largest single buffer */
+    int compute_units;
+} cn_device_info;
+int cn_device_get_info(cn_device d, cn_device_info *info);
+
+/* The device of t's storage (the CPU for symbolic tensors without one). */
+cn_device cn_tensor_device(const cn_tensor *t);
+
+/* A copy of t on device d (t itself, retained into the scope, when it is
+ * there already). Differentiable: the gradient flows back to t's device. */
+cn_tensor *cn_to(cn_tensor *t, cn_device d);
+/* The same, returning as soon as the copy is queued: copies and kernels on
+ * one device run in the order they were issued (one queue per device), so
+ * ops on the result need no wait; reading it from the host (cn_item,
+ * cn_copy_to_buffer, ...) or cn_device_synchronize waits for it. t's data
+ * must not be written until then. */
+cn_tensor *cn_to_async(cn_tensor *t, cn_device d);
+/* Wait until everything queued on d has finished. */
+int cn_device_synchronize(cn_device d);
+
+/* A point in a device's queue: cn_event_synchronize waits until everything
+ * issued on that device before cn_event_record has finished. */
+typedef struct cn_event cn_event;
+cn_event *cn_event_record(cn_device d);
+int cn_event_synchronize(cn_event *e);
+bool cn_event_query(cn_event *e); /* finished? (true after an error too) */
+void cn_event_free(cn_event *e);
+
+/* Where creation functions (cn_zeros, cn_from_data, cn_rand, ...) put new
+ * tensors, and where a static program places steps that have no input on a
+ * device: the innermost open device scope, else the default device (the CPU
+ * unless set). Per thread. */
+int cn_set_default_device(cn_device d);
+cn_device cn_get_default_device(void);
+int cn_device_scope_begin(cn_device d); /* scopes nest (up to 64) */
+void cn_device_scope_end(void);
+
+/* A device's caching allocator: freed buffers are kept for reuse. */
+typedef struct cn_memory_stats {
+    uint64_t allocated_bytes;      /* in tensors now */
+    uint64_t peak_allocated_bytes; /* the most at once since the start */
+    uint64_t cached_bytes;         /* freed, kept for reuse */
+    uint64_t allocations;          /* buffers handed out */
+    uint64_t cache_hits;           /* of which from the cache */
+} cn_memory_stats;
+int cn_device_memory_stats(cn_device d, cn_memory_stats *stats);
+/* Return d's cached buffers to the system (cn_empty_cache: the CPU's). */
+size_t cn_device_empty_cache(cn_device d);
+
+/* ------------------------------------------------------------------------ */
 /* Dtypes                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -220,7 +308,9 @@ int64_t cn_dim(const cn_tensor *t, int axis);  /* size of one axis; -1 on error 
 int64_t cn_numel(const cn_tensor *t);
 int64_t cn_offset(const cn_tensor *t);         /* in elements */
 bool cn_is_contiguous(const cn_tensor *t);
-/* Pointer to element [0,...,0] (NULL for symbolic tensors of a static graph).
+/* Pointer to element [0,...,0] (NULL for symbolic tensors of a static graph,
+ * and NULL with an error for a tensor on another device than the CPU: read
+ * it with cn_copy_to_buffer, or cn_to it to the CPU).
  * Walk it with cn_strides unless cn_is_contiguous. */
 void *cn_data(const cn_tensor *t);
 /* An optional name (parameters, placeholders); "" when unset. The name is
@@ -1193,6 +1283,11 @@ int cn_module_parameters(const cn_module *m, cn_tensor ***params, const char ***
  * first) its parameters then its buffers; what a checkpoint holds (see
  * cn_save_safetensors, cn_load_safetensors_into). Same ownership as above. */
 int cn_module_state(const cn_module *m, cn_tensor ***tensors, const char ***names);
+/* Move every parameter and buffer (and gradient) of the tree to device d,
+ * in place, as torch's module.to(device): the tensor structs stay, their
+ * data moves. Make optimisers after moving (one made before still points
+ * at the old buffers). */
+int cn_module_to(cn_module *m, cn_device d);
 /* The number of parameter elements (tied parameters counted once). */
 int64_t cn_module_num_params(const cn_module *m);
 /* Clear every parameter's gradient. */
@@ -1376,6 +1471,67 @@ int cn_init_xavier_normal_(cn_tensor *t, double gain);
 /* std = gain(nl, a) / sqrt(fan); uniform bound sqrt(3) * std. */
 int cn_init_kaiming_uniform_(cn_tensor *t, double a, cn_fan_mode mode, cn_nonlinearity nl);
 int cn_init_kaiming_normal_(cn_tensor *t, double a, cn_fan_mode mode, cn_nonlinearity nl);
+
+/* ------------------------------------------------------------------------ */
+/* Op table introspection                                                   */
+/* ------------------------------------------------------------------------ */
+/* Every op of the library, as the op table describes it (docs/ops.md is
+ * generated from this: `chutney ops --markdown`), by index from 0 to
+ * cn_op_count() - 1. Indices may change between versions; names do not.
+ * The strings are static: they live as long as the library. */
+
+#define CN_OP_INFO_MAX_ATTRS 8
+
+typedef struct cn_op_attr_info {
+    const char *name;
+    const char *kind;     /* "int", "bool", "float", "dtype" or "ints" (a list) */
+    double default_value; /* a cn_dtype for "dtype" (-1: the input's); 0 for "ints" */
+} cn_op_attr_info;
+
+typedef struct cn_op_info {
+    const char *name;     /* cn_<name> calls it */
+    int ninputs;          /* -1: any number (at least 1) */
+    int nattrs;
+    cn_op_attr_info attrs[CN_OP_INFO_MAX_ATTRS];
+    /* Its properties, as words separated by one space ("" if none):
+     * "view" (the output aliases input 0), "elementwise" (broadcasting),
+     * "float_math" (integer inputs compute in f32), "promote" (inputs are
+     * cast to their common type), "nondiff" (the output carries no
+     * gradient), "random" (draws from the generator), "no_half" (f16/bf16
+     * are not widened), "first_order" (a gradient op that cannot be
+     * differentiated again), "transfer" (a copy between devices). */
+    char flags[128];
+    /* Its gradient: "vjp+jvp" (reverse and forward mode), "vjp only",
+     * "none" (nondiff), "unsupported" (first_order) or "missing". */
+    const char *grad;
+    const char *doc;      /* one line of maths ("" if none) */
+    const char *grad_doc; /* the derivative used where the maths has none,
+                             e.g. "relu'(0) = 0" ("" if smooth) */
+    const char *onnx;     /* the ONNX op it exports to ("" if none) */
+} cn_op_info;
+
+int cn_op_count(void);
+/* Op i into *info; CN_EINVAL if i is out of range. */
+int cn_op_get_info(int i, cn_op_info *info);
+/* The index of the op called name, or CN_EINVAL if there is none. */
+int cn_op_index(const char *name);
+
+/* The ONNX importer's table (docs/onnx.md's, `chutney info
+ * --supported-ops`): every ONNX op type cn_onnx_load reads, by index from
+ * 0 to cn_onnx_op_count() - 1, in no particular order (sort by name to
+ * list them). Without ONNX support the count is 0. Static strings. */
+typedef struct cn_onnx_op_info {
+    const char *name;   /* the ONNX op_type, e.g. "Conv" */
+    const char *attrs;  /* the attributes read, comma-separated ("" if none);
+                           a node with any other attribute is refused */
+    int min_inputs, max_inputs;
+    int max_outputs;    /* the outputs supported */
+    const char *limits; /* what is not supported ("" if nothing) */
+} cn_onnx_op_info;
+
+int cn_onnx_op_count(void);
+/* Entry i into *info; CN_EINVAL if i is out of range. */
+int cn_onnx_get_op_info(int i, cn_onnx_op_info *info);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 #
 #   release  build/       Release with OpenBLAS: the CTest suite
 #   asan     build-asan/  AddressSanitizer + UBSan (leaks detected): the suite
-#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX): the suite
+#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX, OpenCL): the suite
 #   install  build/ installed into a temporary prefix, used from outside
 #   fuzz     build-fuzz/ (clang, ASan + UBSan): the ONNX loader's libFuzzer
 #            target for 20 s (`make fuzz`; skipped without clang's libFuzzer)
@@ -81,6 +81,7 @@ for stage in "${stages[@]}"; do
     bare)
         suite bare build-bare -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF \
             -DCHUTNEY_WITH_BLAS=OFF -DCHUTNEY_WITH_ZLIB=OFF -DCHUTNEY_WITH_STB=OFF -DCHUTNEY_WITH_DNNL=OFF \
+            -DCHUTNEY_WITH_OPENCL=OFF \
             -DCHUTNEY_WITH_ONNX=OFF
         ;;
     install)

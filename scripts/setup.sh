@@ -13,7 +13,7 @@ python3-numpy python3-torch dataset-fashion-mnist"
 # a second compiler; torchvision's models for the ONNX real-model test, clang
 # for `make fuzz`). Installed when possible; the build works without them.
 optional="libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx libonnx-testdata python3-torchvision
-libdnnl-dev graphviz clang"
+libdnnl-dev graphviz clang ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd libclblast-dev clinfo"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     # shellcheck disable=SC2086 # one package per word

@@ -12,6 +12,13 @@ static cn_tensor *gcf_slice_scatter_base(cn_tensor **x) {
     return cn_op_apply(CN_OP_slice_scatter, in, 2, &a);
 }
 
+/* The transfer op itself, CPU to CPU (cn_to returns x unchanged when it is
+ * already there); across devices: tests/test_backends.c. */
+static cn_tensor *gcf_to(cn_tensor **x) {
+    cn_attrs a = {.i = {CN_DEVICE_CPU, 0, 0}};
+    return cn_op_apply(CN_OP_to, x, 1, &a);
+}
+
 static const grad_case grad_cases_shape[] = {
     {"reshape", "2x3x4 -> 4x6", 1, {{GC_SHAPE(2, 3, 4), -1, 1}}, gcf_reshape},
     {"permute", "2x3x4", 1, {{GC_SHAPE(2, 3, 4), -1, 1}}, gcf_permute},
@@ -24,4 +31,5 @@ static const grad_case grad_cases_shape[] = {
      .eps = 1e-2},
     {"slice_scatter", "base and src", 2, {{GC_SHAPE(3, 4), -1, 1}, {GC_SHAPE(3, 2), -1, 1}},
      gcf_slice_scatter_base},
+    {"to", "cpu:0 -> cpu:0", 1, {{GC_SHAPE(2, 3), -1, 1}}, gcf_to},
 };

@@ -7,7 +7,7 @@
 #include "harness.h"
 
 #include "core/isa.h"
-#include "graph/fused.h"
+#include "backend/fused_expr.h"
 
 #define MAXIN 5
 #define MAXINSTR 24   /* room for test_trees */
@@ -267,7 +267,7 @@ static cn_tensor *check_case(fcase *c, int id) {
         int len = 0;
         for (int k = 0; k < c->ninstr; k++)
             len += snprintf(line + len, sizeof line - (size_t)len, " r%d=%s(%d,%d,%d)",
-                            c->nin + k, cn_ops[c->instr[k].op]->name, c->instr[k].a,
+                            c->nin + k, cn_op_names[c->instr[k].op], c->instr[k].a,
                             c->instr[k].b, c->instr[k].c);
         double fa = 0, fb = 0;
         if (odt == CN_F32) {

@@ -17,7 +17,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "core/core.h"
-#include "graph/fused.h"
+#include "backend/fused_expr.h"
 
 #include <float.h>
 

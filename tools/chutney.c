@@ -18,6 +18,7 @@ static const command commands[] = {
     {"run", cn_tool_run, "run an ONNX model on .npy inputs (run --help for options)"},
     {"info", cn_tool_info, "an ONNX model's inputs, outputs, parameter count and ops"},
     {"export", cn_tool_export, "write a model (and a checkpoint's weights) as ONNX (export --help)"},
+    {"devices", cn_tool_devices, "list the devices to run on (cpu:0, opencl:0, ...) with their memory"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

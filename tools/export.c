@@ -54,7 +54,7 @@ int cn_tool_export(int argc, char **argv) {
     cn_module *m = cn_tool_make_model(model);
     int epochs = 0, rc = 1;
     if (!m || (load && cn_tool_load_checkpoint(load, model, m, NULL, &epochs) < 0)) {
-        fprintf(stderr, "chutney: cannot load %s: %s\n", load ? load : model, cn_last_error());
+        fprintf(stderr, "chutney: cannot load %s: %s\n", load ? load : model, cn_tool_error());
         cn_module_free(m);
         return 1;
     }

@@ -96,7 +96,7 @@ int cn_tool_graph(int argc, char **argv) {
     }
     cn_module *m = cn_tool_make_model(model);
     if (!m) {
-        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        fprintf(stderr, "chutney: %s\n", cn_tool_error());
         return 2;
     }
     cn_tensor **params = NULL;

@@ -2,8 +2,6 @@
  * shared by `chutney train`, `chutney graph` and bench/bench_static. */
 #include "tools.h"
 
-#include "core/core.h" /* cn_fail */
-
 #include <string.h>
 
 typedef struct lstm_classifier {
@@ -55,6 +53,6 @@ cn_module *cn_tool_make_model(const char *name) {
         }
         return m;
     }
-    cn_fail("unknown model '%s' (choose mlp, cnn or lstm)", name);
+    cn_tool_fail("unknown model '%s' (choose mlp, cnn or lstm)", name);
     return NULL;
 }

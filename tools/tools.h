@@ -16,7 +16,7 @@ int cn_tool_info(int argc, char **argv);
 int cn_tool_onnx_graph(int argc, char **argv);
 int cn_tool_graph(int argc, char **argv);
 /* The benchmark models of docs/benchmarks.md: "mlp", "cnn" or "lstm"
- * (NULL after cn_fail for another name). Input [N, 1, 28, 28] f32. */
+ * (NULL after cn_tool_fail for another name). Input [N, 1, 28, 28] f32. */
 cn_module *cn_tool_make_model(const char *name);
 bool cn_tool_known_model(const char *name);
 /* Loads a checkpoint written by `chutney train --save` into m (made by
@@ -25,5 +25,17 @@ bool cn_tool_known_model(const char *name);
 int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, cn_optimizer *opt,
                             int *epochs_done);
 int cn_tool_export(int argc, char **argv);
+
+/* Failures of the tools' own making (an unknown model, a checkpoint of
+ * another model), reported like the library's: cn_tool_fail sets the
+ * message and clears the library's (cn_clear_error), so cn_tool_error()
+ * gives the message of the latest failure, the library's if it has one,
+ * else the tools' (tools/error.c). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+void cn_tool_fail(const char *fmt, ...);
+const char *cn_tool_error(void);
+int cn_tool_devices(int argc, char **argv);
 
 #endif

@@ -2,8 +2,6 @@
  * docs/benchmarks.md on Fashion-MNIST, with checkpoints and exact resume. */
 #include "tools.h"
 
-#include "core/core.h" /* cn_fail */
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,7 +55,7 @@ static cn_optimizer *make_optimizer(const train_args *a, cn_tensor **params, int
     if (!strcmp(o, "adamw")) return cn_adamw(params, n, &(cn_adam_opts){.lr = a->lr});
     if (!strcmp(o, "rmsprop")) return cn_rmsprop(params, n, &(cn_rmsprop_opts){.lr = a->lr});
     if (!strcmp(o, "adagrad")) return cn_adagrad(params, n, &(cn_adagrad_opts){.lr = a->lr});
-    cn_fail("unknown optimizer '%s' (choose sgd, adam, adamw, rmsprop or adagrad)", o);
+    cn_tool_fail("unknown optimizer '%s' (choose sgd, adam, adamw, rmsprop or adagrad)", o);
     return NULL;
 }
 
@@ -223,11 +221,11 @@ int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, c
     const char *fmt = cn_checkpoint_metadata(c, "format");
     const char *saved_model = cn_checkpoint_metadata(c, "model");
     if (!fmt || strcmp(fmt, "chutney-train-1") != 0) {
-        cn_fail("%s is not a checkpoint written by chutney train", path);
+        cn_tool_fail("%s is not a checkpoint written by chutney train", path);
         goto out;
     }
     if (!saved_model || strcmp(saved_model, model) != 0) {
-        cn_fail("%s holds a '%s' model, not '%s'", path, saved_model ? saved_model : "?", model);
+        cn_tool_fail("%s holds a '%s' model, not '%s'", path, saved_model ? saved_model : "?", model);
         goto out;
     }
     cn_tensor **mt = NULL;
@@ -239,7 +237,7 @@ int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, c
     for (int i = 0; i < nm && ok == 0; i++) {
         cn_tensor *src = cn_checkpoint_find(c, mn[i]);
         if (!src) {
-            cn_fail("%s has no '%s': it was saved from a different model", path, mn[i]);
+            cn_tool_fail("%s has no '%s': it was saved from a different model", path, mn[i]);
             ok = -1;
             break;
         }
@@ -247,8 +245,8 @@ int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, c
         bool same = cn_ndim(src) == cn_ndim(mt[i]) && cn_tensor_dtype(src) == cn_tensor_dtype(mt[i]);
         for (int k = 0; same && k < cn_ndim(src); k++) same = cn_shape(src)[k] == cn_shape(mt[i])[k];
         if (!same) {
-            cn_fail("%s: '%s' is %s in the file, the model has %s", path, mn[i],
-                    cn_shape_str(src, b1, sizeof b1), cn_shape_str(mt[i], b2, sizeof b2));
+            cn_tool_fail("%s: '%s' is %s in the file, the model has %s", path, mn[i],
+                         cn_shape_str(src, b1, sizeof b1), cn_shape_str(mt[i], b2, sizeof b2));
             ok = -1;
             break;
         }
@@ -437,7 +435,7 @@ int cn_tool_train(int argc, char **argv) {
     cn_optimizer *opt = np >= 0 ? make_optimizer(&a, params, np) : NULL;
     free(params);
     if (!model || !opt) {
-        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        fprintf(stderr, "chutney: %s\n", cn_tool_error());
         cn_module_free(model);
         free_split(&tr);
         free_split(&te);
@@ -445,7 +443,7 @@ int cn_tool_train(int argc, char **argv) {
     }
     int start_epoch = 0;
     if (a.resume && cn_tool_load_checkpoint(a.resume, a.model, model, opt, &start_epoch) < 0) {
-        fprintf(stderr, "chutney: cannot resume: %s\n", cn_last_error());
+        fprintf(stderr, "chutney: cannot resume: %s\n", cn_tool_error());
         cn_optimizer_free(opt);
         cn_module_free(model);
         free_split(&tr);
@@ -615,7 +613,7 @@ int cn_tool_eval(int argc, char **argv) {
     cn_module *model = cn_tool_make_model(a.model);
     int epochs = 0;
     if (!model || cn_tool_load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
-        fprintf(stderr, "chutney: cannot load %s: %s\n", a.load, cn_last_error());
+        fprintf(stderr, "chutney: cannot load %s: %s\n", a.load, cn_tool_error());
         cn_module_free(model);
         free_split(&te);
         return 1;

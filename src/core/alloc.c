@@ -63,12 +63,90 @@ static _Thread_local bool local_registered;
 static pthread_key_t local_key;
 static pthread_once_t local_key_once = PTHREAD_ONCE_INIT;
 
+/* Statistics (cn_device_memory_stats for cpu:0). Counted per thread in
+ * plain words, since a lock-prefixed add on every allocation would cost a
+ * tiny eager op a tenth of its time; each thread's counters are listed once
+ * in `stat_threads` and summed when asked (a block freed by another thread
+ * than the one that allocated it makes one count go up and the other down:
+ * the sum is right). A thread's counters outlive it: an exiting thread adds
+ * them to `stat_retired` and gives its slot back. */
+typedef struct alloc_counts {
+    int64_t in_use, allocations, hits;
+} alloc_counts;
+#define STAT_SLOTS 256
+static _Thread_local alloc_counts *my_counts;
+static alloc_counts stat_slots[STAT_SLOTS];
+static bool stat_used[STAT_SLOTS];
+static alloc_counts stat_retired, stat_unslotted; /* under stat_lock */
+static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int64_t reserved_bytes, peak_reserved;
+
+static bool local_ok;
+static void local_key_init(void);
+
+static alloc_counts *counts(void) {
+    if (CN_LIKELY(my_counts != NULL)) return my_counts;
+    pthread_mutex_lock(&stat_lock);
+    for (int i = 0; i < STAT_SLOTS && !my_counts; i++)
+        if (!stat_used[i]) {
+            stat_used[i] = true;
+            memset(&stat_slots[i], 0, sizeof stat_slots[i]);
+            my_counts = &stat_slots[i];
+        }
+    pthread_mutex_unlock(&stat_lock);
+    /* The magazines' key: its destructor gives the slot back at thread exit. */
+    pthread_once(&local_key_once, local_key_init);
+    if (local_ok) pthread_setspecific(local_key, (void *)1);
+    return my_counts;
+}
+
+static void count(int64_t bytes, int hit) {
+    alloc_counts *c = counts();
+    if (CN_LIKELY(c != NULL)) {
+        __atomic_store_n(&c->in_use, c->in_use + bytes, __ATOMIC_RELAXED);
+        if (bytes > 0) {
+            __atomic_store_n(&c->allocations, c->allocations + 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&c->hits, c->hits + hit, __ATOMIC_RELAXED);
+        }
+        return;
+    }
+    pthread_mutex_lock(&stat_lock); /* more threads than slots */
+    stat_unslotted.in_use += bytes;
+    if (bytes > 0) stat_unslotted.allocations++, stat_unslotted.hits += hit;
+    pthread_mutex_unlock(&stat_lock);
+}
+
+static void counts_retire(void) {
+    if (!my_counts) return;
+    pthread_mutex_lock(&stat_lock);
+    stat_retired.in_use += my_counts->in_use;
+    stat_retired.allocations += my_counts->allocations;
+    stat_retired.hits += my_counts->hits;
+    stat_used[my_counts - stat_slots] = false;
+    pthread_mutex_unlock(&stat_lock);
+    my_counts = NULL;
+}
+
+static void reserve(int64_t bytes) {
+    int64_t now = __atomic_add_fetch(&reserved_bytes, bytes, __ATOMIC_RELAXED);
+    int64_t peak = __atomic_load_n(&peak_reserved, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&peak_reserved, &peak, now, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
+}
+
+static void system_free(block_header *h) {
+    __atomic_sub_fetch(&reserved_bytes, (int64_t)h->size, __ATOMIC_RELAXED);
+    free(h);
+}
+
 /* Hands the calling thread's cached blocks back to the system. */
 static void local_flush(void) {
     for (int c = 0; c < LOCAL_CLASSES; c++) {
         while (local_lists[c]) {
             block_header *next = local_lists[c]->next;
-            free(local_lists[c]);
+            system_free(local_lists[c]);
             local_lists[c] = next;
         }
         local_count[c] = 0;
@@ -78,10 +156,10 @@ static void local_flush(void) {
 static void local_exit(void *unused) {
     (void)unused;
     local_flush();
+    counts_retire();
 }
 static size_t read_cache_limit(void);
 /* Off with CN_ALLOC_CACHE_MB=0 (no caching at all), or without the key. */
-static bool local_ok;
 static void local_key_init(void) {
     local_ok = read_cache_limit() > 0 && pthread_key_create(&local_key, local_exit) == 0;
 }
@@ -115,6 +193,8 @@ static size_t read_cache_limit(void) {
 static void *system_block(size_t size, int cls) {
     void *p = NULL;
     if (posix_memalign(&p, CN_ALIGN, size + HEADER) != 0) return NULL;
+    reserve((int64_t)size);
+    count((int64_t)size, 0);
     block_header *h = p;
     h->size = size;
     h->cls = cls;
@@ -148,6 +228,7 @@ void *cn_alloc(size_t nbytes) {
             block_header *h = local_lists[cls];
             local_lists[cls] = h->next;
             local_count[cls]--;
+            count((int64_t)h->size, 1);
             return (char *)h + HEADER;
         }
     }
@@ -158,7 +239,10 @@ void *cn_alloc(size_t nbytes) {
         cached_bytes -= h->size;
     }
     pthread_mutex_unlock(&cache_lock);
-    if (h) return (char *)h + HEADER;
+    if (h) {
+        count((int64_t)h->size, 1);
+        return (char *)h + HEADER;
+    }
     return system_block(rounded, cls);
 }
 
@@ -187,7 +271,7 @@ static void local_spill(int c, int n) {
     pthread_mutex_unlock(&cache_lock);
     while (spill) {
         block_header *next = spill->next;
-        free(spill);
+        system_free(spill);
         spill = next;
     }
 }
@@ -195,6 +279,7 @@ static void local_spill(int c, int n) {
 void cn_free(void *p) {
     if (!p) return;
     block_header *h = (block_header *)((char *)p - HEADER);
+    count(-(int64_t)h->size, 0);
     if (h->cls >= 0 && h->cls < LOCAL_CLASSES) {
         int c = h->cls;
         if (!local_registered) {
@@ -226,7 +311,33 @@ void cn_free(void *p) {
         pthread_mutex_unlock(&cache_lock);
         if (!h) return;
     }
-    free(h);
+    system_free(h);
+}
+
+void cn_cpu_memory_stats(cn_memory_stats *st) {
+    alloc_counts sum;
+    pthread_mutex_lock(&stat_lock);
+    sum = stat_retired;
+    sum.in_use += stat_unslotted.in_use;
+    sum.allocations += stat_unslotted.allocations;
+    sum.hits += stat_unslotted.hits;
+    for (int i = 0; i < STAT_SLOTS; i++)
+        if (stat_used[i]) {
+            sum.in_use += __atomic_load_n(&stat_slots[i].in_use, __ATOMIC_RELAXED);
+            sum.allocations += __atomic_load_n(&stat_slots[i].allocations, __ATOMIC_RELAXED);
+            sum.hits += __atomic_load_n(&stat_slots[i].hits, __ATOMIC_RELAXED);
+        }
+    pthread_mutex_unlock(&stat_lock);
+    pthread_mutex_lock(&cache_lock);
+    size_t cached = cached_bytes;
+    pthread_mutex_unlock(&cache_lock);
+    st->allocated_bytes = sum.in_use > 0 ? (uint64_t)sum.in_use : 0;
+    /* The CPU's peak is of the bytes taken from the system (in tensors or
+     * cached): the per-thread counts cannot give an exact peak cheaply. */
+    st->peak_allocated_bytes = (uint64_t)__atomic_load_n(&peak_reserved, __ATOMIC_RELAXED);
+    st->cached_bytes = cached;
+    st->allocations = (uint64_t)sum.allocations;
+    st->cache_hits = (uint64_t)sum.hits;
 }
 
 size_t cn_empty_cache(void) {
@@ -243,7 +354,7 @@ size_t cn_empty_cache(void) {
     for (int c = 0; c < NCLASSES; c++)
         while (all[c]) {
             block_header *next = all[c]->next;
-            free(all[c]);
+            system_free(all[c]);
             all[c] = next;
         }
     return freed;
@@ -260,7 +371,10 @@ cn_storage *cn_storage_adopt(void *data, size_t nbytes) {
     s->data = data;
     s->nbytes = nbytes;
     s->refcount = 1;
-    s->device = 0;
+    s->device_kind = CN_DEVICE_CPU;
+    s->device_index = 0;
+    s->device_free = NULL;
+    s->device_ctx = NULL;
     s->version = 0;
     s->free_fn = NULL;
     s->owned = true;
@@ -277,6 +391,10 @@ void cn_storage_release(cn_storage *s) {
     if (__atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) != 1 &&
         __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) > 0)
         return;
+    if (s->device_free) { /* another device's: its backend frees it and the struct */
+        s->device_free(s);
+        return;
+    }
     if (s->embedded) { /* the struct lives in the block's header */
         cn_free(s->data);
         return;

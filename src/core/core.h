@@ -33,6 +33,16 @@ typedef struct cn_graph_head {
 } cn_graph_head;
 struct cn_graph;
 
+/* Op ids: the enum of every op (op_list.h), and their names. Core and the
+ * backends index kernel tables by id; the definitions live in src/ops. */
+typedef enum cn_op_id {
+#define CN_OP(name) CN_OP_##name,
+#include "op_list.h"
+#undef CN_OP
+    CN_OP_COUNT
+} cn_op_id;
+extern const char *const cn_op_names[CN_OP_COUNT];
+
 /* Attribute values of one op application. Which slot holds which attribute
  * is declared in the op's attrs[] table (src/ops/op.h). */
 #define CN_ATTR_LIST_MAX (2 * CN_MAX_DIMS)
@@ -64,15 +74,27 @@ typedef struct cn_node {
 
 /* A block of memory on one device, shared by every view of it. */
 typedef struct cn_storage {
-    void *data;
+    void *data;            /* CPU: the bytes; another device: its backend's handle
+                              (a cl_mem), never dereferenced outside that backend */
     size_t nbytes;
     int32_t refcount;
-    int32_t device;        /* 0: CPU */
+    int16_t device_kind;   /* cn_device_kind: CN_DEVICE_CPU is 0 */
+    int16_t device_index;
     uint32_t version;      /* bumped by every in-place write (autograd checks it) */
     void (*free_fn)(void *);/* borrowed buffers: called on the last release */
+    /* Device storage: its backend frees it (and this struct) on the last release. */
+    void (*device_free)(struct cn_storage *s);
+    void *device_ctx;      /* the backend's, e.g. a pending event */
     bool owned;            /* data came from cn_alloc */
     bool embedded;         /* this struct lives in its data block's header (alloc.c) */
 } cn_storage;
+
+static inline cn_device cn_storage_device(const cn_storage *s) {
+    return CN_DEVICE(s->device_kind, s->device_index);
+}
+static inline bool cn_storage_on_cpu(const cn_storage *s) {
+    return s->device_kind == CN_DEVICE_CPU;
+}
 
 /* Every in-place write anywhere also bumps this process-wide count, so the
  * backward pass can skip the per-input version checks of a node recorded
@@ -162,9 +184,10 @@ cn_tensor *cn_t_scalar(cn_dtype dt, double v);
 cn_tensor *cn_t_alias(const cn_tensor *t);
 /* The same into v, a struct that holds no references (fresh, or reset). */
 void cn_t_alias_into(cn_tensor *v, const cn_tensor *t);
-cn_tensor *cn_t_contiguous(cn_tensor *t);   /* t retained if contiguous */
 void cn_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 int64_t cn_shape_numel(int ndim, const int64_t *shape);
+/* Largest element count we accept: keeps every byte size in int64 range. */
+#define CN_MAX_NUMEL (INT64_C(1) << 56)
 bool cn_check_shape(const char *fn, int ndim, const int64_t *shape);
 static inline void *cn_t_ptr(const cn_tensor *t) {
     return (char *)t->storage->data + (size_t)t->offset * cn_dsize((cn_dtype)t->dtype);
@@ -177,6 +200,30 @@ int cn_norm_axis(const char *fn, int axis, int ndim);
 /* Copy src (any strides, any dtype, broadcast to dst) into dst: the CPU
  * backend's copy kernel (src/backend/cpu/copy.c), parallel for large tensors. */
 int cn_copy_strided(cn_tensor *dst, const cn_tensor *src);
+
+/* Where a tensor lives: its storage's device (the CPU for symbolic values). */
+static inline cn_device cn_t_device(const cn_tensor *t) {
+    return t->storage ? cn_storage_device(t->storage) : CN_CPU;
+}
+static inline bool cn_t_on_cpu(const cn_tensor *t) {
+    return !t->storage || t->storage->device_kind == CN_DEVICE_CPU;
+}
+/* For functions that read or write elements on the host: an error naming fn
+ * and the device, unless t is on the CPU (or symbolic). */
+int cn_require_cpu(const char *fn, const cn_tensor *t);
+
+/* ---- devices (device.c) ---- */
+/* Where creation functions put tensors: the innermost device scope, else
+ * the thread's default device. */
+cn_device cn_current_device(void);
+/* cn_device_str into a thread-local buffer, for messages (two at a time). */
+const char *cn_dev_name(cn_device d);
+
+/* ---- CPU memory statistics (alloc.c) ---- */
+void cn_cpu_memory_stats(cn_memory_stats *s);
+
+/* ---- recording switch (grad_mode.c) ---- */
+extern _Thread_local bool cn_grad_disabled;
 
 /* ---- nodes (node.c) ---- */
 cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a);

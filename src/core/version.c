@@ -21,6 +21,12 @@ const char *cn_build_info(void) {
 #ifdef CN_HAVE_STB
            " +stb"
 #endif
+#ifdef CN_HAVE_OPENCL
+           " +opencl"
+#endif
+#ifdef CN_HAVE_CLBLAST
+           " +clblast"
+#endif
 #ifdef CN_HAVE_CUDA
            " +cuda"
 #endif

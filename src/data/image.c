@@ -137,7 +137,7 @@ int cn_save_image(const char *path, const cn_tensor *img, cn_image_layout layout
                     "reconfigure)",
                     fn, path);
 #else
-    cn_tensor *src = cn_t_contiguous((cn_tensor *)img);
+    cn_tensor *src = cn_t_host_contiguous((cn_tensor *)img);
     if (!src) return CN_ENOMEM;
     size_t hw = (size_t)(h * w), n = hw * (size_t)c;
     unsigned char *px = malloc(n);

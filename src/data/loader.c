@@ -378,7 +378,7 @@ cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loade
     l->nbatches = l->drop_last ? n / l->batch_size : (n + l->batch_size - 1) / l->batch_size;
     for (int i = 0; i < ntensors; i++) {
         column *c = &l->col[i];
-        c->data = cn_t_contiguous(tensors[i]);
+        c->data = cn_t_host_contiguous(tensors[i]);
         if (!c->data) {
             l->ncols = i;
             cn_loader_free(l);

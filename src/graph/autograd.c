@@ -12,45 +12,14 @@
  * numbers (eager), records a differentiable backward pass (create_graph), or
  * appends gradient nodes to a static graph (symbolic values). */
 #include "../ops/op.h"
-#include "../backend/cpu/binary.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- recording switch ---- */
-
-#define CN_MAX_NO_GRAD_DEPTH 64
-static _Thread_local bool grad_disabled;
-static _Thread_local bool no_grad_stack[CN_MAX_NO_GRAD_DEPTH];
-static _Thread_local int no_grad_depth;
-
-bool cn_set_grad_enabled(bool enabled) {
-    bool prev = !grad_disabled;
-    grad_disabled = !enabled;
-    return prev;
-}
-
-bool cn_is_grad_enabled(void) { return !grad_disabled; }
-
-void cn_no_grad_begin(void) {
-    if (no_grad_depth < CN_MAX_NO_GRAD_DEPTH) no_grad_stack[no_grad_depth] = grad_disabled;
-    no_grad_depth++;
-    grad_disabled = true;
-}
-
-void cn_no_grad_end(void) {
-    if (no_grad_depth == 0) {
-        cn_fail("no_grad_end: no no-grad region is open");
-        return;
-    }
-    no_grad_depth--;
-    grad_disabled = no_grad_depth < CN_MAX_NO_GRAD_DEPTH ? no_grad_stack[no_grad_depth] : true;
-}
-
 static int record_node(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a,
                        cn_tensor *out) {
-    if (grad_disabled) return CN_OK;
+    if (cn_grad_disabled) return CN_OK;
     cn_node *n = cn_node_new(op, in, nin, a);
     if (!n) return cn_failc(CN_ENOMEM, "%s: out of memory recording for autograd", cn_ops[op]->name);
     n->out_version = out->storage ? out->storage->version : 0;
@@ -228,7 +197,14 @@ static bool accumulate_leaf(cn_tensor *acc, cn_tensor *g) {
     /* A stride-0 (broadcast) gradient cannot take distinct sums. */
     for (int i = 0; i < acc->ndim; i++)
         if (acc->strides[i] == 0 && acc->shape[i] > 1) return false;
-    if (cn_cpu_binary("backward", CN_BIN_ADD, acc, acc, g) < 0) return false;
+    /* The add kernel of acc's backend, writing over its first input: acc
+     * must be contiguous (a kernel's output is) and g on acc's device. */
+    if (!cn_is_contiguous(acc) || !cn_device_equal(cn_t_device(acc), cn_t_device(g)))
+        return false;
+    cn_tensor *pair[2] = {acc, g};
+    cn_kernel_fn add = cn_backend_of(acc)->kernels[CN_OP_add];
+    cn_attrs none = {0};
+    if (!add || add(CN_OP_add, pair, 2, &none, acc) < 0) return false;
     cn_storage_bump(acc->storage);
     cn_release(g);
     return true;
@@ -244,7 +220,7 @@ static bool add_in_place(cn_tensor **acc, const cn_op_def *op, const cn_node *n,
     if (cn_is_symbolic(g) || g->node || g->requires_grad || g->dtype != x->dtype) return false;
     cn_tensor *a = *acc;
     if (!a) {
-        a = cn_t_zeros((cn_dtype)x->dtype, x->ndim, x->shape);
+        a = cn_t_full_on(cn_t_device(g), (cn_dtype)x->dtype, x->ndim, x->shape, 0);
         if (!a) return false;
     } else if (a->refcount != 1 || !a->storage || a->storage->refcount != 1 || a->node ||
                a->requires_grad || a->dtype != g->dtype || !same_shape(a, x)) {
@@ -429,7 +405,8 @@ static int run_engine(const engine_args *e) {
                               e->fn, cn_shape_str(root, b, sizeof b));
                 goto out;
             }
-            g = cn_t_full((cn_dtype)root->dtype, root->ndim, root->shape, 1.0);
+            g = cn_t_full_on(cn_t_device(root), (cn_dtype)root->dtype, root->ndim, root->shape,
+                             1.0);
         }
         if (!g) goto fail;
         int32_t k = map_get(&w.map, root);
@@ -646,8 +623,8 @@ int cn_jvp(cn_tensor_fn fn, void *ctx, cn_tensor *const *primals, cn_tensor *con
             cn_tensor *t = cn_tangent_of(outputs[i]);
             cn_retain(outputs[i]);
             out_tangents[i] = t ? cn_retain(t)
-                                : cn_t_zeros((cn_dtype)outputs[i]->dtype, outputs[i]->ndim,
-                                             outputs[i]->shape);
+                                : cn_t_full_on(cn_t_device(outputs[i]), (cn_dtype)outputs[i]->dtype,
+                                               outputs[i]->ndim, outputs[i]->shape, 0);
         }
     }
     cn_scope_end();

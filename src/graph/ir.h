@@ -13,7 +13,7 @@
 #define CN_GRAPH_IR_H
 
 #include "../ops/op.h"
-#include "fused.h"
+#include "../backend/backend.h"
 
 #include <stdio.h>
 

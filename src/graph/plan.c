@@ -366,8 +366,15 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
     pl->buf = calloc((size_t)(nv ? nv : 1), sizeof *pl->buf);
     pl->order = malloc(sizeof *pl->order * (size_t)(ns ? ns : 1));
     if (!pl->meta || !pl->attrs || !pl->buf || !pl->order) goto oom;
+    pl->device = CN_CPU;
     for (int v = 0; v < nv; v++)
-        if (ir->v[v].kind != IRV_STEP) mt[v] = cn_retain(vals[v]);
+        if (ir->v[v].kind != IRV_STEP) {
+            mt[v] = cn_retain(vals[v]);
+            const cn_storage *st = vals[v] ? vals[v]->storage : NULL;
+            if (st && !cn_storage_on_cpu(st) && vals[v]->ndim > 0 &&
+                pl->device.kind == CN_DEVICE_CPU)
+                pl->device = cn_storage_device(st);
+        }
     for (int s = 0; s < ns; s++)
         if (infer_step(ir, pl, s, mt) < 0) goto fail;
 
@@ -509,7 +516,7 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
         if (check_overlaps(nv, root, start, end, off, size) < 0) goto fail;
     }
     if (pl->arena_bytes) {
-        pl->arena = cn_storage_new(pl->arena_bytes);
+        pl->arena = cn_storage_new_on(pl->device, pl->arena_bytes);
         if (!pl->arena) goto oom;
     }
     for (int v = 0; v < nv; v++) {
@@ -525,7 +532,7 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
             t->storage = pl->arena;
             pl->arena->refcount++;
         } else { /* every planned value is empty */
-            t->storage = cn_storage_new(0);
+            t->storage = cn_storage_new_on(pl->device, 0);
             if (!t->storage) {
                 cn_release(t);
                 goto oom;

@@ -27,6 +27,8 @@ typedef struct cn_plan {
     int ngroups;
     int32_t *dead_start; /* poison: values dead after group k are dead_list[dead_start[k]..[k+1]) */
     int32_t *dead_list;
+    cn_device device;    /* where the arena lives: that of the first input or constant
+                            off the CPU (rank-0 values aside), else the CPU */
     cn_storage *arena;
     size_t arena_bytes, naive_bytes;
     int ninplace;

@@ -2,7 +2,7 @@
  * of the optimisation level; cn_run plans memory and a schedule for the fed
  * sizes (kept until the sizes change) and executes the steps. */
 #include "plan.h"
-#include "../nn/optim.h"
+#include "program.h"
 
 #include <stdlib.h>
 
@@ -14,7 +14,9 @@ struct cn_program {
     cn_tensor **out_sym; /* retained: the graph's outputs, to rebuild from */
     cn_tensor **bound;   /* per output: the tensor it is written into, or NULL */
     cn_tensor **direct;  /* per value, during a run: the bound tensor its step writes */
-    cn_optimizer *opt;   /* a training step: updated after the steps */
+    /* A training step: the optimiser update, run after the steps. */
+    int (*after_run)(void *ctx);
+    void *after_ctx;
     cn_tensor **in_sym;  /* retained: the placeholders, in input order */
     cn_ir *ir;
     cn_plan *plan;
@@ -203,12 +205,27 @@ static void drop_live(cn_program *p) {
     }
 }
 
-static cn_tensor *result_tensor(const cn_program *p, int32_t v) {
+/* Where step s runs: the device of its inputs (rank-0 CPU values join any
+ * device), the program's device when it has none. Steps of one program
+ * run on one device but for explicit transfers (cn_to). */
+static cn_device step_device(const cn_program *p, cn_tensor *const *ins, int nin) {
+    for (int i = 0; i < nin; i++) {
+        const cn_storage *s = ins[i]->storage;
+        if (s && !(s->device_kind == CN_DEVICE_CPU && ins[i]->ndim == 0))
+            return cn_storage_device(s);
+    }
+    return p->plan->device;
+}
+
+/* The tensor step s writes value v into: a bound output, its planned
+ * place in the arena (when that is on the step's device), or a new one. */
+static cn_tensor *result_tensor(const cn_program *p, int32_t v, cn_device dev) {
     const cn_plan *pl = p->plan;
-    if (p->direct[v]) return cn_retain(p->direct[v]);
-    if (pl->buf[v]) return cn_retain(pl->buf[v]);
+    if (p->direct[v] && cn_device_equal(cn_t_device(p->direct[v]), dev))
+        return cn_retain(p->direct[v]);
+    if (pl->buf[v] && cn_device_equal(cn_t_device(pl->buf[v]), dev)) return cn_retain(pl->buf[v]);
     const cn_meta *m = &pl->meta[v];
-    return cn_t_empty(m->dtype, m->ndim, m->shape);
+    return cn_t_empty_on(dev, m->dtype, m->ndim, m->shape);
 }
 
 /* Execute step s: its result into p->live. */
@@ -235,32 +252,40 @@ static int exec_step(cn_program *p, int s) {
     const cn_attrs *a = &pl->attrs[s];
     cn_tensor *out = NULL;
     int rc = 0;
+    cn_device dev = step_device(p, ins, st->nin);
     if (st->kind == IRS_OP) {
         const cn_op_def *d = cn_ops[st->op];
         if (d->flags & CN_OPF_VIEW) {
             out = cn_view_run(d, ins[0], a, m, pl->vbuf ? pl->vbuf[st->out] : NULL);
             if (!out) rc = CN_EINVAL;
         } else {
-            out = result_tensor(p, st->out);
-            if (!out) rc = CN_ENOMEM;
-            else if (cn_shape_numel(m->ndim, m->shape) > 0 || (d->flags & CN_OPF_RANDOM))
-                rc = d->cpu(d, ins, st->nin, a, out);
+            if (d->flags & CN_OPF_TRANSFER) dev = CN_DEVICE((int32_t)a->i[0], (int32_t)a->i[1]);
+            out = cn_kernel_run((cn_op_id)st->op, ins, st->nin, a, m, dev,
+                                result_tensor(p, st->out, dev));
+            if (!out) rc = CN_EINVAL;
         }
     } else {
-        out = result_tensor(p, st->out);
-        if (!out) {
+        const cn_backend *be = dev.kind == CN_DEVICE_CPU ? &cn_backend_cpu : cn_backend_for(dev, "run");
+        out = be ? result_tensor(p, st->out, dev) : NULL;
+        if (!be) {
+            rc = CN_EINVAL;
+        } else if (!out) {
             rc = CN_ENOMEM;
+        } else if (!be->fused_run) {
+            rc = cn_failc(CN_EUNSUPPORTED, "run: the %s backend cannot run fused groups", be->name);
         } else if (st->op != CN_OP_COUNT) {
             /* The head computes into out; the expression then updates out
              * in place, reading it as register 0 (an epilogue). */
-            const cn_op_def *d = cn_ops[st->op];
-            if (cn_shape_numel(m->ndim, m->shape) > 0) rc = d->cpu(d, ins, st->head_nin, a, out);
+            if (cn_shape_numel(m->ndim, m->shape) > 0) {
+                out = cn_kernel_run((cn_op_id)st->op, ins, st->head_nin, a, m, dev, out);
+                if (!out) rc = CN_EINVAL;
+            }
             if (rc == 0) {
                 ins[st->head_nin - 1] = out;
-                rc = cn_fused_run(st->fused, ins + st->head_nin - 1, out);
+                rc = be->fused_run(st->fused, ins + st->head_nin - 1, out);
             }
         } else {
-            rc = cn_fused_run(st->fused, ins, out);
+            rc = be->fused_run(st->fused, ins, out);
         }
     }
     for (int i = 0; i < nown; i++) cn_release(own[i]);
@@ -328,13 +353,20 @@ static int run_steps(cn_program *p) {
         }
         if (status) break;
         for (int k = b; k < e; k++) release_inputs(p, pl->order[k]);
-        if (p->opts.poison && pl->arena)
+        if (p->opts.poison && pl->arena && cn_storage_on_cpu(pl->arena))
             for (int k = pl->dead_start[gi]; k < pl->dead_start[gi + 1]; k++) {
                 const cn_tensor *t = pl->buf[pl->dead_list[k]];
                 memset(cn_t_ptr(t), 0xFF, (size_t)cn_numel(t) * cn_dsize((cn_dtype)t->dtype));
             }
     }
     return status;
+}
+
+/* A fed tensor's device as one number of the plan's signature: a plan's
+ * arena lives on the device its inputs came on. */
+static int64_t dev_code(const cn_tensor *t) {
+    cn_device d = cn_t_device(t);
+    return (int64_t)d.kind << 32 | (uint32_t)d.index;
 }
 
 /* Bound outputs computed by a kernel step are written by it directly. */
@@ -372,53 +404,15 @@ int cn_program_bind_output(cn_program *p, int i, cn_tensor *t) {
     return 0;
 }
 
-cn_program *cn_compile_train_step(cn_graph *g, cn_tensor *const *outputs, int noutputs,
-                                  cn_optimizer *opt, const cn_compile_opts *opts) {
-    if (!opt) return cn_fail("compile_train_step: optimizer is NULL");
-    if (!outputs || noutputs < 1 || !outputs[0])
-        return cn_fail("compile_train_step: no loss given");
-    int np = cn_optimizer_num_params(opt);
-    cn_tensor **params = malloc(sizeof *params * (size_t)(np ? np : 1));
-    cn_tensor **outs = malloc(sizeof *outs * (size_t)(noutputs + np));
-    cn_program *p = NULL;
-    if (!params || !outs) {
-        cn_fail("compile_train_step: out of memory");
-        goto out;
+void cn_program_attach_step(cn_program *p, int nuser, cn_tensor *const *bound, int nbound,
+                            int (*after_run)(void *ctx), void *ctx) {
+    p->nuser = nuser;
+    for (int i = 0; i < nbound; i++) {
+        cn_release(p->bound[nuser + i]);
+        p->bound[nuser + i] = cn_retain(bound[i]);
     }
-    /* .grad of every parameter set up (flat views); then overwritten by
-     * each run. */
-    if (cn_optimizer_zero_grad(opt) < 0) goto out;
-    int nreq = 0;
-    for (int i = 0; i < np; i++) {
-        cn_tensor *q = cn_opt_param(opt, i);
-        if (q->requires_grad) params[nreq++] = q;
-    }
-    cn_scope_begin();
-    memcpy(outs, outputs, sizeof *outs * (size_t)noutputs);
-    int rc = cn_grad(outputs, NULL, 1, params, nreq, outs + noutputs, CN_GRAD_ALLOW_UNUSED);
-    int nout = noutputs;
-    for (int i = 0; rc == 0 && i < nreq; i++) {
-        if (!outs[noutputs + i]) { /* unused: no gradient, the optimiser skips it */
-            rc = cn_set_grad(params[i], NULL);
-            continue;
-        }
-        if (!cn_get_grad(params[i])) {
-            cn_tensor *z = cn_zeros_like(params[i]);
-            rc = z ? cn_set_grad(params[i], z) : CN_ENOMEM;
-        }
-        params[nout - noutputs] = params[i];
-        outs[nout++] = outs[noutputs + i];
-    }
-    if (rc == 0) p = cn_compile(g, outs, nout, opts);
-    cn_scope_end();
-    if (!p) goto out;
-    p->nuser = noutputs;
-    for (int i = noutputs; i < nout; i++) p->bound[i] = cn_retain(cn_get_grad(params[i - noutputs]));
-    p->opt = opt;
-out:
-    free(params);
-    free(outs);
-    return p;
+    p->after_run = after_run;
+    p->after_ctx = ctx;
 }
 
 /* Was a tensor a pass relied on written since? */
@@ -478,7 +472,7 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
     }
     /* Plan for these sizes unless the last plan was for them. */
     int nsig = 0;
-    for (int k = 0; k < p->ninputs; k++) nsig += 1 + fed[k]->ndim;
+    for (int k = 0; k < p->ninputs; k++) nsig += 2 + fed[k]->ndim;
     /* Levels pay only with threads to run them on; one thread keeps the
      * build order (shorter lifetimes, a smaller arena). */
     bool parallel = p->opts.opt_level >= 2 && cn_get_num_threads() > 1;
@@ -486,6 +480,7 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
     for (int k = 0, j = 0; same && k < p->ninputs; k++) {
         same &= p->sig[j++] == fed[k]->ndim;
         for (int d = 0; same && d < fed[k]->ndim; d++) same &= p->sig[j++] == fed[k]->shape[d];
+        same &= p->sig[j++] == dev_code(fed[k]);
     }
     if (!same) {
         cn_plan_free(p->plan);
@@ -500,6 +495,7 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
         for (int k = 0, j = 0; k < p->ninputs; k++) {
             p->sig[j++] = fed[k]->ndim;
             for (int d = 0; d < fed[k]->ndim; d++) p->sig[j++] = fed[k]->shape[d];
+            p->sig[j++] = dev_code(fed[k]);
         }
         int level = p->opts.opt_level;
         p->plan = cn_plan_build(ir, p->live, level >= 1, parallel, p->opts.poison);
@@ -518,10 +514,10 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
     cn_set_grad_enabled(prev);
     for (int o = 0; o < p->noutputs && rc == CN_OK; o++) {
         cn_tensor *b = p->bound[o], *v = p->live[ir->outputs[o]];
-        if (b && v != b && cn_copy_strided(b, v) < 0) rc = CN_EINVAL;
+        if (b && v != b && cn_transfer(b, v, false) < 0) rc = CN_EINVAL;
         else if (b) cn_storage_bump(b->storage);
     }
-    if (rc == CN_OK && p->opt) rc = cn_optimizer_step(p->opt);
+    if (rc == CN_OK && p->after_run) rc = p->after_run(p->after_ctx);
     if (rc == CN_OK)
         for (int o = 0; o < noutputs; o++) {
             cn_tensor *b = p->bound[o];

@@ -3,7 +3,7 @@
 #ifndef CN_IO_FILEIO_H
 #define CN_IO_FILEIO_H
 
-#include "../core/core.h"
+#include "../backend/backend.h"
 
 #include <stdio.h>
 

@@ -280,7 +280,7 @@ cn_tensor *cn_load_npy(const char *path) {
             v->strides[i] = cs[perm[i]];
         }
         v->flags |= CN_TF_LEAF;
-        t = cn_t_contiguous(v);
+        t = cn_t_host_contiguous(v);
         cn_release(v);
         if (!t) return NULL;
     }
@@ -338,7 +338,7 @@ int cn_save_npy(const char *path, const cn_tensor *t) {
     for (size_t i = 0; ok && i < pad; i++)
         ok = fputc(' ', af.f) != EOF;
     ok = ok && fputc('\n', af.f) != EOF;
-    cn_tensor *c = ok ? cn_t_contiguous((cn_tensor *)t) : NULL;
+    cn_tensor *c = ok ? cn_t_host_contiguous((cn_tensor *)t) : NULL;
     if (ok && !c) {
         cn_afile_abort(&af);
         return cn_failc(CN_ENOMEM, "%s: out of memory", fn);

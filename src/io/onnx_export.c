@@ -59,7 +59,7 @@ static bool same_data(const cn_tensor *a, const cn_tensor *b) {
  * that recomputes W^T every step of a loop holds many equal copies). */
 static const char *const_init(ox_ctx *c, cn_tensor *t, const char *base) {
     if (!ox_grow((void **)&c->held, &c->hcap, c->nheld + 1, sizeof *c->held)) return NULL;
-    cn_tensor *ct = cn_t_contiguous(t);
+    cn_tensor *ct = cn_t_host_contiguous(t);
     if (!ct) return NULL;
     uint64_t h = data_hash(ct);
     for (size_t i = 0; i < c->nheld; i++)

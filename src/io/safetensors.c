@@ -2,6 +2,7 @@
  * length, a JSON header {name: {dtype, shape, data_offsets}, "__metadata__":
  * {string: string}}, then the raw little-endian data, offsets relative to the
  * end of the header. */
+#include "../backend/backend.h"
 #include "fileio.h"
 #include "json.h"
 
@@ -512,7 +513,7 @@ int cn_save_safetensors(const char *path, const char *const *names, cn_tensor *c
     bool ok = fwrite(lenb, 1, 8, af.f) == 8 && fwrite(hdr, 1, len, af.f) == len;
     free(hdr);
     for (int i = 0; i < n && ok; i++) {
-        cn_tensor *c = cn_t_contiguous(tensors[i]);
+        cn_tensor *c = cn_t_host_contiguous(tensors[i]);
         if (!c) {
             cn_afile_abort(&af);
             return cn_failc(CN_ENOMEM, "%s: out of memory copying tensor %d", fn, i);
@@ -653,7 +654,7 @@ int cn_load_safetensors_into(const char *path, const char *const *names, cn_tens
                 break;
             }
             status = st_read(&h, e, tmp->storage->data, fn, path);
-            if (status == CN_OK) status = cn_copy_strided(dst, tmp) < 0 ? CN_ENOMEM : CN_OK;
+            if (status == CN_OK) status = cn_transfer(dst, tmp, false) < 0 ? CN_ENOMEM : CN_OK;
             cn_release(tmp);
         }
         cn_storage_bump(dst->storage);

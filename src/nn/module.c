@@ -102,14 +102,14 @@ int cn_module_add_buffer(cn_module *m, const char *name, cn_tensor *t) {
 }
 
 cn_tensor *cn_nn_new_param(cn_module *m, const char *name, int ndim, const int64_t *shape) {
-    cn_tensor *t = cn_t_zeros(CN_F32, ndim, shape);
+    cn_tensor *t = cn_t_full_on(cn_current_device(), CN_F32, ndim, shape, 0);
     if (!t) return NULL;
     return add_tensor("module", m, true, name, t) == CN_OK ? t : NULL;
 }
 
 cn_tensor *cn_nn_new_buffer(cn_module *m, const char *name, cn_dtype dt, int ndim,
                             const int64_t *shape, double value) {
-    cn_tensor *t = cn_t_full(dt, ndim, shape, value);
+    cn_tensor *t = cn_t_full_on(cn_current_device(), dt, ndim, shape, value);
     if (!t) return NULL;
     return add_tensor("module", m, false, name, t) == CN_OK ? t : NULL;
 }
@@ -342,6 +342,41 @@ int cn_module_parameters(const cn_module *m, cn_tensor ***params, const char ***
 
 int cn_module_state(const cn_module *m, cn_tensor ***tensors, const char ***names) {
     return list_out("module_state", m, true, false, tensors, names);
+}
+
+/* t's contents moved to d in place: the struct stays (modules and users
+ * hold it), its storage is replaced. */
+static int move_tensor(cn_tensor *t, cn_device d) {
+    if (!t || cn_is_symbolic(t) || cn_device_equal(cn_t_device(t), d)) return CN_OK;
+    cn_tensor *c = cn_t_to(t, d, false);
+    if (!c) return CN_EINVAL;
+    cn_storage *old = t->storage;
+    t->storage = c->storage;
+    __atomic_add_fetch(&c->storage->refcount, 1, __ATOMIC_ACQ_REL);
+    t->offset = c->offset;
+    memcpy(t->strides, c->strides, sizeof t->strides);
+    cn_release(c);
+    cn_storage_release(old);
+    cn_storage_bump(t->storage);
+    if (t->grad) {
+        cn_tensor *g = cn_t_to(t->grad, d, false);
+        if (!g) return CN_EINVAL;
+        cn_release(t->grad);
+        t->grad = g;
+    }
+    return CN_OK;
+}
+
+int cn_module_to(cn_module *m, cn_device d) {
+    if (!m) return cn_failc(CN_EINVAL, "module_to: the module is NULL");
+    if (!cn_backend_for(d, "module_to")) return CN_EINVAL;
+    cn_tensor **ts;
+    int n = cn_module_state(m, &ts, NULL);
+    if (n < 0) return n;
+    int rc = CN_OK;
+    for (int i = 0; i < n && rc == CN_OK; i++) rc = move_tensor(ts[i], d);
+    free(ts);
+    return rc;
 }
 
 int64_t cn_module_num_params(const cn_module *m) {

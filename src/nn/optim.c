@@ -17,9 +17,11 @@
  * Step. A gradient that is still our view costs nothing; one the user
  * replaced is copied into the slice; a missing one skips the parameter (no
  * update, no step count), as torch does. Runs of neighbouring parameters
- * with the same step count form one work item; all items are cut into
- * fixed chunks of CN_OPT_CHUNK elements on the thread pool. Every element
- * is updated on its own, so the bits never depend on the thread count. */
+ * with the same step count form one work item; all items go to the
+ * parameters' backend in one call (the CPU cuts them into fixed chunks on
+ * the pool). Every element is updated on its own, so the bits never depend
+ * on the thread count or the device's split of the work. Parameters, their
+ * gradient buffer and the state live on the parameters' device. */
 #include "optim.h"
 
 #include <inttypes.h>
@@ -40,6 +42,7 @@ typedef struct opt_slot {
 
 struct cn_optimizer {
     cn_opt_alg alg;
+    cn_device device;  /* where every parameter and buffer lives */
     cn_opt_hyper h;
     double initial_lr; /* NaN until a schedule sets it */
     int n;
@@ -56,7 +59,7 @@ struct cn_optimizer {
     cn_state_list out; /* what cn_optimizer_state last returned */
     /* A step's work lists, kept so that steps allocate nothing (a training
      * step compiled into a program runs without malloc). */
-    cn_opt_item *w_items;
+    cn_optim_update *w_items;
     int64_t *w_start;
     int *w_item_of;
     cn_tensor **w_ptmp, **w_gtmp;
@@ -90,17 +93,14 @@ static cn_tensor *view_of(cn_storage *st, cn_dtype dt, int64_t off, const cn_ten
 }
 
 static int fill_zero(cn_tensor *t) {
-    cn_tensor *z = cn_t_scalar((cn_dtype)t->dtype, 0);
-    if (!z) return CN_ENOMEM;
-    int rc = cn_copy_strided(t, z);
-    cn_release(z);
+    int rc = cn_backend_of(t)->fill(t, 0);
     cn_storage_bump(t->storage);
     return rc;
 }
 
 static cn_tensor *copy_of(const cn_tensor *t) {
-    cn_tensor *c = cn_t_empty((cn_dtype)t->dtype, t->ndim, t->shape);
-    if (c && cn_copy_strided(c, t) < 0) {
+    cn_tensor *c = cn_t_empty_on(cn_t_device(t), (cn_dtype)t->dtype, t->ndim, t->shape);
+    if (c && cn_transfer(c, t, false) < 0) {
         cn_release(c);
         return NULL;
     }
@@ -124,6 +124,15 @@ static void memset_task(void *ctx, int64_t t0, int64_t t1) {
 static void zero_bytes(void *p, size_t nbytes, size_t elem) {
     memset_ctx m = {p, nbytes, CN_OPT_CHUNK * elem};
     cn_parallel_tasks((int64_t)((nbytes + m.chunk - 1) / m.chunk), memset_task, &m);
+}
+
+/* Zero a whole flat tensor: in chunks on the pool on the CPU, by its
+ * backend's fill elsewhere. */
+static int zero_flat(cn_tensor *t) {
+    if (!cn_t_on_cpu(t)) return cn_backend_of(t)->fill(t, 0);
+    zero_bytes(cn_t_ptr(t), (size_t)cn_shape_numel(t->ndim, t->shape) * cn_dsize((cn_dtype)t->dtype),
+               cn_dsize((cn_dtype)t->dtype));
+    return CN_OK;
 }
 
 /* ---- hyper-parameters ---- */
@@ -255,7 +264,8 @@ static bool tiles_one_storage(cn_tensor *const *params, int n) {
 }
 
 static bool relocatable(const cn_tensor *p) {
-    return p->storage->refcount == 1 && p->storage->owned && p->storage->device == 0;
+    /* Device storage is always the library's own. */
+    return p->storage->refcount == 1 && (p->storage->owned || p->storage->device_free);
 }
 
 static cn_optimizer *opt_new(const char *fn, cn_opt_alg alg, cn_tensor *const *params, int n,
@@ -276,6 +286,10 @@ static cn_optimizer *opt_new(const char *fn, cn_opt_alg alg, cn_tensor *const *p
         if (p->dtype != CN_F32 && p->dtype != CN_F64)
             return cn_fail("%s: parameter %d is %s; optimisers update f32 and f64 parameters",
                            fn, i, cn_shape_str(p, b, sizeof b));
+        if (!cn_device_equal(cn_t_device(p), cn_t_device(params[0])))
+            return cn_fail("%s: parameter %d is on %s and parameter 0 on %s; an optimiser's "
+                           "parameters must be on one device", fn, i, cn_dev_name(cn_t_device(p)),
+                           cn_dev_name(cn_t_device(params[0])));
     }
     /* A parameter listed twice would be updated twice per step. */
     cn_tensor **sorted = malloc(sizeof *sorted * (size_t)n);
@@ -306,6 +320,7 @@ static cn_optimizer *opt_new(const char *fn, cn_opt_alg alg, cn_tensor *const *p
     o->h = *h;
     o->initial_lr = NAN;
     o->n = n;
+    o->device = cn_t_device(params[0]);
     cn_opt_state_names(alg, h, o->snames);
     for (int i = 0; i < n; i++) {
         o->s[i].p = cn_retain(params[i]);
@@ -340,13 +355,13 @@ static cn_optimizer *opt_new(const char *fn, cn_opt_alg alg, cn_tensor *const *p
             o->fparam = params[0]->storage;
             o->fparam->refcount++;
             o->fbase = params[0]->offset;
-        } else if (!(o->fparam = cn_storage_new((size_t)o->ftotal * es))) {
+        } else if (!(o->fparam = cn_storage_new_on(o->device, (size_t)o->ftotal * es))) {
             goto oom;
         }
-        if (!(o->fgrad = cn_t_zeros(o->fdt, 1, &o->ftotal))) goto oom;
+        if (!(o->fgrad = cn_t_full_on(o->device, o->fdt, 1, &o->ftotal, 0))) goto oom;
         for (int k = 0; k < CN_OPT_MAXSTATE; k++)
-            if (o->snames[k] &&
-                !(o->fstate[k] = cn_t_full(o->fdt, 1, &o->ftotal, cn_opt_state_init(alg, h, k))))
+            if (o->snames[k] && !(o->fstate[k] = cn_t_full_on(o->device, o->fdt, 1, &o->ftotal,
+                                                               cn_opt_state_init(alg, h, k))))
                 goto oom;
     }
     for (int i = 0; i < n; i++) {
@@ -354,18 +369,19 @@ static cn_optimizer *opt_new(const char *fn, cn_opt_alg alg, cn_tensor *const *p
         cn_tensor *p = s->p;
         if (s->off < 0) {
             for (int k = 0; k < CN_OPT_MAXSTATE; k++)
-                if (o->snames[k] && !(s->state[k] = cn_t_full((cn_dtype)p->dtype, p->ndim, p->shape,
-                                                             cn_opt_state_init(alg, h, k))))
+                if (o->snames[k] &&
+                    !(s->state[k] = cn_t_full_on(o->device, (cn_dtype)p->dtype, p->ndim, p->shape,
+                                                 cn_opt_state_init(alg, h, k))))
                     goto oom;
             continue;
         }
         if (!(s->gview = view_of(o->fgrad->storage, o->fdt, s->off, p, 0))) goto oom;
         /* A gradient already there (backward ran before) keeps its values. */
-        if (p->grad && cn_copy_strided(s->gview, p->grad) < 0) goto fail;
+        if (p->grad && cn_transfer(s->gview, p->grad, false) < 0) goto fail;
         if (!adopt) {
             cn_tensor *dst = view_of(o->fparam, o->fdt, s->off, p, 0);
             if (!dst) goto oom;
-            int rc = cn_copy_strided(dst, p);
+            int rc = cn_transfer(dst, p, false);
             cn_release(dst);
             if (rc < 0) goto fail;
         }
@@ -459,33 +475,6 @@ void cn_optimizer_free(cn_optimizer *o) { opt_destroy(o); }
 
 /* ---- step ---- */
 
-typedef struct run_ctx {
-    const cn_opt_item *items;
-    const int64_t *start; /* nitems + 1 prefix sums of the items' sizes */
-    int nitems;
-    int64_t total;
-} run_ctx;
-
-static void run_task(void *ctx, int64_t t0, int64_t t1) {
-    const run_ctx *r = ctx;
-    for (int64_t t = t0; t < t1; t++) {
-        int64_t lo = t * CN_OPT_CHUNK;
-        int64_t hi = lo + CN_OPT_CHUNK < r->total ? lo + CN_OPT_CHUNK : r->total;
-        /* The first item that ends after lo. */
-        int a = 0, b = r->nitems - 1;
-        while (a < b) {
-            int m = (a + b) / 2;
-            if (r->start[m + 1] > lo) b = m;
-            else a = m + 1;
-        }
-        for (int i = a; i < r->nitems && r->start[i] < hi; i++) {
-            int64_t s = r->start[i], e = r->start[i + 1];
-            int64_t bb = (lo > s ? lo : s) - s, ee = (hi < e ? hi : e) - s;
-            if (ee > bb) r->items[i].fn(&r->items[i], bb, ee);
-        }
-    }
-}
-
 int cn_optimizer_step(cn_optimizer *o) {
     if (!o) return CN_EINVAL;
     int n = o->n, rc = CN_OK, nitems = 0;
@@ -503,14 +492,13 @@ int cn_optimizer_step(cn_optimizer *o) {
             return cn_failc(CN_ENOMEM, "optimizer_step: out of memory");
         }
     }
-    cn_opt_item *items = o->w_items;
+    cn_optim_update *items = o->w_items;
     int64_t *start = o->w_start;
     int *item_of = o->w_item_of;      /* slot -> item, -1: skipped */
     cn_tensor **ptmp = o->w_ptmp;     /* standalone copies (NULL between steps) */
     cn_tensor **gtmp = o->w_gtmp;
     memset(items, 0, sizeof *items * (size_t)n);
     memset(start, 0, sizeof *start * ((size_t)n + 1));
-    size_t fes = cn_dsize(o->fdt);
     bool flat_touched = false;
     int last_flat = -1; /* the item the last updated flat slot went to */
     int64_t last_end = -1, last_step = -1;
@@ -532,19 +520,21 @@ int cn_optimizer_step(cn_optimizer *o) {
             }
             if (g != s->gview) {
                 /* Replaced by the user (or by a backward after cn_zero_grad). */
-                if ((rc = cn_copy_strided(s->gview, g)) < 0) goto out;
+                if ((rc = cn_transfer(s->gview, g, false)) < 0) goto out;
                 cn_storage_bump(s->gview->storage);
             }
             if (last_flat >= 0 && s->off == last_end && s->step == last_step) {
                 items[last_flat].n += s->numel;
             } else {
-                cn_opt_item *it = &items[nitems];
-                it->p = (char *)o->fparam->data + (size_t)(o->fbase + s->off) * fes;
-                it->g = (char *)o->fgrad->storage->data + (size_t)s->off * fes;
-                for (int k = 0; k < CN_OPT_MAXSTATE; k++)
-                    it->s[k] = o->fstate[k] ? (char *)o->fstate[k]->storage->data +
-                                                  (size_t)s->off * fes
-                                            : NULL;
+                cn_optim_update *it = &items[nitems];
+                it->p = o->fparam;
+                it->p_off = o->fbase + s->off;
+                it->g = o->fgrad->storage;
+                it->g_off = o->fgrad->offset + s->off;
+                for (int k = 0; k < CN_OPT_MAXSTATE; k++) {
+                    it->s[k] = o->fstate[k] ? o->fstate[k]->storage : NULL;
+                    it->s_off[k] = o->fstate[k] ? o->fstate[k]->offset + s->off : 0;
+                }
                 it->n = s->numel;
                 cn_opt_prepare(o->alg, &o->h, o->fdt, s->step + 1, it);
                 last_flat = nitems++;
@@ -555,38 +545,51 @@ int cn_optimizer_step(cn_optimizer *o) {
             flat_touched = true;
         } else {
             cn_dtype dt = (cn_dtype)p->dtype;
-            cn_opt_item *it = &items[nitems];
-            if (cn_is_contiguous(p)) {
-                it->p = cn_t_ptr(p);
-            } else {
+            cn_optim_update *it = &items[nitems];
+            const cn_tensor *pp = p, *gg = g;
+            if (!cn_is_contiguous(p)) {
                 if (!(ptmp[i] = copy_of(p))) goto fail;
-                it->p = ptmp[i]->storage->data;
+                pp = ptmp[i];
             }
-            if (g->dtype == dt && cn_is_contiguous(g) && g->storage != p->storage) {
-                it->g = cn_t_ptr(g);
-            } else {
-                if (!(gtmp[i] = cn_t_empty(dt, p->ndim, p->shape))) goto fail;
-                if ((rc = cn_copy_strided(gtmp[i], g)) < 0) goto out;
-                it->g = gtmp[i]->storage->data;
+            if (g->dtype != dt || !cn_is_contiguous(g) || g->storage == p->storage ||
+                !cn_device_equal(cn_t_device(g), o->device)) {
+                if (!(gtmp[i] = cn_t_empty_on(o->device, dt, p->ndim, p->shape))) goto fail;
+                if ((rc = cn_transfer(gtmp[i], g, false)) < 0) goto out;
+                gg = gtmp[i];
             }
-            for (int k = 0; k < CN_OPT_MAXSTATE; k++)
-                it->s[k] = s->state[k] ? s->state[k]->storage->data : NULL;
+            it->p = pp->storage;
+            it->p_off = pp->offset;
+            it->g = gg->storage;
+            it->g_off = gg->offset;
+            for (int k = 0; k < CN_OPT_MAXSTATE; k++) {
+                it->s[k] = s->state[k] ? s->state[k]->storage : NULL;
+                it->s_off[k] = s->state[k] ? s->state[k]->offset : 0;
+            }
             it->n = s->numel;
             cn_opt_prepare(o->alg, &o->h, dt, s->step + 1, it);
             item_of[i] = nitems++;
         }
     }
-    for (int i = 0; i < nitems; i++) start[i + 1] = start[i] + items[i].n;
-    run_ctx r = {items, start, nitems, start[nitems]};
-    if (r.total > 0)
-        cn_parallel_tasks((r.total + CN_OPT_CHUNK - 1) / CN_OPT_CHUNK, run_task, &r);
+    if (nitems > 0) {
+        const cn_backend *be = cn_backend_for(o->device, "optimizer_step");
+        if (!be) {
+            rc = CN_EINVAL;
+            goto out;
+        }
+        if (!be->optim_update) {
+            rc = cn_failc(CN_EUNSUPPORTED, "optimizer_step: the %s backend has no optimiser update",
+                          be->name);
+            goto out;
+        }
+        if ((rc = be->optim_update(items, nitems)) < 0) goto out;
+    }
     /* Commit. */
     for (int i = 0; i < n; i++) {
         if (item_of[i] < 0) continue;
         opt_slot *s = &o->s[i];
         s->step++;
         if (s->off >= 0) continue;
-        if (ptmp[i]) cn_copy_strided(s->p, ptmp[i]);
+        if (ptmp[i]) cn_transfer(s->p, ptmp[i], false);
         cn_storage_bump(s->p->storage);
     }
     if (flat_touched) cn_storage_bump(o->fparam);
@@ -611,8 +614,7 @@ cn_tensor *cn_opt_param(const cn_optimizer *o, int i) {
 int cn_optimizer_zero_grad(cn_optimizer *o) {
     if (!o) return CN_EINVAL;
     if (o->nflat > 0) {
-        zero_bytes(o->fgrad->storage->data, (size_t)o->ftotal * cn_dsize(o->fdt),
-                   cn_dsize(o->fdt));
+        zero_flat(o->fgrad);
         cn_storage_bump(o->fgrad->storage);
     }
     int rc = CN_OK;
@@ -629,7 +631,7 @@ int cn_optimizer_zero_grad(cn_optimizer *o) {
             if (g != s->gview) rc = cn_set_grad(p, s->gview);
         } else if (g) {
             if (g->node || !g->storage) {
-                cn_tensor *z = cn_t_zeros((cn_dtype)g->dtype, g->ndim, g->shape);
+                cn_tensor *z = cn_t_full_on(cn_t_device(p), (cn_dtype)g->dtype, g->ndim, g->shape, 0);
                 rc = z ? cn_set_grad(p, z) : CN_ENOMEM;
                 cn_release(z);
             } else {
@@ -775,7 +777,7 @@ int cn_optimizer_load_state(cn_optimizer *o, const char *const *names, cn_tensor
             goto out;
         }
     /* Write. */
-    for (int i = e; i < l.n && rc == CN_OK; i++) rc = cn_copy_strided(l.tensors[i], m[i]);
+    for (int i = e; i < l.n && rc == CN_OK; i++) rc = cn_transfer(l.tensors[i], m[i], false);
     if (rc == CN_OK) {
         o->h = h;
         o->initial_lr = initial_lr;

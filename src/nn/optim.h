@@ -1,18 +1,10 @@
-/* Internal interface of the optimisers (optim.c), their update rules
- * (optim_rules.c) and the learning-rate schedules (sched.c). */
+/* Internal interface of the optimisers (optim.c), their constants
+ * (optim_consts.c; the loops are each backend's) and the learning-rate
+ * schedules (sched.c). */
 #ifndef CN_NN_OPTIM_H
 #define CN_NN_OPTIM_H
 
 #include "../ops/op.h"
-
-typedef enum cn_opt_alg {
-    CN_OPT_SGD = 0,
-    CN_OPT_ADAM,
-    CN_OPT_ADAMW,
-    CN_OPT_RMSPROP,
-    CN_OPT_ADAGRAD,
-    CN_OPT_ALG_COUNT
-} cn_opt_alg;
 
 /* Every hyper-parameter of every algorithm; each uses its own subset. */
 typedef struct cn_opt_hyper {
@@ -24,30 +16,16 @@ typedef struct cn_opt_hyper {
 /* Per-parameter state buffers: a fixed slot per kind, so the rules find
  * them without a lookup. A slot an algorithm (or configuration) does not use
  * has a NULL name. */
-#define CN_OPT_MAXSTATE 3
 void cn_opt_state_names(cn_opt_alg alg, const cn_opt_hyper *h,
                         const char *names[CN_OPT_MAXSTATE]);
 /* The value a state buffer starts from (Adagrad's accumulator). */
 double cn_opt_state_init(cn_opt_alg alg, const cn_opt_hyper *h, int slot);
 
-/* One contiguous run of elements updated with the same constants: a run of
- * parameters of the flat buffer that have the same step count, or one
- * standalone parameter. */
-typedef struct cn_opt_item cn_opt_item;
-typedef void (*cn_opt_kernel)(const cn_opt_item *it, int64_t begin, int64_t end);
-struct cn_opt_item {
-    cn_opt_kernel fn;
-    void *p;                    /* parameter elements (f32 or f64) */
-    const void *g;              /* gradient elements, same dtype */
-    void *s[CN_OPT_MAXSTATE];   /* state buffers by slot (NULL when unused) */
-    int64_t n;
-    double c[12];               /* the rule's constants for this step */
-};
-
-/* Pick the kernel for (alg, configuration, dtype) and compute the constants
- * of update number t (1 for the first) of a parameter. */
+/* The option bits and constants of update number t (1 for the first) of
+ * a parameter, into it (alg, bits, dtype and c; the caller sets the
+ * storages and n). */
 void cn_opt_prepare(cn_opt_alg alg, const cn_opt_hyper *h, cn_dtype dt, int64_t t,
-                    cn_opt_item *it);
+                    cn_optim_update *it);
 
 /* Parameter i (borrowed), NULL if out of range. */
 cn_tensor *cn_opt_param(const cn_optimizer *o, int i);

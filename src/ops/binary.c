@@ -3,11 +3,13 @@
  * the forms with a Python-like scalar. */
 #include "op.h"
 
+/* cn_binary_kind only (data): op->impl of each op. The kernels are the
+ * backends' (src/backend/cpu/binary.c for the CPU). */
 #include "../backend/cpu/binary.h"
 
 #include <math.h>
 
-/* op->impl of each op points at its kind here, so one kernel serves all. */
+/* op->impl of each op points at its kind here. */
 static const cn_binary_kind bin_kinds[CN_BIN_COUNT] = {
     CN_BIN_ADD, CN_BIN_SUB, CN_BIN_MUL, CN_BIN_DIV, CN_BIN_POW, CN_BIN_MAX,
     CN_BIN_MIN, CN_BIN_EQ,  CN_BIN_NE,  CN_BIN_LT,  CN_BIN_LE,  CN_BIN_GT,
@@ -46,13 +48,6 @@ static int bool_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_att
     if (cn_broadcast_shapes(op->name, in, 2, m) < 0) return CN_EINVAL;
     m->dtype = CN_BOOL;
     return CN_OK;
-}
-
-static int binary_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                         cn_tensor *out) {
-    (void)nin;
-    (void)a;
-    return cn_cpu_binary(op->name, kind_of(op), out, in[0], in[1]);
 }
 
 /* ---- gradient rules ----
@@ -218,7 +213,6 @@ static cn_tensor *minimum_jvp(cn_tensor *const *in, cn_tensor *const *tin, int n
         .promote_from = 0,                                                                         \
         .flags = (FLAGS),                                                                          \
         .infer = INFER,                                                                            \
-        .cpu = binary_kernel,                                                                      \
         .onnx = ONNX,                                                                              \
         .impl = &bin_kinds[KIND],                                                                  \
         .doc = DOC,                                                                                \
@@ -262,14 +256,6 @@ static int where_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_at
     return CN_OK;
 }
 
-static int where_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                        cn_tensor *out) {
-    (void)op;
-    (void)nin;
-    (void)a;
-    return cn_cpu_where(out, in[0], in[1], in[2]);
-}
-
 /* cond carries no gradient (a zero one if it is a float that asks for one);
  * each branch gets the gradient where it was selected, 0 elsewhere, by a
  * select so that an infinite gradient does not leak into the other branch. */
@@ -293,7 +279,6 @@ const cn_op_def cn_opdef_where = {
     /* A select moves bits, so halves need no widening. */
     .flags = CN_OPF_PROMOTE | CN_OPF_ELEMENTWISE | CN_OPF_NO_HALF,
     .infer = where_infer,
-    .cpu = where_kernel,
     .vjp = where_vjp,
     .jvp = where_jvp,
     .onnx = "Where",

@@ -1,8 +1,8 @@
 /* Convolutions (NCHW): conv2d, conv_transpose2d, and conv2d_weight_grad (the
  * weight gradient of conv2d, an op of its own so that gradients of
  * gradients stay convolutions), with PyTorch's semantics and shape checks.
- * conv1d is conv2d on a height-1 image. The kernels are in
- * src/backend/cpu/conv.c.
+ * conv1d is conv2d on a height-1 image. The kernels are the backends'
+ * (src/backend/cpu/conv.c for the CPU).
  *
  * Attributes: list = [stride_h, stride_w, pad_h, pad_w, dilation_h,
  * dilation_w] (conv_transpose2d adds [output_padding_h, output_padding_w]),
@@ -18,8 +18,6 @@
  * read the other way; conv2d_weight_grad is bilinear in (x, dy), with
  * <conv2d_weight_grad(x, dy), G> = <conv2d(x, G), dy>. */
 #include "op.h"
-
-#include "../backend/cpu/conv.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -174,21 +172,6 @@ static int conv2d_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_a
     return CN_OK;
 }
 
-static cn_conv_geom geom_of(const conv_params *p, const cn_tensor *x, const cn_tensor *w,
-                            const cn_tensor *y) {
-    cn_conv_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
-                      w->shape[2], w->shape[3], y->shape[2], y->shape[3], p->sh, p->sw,
-                      p->ph, p->pw, p->dh, p->dw, p->groups};
-    return g;
-}
-
-static int conv2d_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                      cn_tensor *out) {
-    conv_params p = params_of(a);
-    cn_conv_geom g = geom_of(&p, in[0], in[1], out);
-    return cn_cpu_conv2d_fwd(&g, in[0], in[1], nin == 3 ? in[2] : NULL, out);
-}
-
 /* Apply op to (a, b) with attrs. */
 static cn_tensor *apply2(cn_op_id id, cn_tensor *a, cn_tensor *b, const cn_attrs *at) {
     cn_tensor *in[2] = {a, b};
@@ -267,7 +250,6 @@ const cn_op_def cn_opdef_conv2d = {
     .ninputs = -1,
     .attrs = {{"stride_padding_dilation", CN_ATTR_INTS, 0, 0}, {"groups", CN_ATTR_INT, 0, 1}},
     .infer = conv2d_infer,
-    .cpu = conv2d_cpu,
     .vjp = conv2d_vjp,
     .jvp = conv2d_jvp,
     .onnx = "Conv",
@@ -324,18 +306,6 @@ static int convt_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_at
     return CN_OK;
 }
 
-static int convt_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                     cn_tensor *out) {
-    conv_params p = params_of(a);
-    const cn_tensor *x = in[0], *w = in[1];
-    /* The convolution whose input gradient this is: its input is out, its
-     * output x, its weight w (O = Cin channels). */
-    cn_conv_geom g = {out->shape[0], out->shape[1], out->shape[2], out->shape[3], w->shape[0],
-                      w->shape[2], w->shape[3], x->shape[2], x->shape[3], p.sh, p.sw, p.ph, p.pw,
-                      p.dh, p.dw, p.groups};
-    return cn_cpu_conv2d_dgrad(&g, x, w, nin == 3 ? in[2] : NULL, out);
-}
-
 /* x padded with zeros at the end (or cut) to h x w. */
 static cn_tensor *fit_hw(cn_tensor *x, int64_t h, int64_t w) {
     int64_t dh = h - x->shape[2], dw = w - x->shape[3];
@@ -382,7 +352,6 @@ const cn_op_def cn_opdef_conv_transpose2d = {
     .attrs = {{"stride_padding_dilation_output_padding", CN_ATTR_INTS, 0, 0},
               {"groups", CN_ATTR_INT, 0, 1}},
     .infer = convt_infer,
-    .cpu = convt_cpu,
     .vjp = convt_vjp,
     .jvp = convt_jvp,
     .onnx = "ConvTranspose",
@@ -439,13 +408,6 @@ static int wgrad_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_at
     return CN_OK;
 }
 
-static int wgrad_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                     cn_tensor *out) {
-    conv_params p = params_of(a);
-    cn_conv_geom g = geom_of(&p, in[0], out, in[1]);
-    return cn_cpu_conv2d_wgrad(&g, in[0], in[1], out);
-}
-
 static cn_tensor *wgrad_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                             cn_tensor *g, int i) {
     cn_tensor *x = in[0], *dy = in[1];
@@ -474,7 +436,6 @@ const cn_op_def cn_opdef_conv2d_weight_grad = {
               {"kernel_h", CN_ATTR_INT, 1, 1},
               {"kernel_w", CN_ATTR_INT, 2, 1}},
     .infer = wgrad_infer,
-    .cpu = wgrad_cpu,
     .vjp = wgrad_vjp,
     .jvp = wgrad_jvp,
     .doc = "dw[o, c, i, j] = sum_{n, h, w} dy[n, o, h, w] x[n, c', h sh - ph + i dh, "

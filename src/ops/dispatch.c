@@ -83,6 +83,84 @@ static cn_dtype result_type_n(cn_tensor *const *in, int nin) {
     return dim_t;
 }
 
+/* The device the op runs on: that of the inputs, which must agree, but for
+ * rank-0 CPU tensors (Python-style scalars), which join any device and are
+ * copied there (*slot replaced, the copy kept in owned[]). Symbolic inputs
+ * are placed by the static program, not here. Returns 0 or -1 after
+ * cn_fail naming both devices. */
+static int pick_device(const cn_op_def *op, cn_tensor **in, int nin, cn_device *dev,
+                       cn_tensor **owned, int *nowned) {
+    int first = -1;
+    for (int i = 0; i < nin; i++) {
+        const cn_storage *s = in[i]->storage;
+        if (!s || (s->device_kind == CN_DEVICE_CPU && in[i]->ndim == 0)) continue;
+        if (first < 0) {
+            first = i;
+            *dev = cn_storage_device(s);
+        } else if (s->device_kind != dev->kind || s->device_index != dev->index) {
+            return cn_failc(CN_EINVAL,
+                            "%s: inputs on different devices: input %d is on %s and input %d on "
+                            "%s (move one with cn_to)",
+                            op->name, first, cn_dev_name(*dev), i,
+                            cn_dev_name(cn_storage_device(s)));
+        }
+    }
+    if (first < 0) {
+        *dev = CN_CPU;
+        return 0;
+    }
+    if (dev->kind == CN_DEVICE_CPU) return 0;
+    for (int i = 0; i < nin; i++) {
+        const cn_storage *s = in[i]->storage;
+        if (!s || s->device_kind != CN_DEVICE_CPU) continue;
+        cn_tensor *c = cn_t_to(in[i], *dev, false);
+        if (!c) return -1;
+        owned[(*nowned)++] = c;
+        in[i] = c;
+    }
+    return 0;
+}
+
+/* The transfer op (cn_to): the output goes to the device in its
+ * attributes, whatever the input's. */
+static cn_tensor *run_transfer(cn_tensor *x, const cn_attrs *a, const cn_meta *m) {
+    cn_device d = CN_DEVICE((int32_t)a->i[0], (int32_t)a->i[1]);
+    cn_tensor *out = cn_t_empty_on(d, m->dtype, m->ndim, m->shape);
+    if (out && cn_transfer(out, x, a->i[2] != 0) < 0) {
+        cn_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+cn_tensor *cn_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                         const cn_meta *m, cn_device dev, cn_tensor *out) {
+    const cn_op_def *op = cn_ops[id];
+    if (op->flags & CN_OPF_TRANSFER) {
+        cn_release(out);
+        return run_transfer(in[0], a, m);
+    }
+    const cn_backend *be = dev.kind == CN_DEVICE_CPU ? &cn_backend_cpu : cn_backend_for(dev, op->name);
+    if (!be) {
+        cn_release(out);
+        return NULL;
+    }
+    cn_kernel_fn k = be->kernels[id];
+    if (!k) {
+        cn_release(out);
+        return cn_fail("%s: no kernel on %s (the %s backend does not implement this op)",
+                       op->name, cn_dev_name(dev), be->name);
+    }
+    if (!out && !(out = cn_t_empty_on(dev, m->dtype, m->ndim, m->shape))) return NULL;
+    if (cn_shape_numel(m->ndim, m->shape) > 0 || (op->flags & CN_OPF_RANDOM)) {
+        if (k(id, in, nin, a, out) < 0) {
+            cn_release(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 /* Replace *slot by a cast of it to dt, kept in owned[] for release. */
 static int cast_input(cn_tensor **slot, cn_dtype dt, cn_tensor **owned, int *nowned) {
     cn_attrs ca = {0};
@@ -162,6 +240,9 @@ cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_a
     memcpy(in, in_orig, sizeof *in * (size_t)nin);
     cn_tensor *out = NULL;
     cn_dtype half_dt = CN_DTYPE_COUNT; /* set when computing a half type in f32 */
+    cn_device dev = CN_CPU;
+    if (!(op->flags & CN_OPF_TRANSFER) && pick_device(op, in, nin, &dev, owned, &nowned) < 0)
+        goto done;
 
     /* Type promotion. */
     if (op->flags & CN_OPF_PROMOTE) {
@@ -208,15 +289,8 @@ cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_a
         out = cn_view_run(op, in[0], &a, &m, NULL);
         if (!out) goto done;
     } else {
-        out = cn_t_empty(m.dtype, m.ndim, m.shape);
+        out = cn_kernel_run(id, in, nin, &a, &m, dev, NULL);
         if (!out) goto done;
-        if (cn_shape_numel(m.ndim, m.shape) > 0 || (op->flags & CN_OPF_RANDOM)) {
-            if (op->cpu(op, in, nin, &a, out) < 0) {
-                cn_release(out);
-                out = NULL;
-                goto done;
-            }
-        }
     }
     out->flags &= (uint8_t)~CN_TF_LEAF;
 

@@ -1,8 +1,10 @@
 /* Joining, indexing and padding: concat, gather, index_select, scatter_add,
  * pad, one_hot, tril/triu, and the functions built from them and from views
- * (stack, split, chunk) or from comparisons (causal and sequence masks). */
+ * (stack, split, chunk) or from comparisons (causal and sequence masks).
+ * The kernels are the backends' (src/backend/cpu/index.c for the CPU). */
 #include "op.h"
 
+/* cn_cpu_int_max: the sizes one_hot and sequence_mask read from the data. */
 #include "../backend/cpu/index.h"
 
 #include <inttypes.h>
@@ -68,12 +70,6 @@ static int concat_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_a
     return CN_OK;
 }
 
-static int concat_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                         cn_tensor *out) {
-    (void)op;
-    return cn_cpu_concat(in, nin, (int)a->i[0], out);
-}
-
 /* The gradient of input i is its stretch of the output's gradient. */
 static cn_tensor *concat_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                              cn_tensor *g, int i) {
@@ -107,7 +103,6 @@ const cn_op_def cn_opdef_concat = {
     .flags = CN_OPF_PROMOTE | CN_OPF_NO_HALF,
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = concat_infer,
-    .cpu = concat_kernel,
     .vjp = concat_vjp,
     .jvp = concat_jvp,
     .onnx = "Concat",
@@ -143,12 +138,6 @@ static int gather_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_a
     return CN_OK;
 }
 
-static int gather_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                         cn_tensor *out) {
-    (void)nin;
-    return cn_cpu_gather(op->name, in[0], in[1], (int)a->i[0], false, out);
-}
-
 /* Each element of x receives the gradients of every output that read it:
  * repeated indices accumulate. */
 static cn_tensor *gather_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
@@ -171,7 +160,6 @@ const cn_op_def cn_opdef_gather = {
     .flags = CN_OPF_NO_HALF,
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = gather_infer,
-    .cpu = gather_kernel,
     .vjp = gather_vjp,
     .jvp = gather_jvp,
     .onnx = "GatherElements",
@@ -202,12 +190,6 @@ static int index_select_infer(const cn_op_def *op, cn_tensor *const *in, int nin
     }
     m->shape[ax] = n;
     return CN_OK;
-}
-
-static int index_select_kernel(const cn_op_def *op, cn_tensor *const *in, int nin,
-                               const cn_attrs *a, cn_tensor *out) {
-    (void)nin;
-    return cn_cpu_gather(op->name, in[0], in[1], (int)a->i[0], true, out);
 }
 
 /* index_add as a scatter_add: the 1-D index laid along the axis and
@@ -247,7 +229,6 @@ const cn_op_def cn_opdef_index_select = {
     .flags = CN_OPF_NO_HALF,
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = index_select_infer,
-    .cpu = index_select_kernel,
     .vjp = index_select_vjp,
     .jvp = index_select_jvp,
     .onnx = "Gather",
@@ -296,13 +277,6 @@ static int scatter_add_infer(const cn_op_def *op, cn_tensor *const *in, int nin,
     return CN_OK;
 }
 
-static int scatter_add_kernel(const cn_op_def *op, cn_tensor *const *in, int nin,
-                              const cn_attrs *a, cn_tensor *out) {
-    (void)op;
-    (void)nin;
-    return cn_cpu_scatter_add(in[0], in[1], in[2], (int)a->i[0], out);
-}
-
 /* x passes through; src's gradient is the output's gradient read back at the
  * index, and zero where src reaches beyond the index. */
 static cn_tensor *scatter_add_vjp(cn_tensor *const *in, int nin, const cn_attrs *a,
@@ -337,7 +311,6 @@ const cn_op_def cn_opdef_scatter_add = {
     .ninputs = 3,
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = scatter_add_infer,
-    .cpu = scatter_add_kernel,
     .vjp = scatter_add_vjp,
     .jvp = scatter_add_jvp,
     .onnx = "ScatterElements",
@@ -402,13 +375,6 @@ static int pad_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attr
         m->shape[d] = size;
     }
     return CN_OK;
-}
-
-static int pad_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                      cn_tensor *out) {
-    (void)op;
-    (void)nin;
-    return cn_cpu_pad(in[0], a->list, (int)a->nlist, (int)a->i[0], a->f[0], out);
 }
 
 /* g, of length L along axis d, holding piece (along d) from coordinate
@@ -500,7 +466,6 @@ const cn_op_def cn_opdef_pad = {
     .flags = CN_OPF_NO_HALF,
     .attrs = {{"pads", CN_ATTR_INTS, 0, 0}, {"mode", CN_ATTR_INT, 0, 0}, {"value", CN_ATTR_FLOAT, 0, 0}},
     .infer = pad_infer,
-    .cpu = pad_kernel,
     .vjp = pad_vjp,
     .jvp = pad_jvp,
     .onnx = "Pad",
@@ -525,21 +490,12 @@ static int one_hot_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_
     return CN_OK;
 }
 
-static int one_hot_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                          cn_tensor *out) {
-    (void)op;
-    (void)nin;
-    (void)a;
-    return cn_cpu_one_hot(in[0], out);
-}
-
 const cn_op_def cn_opdef_one_hot = {
     .name = "one_hot",
     .ninputs = 1,
     .flags = CN_OPF_NONDIFF | CN_OPF_NO_HALF,
     .attrs = {{"num_classes", CN_ATTR_INT, 0, -1}},
     .infer = one_hot_infer,
-    .cpu = one_hot_kernel,
     .onnx = "OneHot",
     .doc = "y[..., c] = (index[...] == c) as i64, c in [0, num_classes)",
 };
@@ -557,14 +513,6 @@ static int tri_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attr
     }
     copy_meta(x, m);
     return CN_OK;
-}
-
-static const bool tri_lower = false, tri_upper = true;
-
-static int tri_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                      cn_tensor *out) {
-    (void)nin;
-    return cn_cpu_tri(in[0], a->i[0], *(const bool *)op->impl, out);
 }
 
 /* A fixed mask: gradients and tangents go through the same op. */
@@ -595,11 +543,9 @@ const cn_op_def cn_opdef_tril = {
     .flags = CN_OPF_NO_HALF,
     .attrs = {{"k", CN_ATTR_INT, 0, 0}},
     .infer = tri_infer,
-    .cpu = tri_kernel,
     .vjp = tril_vjp,
     .jvp = tril_jvp,
     .onnx = "Trilu",
-    .impl = &tri_lower,
     .doc = "y[..., i, j] = j - i <= k ? x[..., i, j] : 0",
 };
 
@@ -609,11 +555,9 @@ const cn_op_def cn_opdef_triu = {
     .flags = CN_OPF_NO_HALF,
     .attrs = {{"k", CN_ATTR_INT, 0, 0}},
     .infer = tri_infer,
-    .cpu = tri_kernel,
     .vjp = triu_vjp,
     .jvp = triu_jvp,
     .onnx = "Trilu",
-    .impl = &tri_upper,
     .doc = "y[..., i, j] = j - i >= k ? x[..., i, j] : 0",
 };
 
@@ -762,13 +706,18 @@ cn_tensor *cn_pad(cn_tensor *x, const int64_t *pads, int npads, cn_pad_mode mode
 }
 
 /* The largest value of an integer tensor, for sizes given as "as many as
- * needed" (one_hot's num_classes, sequence_mask's maxlen). */
+ * needed" (one_hot's num_classes, sequence_mask's maxlen): read on the host
+ * (a tensor on another device is copied there first). */
 static int data_max(const char *fn, const cn_tensor *t, int64_t *max) {
     if (cn_is_symbolic(t))
         return cn_failc(CN_EINVAL, "%s: the size must be given for a symbolic input (it would "
                                    "depend on the data)",
                         fn);
-    return cn_cpu_int_max(t, max);
+    cn_tensor *h = cn_t_to_host((cn_tensor *)t);
+    if (!h) return CN_EINVAL;
+    int r = cn_cpu_int_max(h, max);
+    cn_release(h);
+    return r;
 }
 
 cn_tensor *cn_one_hot(cn_tensor *index, int64_t num_classes) {

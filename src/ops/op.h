@@ -5,14 +5,8 @@
 #ifndef CN_OP_H
 #define CN_OP_H
 
-#include "../core/core.h"
+#include "../backend/backend.h"
 
-typedef enum cn_op_id {
-#define CN_OP(name) CN_OP_##name,
-#include "op_list.h"
-#undef CN_OP
-    CN_OP_COUNT
-} cn_op_id;
 
 typedef enum cn_attr_kind {
     CN_ATTR_NONE = 0,
@@ -50,11 +44,6 @@ typedef struct cn_op_def cn_op_def;
 typedef int (*cn_infer_fn)(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a,
                            cn_meta *out);
 
-/* Compute into out (allocated, contiguous, shaped by infer). Inputs may have
- * any strides. Returns 0, or a negative status after cn_fail for errors only
- * the data can show (an index out of range). */
-typedef int (*cn_kernel_fn)(const cn_op_def *op, cn_tensor *const *in, int nin,
-                            const cn_attrs *a, cn_tensor *out);
 
 /* View ops: set out's strides and offset (out already shares in's storage and
  * has infer's shape). Return 0, or 1 if no strides express the result (the
@@ -99,8 +88,10 @@ enum {
     CN_OPF_NONDIFF = 1 << 4,     /* the output carries no gradient (comparisons, argmax) */
     CN_OPF_RANDOM = 1 << 5,      /* draws from the generator: never folded or merged */
     CN_OPF_NO_HALF = 1 << 6,     /* f16/bf16 inputs are not widened (the op handles them) */
-    CN_OPF_FIRST_ORDER = 1 << 7  /* a gradient op whose own gradient is not supported: its
+    CN_OPF_FIRST_ORDER = 1 << 7, /* a gradient op whose own gradient is not supported: its
                                     vjp and jvp fail, saying so (grad_doc says why) */
+    CN_OPF_TRANSFER = 1 << 8     /* the output goes to the device in attributes i[0], i[1]
+                                    (cn_to): no backend kernel, a copy between devices */
 };
 
 struct cn_op_def {
@@ -110,7 +101,6 @@ struct cn_op_def {
     uint32_t flags;            /* CN_OPF_* */
     cn_attr_def attrs[CN_MAX_OP_ATTRS];
     cn_infer_fn infer;
-    cn_kernel_fn cpu;          /* NULL for pure views */
     cn_view_fn view;
     cn_vjp_fn vjp;             /* filled by the autodiff work */
     cn_jvp_fn jvp;
@@ -141,6 +131,14 @@ cn_tensor *cn_op_run(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs 
  * struct. Returns a reference owned by the caller, or NULL after cn_fail. */
 cn_tensor *cn_view_run(const cn_op_def *op, cn_tensor *x, const cn_attrs *a, const cn_meta *m,
                        cn_tensor *reuse);
+/* The kernel step of cn_op_run, for the dispatcher and the program
+ * executor: op `id` on dev's backend into out (NULL: allocated on dev with
+ * m's dtype and shape), or the transfer of a cn_to. Returns out, or NULL
+ * after cn_fail (out released): no kernel on that device, a device failure,
+ * or the kernel's own error. */
+cn_tensor *cn_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                         const cn_meta *m, cn_device dev, cn_tensor *out);
+
 /* cn_op_run, and the result goes to the current scope (what public op
  * functions return). */
 cn_tensor *cn_op_apply(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a);

@@ -1,7 +1,7 @@
 /* Pooling (NCHW): max_pool2d, avg_pool2d and adaptive_avg_pool2d with
  * PyTorch's semantics (output sizes, ceil_mode, which taps an average
- * counts), and the ops their gradients are made of. Kernels are in
- * src/backend/cpu/pool.c.
+ * counts), and the ops their gradients are made of. The kernels are the
+ * backends' (src/backend/cpu/pool.c for the CPU).
  *
  * Attributes:
  *   max_pool2d, max_pool2d_indices: list = [kh, kw, sh, sw, ph, pw, dh, dw],
@@ -18,8 +18,6 @@
  * linear, each the adjoint of its backward op, so their rules are each
  * other. */
 #include "op.h"
-
-#include "../backend/cpu/pool.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -114,14 +112,6 @@ static int window_infer(const cn_op_def *op, const cn_tensor *x, const cn_attrs 
     return CN_OK;
 }
 
-static cn_pool_geom geom_of(const cn_attrs *a, int nwin, const cn_tensor *x, const cn_tensor *y) {
-    const int64_t *l = a->list;
-    cn_pool_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[2],
-                      y->shape[3], l[0], l[1], l[2], l[3], l[4], l[5],
-                      nwin == 8 ? l[6] : 1, nwin == 8 ? l[7] : 1, a->i[1] != 0, a->i[2]};
-    return g;
-}
-
 static int window_op_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a,
                            cn_meta *m, int nwin) {
     const cn_tensor *x = in[0];
@@ -148,12 +138,6 @@ static int max_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attr
     return CN_OK;
 }
 
-static int max_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                   cn_tensor *out) {
-    cn_pool_geom g = geom_of(a, 8, in[0], out);
-    return cn_cpu_max_pool2d(&g, in[0], out, NULL);
-}
-
 static cn_tensor *max_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                           cn_tensor *g, int i) {
     cn_tensor *pair[2] = {in[0], g};
@@ -176,7 +160,6 @@ const cn_op_def cn_opdef_max_pool2d = {
     .ninputs = 1,
     .attrs = MAX_ATTRS,
     .infer = max_infer,
-    .cpu = max_cpu,
     .vjp = max_vjp,
     .jvp = max_jvp,
     .onnx = "MaxPool",
@@ -207,12 +190,6 @@ static int maxb_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_att
     return CN_OK;
 }
 
-static int maxb_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                    cn_tensor *out) {
-    cn_pool_geom g = geom_of(a, 8, in[0], in[1]);
-    return cn_cpu_max_pool2d_backward(&g, in[0], in[1], out);
-}
-
 /* Linear in dy: its adjoint picks each output's maximum from gg (a gather
  * at the indices); in x it is piecewise constant. */
 static cn_tensor *maxb_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
@@ -236,7 +213,6 @@ const cn_op_def cn_opdef_max_pool2d_backward = {
     .ninputs = 2,
     .attrs = MAX_ATTRS,
     .infer = maxb_infer,
-    .cpu = maxb_cpu,
     .vjp = maxb_vjp,
     .jvp = maxb_jvp,
     .doc = "dx = dy added at the position of each max_pool2d window's maximum of x (inputs x, "
@@ -253,19 +229,12 @@ static int idx_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attr
     return CN_OK;
 }
 
-static int idx_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                   cn_tensor *out) {
-    cn_pool_geom g = geom_of(a, 8, in[0], out);
-    return cn_cpu_max_pool2d(&g, in[0], NULL, out);
-}
-
 const cn_op_def cn_opdef_max_pool2d_indices = {
     .name = "max_pool2d_indices",
     .ninputs = 1,
     .flags = CN_OPF_NONDIFF,
     .attrs = MAX_ATTRS,
     .infer = idx_infer,
-    .cpu = idx_cpu,
     .doc = "the flat position ih W + iw within its plane of each max_pool2d output's maximum "
            "(the first in row-major order; i64), as return_indices=True",
 };
@@ -281,12 +250,6 @@ static int avg_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attr
     a->i[0] = a->i[0] != 0;
     a->i[1] = a->i[1] != 0;
     return CN_OK;
-}
-
-static int avg_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                   cn_tensor *out) {
-    cn_pool_geom g = geom_of(a, 6, in[0], out);
-    return cn_cpu_avg_pool2d(&g, in[0], out);
 }
 
 static cn_tensor *avg_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
@@ -312,7 +275,6 @@ const cn_op_def cn_opdef_avg_pool2d = {
               {"count_include_pad", CN_ATTR_BOOL, 1, 1},
               {"divisor_override", CN_ATTR_INT, 2, 0}},
     .infer = avg_infer,
-    .cpu = avg_cpu,
     .vjp = avg_vjp,
     .jvp = avg_jvp,
     .onnx = "AveragePool",
@@ -348,12 +310,6 @@ static int avgb_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_att
     return CN_OK;
 }
 
-static int avgb_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                    cn_tensor *out) {
-    cn_pool_geom g = geom_of(a, 6, out, in[0]);
-    return cn_cpu_avg_pool2d_backward(&g, in[0], out);
-}
-
 static cn_tensor *avgb_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                            cn_tensor *g, int i) {
     cn_attrs b = *a;
@@ -375,7 +331,6 @@ const cn_op_def cn_opdef_avg_pool2d_backward = {
               {"count_include_pad", CN_ATTR_BOOL, 1, 1},
               {"divisor_override", CN_ATTR_INT, 2, 0}},
     .infer = avgb_infer,
-    .cpu = avgb_cpu,
     .vjp = avgb_vjp,
     .jvp = avgb_jvp,
     .doc = "the adjoint of avg_pool2d: each dy[n, c, h, w] / divisor added over its window",
@@ -403,18 +358,6 @@ static int adaptive_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn
     return CN_OK;
 }
 
-static cn_pool_geom adaptive_geom(const cn_tensor *x, const cn_tensor *y) {
-    cn_pool_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[2],
-                      y->shape[3], 0, 0, 0, 0, 0, 0, 1, 1, false, 0};
-    return g;
-}
-
-static int adaptive_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                        cn_tensor *out) {
-    cn_pool_geom g = adaptive_geom(in[0], out);
-    return cn_cpu_adaptive_avg_pool2d(&g, in[0], out);
-}
-
 static cn_tensor *adaptive_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                                cn_tensor *g, int i) {
     cn_attrs b;
@@ -436,7 +379,6 @@ const cn_op_def cn_opdef_adaptive_avg_pool2d = {
     .ninputs = 1,
     .attrs = {{"output_size", CN_ATTR_INTS, 0, 0}},
     .infer = adaptive_infer,
-    .cpu = adaptive_cpu,
     .vjp = adaptive_vjp,
     .jvp = adaptive_jvp,
     /* no ONNX op in general; GlobalAveragePool for an output of 1x1 */
@@ -457,12 +399,6 @@ static int adaptiveb_infer(const cn_op_def *op, cn_tensor *const *in, int nin, c
     m->shape[2] = a->list[0];
     m->shape[3] = a->list[1];
     return CN_OK;
-}
-
-static int adaptiveb_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                         cn_tensor *out) {
-    cn_pool_geom g = adaptive_geom(out, in[0]);
-    return cn_cpu_adaptive_avg_pool2d_backward(&g, in[0], out);
 }
 
 static cn_tensor *adaptiveb_vjp(cn_tensor *const *in, int nin, const cn_attrs *a,
@@ -486,7 +422,6 @@ const cn_op_def cn_opdef_adaptive_avg_pool2d_backward = {
     .ninputs = 1,
     .attrs = {{"input_size", CN_ATTR_INTS, 0, 0}},
     .infer = adaptiveb_infer,
-    .cpu = adaptiveb_cpu,
     .vjp = adaptiveb_vjp,
     .jvp = adaptiveb_jvp,
     .doc = "the adjoint of adaptive_avg_pool2d: each dy[n, c, i, j] / (its window's size) "

@@ -16,6 +16,8 @@
  * value and are errors. */
 #include "op.h"
 
+/* cn_reduce_kind only (data): op->impl of each op. The kernels are the
+ * backends' (src/backend/cpu/reduce.c for the CPU). */
 #include "../backend/cpu/reduce.h"
 
 #include <math.h>
@@ -53,25 +55,6 @@ static int reduce_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_a
         m->dtype = CN_I64;
     cn_reduce_shape(x, a, a->i[0] != 0, m);
     return CN_OK;
-}
-
-/* Integer inputs of the kernels reach them as i64 (exact for every integer
- * dtype); the result is stored back in the output's dtype. */
-static cn_tensor *widen(cn_tensor *x) {
-    if (cn_dtype_is_float((cn_dtype)x->dtype) || x->dtype == CN_I64) return cn_retain(x);
-    cn_attrs ca = {0};
-    ca.i[0] = CN_I64;
-    return cn_op_run(CN_OP_cast, &x, 1, &ca);
-}
-
-static int reduce_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                         cn_tensor *out) {
-    (void)nin;
-    cn_tensor *x = widen(in[0]);
-    if (!x) return CN_ENOMEM;
-    int r = cn_cpu_reduce(op->name, kind_of(op), out, x, a->list, (int)a->nlist, a->f[0]);
-    cn_release(x);
-    return r;
 }
 
 #define REDUCE_ATTRS {"axes", CN_ATTR_INTS, 0, 0}, {"keepdim", CN_ATTR_BOOL, 0, 0}
@@ -334,7 +317,6 @@ static cn_tensor *norm_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
         .flags = FLAGS,                                                                            \
         .attrs = {REDUCE_ATTRS, __VA_ARGS__},                                                      \
         .infer = reduce_infer,                                                                     \
-        .cpu = reduce_kernel,                                                                      \
         .vjp = RULES##_vjp,                                                                        \
         .jvp = RULES##_jvp,                                                                        \
         .onnx = ONNX,                                                                              \
@@ -409,32 +391,6 @@ static int arg_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attr
     return CN_OK;
 }
 
-static int arg_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                      cn_tensor *out) {
-    (void)nin;
-    cn_tensor *w = widen(in[0]), *x = w;
-    if (!w) return CN_ENOMEM;
-    int64_t axis = a->i[1];
-    if (a->i[2] && w->ndim > 0) {
-        /* Positions count in row-major order: a contiguous copy seen as 1-D. */
-        cn_tensor *c = cn_t_contiguous(w);
-        x = c ? cn_t_alias(c) : NULL;
-        cn_release(c);
-        if (!x) {
-            cn_release(w);
-            return CN_ENOMEM;
-        }
-        x->shape[0] = cn_shape_numel(w->ndim, w->shape);
-        x->strides[0] = 1;
-        x->ndim = 1;
-        axis = 0;
-    }
-    int r = cn_cpu_reduce(op->name, kind_of(op), out, x, &axis, x->ndim > 0, 0);
-    if (x != w) cn_release(x);
-    cn_release(w);
-    return r;
-}
-
 const cn_op_def cn_opdef_argmax = {
     .name = "argmax",
     .ninputs = 1,
@@ -443,7 +399,6 @@ const cn_op_def cn_opdef_argmax = {
               {"axis", CN_ATTR_INT, 1, 0},
               {"flatten", CN_ATTR_BOOL, 2, 0}},
     .infer = arg_infer,
-    .cpu = arg_kernel,
     .onnx = "ArgMax",
     .impl = &kinds[CN_RED_ARGMAX],
     .doc = "y = index of the first max of x along axis (NaN counts as the max)",
@@ -457,7 +412,6 @@ const cn_op_def cn_opdef_argmin = {
               {"axis", CN_ATTR_INT, 1, 0},
               {"flatten", CN_ATTR_BOOL, 2, 0}},
     .infer = arg_infer,
-    .cpu = arg_kernel,
     .onnx = "ArgMin",
     .impl = &kinds[CN_RED_ARGMIN],
     .doc = "y = index of the first min of x along axis (NaN counts as the min)",

@@ -2,12 +2,12 @@
 #include "op.h"
 
 #define CN_OP(name) extern const cn_op_def cn_opdef_##name;
-#include "op_list.h"
+#include "../core/op_list.h"
 #undef CN_OP
 
 const cn_op_def *const cn_ops[CN_OP_COUNT] = {
 #define CN_OP(name) [CN_OP_##name] = &cn_opdef_##name,
-#include "op_list.h"
+#include "../core/op_list.h"
 #undef CN_OP
 };
 

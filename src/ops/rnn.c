@@ -1,6 +1,6 @@
 /* An LSTM layer direction over a whole sequence as one op (as cuDNN and
- * PyTorch run it), instead of a dozen small ops per time step. Kernels are
- * in src/backend/cpu/rnn.c.
+ * PyTorch run it), instead of a dozen small ops per time step. The kernels
+ * are the backends' (src/backend/cpu/rnn.c for the CPU).
  *
  * lstm_seq(gx [T, N, 4H], w_hh [4H, H], h0 [N, H]?, c0 [N, H]?) -> y [T, N, 6H]
  *   gx is x W_ih^T + b_ih + b_hh of every step (one matmul, outside); per
@@ -21,8 +21,6 @@
  * (a static graph differentiated twice through an LSTM fails, saying so).
  * The forward-mode rule is the linearised recurrence, built from ops. */
 #include "op.h"
-
-#include "../backend/cpu/rnn.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -84,13 +82,6 @@ static int lstm_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_att
     m->shape[1] = N;
     m->shape[2] = mul_known(6, H);
     return CN_OK;
-}
-
-static int lstm_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                    cn_tensor *out) {
-    (void)op;
-    return cn_cpu_lstm_seq(in[0], in[1], nin > 2 ? in[2] : NULL, nin > 3 ? in[3] : NULL,
-                           a->i[0] != 0, out);
 }
 
 /* x[t] along axis 0, and quarter/sixth k of a row of gates: [.., k H, (k+1) H). */
@@ -262,7 +253,6 @@ const cn_op_def cn_opdef_lstm_seq = {
     .flags = CN_OPF_PROMOTE | CN_OPF_FLOAT_MATH,
     .attrs = {{"reverse", CN_ATTR_BOOL, 0, 0}},
     .infer = lstm_infer,
-    .cpu = lstm_cpu,
     .vjp = lstm_vjp,
     .jvp = lstm_jvp,
     .vjp_multi = lstm_vjp_multi,
@@ -323,13 +313,6 @@ static int lstmb_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_at
     return CN_OK;
 }
 
-static int lstmb_cpu(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                     cn_tensor *out) {
-    (void)op;
-    return cn_cpu_lstm_seq_backward(in[0], in[1], (int)a->i[2], in[2], nin > 3 ? in[3] : NULL,
-                                    a->i[0] != 0, a->i[1] != 0, out);
-}
-
 static cn_tensor *lstmb_unsupported(void) {
     cn_failc(CN_EUNSUPPORTED, "lstm_seq_backward: the gradient of an LSTM's gradient is not "
                               "supported in static graphs (in eager mode, create_graph builds it "
@@ -358,7 +341,6 @@ const cn_op_def cn_opdef_lstm_seq_backward = {
               {"state_grads", CN_ATTR_BOOL, 1, 0},
               {"dy_parts", CN_ATTR_INT, 2, 6}},
     .infer = lstmb_infer,
-    .cpu = lstmb_cpu,
     .vjp = lstmb_vjp,
     .jvp = lstmb_jvp,
     .doc = "inputs y = lstm_seq(...), dy, w_hh, c0?: the gradient of the gates' pre-activations "

@@ -1,6 +1,7 @@
 /* Views (reshape, permute, slice, expand), contiguous and cast, and the
  * public shape functions built on them (flatten, transpose, squeeze, ...). */
 #include "op.h"
+/* cn_cpu_binary: slice's vjp_add adds into the CPU accumulator in place. */
 #include "../backend/cpu/binary.h"
 
 #include <inttypes.h>
@@ -300,9 +301,11 @@ static int slice_view(const cn_op_def *op, const cn_tensor *in, const cn_attrs *
 
 /* The slice's gradient added straight into the matching slice of acc: a
  * loop that reads step t of a [T, ...] tensor would otherwise build T
- * full-size gradients of zeros and add them up. */
+ * full-size gradients of zeros and add them up. On the CPU only (the add
+ * runs there in place); elsewhere the walk uses the vjp. */
 static int slice_vjp_add(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *g, int i,
                          cn_tensor *acc) {
+    if (!cn_t_on_cpu(acc) || !cn_t_on_cpu(g)) return CN_EUNSUPPORTED;
     cn_tensor *view = cn_op_run(CN_OP_slice, &acc, 1, a);
     int rc = view && view->ndim == g->ndim &&
                      !memcmp(view->shape, g->shape, sizeof(int64_t) * (size_t)g->ndim)
@@ -403,20 +406,11 @@ static int same_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_att
     return CN_OK;
 }
 
-static int copy_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                       cn_tensor *out) {
-    (void)op;
-    (void)nin;
-    (void)a;
-    return cn_copy_strided(out, in[0]);
-}
-
 const cn_op_def cn_opdef_contiguous = {
     .name = "contiguous",
     .ninputs = 1,
     .flags = CN_OPF_NO_HALF | CN_OPF_ELEMENTWISE,
     .infer = same_infer,
-    .cpu = copy_kernel,
     .vjp = identity_vjp,
     .jvp = identity_jvp,
     .onnx = "Identity",
@@ -438,7 +432,6 @@ const cn_op_def cn_opdef_cast = {
     .flags = CN_OPF_NO_HALF | CN_OPF_ELEMENTWISE,
     .attrs = {{"dtype", CN_ATTR_DTYPE, 0, CN_F32}},
     .infer = cast_infer,
-    .cpu = copy_kernel,
     .vjp = cast_vjp,
     .jvp = cast_jvp,
     .onnx = "Cast",
@@ -467,16 +460,6 @@ static int slice_scatter_infer(const cn_op_def *op, cn_tensor *const *in, int ni
     return same_infer(op, in, 1, a, m);
 }
 
-static int slice_scatter_kernel(const cn_op_def *op, cn_tensor *const *in, int nin,
-                                const cn_attrs *a, cn_tensor *out) {
-    cn_copy_strided(out, in[0]);
-    cn_tensor view = *out;
-    view.ndim = in[1]->ndim;
-    memcpy(view.shape, in[1]->shape, sizeof view.shape);
-    slice_view(op, out, a, &view);
-    return cn_copy_strided(&view, in[1]);
-}
-
 static cn_tensor *slice_scatter_vjp(cn_tensor *const *in, int nin, const cn_attrs *a,
                                     cn_tensor *out, cn_tensor *g, int i) {
     if (i == 1) {
@@ -503,7 +486,6 @@ const cn_op_def cn_opdef_slice_scatter = {
               {"stop", CN_ATTR_INT, 2, 0},
               {"step", CN_ATTR_INT, 3, 1}},
     .infer = slice_scatter_infer,
-    .cpu = slice_scatter_kernel,
     .vjp = slice_scatter_vjp,
     .jvp = slice_scatter_jvp,
     .doc = "y = base with y[start:stop:step] (along axis) = src",
@@ -522,33 +504,18 @@ static int full_like_infer(const cn_op_def *op, cn_tensor *const *in, int nin, c
     return CN_OK;
 }
 
-static int full_like_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                            cn_tensor *out) {
-    cn_tensor *v = cn_t_scalar((cn_dtype)out->dtype, a->f[0]);
-    if (!v) return CN_ENOMEM;
-    int r = cn_copy_strided(out, v);
-    cn_release(v);
-    return r;
-}
-
 const cn_op_def cn_opdef_full_like = {
     .name = "full_like",
     .ninputs = 1,
     .flags = CN_OPF_NONDIFF | CN_OPF_NO_HALF,
     .attrs = {{"value", CN_ATTR_FLOAT, 0, 0}, {"dtype", CN_ATTR_DTYPE, 0, -1}},
     .infer = full_like_infer,
-    .cpu = full_like_kernel,
     .onnx = "ConstantOfShape",
     .doc = "y = value everywhere, with x's shape (and x's dtype unless given)",
 };
 
 /* ---- public functions ---- */
 
-cn_tensor *cn_t_contiguous(cn_tensor *t) {
-    if (!t) return NULL;
-    if (cn_is_contiguous(t)) return cn_retain(t);
-    return cn_op_run(CN_OP_contiguous, &t, 1, NULL);
-}
 
 static cn_tensor *reshape_impl(cn_tensor *t, int ndim, const int64_t *shape, bool strict) {
     if (!t) return NULL;
@@ -703,7 +670,11 @@ cn_tensor *cn_broadcast_to(cn_tensor *t, int ndim, const int64_t *shape) {
     return cn_expand(t, ndim, shape);
 }
 
-cn_tensor *cn_contiguous(cn_tensor *t) { return cn_scope_add(cn_t_contiguous(t)); }
+cn_tensor *cn_contiguous(cn_tensor *t) {
+    if (!t) return NULL;
+    if (cn_is_contiguous(t)) return cn_scope_add(cn_retain(t));
+    return cn_op_apply(CN_OP_contiguous, &t, 1, NULL); /* recorded for autograd */
+}
 
 cn_tensor *cn_clone(const cn_tensor *t) {
     cn_tensor *x = (cn_tensor *)t;
@@ -744,7 +715,8 @@ int cn_copy_(cn_tensor *dst, const cn_tensor *src) {
         if (!tmp) return CN_ENOMEM;
         s = tmp;
     }
-    int r = cn_copy_strided(dst, s);
+    /* Across devices too, as torch's copy_. */
+    int r = cn_transfer(dst, s, false);
     cn_release(tmp);
     cn_storage_bump(dst->storage);
     return r;
@@ -756,10 +728,7 @@ int cn_fill_(cn_tensor *t, double value) {
     if (t->requires_grad && cn_is_grad_enabled())
         return cn_failc(CN_ESTATE, "fill_: the tensor requires a gradient and in-place changes "
                                    "are not recorded; do it inside cn_no_grad_begin/end");
-    cn_tensor *v = cn_t_scalar((cn_dtype)t->dtype, value);
-    if (!v) return CN_ENOMEM;
-    int r = cn_copy_strided(t, v);
-    cn_release(v);
+    int r = cn_backend_of(t)->fill(t, value);
     cn_storage_bump(t->storage);
     return r;
 }

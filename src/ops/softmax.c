@@ -4,10 +4,9 @@
  * softmax and log_softmax are float functions (integer inputs compute in
  * f32) and subtract the max of each line first, so large inputs do not
  * overflow; a line of -inf gives NaN, as in PyTorch. cumsum keeps float
- * dtypes (summing in double) and turns integers and bools into i64. */
+ * dtypes (summing in double) and turns integers and bools into i64. The
+ * kernels are the backends' (src/backend/cpu/softmax.c for the CPU). */
 #include "op.h"
-
-#include "../backend/cpu/reduce.h"
 
 static int axis_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a,
                       cn_meta *m) {
@@ -22,14 +21,6 @@ static int axis_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_att
     memcpy(m->shape, x->shape, sizeof m->shape);
     return CN_OK;
 }
-
-static int softmax_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                          cn_tensor *out) {
-    (void)nin;
-    return cn_cpu_softmax(op->name, op->impl != NULL, out, in[0], (int)a->i[0]);
-}
-
-static const bool is_log = true;
 
 /* ---- gradient rules ----
  * softmax: J = diag(y) - y y^T along the axis, symmetric, so the same
@@ -70,7 +61,6 @@ const cn_op_def cn_opdef_softmax = {
     .flags = CN_OPF_FLOAT_MATH,
     .attrs = {{"axis", CN_ATTR_INT, 0, -1}},
     .infer = axis_infer,
-    .cpu = softmax_kernel,
     .vjp = softmax_vjp,
     .jvp = softmax_jvp,
     .onnx = "Softmax",
@@ -83,29 +73,11 @@ const cn_op_def cn_opdef_log_softmax = {
     .flags = CN_OPF_FLOAT_MATH,
     .attrs = {{"axis", CN_ATTR_INT, 0, -1}},
     .infer = axis_infer,
-    .cpu = softmax_kernel,
     .vjp = log_softmax_vjp,
     .jvp = log_softmax_jvp,
     .onnx = "LogSoftmax",
-    .impl = &is_log, /* set: the log form */
     .doc = "y = x - max - log(sum(exp(x - max))) along axis",
 };
-
-static int cumsum_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                         cn_tensor *out) {
-    (void)nin;
-    cn_tensor *x = in[0], *w = NULL;
-    if (!cn_dtype_is_float((cn_dtype)x->dtype) && x->dtype != CN_I64) {
-        cn_attrs ca = {0};
-        ca.i[0] = CN_I64;
-        w = cn_op_run(CN_OP_cast, &x, 1, &ca);
-        if (!w) return CN_ENOMEM;
-        x = w;
-    }
-    int r = cn_cpu_cumsum(op->name, out, x, (int)a->i[0]);
-    cn_release(w);
-    return r;
-}
 
 /* cumsum: the transpose of a running sum is a running sum from the other
  * end, reverse(cumsum(reverse(g))); reversing is a negative-step view. */
@@ -127,7 +99,6 @@ const cn_op_def cn_opdef_cumsum = {
     .ninputs = 1,
     .attrs = {{"axis", CN_ATTR_INT, 0, 0}},
     .infer = axis_infer,
-    .cpu = cumsum_kernel,
     .vjp = cumsum_vjp,
     .jvp = cumsum_jvp,
     .onnx = "CumSum",

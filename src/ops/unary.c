@@ -1,8 +1,10 @@
 /* Unary elementwise ops: arithmetic, exponentials and logarithms, activation
- * functions, rounding, clamp and logical_not. One infer and one kernel serve
- * the whole family; op->impl points at the op's kind. */
+ * functions, rounding, clamp and logical_not. One infer serves the whole
+ * family; op->impl points at the op's kind. The kernels are the backends'
+ * (src/backend/cpu/unary.c for the CPU). */
 #include "op.h"
 
+/* cn_unary_kind only (data): the kinds the rules switch on. */
 #include "../backend/cpu/unary.h"
 
 #include <inttypes.h>
@@ -70,14 +72,6 @@ static int unary_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_at
     m->ndim = x->ndim;
     memcpy(m->shape, x->shape, sizeof m->shape);
     return CN_OK;
-}
-
-static int unary_kernel(const cn_op_def *op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                        cn_tensor *out) {
-    (void)nin;
-    cn_unary_kind k = kind_of(op);
-    if (k == CN_UN_GELU && a->i[0]) k = CN_UN_GELU_TANH;
-    return cn_cpu_unary(op->name, k, out, in[0], a->f[0], a->f[1]);
 }
 
 /* ---- gradient rules ----
@@ -220,7 +214,6 @@ static cn_tensor *chain(cn_unary_kind k, cn_tensor *x, cn_tensor *y, const cn_at
         .ninputs = 1,                                                                              \
         .flags = CN_OPF_ELEMENTWISE | (FLAGS),                                                     \
         .infer = unary_infer,                                                                      \
-        .cpu = unary_kernel,                                                                       \
         .onnx = ONNX,                                                                              \
         .impl = &un_kinds[KIND],                                                                   \
         __VA_ARGS__};

@@ -3,6 +3,8 @@
  * broadcast operands arrive as long rows with unit or zero strides. */
 #include "binary.h"
 
+#include "kernels.h"
+
 #include "elem_math.h"
 #include "iter.h"
 
@@ -391,4 +393,48 @@ int cn_cpu_where(cn_tensor *out, const cn_tensor *cond, const cn_tensor *a, cons
     where_ctx c = {(cn_dtype)cond->dtype, (cn_dtype)out->dtype};
     cn_iter_run(&it, where_row, &c);
     return CN_OK;
+}
+
+/* ---- the op kernels (kernels.h) ---- */
+
+/* The kind of each binary op (CN_BIN_COUNT: not one). */
+static cn_binary_kind binary_kind_of(cn_op_id id) {
+    switch (id) {
+    case CN_OP_add: return CN_BIN_ADD;
+    case CN_OP_sub: return CN_BIN_SUB;
+    case CN_OP_mul: return CN_BIN_MUL;
+    case CN_OP_div: return CN_BIN_DIV;
+    case CN_OP_pow: return CN_BIN_POW;
+    case CN_OP_maximum: return CN_BIN_MAX;
+    case CN_OP_minimum: return CN_BIN_MIN;
+    case CN_OP_eq: return CN_BIN_EQ;
+    case CN_OP_ne: return CN_BIN_NE;
+    case CN_OP_lt: return CN_BIN_LT;
+    case CN_OP_le: return CN_BIN_LE;
+    case CN_OP_gt: return CN_BIN_GT;
+    case CN_OP_ge: return CN_BIN_GE;
+    case CN_OP_logical_and: return CN_BIN_AND;
+    case CN_OP_logical_or: return CN_BIN_OR;
+    case CN_OP_logical_xor: return CN_BIN_XOR;
+    default: return CN_BIN_COUNT;
+    }
+}
+
+/* add .. logical_xor. */
+int cn_cpu_k_binary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                    cn_tensor *out) {
+    (void)nin;
+    (void)a;
+    cn_binary_kind k = binary_kind_of(id);
+    if (k == CN_BIN_COUNT)
+        return cn_failc(CN_EINVAL, "%s: internal error: not a binary op", cn_op_names[id]);
+    return cn_cpu_binary(cn_op_names[id], k, out, in[0], in[1]);
+}
+
+int cn_cpu_k_where(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                   cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    (void)a;
+    return cn_cpu_where(out, in[0], in[1], in[2]);
 }

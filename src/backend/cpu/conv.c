@@ -19,6 +19,8 @@
  * gives the same bits for any thread count. */
 #include "conv.h"
 
+#include "kernels.h"
+
 #include "gemm.h"
 
 #include <inttypes.h>
@@ -671,4 +673,47 @@ int cn_cpu_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tens
 #endif
     default: return wgrad_gemm(g, x, dy, dw);
     }
+}
+
+/* ---- the op kernels (kernels.h) ----
+ * Attributes (canonical after the ops' infer, src/ops/conv.c): list =
+ * [stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w] (+
+ * [output_padding_h, output_padding_w] for conv_transpose2d, which only
+ * the output size depends on), i[0] = groups. */
+
+/* The geometry of conv2d(x, w) = y from the attributes. */
+static cn_conv_geom conv_geom_of(const cn_attrs *a, const cn_tensor *x, const cn_tensor *w,
+                                 const cn_tensor *y) {
+    const int64_t *l = a->list;
+    cn_conv_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
+                      w->shape[2], w->shape[3], y->shape[2], y->shape[3], l[0], l[1],
+                      l[2], l[3], l[4], l[5], a->i[0]};
+    return g;
+}
+
+/* x, weight, bias?. */
+int cn_cpu_k_conv2d(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                    cn_tensor *out) {
+    (void)id;
+    cn_conv_geom g = conv_geom_of(a, in[0], in[1], out);
+    return cn_cpu_conv2d_fwd(&g, in[0], in[1], nin == 3 ? in[2] : NULL, out);
+}
+
+/* x, weight, bias?: the input gradient of the convolution whose input is
+ * out, its output x, its weight w (O = Cin channels). */
+int cn_cpu_k_conv_transpose2d(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                              cn_tensor *out) {
+    (void)id;
+    const cn_tensor *x = in[0], *w = in[1];
+    cn_conv_geom g = conv_geom_of(a, out, w, x);
+    return cn_cpu_conv2d_dgrad(&g, x, w, nin == 3 ? in[2] : NULL, out);
+}
+
+/* x, dy: the weight gradient (out) of conv2d(x, w) = y. */
+int cn_cpu_k_conv2d_weight_grad(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                                cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    cn_conv_geom g = conv_geom_of(a, in[0], out, in[1]);
+    return cn_cpu_conv2d_wgrad(&g, in[0], in[1], out);
 }

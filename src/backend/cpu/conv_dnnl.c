@@ -18,6 +18,7 @@
  * (cn_dnnl_conv2d_prefer), from bench/bench_conv's measurements. */
 /* RTLD_DEFAULT */
 #define _GNU_SOURCE
+#include "../backend.h"
 #include "conv.h"
 
 #ifdef CN_HAVE_DNNL

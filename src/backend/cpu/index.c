@@ -5,6 +5,8 @@
  * as one row of one element. */
 #include "index.h"
 
+#include "kernels.h"
+
 #include "iter.h"
 
 #include <inttypes.h>
@@ -704,4 +706,59 @@ int cn_cpu_int_max(const cn_tensor *t, int64_t *max) {
     }
     *max = m;
     return CN_OK;
+}
+
+/* ---- the op kernels (kernels.h) ----
+ * Attributes are canonical (the ops' infer, src/ops/index.c): i[0] = the
+ * axis (non-negative) of concat, gather, index_select and scatter_add. */
+
+int cn_cpu_k_concat(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                    cn_tensor *out) {
+    (void)id;
+    return cn_cpu_concat(in, nin, (int)a->i[0], out);
+}
+
+/* x, index. */
+int cn_cpu_k_gather(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                    cn_tensor *out) {
+    (void)nin;
+    return cn_cpu_gather(cn_op_names[id], in[0], in[1], (int)a->i[0], false, out);
+}
+
+/* x, index (1-D or rank 0). */
+int cn_cpu_k_index_select(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                          cn_tensor *out) {
+    (void)nin;
+    return cn_cpu_gather(cn_op_names[id], in[0], in[1], (int)a->i[0], true, out);
+}
+
+/* x, index, src. */
+int cn_cpu_k_scatter_add(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                         cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    return cn_cpu_scatter_add(in[0], in[1], in[2], (int)a->i[0], out);
+}
+
+/* list = pads, i[0] = mode (cn_pad_mode), f[0] = value. */
+int cn_cpu_k_pad(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                 cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    return cn_cpu_pad(in[0], a->list, (int)a->nlist, (int)a->i[0], a->f[0], out);
+}
+
+int cn_cpu_k_one_hot(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                     cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    (void)a;
+    return cn_cpu_one_hot(in[0], out);
+}
+
+/* tril and triu: i[0] = k. */
+int cn_cpu_k_tri(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                 cn_tensor *out) {
+    (void)nin;
+    return cn_cpu_tri(in[0], a->i[0], id == CN_OP_triu, out);
 }

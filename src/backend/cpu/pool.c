@@ -3,6 +3,8 @@
  * exactly (which taps count, what the average divides by), since the tests
  * compare against them. */
 #include "pool.h"
+
+#include "kernels.h"
 #include "pool_max2x2.h"
 
 #include <inttypes.h>
@@ -394,4 +396,88 @@ int cn_cpu_adaptive_avg_pool2d_backward(const cn_pool_geom *g, const cn_tensor *
     run_planes(g, g->H * g->W + g->OH * g->OW, PICK(adaptive_back_planes, (cn_dtype)dy->dtype),
                &c);
     return CN_OK;
+}
+
+/* ---- the op kernels (kernels.h) ----
+ * Attributes (canonical after the ops' infer, src/ops/pool.c): the max
+ * pools' list = [kh, kw, sh, sw, ph, pw, dh, dw] (nwin 8); avg_pool2d's
+ * the first six (nwin 6; avg_pool2d_backward appends the input's [H, W]),
+ * i[1] = count_include_pad, i[2] = divisor_override (0: none). */
+
+/* The geometry of pooling x into y. */
+static cn_pool_geom pool_geom_of(const cn_attrs *a, int nwin, const cn_tensor *x,
+                                 const cn_tensor *y) {
+    const int64_t *l = a->list;
+    cn_pool_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[2],
+                      y->shape[3], l[0], l[1], l[2], l[3], l[4], l[5],
+                      nwin == 8 ? l[6] : 1, nwin == 8 ? l[7] : 1, a->i[1] != 0, a->i[2]};
+    return g;
+}
+
+/* Adaptive pooling's: the windows follow from the two sizes alone. */
+static cn_pool_geom adaptive_geom_of(const cn_tensor *x, const cn_tensor *y) {
+    cn_pool_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[2],
+                      y->shape[3], 0, 0, 0, 0, 0, 0, 1, 1, false, 0};
+    return g;
+}
+
+int cn_cpu_k_max_pool2d(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                        cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    cn_pool_geom g = pool_geom_of(a, 8, in[0], out);
+    return cn_cpu_max_pool2d(&g, in[0], out, NULL);
+}
+
+/* x, dy -> dx. */
+int cn_cpu_k_max_pool2d_backward(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                                 cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    cn_pool_geom g = pool_geom_of(a, 8, in[0], in[1]);
+    return cn_cpu_max_pool2d_backward(&g, in[0], in[1], out);
+}
+
+int cn_cpu_k_max_pool2d_indices(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                                cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    cn_pool_geom g = pool_geom_of(a, 8, in[0], out);
+    return cn_cpu_max_pool2d(&g, in[0], NULL, out);
+}
+
+int cn_cpu_k_avg_pool2d(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                        cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    cn_pool_geom g = pool_geom_of(a, 6, in[0], out);
+    return cn_cpu_avg_pool2d(&g, in[0], out);
+}
+
+/* dy -> dx. */
+int cn_cpu_k_avg_pool2d_backward(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                                 cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    cn_pool_geom g = pool_geom_of(a, 6, out, in[0]);
+    return cn_cpu_avg_pool2d_backward(&g, in[0], out);
+}
+
+int cn_cpu_k_adaptive_avg_pool2d(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                                 cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    (void)a;
+    cn_pool_geom g = adaptive_geom_of(in[0], out);
+    return cn_cpu_adaptive_avg_pool2d(&g, in[0], out);
+}
+
+/* dy -> dx. */
+int cn_cpu_k_adaptive_avg_pool2d_backward(cn_op_id id, cn_tensor *const *in, int nin,
+                                          const cn_attrs *a, cn_tensor *out) {
+    (void)id;
+    (void)nin;
+    (void)a;
+    cn_pool_geom g = adaptive_geom_of(out, in[0]);
+    return cn_cpu_adaptive_avg_pool2d_backward(&g, in[0], out);
 }

@@ -20,6 +20,8 @@
  * of 64 rows in double. Variance is two-pass inside each (cache-resident)
  * block, blocks merged with Chan's formula; logsumexp subtracts the max. */
 #include "reduce.h"
+
+#include "kernels.h"
 #include "vmath.h"
 
 #include <math.h>
@@ -994,4 +996,82 @@ int cn_cpu_reduce(const char *name, cn_reduce_kind kind, cn_tensor *out, const c
     cn_parallel_for(p.ntasks, grain, fold_range, &jb);
     cn_free(jb.parts); /* from the cache: a compiled step allocates nothing */
     return CN_OK;
+}
+
+/* ---- the op kernels (kernels.h) ---- */
+
+cn_tensor *cn_cpu_widen_i64(cn_tensor *x) {
+    if (cn_dtype_is_float((cn_dtype)x->dtype) || x->dtype == CN_I64) return cn_retain(x);
+    cn_tensor *w = cn_t_empty(CN_I64, x->ndim, x->shape);
+    if (!w) return NULL;
+    if (cn_copy_strided(w, x) < 0) {
+        cn_release(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* The kind of each reduction op (CN_RED_COUNT: not one). */
+static cn_reduce_kind reduce_kind_of(cn_op_id id) {
+    switch (id) {
+    case CN_OP_sum: return CN_RED_SUM;
+    case CN_OP_mean: return CN_RED_MEAN;
+    case CN_OP_prod: return CN_RED_PROD;
+    case CN_OP_max: return CN_RED_MAX;
+    case CN_OP_min: return CN_RED_MIN;
+    case CN_OP_var: return CN_RED_VAR;
+    case CN_OP_std: return CN_RED_STD;
+    case CN_OP_logsumexp: return CN_RED_LOGSUMEXP;
+    case CN_OP_norm: return CN_RED_NORM;
+    case CN_OP_argmax: return CN_RED_ARGMAX;
+    case CN_OP_argmin: return CN_RED_ARGMIN;
+    default: return CN_RED_COUNT;
+    }
+}
+
+/* sum .. norm: list[0..nlist) = the axes (canonical: sorted, distinct),
+ * f[0] = the correction (var, std) or p (norm). */
+int cn_cpu_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                    cn_tensor *out) {
+    (void)nin;
+    cn_reduce_kind k = reduce_kind_of(id);
+    if (k == CN_RED_COUNT || k == CN_RED_ARGMAX || k == CN_RED_ARGMIN)
+        return cn_failc(CN_EINVAL, "%s: internal error: not a reduction over axes",
+                        cn_op_names[id]);
+    cn_tensor *x = cn_cpu_widen_i64(in[0]);
+    if (!x) return CN_ENOMEM;
+    int r = cn_cpu_reduce(cn_op_names[id], k, out, x, a->list, (int)a->nlist, a->f[0]);
+    cn_release(x);
+    return r;
+}
+
+/* argmax, argmin: i[1] = the axis (canonical), i[2] = 1 to pick over the
+ * flattened tensor. */
+int cn_cpu_k_arg(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                 cn_tensor *out) {
+    (void)nin;
+    cn_reduce_kind k = reduce_kind_of(id);
+    if (k != CN_RED_ARGMAX && k != CN_RED_ARGMIN)
+        return cn_failc(CN_EINVAL, "%s: internal error: not argmax or argmin", cn_op_names[id]);
+    cn_tensor *w = cn_cpu_widen_i64(in[0]), *x = w;
+    if (!w) return CN_ENOMEM;
+    int64_t axis = a->i[1];
+    if (a->i[2] && w->ndim > 0) {
+        /* Positions count in row-major order: a contiguous copy seen as 1-D. */
+        cn_tensor *c = cn_t_contiguous(w);
+        x = c ? cn_t_alias(c) : NULL;
+        cn_release(c);
+        if (!x) {
+            cn_release(w);
+            return CN_ENOMEM;
+        }
+        x->shape[0] = cn_shape_numel(w->ndim, w->shape);
+        x->strides[0] = 1;
+        x->ndim = 1;
+        axis = 0;
+    }
+    int r = cn_cpu_reduce(cn_op_names[id], k, out, x, &axis, x->ndim > 0, 0);
+    if (x != w) cn_release(x);
+    cn_release(w);
+    return r;
 }

@@ -40,6 +40,12 @@ int cn_cpu_cumsum(const char *name, cn_tensor *out, cn_tensor *x, int axis);
 
 /* ---- helpers shared by the kernels (reduce.c, softmax.c) ---- */
 
+/* Integer inputs reach the kernels as i64 (exact for every integer dtype;
+ * the result is stored back in the output's dtype): x converted to a new
+ * contiguous i64 tensor when it is an integer or bool tensor of another
+ * dtype, else x retained. NULL after cn_fail. */
+cn_tensor *cn_cpu_widen_i64(cn_tensor *x);
+
 /* max/min where NaN wins: once a NaN is in, it stays. */
 #define CN_NANMAX(a, v) (((v) > (a) || (v) != (v)) ? (v) : (a))
 #define CN_NANMIN(a, v) (((v) < (a) || (v) != (v)) ? (v) : (a))

@@ -5,6 +5,8 @@
  * tanh, the ones the sigmoid and tanh ops use) and f64 (libm). */
 #include "rnn.h"
 
+#include "kernels.h"
+
 #include "elem_math.h"
 #include "gemm.h"
 
@@ -271,4 +273,22 @@ out:
     cn_release(dy);
     cn_release(c0);
     return rc;
+}
+
+/* ---- the op kernels (kernels.h) ---- */
+
+/* gx, w_hh, h0?, c0?; i[0] = reverse. */
+int cn_cpu_k_lstm_seq(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                      cn_tensor *out) {
+    (void)id;
+    return cn_cpu_lstm_seq(in[0], in[1], nin > 2 ? in[2] : NULL, nin > 3 ? in[3] : NULL,
+                           a->i[0] != 0, out);
+}
+
+/* y, dy, w_hh, c0?; i[0] = reverse, i[1] = state_grads, i[2] = dy_parts. */
+int cn_cpu_k_lstm_seq_backward(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                               cn_tensor *out) {
+    (void)id;
+    return cn_cpu_lstm_seq_backward(in[0], in[1], (int)a->i[2], in[2], nin > 3 ? in[3] : NULL,
+                                    a->i[0] != 0, a->i[1] != 0, out);
 }

@@ -7,6 +7,8 @@
  * Each output depends only on its own line of input and is computed by one
  * thread, so the results are the same for any thread count. */
 #include "reduce.h"
+
+#include "kernels.h"
 #include "vmath.h"
 
 #include <math.h>
@@ -225,4 +227,24 @@ int cn_cpu_cumsum(const char *name, cn_tensor *out, cn_tensor *x, int axis) {
         return cn_failc(CN_EUNSUPPORTED, "%s: no kernel for dtype %s", name,
                         cn_dtype_name((cn_dtype)x->dtype));
     }
+}
+
+/* ---- the op kernels (kernels.h): i[0] = the axis (canonical) ---- */
+
+/* softmax and log_softmax. */
+int cn_cpu_k_softmax(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                     cn_tensor *out) {
+    (void)nin;
+    return cn_cpu_softmax(cn_op_names[id], id == CN_OP_log_softmax, out, in[0], (int)a->i[0]);
+}
+
+/* Integers and bools sum as i64. */
+int cn_cpu_k_cumsum(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                    cn_tensor *out) {
+    (void)nin;
+    cn_tensor *x = cn_cpu_widen_i64(in[0]);
+    if (!x) return CN_ENOMEM;
+    int r = cn_cpu_cumsum(cn_op_names[id], out, x, (int)a->i[0]);
+    cn_release(x);
+    return r;
 }

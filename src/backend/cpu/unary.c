@@ -6,6 +6,8 @@
  * depends only on that element, so any split gives the same bits. */
 #include "unary.h"
 
+#include "kernels.h"
+
 #include "elem_math.h"
 #include "iter.h"
 
@@ -237,4 +239,53 @@ int cn_cpu_unary(const char *name, cn_unary_kind kind, cn_tensor *out, const cn_
     cn_iter_init(&it, out, &in, 1);
     cn_iter_run(&it, fn, &P);
     return CN_OK;
+}
+
+/* ---- the op kernel (kernels.h) ---- */
+
+/* The kind of each unary op (CN_UN_COUNT: not one). gelu's tanh form is
+ * its approximate attribute. */
+static cn_unary_kind unary_kind_of(cn_op_id id) {
+    switch (id) {
+    case CN_OP_neg: return CN_UN_NEG;
+    case CN_OP_abs: return CN_UN_ABS;
+    case CN_OP_sign: return CN_UN_SIGN;
+    case CN_OP_exp: return CN_UN_EXP;
+    case CN_OP_log: return CN_UN_LOG;
+    case CN_OP_log1p: return CN_UN_LOG1P;
+    case CN_OP_expm1: return CN_UN_EXPM1;
+    case CN_OP_sqrt: return CN_UN_SQRT;
+    case CN_OP_rsqrt: return CN_UN_RSQRT;
+    case CN_OP_square: return CN_UN_SQUARE;
+    case CN_OP_reciprocal: return CN_UN_RECIPROCAL;
+    case CN_OP_sin: return CN_UN_SIN;
+    case CN_OP_cos: return CN_UN_COS;
+    case CN_OP_tanh: return CN_UN_TANH;
+    case CN_OP_sigmoid: return CN_UN_SIGMOID;
+    case CN_OP_relu: return CN_UN_RELU;
+    case CN_OP_leaky_relu: return CN_UN_LEAKY_RELU;
+    case CN_OP_elu: return CN_UN_ELU;
+    case CN_OP_gelu: return CN_UN_GELU;
+    case CN_OP_silu: return CN_UN_SILU;
+    case CN_OP_softplus: return CN_UN_SOFTPLUS;
+    case CN_OP_erf: return CN_UN_ERF;
+    case CN_OP_floor: return CN_UN_FLOOR;
+    case CN_OP_ceil: return CN_UN_CEIL;
+    case CN_OP_round: return CN_UN_ROUND;
+    case CN_OP_clamp: return CN_UN_CLAMP;
+    case CN_OP_logical_not: return CN_UN_LOGICAL_NOT;
+    default: return CN_UN_COUNT;
+    }
+}
+
+/* Every unary op: attributes f[0] and f[1] are the kind's p0 and p1 (slope, alpha,
+ * beta and threshold, lo and hi); gelu's i[0] picks the tanh form. */
+int cn_cpu_k_unary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                   cn_tensor *out) {
+    (void)nin;
+    cn_unary_kind k = unary_kind_of(id);
+    if (k == CN_UN_COUNT)
+        return cn_failc(CN_EINVAL, "%s: internal error: not a unary op", cn_op_names[id]);
+    if (k == CN_UN_GELU && a->i[0]) k = CN_UN_GELU_TANH;
+    return cn_cpu_unary(cn_op_names[id], k, out, in[0], a->f[0], a->f[1]);
 }

@@ -1,6 +1,6 @@
 /* Fusion: elementwise steps whose intermediate results are read only
  * inside the group (a chain, a tree, or a value several of its steps read)
- * become one fused step (src/graph/fused.h: one pass over the output, each
+ * become one fused step (src/backend/fused_expr.h: one pass over the output, each
  * input read once, the result written once; a value read twice inside is
  * kept in L1 between its readers, never written out). A matmul or
  * conv2d whose readers are all in such a group (bias add, activation)

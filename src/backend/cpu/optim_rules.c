@@ -8,14 +8,28 @@
  * rule is written once with its options as bits; a kernel is generated for
  * every combination, so the options are constants inside each loop and the
  * compiler vectorises it. */
-#include "optim.h"
+#include "../backend.h"
+#include "kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* This file is compiled with -fno-math-errno (CMakeLists.txt), so the
  * square roots vectorise. */
 
 #define CN_ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* One run of elements updated with the same constants. */
+typedef struct cn_opt_item cn_opt_item;
+typedef void (*cn_opt_kernel)(const cn_opt_item *it, int64_t begin, int64_t end);
+struct cn_opt_item {
+    cn_opt_kernel fn;
+    void *p;
+    const void *g;
+    void *s[CN_OPT_MAXSTATE];
+    int64_t n;
+    double c[12];
+};
 
 /* ---- SGD ----
  * c: sign (-1 to maximise), weight_decay, momentum, 1 - dampening, -lr.
@@ -173,83 +187,88 @@ static const cn_opt_kernel adam_tab[2][4] = {{TAB4(adam, float)}, {TAB4(adam, do
 static const cn_opt_kernel rmsprop_tab[2][8] = {{TAB8(rmsprop, float)}, {TAB8(rmsprop, double)}};
 static const cn_opt_kernel adagrad_tab[2][2] = {{TAB2(adagrad, float)}, {TAB2(adagrad, double)}};
 
-void cn_opt_state_names(cn_opt_alg alg, const cn_opt_hyper *h,
-                        const char *names[CN_OPT_MAXSTATE]) {
-    for (int k = 0; k < CN_OPT_MAXSTATE; k++) names[k] = NULL;
-    switch (alg) {
-    case CN_OPT_SGD:
-        if (h->momentum != 0) names[0] = "momentum_buffer";
-        break;
-    case CN_OPT_ADAM:
-    case CN_OPT_ADAMW:
-        names[0] = "exp_avg";
-        names[1] = "exp_avg_sq";
-        if (h->amsgrad) names[2] = "max_exp_avg_sq";
-        break;
-    case CN_OPT_RMSPROP:
-        names[0] = "square_avg";
-        if (h->momentum > 0) names[1] = "momentum_buffer";
-        if (h->centered) names[2] = "grad_avg";
-        break;
-    case CN_OPT_ADAGRAD:
-        names[0] = "sum";
-        break;
-    default: break;
+
+/* Updates run in fixed chunks of this many elements on the pool: any
+ * thread count gives the same bits (every element is updated on its own). */
+#define CN_OPT_CHUNK 16384
+
+typedef struct run_ctx {
+    const cn_opt_item *items;
+    const int64_t *start; /* nitems + 1 prefix sums of the items' sizes */
+    int nitems;
+    int64_t total;
+} run_ctx;
+
+static void run_task(void *ctx, int64_t t0, int64_t t1) {
+    const run_ctx *r = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t lo = t * CN_OPT_CHUNK;
+        int64_t hi = lo + CN_OPT_CHUNK < r->total ? lo + CN_OPT_CHUNK : r->total;
+        /* The first item that ends after lo. */
+        int a = 0, b = r->nitems - 1;
+        while (a < b) {
+            int m = (a + b) / 2;
+            if (r->start[m + 1] > lo) b = m;
+            else a = m + 1;
+        }
+        for (int i = a; i < r->nitems && r->start[i] < hi; i++) {
+            int64_t s = r->start[i], e = r->start[i + 1];
+            int64_t bb = (lo > s ? lo : s) - s, ee = (hi < e ? hi : e) - s;
+            if (ee > bb) r->items[i].fn(&r->items[i], bb, ee);
+        }
     }
 }
 
-double cn_opt_state_init(cn_opt_alg alg, const cn_opt_hyper *h, int slot) {
-    return alg == CN_OPT_ADAGRAD && slot == 0 ? h->initial_accumulator_value : 0.0;
+static cn_opt_kernel pick(const cn_optim_update *u) {
+    int d = u->dtype == CN_F64;
+    switch (u->alg) {
+    case CN_OPT_SGD: return u->bits < 16 ? sgd_tab[d][u->bits] : NULL;
+    case CN_OPT_ADAM:
+    case CN_OPT_ADAMW: return u->bits < 4 ? adam_tab[d][u->bits] : NULL;
+    case CN_OPT_RMSPROP: return u->bits < 8 ? rmsprop_tab[d][u->bits] : NULL;
+    case CN_OPT_ADAGRAD: return u->bits < 2 ? adagrad_tab[d][u->bits] : NULL;
+    default: return NULL;
+    }
 }
 
-void cn_opt_prepare(cn_opt_alg alg, const cn_opt_hyper *h, cn_dtype dt, int64_t t,
-                    cn_opt_item *it) {
-    int d = dt == CN_F64;
-    double *c = it->c;
-    c[0] = h->maximize ? -1.0 : 1.0;
-    c[1] = h->weight_decay;
-    unsigned wd = h->weight_decay != 0;
-    switch (alg) {
-    case CN_OPT_SGD: {
-        unsigned mom = h->momentum != 0;
-        unsigned f = wd | mom << 1 | (mom && t == 1) << 2 | (mom && h->nesterov) << 3;
-        c[2] = h->momentum;
-        c[3] = 1 - h->dampening;
-        c[4] = -h->lr;
-        it->fn = sgd_tab[d][f];
-        break;
+static void *at(cn_storage *s, int64_t off, size_t es) {
+    return s ? (char *)s->data + (size_t)off * es : NULL;
+}
+
+int cn_cpu_optim_update(const cn_optim_update *u, int n) {
+    enum { INLINE = 16 };
+    cn_opt_item ibuf[INLINE];
+    int64_t sbuf[INLINE + 1];
+    cn_opt_item *items = n > INLINE ? malloc(sizeof *items * (size_t)n) : ibuf;
+    int64_t *start = n > INLINE ? malloc(sizeof *start * ((size_t)n + 1)) : sbuf;
+    if (!items || !start) {
+        if (items != ibuf) free(items);
+        if (start != sbuf) free(start);
+        return cn_failc(CN_ENOMEM, "optimizer_step: out of memory");
     }
-    case CN_OPT_ADAM:
-    case CN_OPT_ADAMW: {
-        /* torch: step is a float; beta ** step is libm's pow. */
-        double bc1 = 1 - pow(h->beta1, (double)t), bc2 = 1 - pow(h->beta2, (double)t);
-        bool adamw = alg == CN_OPT_ADAMW;
-        c[2] = adamw ? 1 - h->lr * h->weight_decay : 1.0;
-        c[3] = h->beta1;
-        c[4] = 1 - h->beta1;
-        c[5] = h->beta2;
-        c[6] = 1 - h->beta2;
-        c[7] = sqrt(bc2);
-        c[8] = h->eps;
-        c[9] = -(h->lr / bc1);
-        it->fn = adam_tab[d][(!adamw && wd) | (unsigned)h->amsgrad << 1];
-        break;
+    start[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const cn_optim_update *x = &u[i];
+        cn_opt_item *it = &items[i];
+        size_t es = cn_dsize(x->dtype);
+        it->fn = (x->dtype == CN_F32 || x->dtype == CN_F64) ? pick(x) : NULL;
+        if (!it->fn) {
+            if (items != ibuf) free(items);
+            if (start != sbuf) free(start);
+            return cn_failc(CN_EINVAL, "optimizer_step: no update loop for rule %d, options %u, %s",
+                            (int)x->alg, x->bits, cn_dtype_name(x->dtype));
+        }
+        it->p = at(x->p, x->p_off, es);
+        it->g = at(x->g, x->g_off, es);
+        for (int k = 0; k < CN_OPT_MAXSTATE; k++) it->s[k] = at(x->s[k], x->s_off[k], es);
+        it->n = x->n;
+        memcpy(it->c, x->c, sizeof it->c);
+        start[i + 1] = start[i] + x->n;
     }
-    case CN_OPT_RMSPROP: {
-        c[2] = h->alpha;
-        c[3] = 1 - h->alpha;
-        c[4] = h->eps;
-        c[5] = h->momentum;
-        c[6] = -h->lr;
-        it->fn = rmsprop_tab[d][wd | (unsigned)h->centered << 1 | (unsigned)(h->momentum > 0) << 2];
-        break;
-    }
-    case CN_OPT_ADAGRAD: {
-        c[2] = h->eps;
-        c[3] = -(h->lr / (1 + (double)(t - 1) * h->lr_decay));
-        it->fn = adagrad_tab[d][wd];
-        break;
-    }
-    default: it->fn = NULL; break;
-    }
+    run_ctx r = {items, start, n, start[n]};
+    if (r.total > 0)
+        cn_parallel_tasks((r.total + CN_OPT_CHUNK - 1) / CN_OPT_CHUNK, run_task, &r);
+    if (items != ibuf) free(items);
+    if (start != sbuf) free(start);
+    return CN_OK;
 }

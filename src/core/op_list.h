@@ -105,5 +105,8 @@ CN_OP(adaptive_avg_pool2d_backward)
 CN_OP(lstm_seq)
 CN_OP(lstm_seq_backward)
 
+/* moving between devices (device.c) */
+CN_OP(to)
+
 /* random (random.c) */
 CN_OP(bernoulli)

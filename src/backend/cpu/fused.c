@@ -1,4 +1,4 @@
-/* The fused elementwise kernel (fused.h).
+/* The fused elementwise kernel (src/backend/fused_expr.h).
  *
  * The expression becomes code for an accumulator machine
  * (src/backend/cpu/fused_regs.h) that holds one group of the output (128 f32
@@ -16,9 +16,9 @@
  *
  * Blocks are split over the thread pool; each element is computed the same
  * way whatever the split, so the thread count does not change the bits. */
-#include "fused.h"
+#include "../fused_expr.h"
 
-#include "../backend/cpu/fused_regs.h"
+#include "fused_regs.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -87,7 +87,7 @@ static bool op_info(int op, fu_opinfo *o) {
 }
 
 static const char *op_name(int op) {
-    return op >= 0 && op < CN_OP_COUNT ? cn_ops[op]->name : "?";
+    return op >= 0 && op < CN_OP_COUNT ? cn_op_names[op] : "?";
 }
 
 /* The attribute checks the op's inference makes (an expression may be built

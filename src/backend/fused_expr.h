@@ -13,10 +13,10 @@
  * (non-zero is true) and two value registers (or two masks, giving a mask).
  * Arithmetic and math take value registers only: a mask enters arithmetic
  * through cast to T, as the dispatcher's promotion writes it. */
-#ifndef CN_GRAPH_FUSED_H
-#define CN_GRAPH_FUSED_H
+#ifndef CN_BACKEND_FUSED_EXPR_H
+#define CN_BACKEND_FUSED_EXPR_H
 
-#include "../ops/op.h"
+#include "../core/core.h"
 
 /* One instruction of a fused elementwise expression. Registers 0..nin-1
  * hold the inputs (broadcast to the output shape); each instruction
@@ -52,6 +52,8 @@ bool cn_fused_supports(cn_op_id op, const cn_attrs *a, cn_dtype dt);
  * output on the thread pool; the results do not depend on the thread
  * count. Returns 0, or a negative status after cn_fail naming what was
  * wrong with the expression or the tensors. */
+/* The CPU backend's (backend/cpu/fused.c); other backends run groups
+ * through their table's fused_run, with the same contract. */
 int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out);
 
 #endif

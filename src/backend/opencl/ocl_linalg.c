@@ -1,0 +1,336 @@
+/* Matrix products on OpenCL: matmul, and the GEMM the convolutions and the
+ * LSTM use (ocl_kernels.h). f32 and f64 go to CLBlast when the build has
+ * it (CN_HAVE_CLBLAST) and each operand is a matrix BLAS can address (a
+ * unit stride on one axis, a leading dimension at least the other's size);
+ * every other case, and integer dtypes, run a tiled kernel that reads the
+ * operands through their strides (16 x 16 tiles in local memory, one
+ * output element per work item, the batch on the third axis).
+ *
+ * Also the helpers the kernel files share: generated-source builds,
+ * contiguous temporaries and the index-error flag. */
+#include "ocl_kernels.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef CN_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+/* ---- shared helpers ---- */
+
+cl_kernel cn_ocl_x_kernel(const char *fn, cn_ocl_dev *dev, const char *defs, const char *body,
+                          const char *name) {
+    /* The first line names the family (the runtime quotes it in build errors). */
+    const char *pre = cn_ocl_prelude();
+    if (!defs) defs = "";
+    size_t n = strlen(fn) + strlen(pre) + strlen(defs) + strlen(body) + 64;
+    char *src = malloc(n);
+    if (!src) {
+        cn_failc(CN_ENOMEM, "%s: out of memory", fn);
+        return NULL;
+    }
+    snprintf(src, n, "/* chutney opencl: %s */\n%s\n%s\n%s", fn, pre, defs, body);
+    cl_kernel k = cn_ocl_kernel(dev, src, NULL, name);
+    free(src);
+    return k;
+}
+
+cn_tensor *cn_ocl_x_empty(const cn_tensor *on, cn_dtype dt, int ndim, const int64_t *shape) {
+    return cn_t_empty_on(cn_t_device(on), dt, ndim, shape);
+}
+
+int cn_ocl_x_copy(cn_tensor *dst, const cn_tensor *src) {
+    return cn_backend_of(dst)->copy(dst, src);
+}
+
+cn_tensor *cn_ocl_x_contig(const cn_tensor *t) {
+    if (!t) return NULL;
+    if (cn_is_contiguous(t)) return cn_retain((cn_tensor *)t);
+    cn_tensor *c = cn_ocl_x_empty(t, (cn_dtype)t->dtype, t->ndim, t->shape);
+    if (c && cn_ocl_x_copy(c, t) < 0) {
+        cn_release(c);
+        return NULL;
+    }
+    return c;
+}
+
+int cn_ocl_flag_new(const cn_tensor *on, cn_ocl_flag *f) {
+    f->t = cn_ocl_x_empty(on, CN_I64, 1, (int64_t[]){2});
+    if (!f->t) return CN_ENOMEM;
+    f->mem = cn_ocl_mem(f->t);
+    int64_t zero[2] = {0, 0};
+    int rc = cn_backend_of(f->t)->write(f->t->storage, 0, zero, sizeof zero, false);
+    if (rc < 0) cn_ocl_flag_free(f);
+    return rc < 0 ? rc : CN_OK;
+}
+
+int cn_ocl_flag_read(cn_ocl_flag *f, int64_t *value) {
+    int64_t v[2];
+    int rc = cn_backend_of(f->t)->read(f->t->storage, 0, v, sizeof v);
+    if (rc < 0) return rc;
+    int32_t hit;
+    memcpy(&hit, v, sizeof hit);
+    *value = v[1];
+    return hit != 0;
+}
+
+void cn_ocl_flag_free(cn_ocl_flag *f) {
+    cn_release(f->t);
+    f->t = NULL;
+}
+
+/* ---- the plain GEMM kernel ---- */
+
+static const char gemm_src[] =
+    "typedef struct { long nb; long shape[8]; long sa[8]; long sb[8]; long sc[8]; } gbatch;\n"
+    "__kernel __attribute__((reqd_work_group_size(TS, TS, 1)))\n"
+    "void cn_gemm(__global const T *A, long oa, long rsa, long csa,\n"
+    "             __global const T *B, long ob, long rsb, long csb,\n"
+    "             __global T *C, long oc, long ldc, long M, long N, long K, int acc,\n"
+    "             gbatch bt) {\n"
+    "    long rem = get_global_id(2);\n"
+    "    for (int d = (int)bt.nb - 1; d >= 0; d--) {\n"
+    "        long i = rem % bt.shape[d];\n"
+    "        rem /= bt.shape[d];\n"
+    "        oa += i * bt.sa[d]; ob += i * bt.sb[d]; oc += i * bt.sc[d];\n"
+    "    }\n"
+    "    int tx = get_local_id(0), ty = get_local_id(1);\n"
+    "    long col = get_group_id(0) * TS + tx, row = get_group_id(1) * TS + ty;\n"
+    "    __local T As[TS][TS + 1], Bs[TS][TS + 1];\n"
+    "    ACC s = 0;\n"
+    "    for (long p0 = 0; p0 < K; p0 += TS) {\n"
+    "        long pa = p0 + tx, pb = p0 + ty;\n"
+    "        As[ty][tx] = row < M && pa < K ? A[oa + row * rsa + pa * csa] : (T)0;\n"
+    "        Bs[ty][tx] = pb < K && col < N ? B[ob + pb * rsb + col * csb] : (T)0;\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "        for (int p = 0; p < TS; p++) s += (ACC)As[ty][p] * (ACC)Bs[p][tx];\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    }\n"
+    "    if (row < M && col < N) {\n"
+    "        long o = oc + row * ldc + col;\n"
+    "        C[o] = acc ? (T)((ACC)C[o] + s) : (T)s;\n"
+    "    }\n"
+    "}\n";
+
+typedef struct gbatch {
+    cl_long nb, shape[8], sa[8], sb[8], sc[8];
+} gbatch;
+
+static int gemm_plain(const char *fn, cn_ocl_dev *dev, const cn_ocl_gemm *g) {
+    const char *T = cn_ocl_ctype(g->dt), *ACC = T;
+    if (g->dt == CN_I32 || g->dt == CN_U8) ACC = "uint";
+    else if (g->dt == CN_I64) ACC = "ulong";
+    int ts = dev->max_wg >= 256 ? 16 : dev->max_wg >= 64 ? 8 : 4;
+    char defs[160];
+    snprintf(defs, sizeof defs, "#define T %s\n#define ACC %s\n#define TS %d\n", T, ACC, ts);
+    cl_kernel k = cn_ocl_x_kernel(fn, dev, defs, gemm_src, "cn_gemm");
+    if (!k) return CN_EINVAL;
+    gbatch bt;
+    memset(&bt, 0, sizeof bt);
+    int64_t nbatch = 1;
+    for (int d = 0; d < g->nb; d++) {
+        if (g->bshape[d] == 1) continue;
+        bt.shape[bt.nb] = g->bshape[d];
+        bt.sa[bt.nb] = g->bsa[d];
+        bt.sb[bt.nb] = g->bsb[d];
+        bt.sc[bt.nb] = g->bsc[d];
+        bt.nb++;
+        nbatch *= g->bshape[d];
+    }
+    cl_long oa = g->oa, rsa = g->rsa, csa = g->csa, ob = g->ob, rsb = g->rsb, csb = g->csb;
+    cl_long oc = g->oc, ldc = g->ldc, M = g->m, N = g->n, K = g->k;
+    cl_int acc = g->accumulate;
+    cl_mem a = g->a, b = g->b, c = g->c;
+    cn_ocl_arg args[] = {CN_OCL_MEM(a), CN_OCL_VAL(oa),  CN_OCL_VAL(rsa), CN_OCL_VAL(csa),
+                         CN_OCL_MEM(b), CN_OCL_VAL(ob),  CN_OCL_VAL(rsb), CN_OCL_VAL(csb),
+                         CN_OCL_MEM(c), CN_OCL_VAL(oc),  CN_OCL_VAL(ldc), CN_OCL_VAL(M),
+                         CN_OCL_VAL(N), CN_OCL_VAL(K),   CN_OCL_VAL(acc), CN_OCL_VAL(bt)};
+    size_t local[3] = {(size_t)ts, (size_t)ts, 1};
+    size_t global[3] = {cn_ocl_x_round(g->n, (size_t)ts), cn_ocl_x_round(g->m, (size_t)ts),
+                        (size_t)nbatch};
+    return cn_ocl_launch(fn, dev, k, (int)(sizeof args / sizeof *args), args, 3, global, local);
+}
+
+/* ---- CLBlast ---- */
+
+static bool force_plain;
+
+bool cn_ocl_gemm_force_plain(bool on) {
+    bool prev = force_plain;
+    force_plain = on;
+    return prev;
+}
+
+#ifdef CN_HAVE_CLBLAST
+/* How BLAS reads a rows x cols operand with strides (rs, cs): row-major,
+ * transposed or not, and its leading dimension; false if it cannot. */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, CLBlastTranspose *tr,
+                        size_t *ld) {
+    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+    int64_t ers = rows == 1 ? c1 : rs, ecs = cols == 1 ? 1 : cs;
+    if (ecs == 1 && ers >= c1) {
+        *tr = CLBlastTransposeNo;
+        *ld = (size_t)ers;
+        return true;
+    }
+    ers = rows == 1 ? 1 : rs;
+    ecs = cols == 1 ? r1 : cs;
+    if (ers == 1 && ecs >= r1) {
+        *tr = CLBlastTransposeYes;
+        *ld = (size_t)ecs;
+        return true;
+    }
+    return false;
+}
+
+/* 0 when CLBlast did the product, 1 when it does not apply or failed (the
+ * plain kernel then runs), < 0 on a host error. */
+static int gemm_clblast(const char *fn, cn_ocl_dev *dev, const cn_ocl_gemm *g) {
+    if ((g->dt != CN_F32 && g->dt != CN_F64) || g->k == 0 || force_plain) return 1;
+    CLBlastTranspose ta, tb;
+    size_t lda, ldb;
+    if (!blas_layout(g->m, g->k, g->rsa, g->csa, &ta, &lda) ||
+        !blas_layout(g->k, g->n, g->rsb, g->csb, &tb, &ldb) || g->ldc < g->n)
+        return 1;
+    int64_t nbatch = 1;
+    for (int d = 0; d < g->nb; d++) nbatch *= g->bshape[d];
+    size_t ldc = (size_t)(g->ldc > 0 ? g->ldc : 1);
+    cl_command_queue q = dev->queue;
+    CLBlastStatusCode st;
+    bool f64 = g->dt == CN_F64;
+    if (nbatch == 1) {
+        if (f64)
+            st = CLBlastDgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)g->m, (size_t)g->n,
+                              (size_t)g->k, 1.0, g->a, (size_t)g->oa, lda, g->b, (size_t)g->ob, ldb,
+                              g->accumulate ? 1.0 : 0.0, g->c, (size_t)g->oc, ldc, &q, NULL);
+        else
+            st = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)g->m, (size_t)g->n,
+                              (size_t)g->k, 1.0f, g->a, (size_t)g->oa, lda, g->b, (size_t)g->ob,
+                              ldb, g->accumulate ? 1.0f : 0.0f, g->c, (size_t)g->oc, ldc, &q, NULL);
+        return st == CLBlastSuccess ? CN_OK : 1;
+    }
+    size_t nb = (size_t)nbatch;
+    size_t *offs = malloc(sizeof(size_t) * 3 * nb);
+    double *ab = malloc(sizeof(double) * 2 * nb);
+    if (!offs || !ab) {
+        free(offs);
+        free(ab);
+        return cn_failc(CN_ENOMEM, "%s: out of memory", fn);
+    }
+    for (size_t t = 0; t < nb; t++) {
+        int64_t rem = (int64_t)t, oa = g->oa, ob = g->ob, oc = g->oc;
+        for (int d = g->nb - 1; d >= 0; d--) {
+            int64_t i = rem % g->bshape[d];
+            rem /= g->bshape[d];
+            oa += i * g->bsa[d];
+            ob += i * g->bsb[d];
+            oc += i * g->bsc[d];
+        }
+        offs[t] = (size_t)oa;
+        offs[nb + t] = (size_t)ob;
+        offs[2 * nb + t] = (size_t)oc;
+    }
+    if (f64) {
+        for (size_t t = 0; t < nb; t++) {
+            ab[t] = 1.0;
+            ab[nb + t] = g->accumulate ? 1.0 : 0.0;
+        }
+        st = CLBlastDgemmBatched(CLBlastLayoutRowMajor, ta, tb, (size_t)g->m, (size_t)g->n,
+                                 (size_t)g->k, ab, g->a, offs, lda, g->b, offs + nb, ldb, ab + nb,
+                                 g->c, offs + 2 * nb, ldc, nb, &q, NULL);
+    } else {
+        float *fab = (float *)ab;
+        for (size_t t = 0; t < nb; t++) {
+            fab[t] = 1.0f;
+            fab[nb + t] = g->accumulate ? 1.0f : 0.0f;
+        }
+        st = CLBlastSgemmBatched(CLBlastLayoutRowMajor, ta, tb, (size_t)g->m, (size_t)g->n,
+                                 (size_t)g->k, fab, g->a, offs, lda, g->b, offs + nb, ldb,
+                                 fab + nb, g->c, offs + 2 * nb, ldc, nb, &q, NULL);
+    }
+    free(offs);
+    free(ab);
+    return st == CLBlastSuccess ? CN_OK : 1;
+}
+#endif
+
+int cn_ocl_gemm_run(const char *fn, cn_ocl_dev *dev, const cn_ocl_gemm *g) {
+    if (g->m == 0 || g->n == 0) return CN_OK;
+    for (int d = 0; d < g->nb; d++)
+        if (g->bshape[d] == 0) return CN_OK;
+    int rc = cn_ocl_x_fp64(fn, dev, g->dt);
+    if (rc < 0) return rc;
+#ifdef CN_HAVE_CLBLAST
+    rc = gemm_clblast(fn, dev, g);
+    if (rc <= 0) return rc;
+#endif
+    return gemm_plain(fn, dev, g);
+}
+
+/* ---- matmul ---- */
+
+int cn_ocl_k_matmul(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *at,
+                    cn_tensor *out) {
+    (void)id, (void)nin, (void)at;
+    const cn_tensor *a = in[0], *b = in[1];
+    int ad = a->ndim, bd = b->ndim;
+    cn_ocl_gemm g;
+    memset(&g, 0, sizeof g);
+    g.dt = (cn_dtype)out->dtype;
+    g.m = ad >= 2 ? a->shape[ad - 2] : 1;
+    g.k = a->shape[ad - 1];
+    g.n = bd >= 2 ? b->shape[bd - 1] : 1;
+    g.rsa = ad >= 2 ? a->strides[ad - 2] : 1;
+    g.csa = a->strides[ad - 1];
+    g.rsb = b->strides[bd >= 2 ? bd - 2 : 0];
+    g.csb = bd >= 2 ? b->strides[bd - 1] : 1;
+    g.a = cn_ocl_mem(a);
+    g.b = cn_ocl_mem(b);
+    g.c = cn_ocl_mem(out);
+    g.oa = a->offset;
+    g.ob = b->offset;
+    g.oc = out->offset;
+    g.ldc = g.n;
+
+    /* Batch axes of the output with a's and b's strides (0 where
+     * broadcast), size-1 axes dropped, an axis merged into the next inner
+     * one when every operand steps over it as over the whole inner one. */
+    int nbatch = out->ndim - (ad >= 2) - (bd >= 2);
+    int64_t inner = g.m * g.n, csz[CN_MAX_DIMS];
+    for (int d = nbatch - 1; d >= 0; d--) {
+        csz[d] = inner;
+        inner *= out->shape[d];
+    }
+    for (int d = 0; d < nbatch; d++) {
+        int64_t size = out->shape[d];
+        if (size == 1) continue;
+        int da = d - (nbatch - (ad - 2)), db = d - (nbatch - (bd - 2));
+        int64_t sa = ad > 2 && da >= 0 && a->shape[da] != 1 ? a->strides[da] : 0;
+        int64_t sb = bd > 2 && db >= 0 && b->shape[db] != 1 ? b->strides[db] : 0;
+        int j = g.nb - 1;
+        if (j >= 0 && g.bsa[j] == sa * size && g.bsb[j] == sb * size &&
+            g.bsc[j] == csz[d] * size) {
+            g.bshape[j] *= size;
+            g.bsa[j] = sa;
+            g.bsb[j] = sb;
+            g.bsc[j] = csz[d];
+            continue;
+        }
+        g.bshape[g.nb] = size;
+        g.bsa[g.nb] = sa;
+        g.bsb[g.nb] = sb;
+        g.bsc[g.nb] = csz[d];
+        g.nb++;
+    }
+    /* b shared by every product and a's matrices evenly spaced rows: one
+     * product with m * batch rows (a linear layer over a sequence). */
+    if (g.nb == 1 && g.bsb[0] == 0 && (g.m == 1 || g.bsa[0] == g.m * g.rsa)) {
+        g.rsa = g.m == 1 ? g.bsa[0] : g.rsa;
+        g.m *= g.bshape[0];
+        g.nb = 0;
+    }
+    return cn_ocl_gemm_run("matmul", cn_ocl_dev_of(out->storage), &g);
+}

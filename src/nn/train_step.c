@@ -1,0 +1,58 @@
+/* A whole training step as one program: forward, the gradients of the
+ * loss with respect to the optimiser's parameters bound to its flat
+ * gradient buffer, and its update after the steps. */
+#include "optim.h"
+#include "../graph/program.h"
+
+#include <stdlib.h>
+
+static int optimizer_step(void *opt) { return cn_optimizer_step(opt); }
+
+cn_program *cn_compile_train_step(cn_graph *g, cn_tensor *const *outputs, int noutputs,
+                                  cn_optimizer *opt, const cn_compile_opts *opts) {
+    if (!opt) return cn_fail("compile_train_step: optimizer is NULL");
+    if (!outputs || noutputs < 1 || !outputs[0])
+        return cn_fail("compile_train_step: no loss given");
+    int np = cn_optimizer_num_params(opt);
+    cn_tensor **params = malloc(sizeof *params * (size_t)(np ? np : 1));
+    cn_tensor **outs = malloc(sizeof *outs * (size_t)(noutputs + np));
+    cn_program *p = NULL;
+    if (!params || !outs) {
+        cn_fail("compile_train_step: out of memory");
+        goto out;
+    }
+    /* .grad of every parameter set up (flat views); then overwritten by
+     * each run. */
+    if (cn_optimizer_zero_grad(opt) < 0) goto out;
+    int nreq = 0;
+    for (int i = 0; i < np; i++) {
+        cn_tensor *q = cn_opt_param(opt, i);
+        if (q->requires_grad) params[nreq++] = q;
+    }
+    cn_scope_begin();
+    memcpy(outs, outputs, sizeof *outs * (size_t)noutputs);
+    int rc = cn_grad(outputs, NULL, 1, params, nreq, outs + noutputs, CN_GRAD_ALLOW_UNUSED);
+    int nout = noutputs;
+    for (int i = 0; rc == 0 && i < nreq; i++) {
+        if (!outs[noutputs + i]) { /* unused: no gradient, the optimiser skips it */
+            rc = cn_set_grad(params[i], NULL);
+            continue;
+        }
+        if (!cn_get_grad(params[i])) {
+            cn_tensor *z = cn_zeros_like(params[i]);
+            rc = z ? cn_set_grad(params[i], z) : CN_ENOMEM;
+        }
+        params[nout - noutputs] = params[i];
+        outs[nout++] = outs[noutputs + i];
+    }
+    if (rc == 0) p = cn_compile(g, outs, nout, opts);
+    cn_scope_end();
+    if (!p) goto out;
+    for (int i = noutputs; i < nout; i++) params[i - noutputs] = cn_get_grad(params[i - noutputs]);
+    cn_program_attach_step(p, noutputs, params, nout - noutputs, optimizer_step, opt);
+out:
+    free(params);
+    free(outs);
+    return p;
+}
+

@@ -1,0 +1,63 @@
+/* `chutney devices`: every device this build and machine have, with its
+ * memory and compute units. */
+#include "tools.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const kinds[] = {"cpu", "opencl", "cuda"};
+
+int cn_tool_devices(int argc, char **argv) {
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: chutney devices [--json]\n\n"
+                   "Lists the devices Chutney can run on: each as its name for --device\n"
+                   "(cpu:0, opencl:0, ...), with its memory and compute units.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "devices: unknown option '%s' (usage: chutney devices [--json])\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (json) printf("[");
+    int shown = 0;
+    for (int k = 0; k < CN_DEVICE_KIND_COUNT; k++) {
+        int n = cn_device_count((cn_device_kind)k);
+        for (int i = 0; i < n; i++) {
+            cn_device_info info;
+            cn_device d = CN_DEVICE(k, i);
+            char name[32];
+            cn_device_str(d, name, sizeof name);
+            if (cn_device_get_info(d, &info) < 0) {
+                fprintf(stderr, "devices: %s: %s\n", name, cn_last_error());
+                continue;
+            }
+            double gib = (double)info.memory_bytes / (1024.0 * 1024 * 1024);
+            if (json) {
+                printf("%s{\"device\": \"%s\", \"name\": \"", shown ? ", " : "", name);
+                for (const char *c = info.name; *c; c++)
+                    printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+                printf("\", \"memory_bytes\": %llu, \"compute_units\": %d}",
+                       (unsigned long long)info.memory_bytes, info.compute_units);
+            } else {
+                printf("%-10s %-44.44s %8.1f GiB  %3d compute units  %s\n", name, info.name, gib,
+                       info.compute_units, info.driver);
+            }
+            shown++;
+        }
+    }
+    if (json) {
+        printf("]\n");
+    } else {
+        for (int k = 1; k < CN_DEVICE_KIND_COUNT; k++)
+            if (cn_device_count((cn_device_kind)k) == 0)
+                printf("%-10s none (%s)\n", kinds[k],
+                       k == CN_DEVICE_OPENCL ? "no OpenCL platform, or built without OpenCL"
+                                             : "no CUDA backend in this build");
+    }
+    return 0;
+}
