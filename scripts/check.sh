@@ -73,7 +73,7 @@ for stage in "${stages[@]}"; do
     asan)
         # -O1, the sanitizers' usual level: a third of the time of -O3 here.
         # -g gives file:line in reports.
-        ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
             suite asan build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
             -DCHUTNEY_SANITIZE=ON -DCHUTNEY_WITH_BLAS=ON
