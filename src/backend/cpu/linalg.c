@@ -1,9 +1,9 @@
-/* matmul on the CPU: numpy.matmul's batched products (a 1-D a a row, a 1-D
- * b a column, batch axes broadcast), each over cn_gemm (gemm.c). Shapes
- * were checked by the op's infer (src/ops/linalg.c). */
+/* matmul on the CPU: the products of cn_mm_geometry (../matmul_geom.h),
+ * each over cn_gemm (gemm.c). */
 #include "kernels.h"
 
 #include "gemm.h"
+#include "../matmul_geom.h"
 
 #include <stdatomic.h>
 
@@ -46,54 +46,26 @@ int cn_cpu_k_matmul(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
                     cn_tensor *out) {
     (void)id, (void)nin, (void)at;
     const cn_tensor *a = in[0], *b = in[1];
-    int ad = a->ndim, bd = b->ndim;
+    cn_mm_geom mg;
+    cn_mm_geometry(a, b, out, &mg);
     mm_batch g = {0};
     g.dt = (cn_dtype)out->dtype;
     g.es = cn_dsize(g.dt);
-    g.m = ad >= 2 ? a->shape[ad - 2] : 1;
-    g.k = a->shape[ad - 1];
-    g.n = bd >= 2 ? b->shape[bd - 1] : 1;
-    g.rsa = ad >= 2 ? a->strides[ad - 2] : 1;
-    g.csa = a->strides[ad - 1];
-    g.rsb = b->strides[bd >= 2 ? bd - 2 : 0];
-    g.csb = bd >= 2 ? b->strides[bd - 1] : 1;
+    g.m = mg.m;
+    g.k = mg.k;
+    g.n = mg.n;
+    g.rsa = mg.rsa;
+    g.csa = mg.csa;
+    g.rsb = mg.rsb;
+    g.csb = mg.csb;
     g.a = cn_t_ptr(a);
     g.b = cn_t_ptr(b);
     g.c = cn_t_ptr(out);
-
-    /* Batch axes of the output, with a's and b's strides (0 where broadcast);
-     * size-1 axes dropped, and an axis merged into the next inner one when
-     * both a and b step over it as over the whole inner one (c always does). */
-    int nbatch = out->ndim - (ad >= 2) - (bd >= 2);
-    int64_t nmat = 1;
-    for (int d = 0; d < nbatch; d++) {
-        int64_t size = out->shape[d];
-        nmat *= size;
-        if (size == 1) continue;
-        int da = d - (nbatch - (ad - 2)), db = d - (nbatch - (bd - 2));
-        int64_t sa = ad > 2 && da >= 0 && a->shape[da] != 1 ? a->strides[da] : 0;
-        int64_t sb = bd > 2 && db >= 0 && b->shape[db] != 1 ? b->strides[db] : 0;
-        int j = g.nd - 1;
-        if (j >= 0 && g.sa[j] == sa * size && g.sb[j] == sb * size) {
-            g.shape[j] *= size;
-            g.sa[j] = sa;
-            g.sb[j] = sb;
-            continue;
-        }
-        g.shape[g.nd] = size;
-        g.sa[g.nd] = sa;
-        g.sb[g.nd] = sb;
-        g.nd++;
-    }
-
-    /* b shared by every product and a's matrices evenly spaced rows: one
-     * product with m * batch rows (a linear layer over a sequence). */
-    if (g.nd == 1 && g.sb[0] == 0 && (g.m == 1 || g.sa[0] == g.m * g.rsa)) {
-        g.rsa = g.m == 1 ? g.sa[0] : g.rsa;
-        g.m *= g.shape[0];
-        g.nd = 0;
-        nmat = 1;
-    }
+    g.nd = mg.nb;
+    memcpy(g.shape, mg.shape, sizeof g.shape);
+    memcpy(g.sa, mg.sa, sizeof g.sa);
+    memcpy(g.sb, mg.sb, sizeof g.sb);
+    int64_t nmat = mg.nmat;
 
     double macs = (double)g.m * (double)g.n * (double)g.k;
     if (nmat > 1 && macs <= MM_SMALL_MACS) {

@@ -78,20 +78,7 @@ typedef struct xstr {
 } xstr;
 
 static cl_kernel conv_kernel(const char *op, cn_ocl_dev *dev, cn_dtype dt, const char *name) {
-    if (dt != CN_F32 && dt != CN_F64) {
-        cn_failc(CN_EUNSUPPORTED, "%s: no kernel for dtype %s", op, cn_dtype_name(dt));
-        return NULL;
-    }
-    if (cn_ocl_x_fp64(op, dev, dt) < 0) return NULL;
-    char defs[64];
-    snprintf(defs, sizeof defs, "#define T %s\n", cn_ocl_ctype(dt));
-    return cn_ocl_x_kernel(op, dev, defs, conv_src, name);
-}
-
-static int launch1(const char *fn, cn_ocl_dev *dev, cl_kernel k, int nargs,
-                   const cn_ocl_arg *args, int64_t n) {
-    size_t local = 64, global = cn_ocl_x_round(n, local);
-    return cn_ocl_launch(fn, dev, k, nargs, args, 1, &global, &local);
+    return cn_ocl_x_float_kernel(op, dev, dt, conv_src, name);
 }
 
 /* Images per chunk. */
@@ -113,7 +100,7 @@ static int im2col(const char *op, cn_ocl_dev *dev, const cgeom *g, const cn_tens
     cn_ocl_arg args[] = {CN_OCL_MEM(xm), CN_OCL_VAL(xs), CN_OCL_VAL(*g), CN_OCL_MEM(cm),
                          CN_OCL_VAL(co), CN_OCL_VAL(cn0), CN_OCL_VAL(si), CN_OCL_VAL(sr),
                          CN_OCL_VAL(n)};
-    return launch1(op, dev, k, 9, args, n);
+    return cn_ocl_x_launch1(op, dev, k, 9, args, n);
 }
 
 /* ---- conv2d ---- */
@@ -163,7 +150,7 @@ static int conv_fwd(const cgeom *g, const cn_tensor *x, const cn_tensor *w0, con
             cl_long n = g->N * g->O * L;
             cn_ocl_arg args[] = {CN_OCL_MEM(ym), CN_OCL_VAL(yo), CN_OCL_MEM(bm), CN_OCL_VAL(bo),
                                  CN_OCL_VAL(bs), CN_OCL_VAL(O),  CN_OCL_VAL(cL), CN_OCL_VAL(n)};
-            rc = launch1(op, dev, k, 8, args, n);
+            rc = cn_ocl_x_launch1(op, dev, k, 8, args, n);
         }
     }
     cn_release(w);
@@ -208,7 +195,7 @@ static int conv_dgrad(const cgeom *g, const cn_tensor *dy0, const cn_tensor *w0,
         cn_ocl_arg args[] = {CN_OCL_MEM(cm), CN_OCL_VAL(co), CN_OCL_VAL(*g),  CN_OCL_MEM(xm),
                              CN_OCL_VAL(dxo), CN_OCL_MEM(bm), CN_OCL_VAL(bo), CN_OCL_VAL(bs),
                              CN_OCL_VAL(hb), CN_OCL_VAL(cn0), CN_OCL_VAL(n)};
-        rc = launch1(op, dev, k, 11, args, n);
+        rc = cn_ocl_x_launch1(op, dev, k, 11, args, n);
     }
     cn_release(w);
     cn_release(dy);

@@ -140,12 +140,6 @@ static cl_kernel index_kernel(const char *fn, cn_ocl_dev *dev, cn_dtype dt, cn_d
     return cn_ocl_x_kernel(fn, dev, defs, arith ? scatter_src : index_src, name);
 }
 
-static int launch1(const char *fn, cn_ocl_dev *dev, cl_kernel k, int nargs,
-                   const cn_ocl_arg *args, int64_t n) {
-    size_t local = 64, global = cn_ocl_x_round(n, local);
-    return cn_ocl_launch(fn, dev, k, nargs, args, 1, &global, &local);
-}
-
 /* Run after a kernel that reports into f: the CPU's message for a bad
  * index, built by msg from the value. */
 static int flag_done(cn_ocl_flag *f, int rc, int64_t *bad) {
@@ -193,7 +187,7 @@ static int gather(const char *op, const cn_tensor *x, const cn_tensor *index, in
                          CN_OCL_VAL(vsh), CN_OCL_VAL(cnd), CN_OCL_VAL(cL), CN_OCL_VAL(cxa),
                          CN_OCL_VAL(n),   CN_OCL_MEM(f.mem)};
     int64_t bad = 0;
-    rc = flag_done(&f, launch1(op, dev, k, 14, args, n), &bad);
+    rc = flag_done(&f, cn_ocl_x_launch1(op, dev, k, 14, args, n), &bad);
     if (rc < 0) return rc;
     if (rc > 0)
         return cn_failc(CN_EINVAL, "%s: index %" PRId64 " is out of range for axis %d of size %" PRId64,
@@ -246,7 +240,7 @@ static int scatter_add(const cn_tensor *x, const cn_tensor *index, const cn_tens
                               CN_OCL_VAL(cnd),  CN_OCL_VAL(cL), CN_OCL_VAL(ni),
                               CN_OCL_MEM(f.mem)};
         int64_t bad = 0;
-        rc = flag_done(&f, launch1(op, dev, kc, 8, cargs, ni), &bad);
+        rc = flag_done(&f, cn_ocl_x_launch1(op, dev, kc, 8, cargs, ni), &bad);
         if (rc < 0) return rc;
         if (rc > 0)
             return cn_failc(CN_EINVAL,
@@ -260,7 +254,7 @@ static int scatter_add(const cn_tensor *x, const cn_tensor *index, const cn_tens
                          CN_OCL_VAL(vxs),  CN_OCL_MEM(im),   CN_OCL_VAL(io),  CN_OCL_VAL(vis),
                          CN_OCL_MEM(sm),   CN_OCL_VAL(so),   CN_OCL_VAL(vss), CN_OCL_VAL(vos),
                          CN_OCL_VAL(vish), CN_OCL_VAL(cnd),  CN_OCL_VAL(cax), CN_OCL_VAL(no)};
-    return launch1(op, dev, k, 16, args, no);
+    return cn_ocl_x_launch1(op, dev, k, 16, args, no);
 }
 
 /* ---- pad ---- */
@@ -298,7 +292,7 @@ static int pad(const cn_tensor *x, const int64_t *pads, int npads, int mode, dou
     cn_ocl_arg args[] = {CN_OCL_MEM(om), CN_OCL_VAL(oo),  CN_OCL_MEM(xm),    CN_OCL_VAL(xo),
                          CN_OCL_VAL(vxs), CN_OCL_VAL(vsh), CN_OCL_VAL(vl),   CN_OCL_VAL(vb),
                          CN_OCL_VAL(cnd), CN_OCL_VAL(cmode), CN_OCL_VAL(val), CN_OCL_VAL(n)};
-    return launch1(op, dev, k, 12, args, n);
+    return cn_ocl_x_launch1(op, dev, k, 12, args, n);
 }
 
 /* ---- one_hot ---- */
@@ -328,7 +322,7 @@ static int one_hot(const cn_tensor *index, cn_tensor *out) {
                          CN_OCL_VAL(vis), CN_OCL_VAL(vsh), CN_OCL_VAL(cnd), CN_OCL_VAL(C),
                          CN_OCL_VAL(n),   CN_OCL_MEM(f.mem)};
     int64_t bad = 0;
-    rc = flag_done(&f, launch1(op, dev, k, 10, args, n), &bad);
+    rc = flag_done(&f, cn_ocl_x_launch1(op, dev, k, 10, args, n), &bad);
     if (rc < 0) return rc;
     if (rc > 0)
         return cn_failc(CN_EINVAL, "one_hot: class %" PRId64 " is out of range for num_classes %" PRId64,
@@ -356,7 +350,7 @@ static int tri(const cn_tensor *x, int64_t kk, bool upper, cn_tensor *out) {
     cn_ocl_arg args[] = {CN_OCL_MEM(om),  CN_OCL_VAL(oo), CN_OCL_MEM(xm), CN_OCL_VAL(xo),
                          CN_OCL_VAL(vxs), CN_OCL_VAL(vsh), CN_OCL_VAL(cnd), CN_OCL_VAL(k),
                          CN_OCL_VAL(cup), CN_OCL_VAL(n)};
-    return launch1(op, dev, kn, 10, args, n);
+    return cn_ocl_x_launch1(op, dev, kn, 10, args, n);
 }
 
 /* ---- concat and slice_scatter: copies into views of out ---- */

@@ -88,6 +88,16 @@ static inline size_t cn_ocl_x_round(int64_t n, size_t local) {
     return (u + local - 1) / local * local;
 }
 
+/* A kernel of `body` for a float dtype (f32, f64), with T defined as its
+ * OpenCL type and ACC as the accumulator (double where the device has it);
+ * an error naming fn for other dtypes. */
+cl_kernel cn_ocl_x_float_kernel(const char *fn, cn_ocl_dev *dev, cn_dtype dt, const char *body,
+                                const char *name);
+/* k over n work items, one each, in groups of 64 (kernels check
+ * get_global_id(0) < n themselves). */
+int cn_ocl_x_launch1(const char *fn, cn_ocl_dev *dev, cl_kernel k, int nargs,
+                     const cn_ocl_arg *args, int64_t n);
+
 /* The "first bad value" flag of kernels that check indices: a small
  * device buffer {int hit; int pad; long value}. Kernels take it as
  * `__global int *bad` and report with CN_OCL_BAD(bad, v) (source below). */

@@ -9,6 +9,7 @@
  * Also the helpers the kernel files share: generated-source builds,
  * contiguous temporaries and the index-error flag. */
 #include "ocl_kernels.h"
+#include "../matmul_geom.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -276,17 +277,18 @@ int cn_ocl_k_matmul(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
                     cn_tensor *out) {
     (void)id, (void)nin, (void)at;
     const cn_tensor *a = in[0], *b = in[1];
-    int ad = a->ndim, bd = b->ndim;
+    cn_mm_geom mg;
+    cn_mm_geometry(a, b, out, &mg);
     cn_ocl_gemm g;
     memset(&g, 0, sizeof g);
     g.dt = (cn_dtype)out->dtype;
-    g.m = ad >= 2 ? a->shape[ad - 2] : 1;
-    g.k = a->shape[ad - 1];
-    g.n = bd >= 2 ? b->shape[bd - 1] : 1;
-    g.rsa = ad >= 2 ? a->strides[ad - 2] : 1;
-    g.csa = a->strides[ad - 1];
-    g.rsb = b->strides[bd >= 2 ? bd - 2 : 0];
-    g.csb = bd >= 2 ? b->strides[bd - 1] : 1;
+    g.m = mg.m;
+    g.k = mg.k;
+    g.n = mg.n;
+    g.rsa = mg.rsa;
+    g.csa = mg.csa;
+    g.rsb = mg.rsb;
+    g.csb = mg.csb;
     g.a = cn_ocl_mem(a);
     g.b = cn_ocl_mem(b);
     g.c = cn_ocl_mem(out);
@@ -294,43 +296,31 @@ int cn_ocl_k_matmul(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
     g.ob = b->offset;
     g.oc = out->offset;
     g.ldc = g.n;
-
-    /* Batch axes of the output with a's and b's strides (0 where
-     * broadcast), size-1 axes dropped, an axis merged into the next inner
-     * one when every operand steps over it as over the whole inner one. */
-    int nbatch = out->ndim - (ad >= 2) - (bd >= 2);
-    int64_t inner = g.m * g.n, csz[CN_MAX_DIMS];
-    for (int d = nbatch - 1; d >= 0; d--) {
-        csz[d] = inner;
-        inner *= out->shape[d];
-    }
-    for (int d = 0; d < nbatch; d++) {
-        int64_t size = out->shape[d];
-        if (size == 1) continue;
-        int da = d - (nbatch - (ad - 2)), db = d - (nbatch - (bd - 2));
-        int64_t sa = ad > 2 && da >= 0 && a->shape[da] != 1 ? a->strides[da] : 0;
-        int64_t sb = bd > 2 && db >= 0 && b->shape[db] != 1 ? b->strides[db] : 0;
-        int j = g.nb - 1;
-        if (j >= 0 && g.bsa[j] == sa * size && g.bsb[j] == sb * size &&
-            g.bsc[j] == csz[d] * size) {
-            g.bshape[j] *= size;
-            g.bsa[j] = sa;
-            g.bsb[j] = sb;
-            g.bsc[j] = csz[d];
-            continue;
-        }
-        g.bshape[g.nb] = size;
-        g.bsa[g.nb] = sa;
-        g.bsb[g.nb] = sb;
-        g.bsc[g.nb] = csz[d];
-        g.nb++;
-    }
-    /* b shared by every product and a's matrices evenly spaced rows: one
-     * product with m * batch rows (a linear layer over a sequence). */
-    if (g.nb == 1 && g.bsb[0] == 0 && (g.m == 1 || g.bsa[0] == g.m * g.rsa)) {
-        g.rsa = g.m == 1 ? g.bsa[0] : g.rsa;
-        g.m *= g.bshape[0];
-        g.nb = 0;
+    g.nb = mg.nb;
+    for (int d = 0; d < mg.nb; d++) {
+        g.bshape[d] = mg.shape[d];
+        g.bsa[d] = mg.sa[d];
+        g.bsb[d] = mg.sb[d];
+        g.bsc[d] = mg.sc[d];
     }
     return cn_ocl_gemm_run("matmul", cn_ocl_dev_of(out->storage), &g);
+}
+
+cl_kernel cn_ocl_x_float_kernel(const char *fn, cn_ocl_dev *dev, cn_dtype dt, const char *body,
+                                const char *name) {
+    if (dt != CN_F32 && dt != CN_F64) {
+        cn_failc(CN_EUNSUPPORTED, "%s: no kernel for dtype %s", fn, cn_dtype_name(dt));
+        return NULL;
+    }
+    if (cn_ocl_x_fp64(fn, dev, dt) < 0) return NULL;
+    char defs[96];
+    snprintf(defs, sizeof defs, "#define T %s\n#define ACC %s\n", cn_ocl_ctype(dt),
+             dev->fp64 ? "double" : "float");
+    return cn_ocl_x_kernel(fn, dev, defs, body, name);
+}
+
+int cn_ocl_x_launch1(const char *fn, cn_ocl_dev *dev, cl_kernel k, int nargs,
+                     const cn_ocl_arg *args, int64_t n) {
+    size_t local = 64, global = cn_ocl_x_round(n, local);
+    return cn_ocl_launch(fn, dev, k, nargs, args, 1, &global, &local);
 }

@@ -161,21 +161,7 @@ static pgeom geom_of(const cn_attrs *a, int nwin, const cn_tensor *x, const cn_t
 }
 
 static cl_kernel pool_kernel(const char *op, cn_ocl_dev *dev, cn_dtype dt, const char *name) {
-    if (dt != CN_F32 && dt != CN_F64) {
-        cn_failc(CN_EUNSUPPORTED, "%s: no kernel for dtype %s", op, cn_dtype_name(dt));
-        return NULL;
-    }
-    if (cn_ocl_x_fp64(op, dev, dt) < 0) return NULL;
-    char defs[96];
-    snprintf(defs, sizeof defs, "#define T %s\n#define ACC %s\n", cn_ocl_ctype(dt),
-             dev->fp64 ? "double" : "float");
-    return cn_ocl_x_kernel(op, dev, defs, pool_src, name);
-}
-
-static int launch1(const char *fn, cn_ocl_dev *dev, cl_kernel k, int nargs,
-                   const cn_ocl_arg *args, int64_t n) {
-    size_t local = 64, global = cn_ocl_x_round(n, local);
-    return cn_ocl_launch(fn, dev, k, nargs, args, 1, &global, &local);
+    return cn_ocl_x_float_kernel(op, dev, dt, pool_src, name);
 }
 
 /* Maxima of x's windows: values into y (want 0) or positions into y (i64,
@@ -190,7 +176,7 @@ static int max_fwd(const char *op, const pgeom *g, const cn_tensor *x, cn_tensor
     cl_int cw = want;
     cn_ocl_arg args[] = {CN_OCL_MEM(xm), CN_OCL_VAL(xs), CN_OCL_VAL(*g), CN_OCL_MEM(ym),
                          CN_OCL_MEM(ym), CN_OCL_VAL(oo), CN_OCL_VAL(cw), CN_OCL_VAL(n)};
-    return launch1(op, dev, k, 8, args, n);
+    return cn_ocl_x_launch1(op, dev, k, 8, args, n);
 }
 
 static int max_back(const pgeom *g, const cn_tensor *x, const cn_tensor *dy, cn_tensor *dx) {
@@ -206,7 +192,7 @@ static int max_back(const pgeom *g, const cn_tensor *x, const cn_tensor *dy, cn_
         cl_long oo = dx->offset, n = g->N * g->C * g->H * g->W;
         cn_ocl_arg args[] = {CN_OCL_MEM(im), CN_OCL_MEM(gm), CN_OCL_VAL(gs), CN_OCL_VAL(*g),
                              CN_OCL_MEM(xm), CN_OCL_VAL(oo), CN_OCL_VAL(n)};
-        rc = launch1(op, dev, k, 7, args, n);
+        rc = cn_ocl_x_launch1(op, dev, k, 7, args, n);
     } else if (rc >= 0) {
         rc = CN_EINVAL;
     }
@@ -225,7 +211,7 @@ static int simple(const char *op, const char *name, const pgeom *g, const cn_ten
     cl_long oo = out->offset, n = cn_shape_numel(4, out->shape);
     cn_ocl_arg args[] = {CN_OCL_MEM(xm), CN_OCL_VAL(xs), CN_OCL_VAL(*g),
                          CN_OCL_MEM(ym), CN_OCL_VAL(oo), CN_OCL_VAL(n)};
-    return launch1(op, dev, k, 6, args, n);
+    return cn_ocl_x_launch1(op, dev, k, 6, args, n);
 }
 
 int cn_ocl_k_pool(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,

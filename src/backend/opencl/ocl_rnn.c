@@ -69,20 +69,7 @@ static const char rnn_src[] =
     "}\n";
 
 static cl_kernel rnn_kernel(const char *op, cn_ocl_dev *dev, cn_dtype dt, const char *name) {
-    if (dt != CN_F32 && dt != CN_F64) {
-        cn_failc(CN_EUNSUPPORTED, "%s: no kernel for dtype %s", op, cn_dtype_name(dt));
-        return NULL;
-    }
-    if (cn_ocl_x_fp64(op, dev, dt) < 0) return NULL;
-    char defs[64];
-    snprintf(defs, sizeof defs, "#define T %s\n", cn_ocl_ctype(dt));
-    return cn_ocl_x_kernel(op, dev, defs, rnn_src, name);
-}
-
-static int launch1(const char *fn, cn_ocl_dev *dev, cl_kernel k, int nargs,
-                   const cn_ocl_arg *args, int64_t n) {
-    size_t local = 64, global = cn_ocl_x_round(n, local);
-    return cn_ocl_launch(fn, dev, k, nargs, args, 1, &global, &local);
+    return cn_ocl_x_float_kernel(op, dev, dt, rnn_src, name);
 }
 
 /* ---- forward ---- */
@@ -131,7 +118,7 @@ static int lstm_fwd(const cn_tensor *gx0, const cn_tensor *w, const cn_tensor *h
         cn_ocl_arg args[] = {CN_OCL_MEM(gm), CN_OCL_VAL(gxo),    CN_OCL_MEM(am), CN_OCL_VAL(has_a),
                              CN_OCL_MEM(cm), CN_OCL_VAL(co),     CN_OCL_VAL(cs), CN_OCL_VAL(has_cp),
                              CN_OCL_MEM(ym), CN_OCL_VAL(yo),     CN_OCL_VAL(cH), CN_OCL_VAL(n)};
-        rc = launch1(op, dev, k, 12, args, n);
+        rc = cn_ocl_x_launch1(op, dev, k, 12, args, n);
     }
     cn_release(gx);
     cn_release(h0);
@@ -178,7 +165,7 @@ static int lstm_bwd(const cn_tensor *y0, const cn_tensor *dy0, int parts, const 
                              CN_OCL_VAL(P),   CN_OCL_MEM(cpm),    CN_OCL_VAL(cpo), CN_OCL_VAL(cps),
                              CN_OCL_VAL(has_cp), CN_OCL_MEM(hm),  CN_OCL_MEM(cm),  CN_OCL_MEM(om),
                              CN_OCL_VAL(dgo), CN_OCL_VAL(cH),     CN_OCL_VAL(n)};
-        if ((rc = launch1(op, dev, k, 15, args, n)) < 0) break;
+        if ((rc = cn_ocl_x_launch1(op, dev, k, 15, args, n)) < 0) break;
         if (s > 0 || state_grads) {
             /* dhn = dg w: what reaches h of the previous step */
             cn_ocl_gemm g;
@@ -195,7 +182,7 @@ static int lstm_bwd(const cn_tensor *y0, const cn_tensor *dy0, int parts, const 
         cl_long oo = out->offset + T * gs, cH = H, n = gs;
         cn_ocl_arg args[] = {CN_OCL_MEM(hm), CN_OCL_MEM(cm), CN_OCL_MEM(om),
                              CN_OCL_VAL(oo), CN_OCL_VAL(cH), CN_OCL_VAL(n)};
-        rc = launch1(op, dev, kl, 6, args, n);
+        rc = cn_ocl_x_launch1(op, dev, kl, 6, args, n);
     }
     cn_release(y);
     cn_release(dy);
