@@ -122,10 +122,16 @@ int cn_ocl_device_info(int index, cn_device_info *info) {
     info->device = CN_DEVICE(CN_DEVICE_OPENCL, index);
     snprintf(info->name, sizeof info->name, "%s", d->name);
     info_str(d->id, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
-    char pv[64] = "", dv[64] = "";
-    clGetPlatformInfo(d->platform, CL_PLATFORM_VERSION, sizeof pv - 1, pv, NULL);
+    /* Platform versions run long (PoCL's names its whole build); a query
+     * into a buffer too small fails outright, so ask for the size first. */
+    char pv[512] = "", dv[64] = "";
+    size_t need = 0;
+    if (clGetPlatformInfo(d->platform, CL_PLATFORM_VERSION, 0, NULL, &need) == CL_SUCCESS &&
+        need <= sizeof pv)
+        clGetPlatformInfo(d->platform, CL_PLATFORM_VERSION, sizeof pv, pv, NULL);
+    pv[sizeof pv - 1] = 0;
     info_str(d->id, CL_DRIVER_VERSION, dv, sizeof dv);
-    snprintf(info->driver, sizeof info->driver, "%s, driver %s", pv, dv);
+    snprintf(info->driver, sizeof info->driver, "%.60s, driver %s", pv, dv);
     cl_ulong mem = 0;
     clGetDeviceInfo(d->id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
     info->memory_bytes = mem;
