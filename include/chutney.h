@@ -196,9 +196,11 @@ bool cn_event_query(cn_event *e); /* finished? (true after an error too) */
 void cn_event_free(cn_event *e);
 
 /* Where creation functions (cn_zeros, cn_from_data, cn_rand, ...) put new
- * tensors, and where a static program places steps that have no input on a
- * device: the innermost open device scope, else the default device (the CPU
- * unless set). Per thread. */
+ * tensors: the innermost open device scope, else the default device (the
+ * CPU unless set). Per thread. A static graph's ops built inside a scope
+ * run on its device when compiled, whatever their inputs' device (their
+ * inputs are transferred); outside any scope they follow their inputs (the
+ * default device does not place them). */
 int cn_set_default_device(cn_device d);
 cn_device cn_get_default_device(void);
 int cn_device_scope_begin(cn_device d); /* scopes nest (up to 64) */
@@ -699,6 +701,9 @@ typedef struct cn_compile_opts {
     /* Debugging the planner: fill each planned buffer with NaN bytes once
      * its value is dead, and check that no two live values share bytes. */
     bool poison;
+    /* Do not warn on stderr when steps fall back to the CPU because their
+     * device has no kernel for them (cn_program_stats counts them). */
+    bool quiet_fallback;
 } cn_compile_opts;
 
 /* Order, check and optimise the nodes that outputs depend on. opts NULL:
@@ -711,14 +716,17 @@ cn_program *cn_compile(cn_graph *g, cn_tensor *const *outputs, int noutputs,
 void cn_program_free(cn_program *p);
 /* The placeholders the program needs, in a fixed order. */
 int cn_program_num_inputs(const cn_program *p);
-/* How many steps (kernels or views) one run executes. */
+/* How many steps (kernels, views, transfers) one run executes. */
 int cn_program_num_steps(const cn_program *p);
 cn_tensor *cn_program_input(const cn_program *p, int i);
 /* Feed values[i] to placeholders[i] (every input must be fed), run, and put
  * the outputs (owned by the current scope) into outputs[0..noutputs).
  * Outputs are new tensors each run; intermediates live in the program's
- * planned arena (allocated on the first run for the fed sizes, again only
- * when they change). */
+ * planned arenas, one per device (allocated on the first run for the fed
+ * sizes, again only when they change). Each step runs on the device of the
+ * cn_device_scope it was built in, else on its inputs' device; the program
+ * is placed again when the inputs are fed on other devices than the last
+ * run's (docs/graph-passes.md, "Placement"). */
 int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
            cn_tensor **outputs, int noutputs);
 
@@ -750,6 +758,14 @@ typedef struct cn_program_stats {
     size_t output_bytes;       /* outputs, allocated per run */
     int ninplace;              /* steps writing over a dead input */
     int ncompiles;             /* builds, including rebuilds after a write */
+    /* Placement (for the devices of the last run's inputs, or before the
+     * first run for inputs on the program's device): steps other than
+     * transfers by the kind of device they run on, transfer steps (`to`:
+     * those the graph has and those placement inserted), and steps that
+     * run on the CPU because their device has no kernel for them. */
+    int ndevice_steps[CN_DEVICE_KIND_COUNT];
+    int ntransfers;
+    int nfallbacks;
 } cn_program_stats;
 int cn_program_stats_get(const cn_program *p, cn_program_stats *stats);
 /* The steps as text, one per line. */

@@ -61,3 +61,30 @@ int cn_tool_devices(int argc, char **argv) {
     }
     return 0;
 }
+
+int cn_tool_device(const char *prefix, const char *s, cn_device *out) {
+    *out = CN_CPU;
+    if (!s) return 0;
+    if (cn_device_parse(s, out) < 0) {
+        fprintf(stderr, "%s: bad --device: %s; `chutney devices` lists the devices here\n", prefix,
+                cn_last_error());
+        return 2;
+    }
+    int n = cn_device_count((cn_device_kind)out->kind);
+    if (out->index < n) return 0;
+    char name[32];
+    cn_device_str(*out, name, sizeof name);
+    if (n == 0) {
+        fprintf(stderr, "%s: no device %s: this machine (or build) has no %s device; "
+                        "`chutney devices` lists the devices here\n",
+                prefix, name, kinds[out->kind]);
+    } else {
+        char range[80];
+        if (n == 1) snprintf(range, sizeof range, "%s:0", kinds[out->kind]);
+        else snprintf(range, sizeof range, "%s:0 to %s:%d", kinds[out->kind], kinds[out->kind], n - 1);
+        fprintf(stderr, "%s: no device %s: there %s %d %s device%s (%s); "
+                        "`chutney devices` lists them\n",
+                prefix, name, n == 1 ? "is" : "are", n, kinds[out->kind], n == 1 ? "" : "s", range);
+    }
+    return 1;
+}

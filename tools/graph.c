@@ -10,7 +10,7 @@
 static void graph_usage(FILE *f) {
     fprintf(f,
             "usage: chutney graph --model {mlp,cnn,lstm} [--train] [--optimized | -O LEVEL]\n"
-            "                     [--text] [--output FILE] [--png FILE]\n"
+            "                     [--device DEV] [--text] [--output FILE] [--png FILE]\n"
             "       chutney graph MODEL.onnx [--optimized | -O LEVEL] [--text] [--output FILE]\n"
             "\n"
             "Writes the model's program as Graphviz DOT to stdout (or --output FILE):\n"
@@ -18,7 +18,9 @@ static void graph_usage(FILE *f) {
             "training step (loss, gradients; the optimiser update runs after it).\n"
             "As built by default (-O0); --optimized is -O2, after every pass.\n"
             "--text prints the steps as text instead; --png FILE renders the DOT\n"
-            "with Graphviz's dot (apt-get install graphviz).\n");
+            "with Graphviz's dot (apt-get install graphviz).\n"
+            "--device DEV (opencl:0, ...) places the model there: each step then shows\n"
+            "its device, and transfer steps (to) and CPU fallbacks stand out.\n");
 }
 
 /* dot -Tpng: through a temporary file, so a missing dot is reported. */
@@ -62,7 +64,7 @@ static int render_png(cn_program *p, const char *png) {
 
 int cn_tool_graph(int argc, char **argv) {
     if (argc > 1 && argv[1][0] != '-') return cn_tool_onnx_graph(argc, argv); /* a model file */
-    const char *model = NULL, *out_path = NULL, *png = NULL;
+    const char *model = NULL, *out_path = NULL, *png = NULL, *device = NULL;
     bool train = false, text = false;
     int level = 0;
     for (int i = 1; i < argc; i++) {
@@ -70,6 +72,7 @@ int cn_tool_graph(int argc, char **argv) {
         if (!strcmp(k, "--model") && v) model = argv[++i];
         else if (!strcmp(k, "--output") && v) out_path = argv[++i];
         else if (!strcmp(k, "--png") && v) png = argv[++i];
+        else if (!strcmp(k, "--device") && v) device = argv[++i];
         else if (!strcmp(k, "--train")) train = true;
         else if (!strcmp(k, "--text")) text = true;
         else if (!strcmp(k, "--optimized")) level = 2;
@@ -94,9 +97,20 @@ int cn_tool_graph(int argc, char **argv) {
         graph_usage(stderr);
         return 2;
     }
+    cn_device dev = CN_CPU;
+    if (device && cn_device_parse(device, &dev) < 0) {
+        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        return 2;
+    }
     cn_module *m = cn_tool_make_model(model);
     if (!m) {
         fprintf(stderr, "chutney: %s\n", cn_tool_error());
+        return 2;
+    }
+    /* Before the optimiser takes the parameters into its flat buffer. */
+    if (cn_module_to(m, dev) < 0) {
+        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        cn_module_free(m);
         return 2;
     }
     cn_tensor **params = NULL;

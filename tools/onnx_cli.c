@@ -1,7 +1,7 @@
 /* `chutney run` and `chutney info`: ONNX models from the command line.
  *
  *   chutney run MODEL.onnx --input NAME=FILE.npy [--input ...] --output-dir DIR
- *               [--threads T] [--bench N]
+ *               [--threads T] [--bench N] [--device DEV]
  *   chutney info MODEL.onnx
  *   chutney info --supported-ops     (the op table of docs/onnx.md, Markdown)
  *   chutney graph MODEL.onnx [-O LEVEL | --optimized] [--text] [--output FILE]
@@ -9,7 +9,8 @@
  * run loads the inputs first, so the model is imported with their concrete
  * shapes (shape computations fold), then writes DIR/<output name>.npy for
  * every graph output; --bench N times N runs after one warm-up run and
- * prints the median. */
+ * prints the median. --device runs it there: the inputs are copied to the
+ * device (the program runs where its inputs are fed), the outputs back. */
 #include "tools.h"
 
 #include <errno.h>
@@ -64,7 +65,9 @@ static int supported_ops_markdown(FILE *f) {
 
 static int run_usage(FILE *f) {
     fprintf(f, "usage: chutney run MODEL.onnx --input NAME=FILE.npy [--input ...] --output-dir DIR "
-               "[--threads T] [--bench N]\n");
+               "[--threads T] [--bench N] [--device DEV]\n"
+               "--device cpu (the default), opencl or opencl:N: where the model runs "
+               "(`chutney devices` lists them)\n");
     return 2;
 }
 
@@ -103,7 +106,7 @@ static void file_name(const char *name, char *buf, size_t n) {
 }
 
 int cn_tool_run(int argc, char **argv) {
-    const char *model = NULL, *outdir = NULL;
+    const char *model = NULL, *outdir = NULL, *device_name = NULL;
     const char *names[MAX_INPUTS], *files[MAX_INPUTS];
     int nin = 0;
     long threads = 0, bench = 0;
@@ -132,6 +135,9 @@ int cn_tool_run(int argc, char **argv) {
         } else if (!strcmp(a, "--threads")) {
             if (!has_val || !parse_int(argv[++i], 1, 256, &threads))
                 return fprintf(stderr, "chutney run: --threads needs a number from 1 to 256\n"), 2;
+        } else if (!strcmp(a, "--device")) {
+            if (!has_val) return fprintf(stderr, "chutney run: --device needs a device (cpu, opencl:0, ...)\n"), 2;
+            device_name = argv[++i];
         } else if (!strcmp(a, "--bench")) {
             if (!has_val || !parse_int(argv[++i], 1, 1000000, &bench))
                 return fprintf(stderr, "chutney run: --bench needs a positive number of runs\n"), 2;
@@ -149,6 +155,10 @@ int cn_tool_run(int argc, char **argv) {
         fprintf(stderr, "chutney run: --output-dir is required\n");
         return run_usage(stderr);
     }
+    cn_device dev;
+    int drc = cn_tool_device("chutney run", device_name, &dev);
+    if (drc) return drc;
+    bool on_device = dev.kind != CN_DEVICE_CPU;
     if (threads) cn_set_num_threads((int)threads);
 
     int status = 1;
@@ -164,6 +174,10 @@ int cn_tool_run(int argc, char **argv) {
         shapes[i].name = names[i];
         shapes[i].ndim = cn_ndim(vals[i]);
         for (int d = 0; d < shapes[i].ndim; d++) shapes[i].shape[d] = cn_dim(vals[i], d);
+        if (on_device && !(vals[i] = cn_to(vals[i], dev))) {
+            fprintf(stderr, "chutney run: input '%s': %s\n", names[i], cn_last_error());
+            goto done;
+        }
     }
     cn_onnx_load_opts opts = {.shapes = shapes, .nshapes = nin};
     cn_onnx_model *m = cn_onnx_load(model, &opts);
@@ -207,6 +221,10 @@ int cn_tool_run(int argc, char **argv) {
         char fn[256], path[4096];
         file_name(cn_onnx_output_name(m, o), fn, sizeof fn);
         snprintf(path, sizeof path, "%s/%s.npy", outdir, fn);
+        if (on_device && !(outs[o] = cn_to(outs[o], CN_CPU))) {
+            fprintf(stderr, "chutney run: %s\n", cn_last_error());
+            goto free_outs;
+        }
         if (cn_save_npy(path, outs[o]) < 0) {
             fprintf(stderr, "chutney run: %s\n", cn_last_error());
             goto free_outs;
@@ -221,7 +239,7 @@ int cn_tool_run(int argc, char **argv) {
         for (long r = 0; r < bench && ok; r++) {
             cn_scope_begin();
             double t0 = now_s();
-            ok = cn_onnx_run(m, feed, outs) == 0;
+            ok = cn_onnx_run(m, feed, outs) == 0 && (!on_device || cn_device_synchronize(dev) == 0);
             t[r] = now_s() - t0;
             cn_scope_end();
         }

@@ -37,5 +37,10 @@ __attribute__((format(printf, 1, 2)))
 void cn_tool_fail(const char *fmt, ...);
 const char *cn_tool_error(void);
 int cn_tool_devices(int argc, char **argv);
+/* --device S (NULL: the CPU) into *out: 0, or, after a message on stderr
+ * starting with prefix ("chutney", "chutney run"), the exit status: 2 when S
+ * is not a device name, 1 when this machine has no such device
+ * (tools/devices.c). */
+int cn_tool_device(const char *prefix, const char *s, cn_device *out);
 
 #endif

@@ -16,6 +16,9 @@
 typedef struct train_args {
     const char *model, *optimizer, *data, *save, *resume, *load;
     const char *logits; /* eval: write the test logits here (.npy) */
+    const char *device_name; /* --device as given (NULL: the CPU) */
+    cn_device device;        /* where the model lives and the batches go */
+    bool on_device;          /* device is not the CPU: batches are copied there */
     int epochs, threads;
     int64_t batch, limit;
     double lr;
@@ -110,7 +113,8 @@ static void free_split(dataset *d) {
  * batch: the test pass then needs no more memory than a training step;
  * bench/torch_train.py does the same). With logits, the [N, 10] logits go
  * there (owned by the caller's scope). Returns -1 on failure. */
-static double evaluate(cn_module *m, const dataset *d, int64_t batch, cn_tensor **logits_out) {
+static double evaluate(cn_module *m, const dataset *d, int64_t batch, const train_args *a,
+                       cn_tensor **logits_out) {
     int64_t n = cn_shape(d->images)[0], correct = 0, nb = (n + batch - 1) / batch;
     cn_loader *l = split_loader(d, &(cn_loader_opts){.batch_size = batch});
     cn_tensor **parts = logits_out ? calloc((size_t)(nb ? nb : 1), sizeof *parts) : NULL;
@@ -125,7 +129,12 @@ static double evaluate(cn_module *m, const dataset *d, int64_t batch, cn_tensor 
     for (int64_t b = 0; b < nb && ok; b++) {
         cn_scope_begin();
         cn_tensor *xy[2];
-        cn_tensor *logits = cn_loader_next(l, xy) == 1 ? cn_module_forward(m, xy[0]) : NULL;
+        bool got = cn_loader_next(l, xy) == 1;
+        if (got && a->on_device) {
+            xy[0] = cn_to(xy[0], a->device);
+            xy[1] = cn_to(xy[1], a->device);
+        }
+        cn_tensor *logits = got ? cn_module_forward(m, xy[0]) : NULL;
         cn_tensor *hit = cn_eq(cn_argmax(logits, 1, false), xy[1]);
         cn_tensor *nhit = cn_sum(cn_cast(hit, CN_I64), NULL, 0, false);
         ok = nhit != NULL;
@@ -145,8 +154,8 @@ static double evaluate(cn_module *m, const dataset *d, int64_t batch, cn_tensor 
 }
 
 /* evaluate() for training's test passes; a failure is reported here. */
-static double test_accuracy(cn_module *m, const dataset *d, int64_t batch) {
-    double acc = evaluate(m, d, batch, NULL);
+static double test_accuracy(cn_module *m, const dataset *d, const train_args *a) {
+    double acc = evaluate(m, d, a->batch, a, NULL);
     if (acc < 0) fprintf(stderr, "chutney: test pass failed: %s\n", cn_last_error());
     return acc;
 }
@@ -194,11 +203,13 @@ static int save_checkpoint(const char *path, const train_args *a, cn_module *m, 
     snprintf(batch_s, sizeof batch_s, "%lld", (long long)a->batch);
     char run_seed[32];
     snprintf(run_seed, sizeof run_seed, "%llu", (unsigned long long)a->seed);
+    char device_s[32]; /* informative: a checkpoint loads on any device */
+    cn_device_str(a->device, device_s, sizeof device_s);
     const char *keys[] = {"format", "model", "optimizer", "epochs_done", "rng_seed",
-                          "rng_offset", "lr", "batch", "seed"};
+                          "rng_offset", "lr", "batch", "seed", "device"};
     const char *vals[] = {"chutney-train-1", a->model, a->optimizer, epochs_s, seed_s,
-                          offset_s, lr_s, batch_s, run_seed};
-    rc = cn_save_safetensors(path, names, tensors, total, keys, vals, 9);
+                          offset_s, lr_s, batch_s, run_seed, device_s};
+    rc = cn_save_safetensors(path, names, tensors, total, keys, vals, 10);
     for (int i = 0; i < no; i++) free(owned[i]);
     free(owned);
     free(names);
@@ -317,9 +328,9 @@ static void train_usage(FILE *f) {
             "usage: chutney train --model {mlp,cnn,lstm} [--epochs N] [--batch B] [--lr X]\n"
             "                     [--optimizer {sgd,adam,adamw,rmsprop,adagrad}] [--threads T]\n"
             "                     [--seed S] [--data DIR] [--save FILE] [--resume FILE]\n"
-            "                     [--limit N] [--mode {eager,static}] [--json]\n"
+            "                     [--limit N] [--mode {eager,static}] [--device DEV] [--json]\n"
             "       chutney eval --model {mlp,cnn,lstm} --load FILE [--data DIR] [--threads T]\n"
-            "                    [--limit N] [--logits OUT.npy]\n"
+            "                    [--limit N] [--logits OUT.npy] [--device DEV]\n"
             "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
             "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
@@ -329,7 +340,9 @@ static void train_usage(FILE *f) {
             "eval --logits writes the model's logits for the test images ([N, 10] f32).\n"
             "--mode static (the default) compiles forward, backward and the optimiser\n"
             "update into one program (graph passes, fusion, memory planning) and runs it\n"
-            "per batch; --mode eager runs each op as it is called (the same losses).\n");
+            "per batch; --mode eager runs each op as it is called (the same losses).\n"
+            "--device cpu (the default), opencl or opencl:N: where the model lives and\n"
+            "the steps run (`chutney devices` lists them); checkpoints load on any device.\n");
 }
 
 static int parse_args(int argc, char **argv, train_args *a, bool eval) {
@@ -355,6 +368,7 @@ static int parse_args(int argc, char **argv, train_args *a, bool eval) {
         else if (!strcmp(k, "--resume") && !eval) { TAKE(); a->resume = v; }
         else if (!strcmp(k, "--load") && eval) { TAKE(); a->load = v; }
         else if (!strcmp(k, "--logits") && eval) { TAKE(); a->logits = v; }
+        else if (!strcmp(k, "--device")) { TAKE(); a->device_name = v; }
         else if (!strcmp(k, "--json")) a->json = true;
         else if (!strcmp(k, "--mode") && !eval) {
             TAKE();
@@ -416,9 +430,19 @@ static int parse_args(int argc, char **argv, train_args *a, bool eval) {
     return 0;
 }
 
+/* --device: 0, or the exit status after a message (2: not a device name;
+ * 1: no such device here). */
+static int resolve_device(train_args *a) {
+    int rc = cn_tool_device("chutney", a->device_name, &a->device);
+    a->on_device = rc == 0 && a->device.kind != CN_DEVICE_CPU;
+    return rc;
+}
+
 int cn_tool_train(int argc, char **argv) {
     train_args a;
     if (parse_args(argc, argv, &a, false) < 0) return 2;
+    int drc = resolve_device(&a);
+    if (drc) return drc;
     model_defaults(&a);
     if (a.threads) cn_set_num_threads(a.threads);
     cn_manual_seed(a.seed);
@@ -430,6 +454,12 @@ int cn_tool_train(int argc, char **argv) {
         return 1;
     }
     cn_module *model = cn_tool_make_model(a.model);
+    /* On the device before the optimiser is made: it keeps the parameters'
+     * buffers (and makes its state where they are). */
+    if (model && a.on_device && cn_module_to(model, a.device) < 0) {
+        cn_module_free(model);
+        model = NULL;
+    }
     cn_tensor **params = NULL;
     int np = model ? cn_module_parameters(model, &params, NULL) : -1;
     cn_optimizer *opt = np >= 0 ? make_optimizer(&a, params, np) : NULL;
@@ -450,9 +480,12 @@ int cn_tool_train(int argc, char **argv) {
         free_split(&te);
         return 1;
     }
+    char dev_s[32];
+    cn_device_str(a.device, dev_s, sizeof dev_s);
     if (!a.quiet && !a.json)
-        printf("training %s (%lld parameters) on %lld images, batch %lld, %s lr %g, %d thread%s\n",
-               a.model, (long long)cn_module_num_params(model),
+        printf("training %s (%lld parameters) on %s: %lld images, batch %lld, %s lr %g, "
+               "%d thread%s\n",
+               a.model, (long long)cn_module_num_params(model), dev_s,
                (long long)cn_shape(tr.images)[0], (long long)a.batch, a.optimizer, a.lr,
                cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s");
 
@@ -469,6 +502,8 @@ int cn_tool_train(int argc, char **argv) {
     cn_tensor *ph[2] = {NULL, NULL};
     if (a.static_mode) {
         cn_scope_begin(); /* the graph's values: the program keeps what it needs */
+        /* Constants the tracing and the backward pass make go to the device. */
+        if (a.on_device) cn_device_scope_begin(a.device);
         graph = cn_graph_new();
         int64_t xs[CN_MAX_DIMS];
         int xnd = cn_ndim(tr.images);
@@ -481,6 +516,7 @@ int cn_tool_train(int argc, char **argv) {
         outs[1] = cn_sum(cn_cast(cn_eq(cn_argmax(logits, 1, false), ph[1]), CN_I64), NULL, 0, false);
         prog = outs[1] ? cn_compile_train_step(graph, outs, 2, opt, NULL) : NULL;
         for (int i = 0; i < 2; i++) cn_retain(ph[i]); /* fed on every step */
+        if (a.on_device) cn_device_scope_end();
         cn_scope_end();
         if (!prog) {
             fprintf(stderr, "chutney: cannot compile the training step: %s\n", cn_last_error());
@@ -510,8 +546,15 @@ int cn_tool_train(int argc, char **argv) {
                 break;
             }
             double t0 = now_s();
+            /* The copy to the device is part of the step's time. */
+            if (a.on_device) {
+                batch[0] = cn_to(batch[0], a.device);
+                batch[1] = cn_to(batch[1], a.device);
+            }
             cn_tensor *loss = NULL, *logits = NULL, *res[2] = {NULL, NULL};
-            if (prog) {
+            if (!batch[0] || !batch[1]) {
+                /* the copy failed: reported below */
+            } else if (prog) {
                 if (cn_run(prog, ph, batch, 2, res, 2) == 0) loss = res[0];
             } else {
                 cn_optimizer_zero_grad(opt);
@@ -520,6 +563,13 @@ int cn_tool_train(int argc, char **argv) {
                 if (loss && (cn_backward(loss, NULL) < 0 || cn_optimizer_step(opt) < 0)) loss = NULL;
             }
             if (!loss) {
+                fprintf(stderr, "chutney: training step failed: %s\n", cn_last_error());
+                cn_scope_end();
+                rc = 1;
+                break;
+            }
+            /* A device runs the step's kernels after cn_run returns: wait for them. */
+            if (a.on_device && cn_device_synchronize(a.device) < 0) {
                 fprintf(stderr, "chutney: training step failed: %s\n", cn_last_error());
                 cn_scope_end();
                 rc = 1;
@@ -551,7 +601,7 @@ int cn_tool_train(int argc, char **argv) {
                          (double)seen / (now_s() - e_start), now_s() - e_start);
         }
         if (rc) break;
-        if ((acc = test_accuracy(model, &te, a.batch)) < 0) {
+        if ((acc = test_accuracy(model, &te, &a)) < 0) {
             rc = 1;
             break;
         }
@@ -566,25 +616,26 @@ int cn_tool_train(int argc, char **argv) {
             rc = 1;
         }
     }
-    if (rc == 0 && start_epoch >= a.epochs && (acc = test_accuracy(model, &te, a.batch)) < 0)
+    if (rc == 0 && start_epoch >= a.epochs && (acc = test_accuracy(model, &te, &a)) < 0)
         rc = 1;
     /* Runs too short for the warm-up are timed whole. */
     double sps = train_time > 0 ? (double)timed_samples / train_time
                  : all_time > 0 ? (double)all_samples / all_time
                                 : 0;
     if (rc == 0) {
-        printf("test accuracy: %.2f%%\n", 100 * acc);
+        printf("test accuracy: %.2f%% on %s\n", 100 * acc, dev_s);
         cn_program_stats ps = {0};
         if (prog) cn_program_stats_get(prog, &ps);
         /* JSON has no NaN or infinity: no batch run, or a diverged loss, is null. */
         char loss_s[32] = "null";
         if (isfinite(last_loss)) snprintf(loss_s, sizeof loss_s, "%.9g", last_loss);
         if (a.json)
-            printf("{\"model\":\"%s\",\"mode\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f,"
+            printf("{\"model\":\"%s\",\"device\":\"%s\",\"mode\":\"%s\",\"epochs\":%d,"
+                   "\"test_accuracy\":%.4f,"
                    "\"samples_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
                    "\"final_loss\":%s,\"program_steps\":%d,\"planned_mb\":%.3f,"
                    "\"unplanned_mb\":%.3f}\n",
-                   a.model, prog ? "static" : "eager", a.epochs, acc, sps, now_s() - t_start,
+                   a.model, dev_s, prog ? "static" : "eager", a.epochs, acc, sps, now_s() - t_start,
                    peak_rss_mb(), loss_s, ps.nsteps, ps.planned_bytes / 1e6,
                    ps.unplanned_bytes / 1e6);
     }
@@ -603,6 +654,8 @@ int cn_tool_train(int argc, char **argv) {
 int cn_tool_eval(int argc, char **argv) {
     train_args a;
     if (parse_args(argc, argv, &a, true) < 0) return 2;
+    int drc = resolve_device(&a);
+    if (drc) return drc;
     model_defaults(&a); /* the test pass's batch */
     if (a.threads) cn_set_num_threads(a.threads);
     dataset te;
@@ -612,6 +665,13 @@ int cn_tool_eval(int argc, char **argv) {
     }
     cn_module *model = cn_tool_make_model(a.model);
     int epochs = 0;
+    if (model && a.on_device && cn_module_to(model, a.device) < 0) {
+        fprintf(stderr, "chutney: cannot move the model to %s: %s\n", a.device_name,
+                cn_last_error());
+        cn_module_free(model);
+        free_split(&te);
+        return 1;
+    }
     if (!model || cn_tool_load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
         fprintf(stderr, "chutney: cannot load %s: %s\n", a.load, cn_tool_error());
         cn_module_free(model);
@@ -621,7 +681,7 @@ int cn_tool_eval(int argc, char **argv) {
     /* --logits: what an exported model must reproduce (tests/cli/export_cli.sh). */
     cn_scope_begin();
     cn_tensor *l = NULL;
-    double acc = evaluate(model, &te, a.batch, a.logits ? &l : NULL);
+    double acc = evaluate(model, &te, a.batch, &a, a.logits ? &l : NULL);
     if (acc < 0) {
         fprintf(stderr, "chutney: test pass failed: %s\n", cn_last_error());
         cn_scope_end();
@@ -629,7 +689,8 @@ int cn_tool_eval(int argc, char **argv) {
         free_split(&te);
         return 1;
     }
-    printf("test accuracy: %.2f%%\n", 100 * acc);
+    char dev_s[32];
+    printf("test accuracy: %.2f%% on %s\n", 100 * acc, cn_device_str(a.device, dev_s, sizeof dev_s));
     int lrc = a.logits ? cn_save_npy(a.logits, l) : 0;
     cn_scope_end();
     if (lrc < 0) {
@@ -639,7 +700,8 @@ int cn_tool_eval(int argc, char **argv) {
         return 1;
     }
     if (a.json)
-        printf("{\"model\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f}\n", a.model, epochs, acc);
+        printf("{\"model\":\"%s\",\"device\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f}\n",
+               a.model, dev_s, epochs, acc);
     cn_module_free(model);
     free_split(&te);
     return 0;

@@ -1,8 +1,9 @@
 /* The backend seam: what a device must provide, as one table per backend.
  *
  * Op definitions (src/ops: attributes, shape inference, gradient rules, ONNX
- * names) know no device. The dispatcher (src/ops/dispatch.c) and the program
- * executor (src/graph/program.c) take the device of the inputs, find its
+ * names) know no device. The dispatcher (src/ops/dispatch.c) takes the
+ * device of the inputs, the program executor (src/graph/program.c) the one
+ * placement gave the step (src/graph/passes/place.c); they find its
  * backend here and call the table: kernels by op id, the fused-group entry,
  * copies, fills. The CPU is one backend like the others
  * (src/backend/cpu/backend_cpu.c); OpenCL is src/backend/opencl.

@@ -216,6 +216,10 @@ int cn_require_cpu(const char *fn, const cn_tensor *t);
 /* Where creation functions put tensors: the innermost device scope, else
  * the thread's default device. */
 cn_device cn_current_device(void);
+/* Is a device scope open on this thread (cn_device_scope_begin)? Sets *d to
+ * the innermost one when it is (d may be NULL). The default device does not
+ * count: static programs place a step explicitly only inside a scope. */
+bool cn_device_scope_active(cn_device *d);
 /* cn_device_str into a thread-local buffer, for messages (two at a time). */
 const char *cn_dev_name(cn_device d);
 

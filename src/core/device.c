@@ -112,3 +112,9 @@ void cn_device_scope_end(void) {
 cn_device cn_current_device(void) {
     return scope_depth > 0 ? scope_stack[scope_depth - 1] : default_device;
 }
+
+bool cn_device_scope_active(cn_device *d) {
+    if (scope_depth == 0) return false;
+    if (d) *d = scope_stack[scope_depth - 1];
+    return true;
+}

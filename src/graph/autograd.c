@@ -405,8 +405,15 @@ static int run_engine(const engine_args *e) {
                               e->fn, cn_shape_str(root, b, sizeof b));
                 goto out;
             }
-            g = cn_t_full_on(cn_t_device(root), (cn_dtype)root->dtype, root->ndim, root->shape,
-                             1.0);
+            if (cn_is_symbolic(root)) {
+                /* A node, not a constant: placement puts it where the loss
+                 * is (a CPU constant would feed the device's steps). */
+                cn_attrs fa = {.i = {-1}, .f = {1.0}};
+                g = cn_op_run(CN_OP_full_like, &root, 1, &fa);
+            } else {
+                g = cn_t_full_on(cn_t_device(root), (cn_dtype)root->dtype, root->ndim,
+                                 root->shape, 1.0);
+            }
         }
         if (!g) goto fail;
         int32_t k = map_get(&w.map, root);

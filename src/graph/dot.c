@@ -1,6 +1,9 @@
 /* The program IR as a Graphviz DOT digraph: inputs as ellipses, constants
  * as small grey boxes (one-element constants print their value), each step
- * as a box with its op and result shape; fused steps list their ops. */
+ * as a box with its op and result shape; fused steps list their ops. When
+ * the program has steps off the CPU or transfers, each step also shows its
+ * device (fallbacks to the CPU in salmon), and transfer steps are light blue
+ * parallelograms "to DEVICE". */
 #include "ir.h"
 
 #include <stdlib.h>
@@ -11,13 +14,14 @@ static void label_value(const cn_ir *ir, int32_t id, FILE *f) {
     if (ir->v[id].kind == IRV_INPUT) {
         fprintf(f, "  v%d [shape=ellipse, label=\"%s\\n%s\"];\n", id, cn_get_name(t),
                 cn_shape_str(t, b, sizeof b));
-    } else if (cn_shape_numel(t->ndim, t->shape) == 1) {
+    } else if (cn_shape_numel(t->ndim, t->shape) == 1 && cn_t_on_cpu(t)) {
         fprintf(f, "  v%d [shape=box, style=filled, fillcolor=grey90, fontsize=10, label=\"%g\"];\n",
                 id, cn_load_f64(cn_t_ptr(t), (cn_dtype)t->dtype, 0));
     } else {
         const char *name = cn_get_name(t);
-        fprintf(f, "  v%d [shape=box, style=filled, fillcolor=grey90, fontsize=10, label=\"%s%s%s\"];\n",
-                id, name, *name ? "\\n" : "", cn_shape_str(t, b, sizeof b));
+        fprintf(f, "  v%d [shape=box, style=filled, fillcolor=grey90, fontsize=10, label=\"%s%s%s%s%s\"];\n",
+                id, name, *name ? "\\n" : "", cn_shape_str(t, b, sizeof b),
+                cn_t_on_cpu(t) ? "" : "\\n@", cn_t_on_cpu(t) ? "" : cn_dev_name(cn_t_device(t)));
     }
 }
 
@@ -26,20 +30,32 @@ int ir_write_dot(const cn_ir *ir, FILE *f) {
     uint8_t *shown = calloc((size_t)(ir->nv ? ir->nv : 1), 1);
     if (!shown) return cn_failc(CN_ENOMEM, "write_dot: out of memory");
     fprintf(f, "digraph program {\n  rankdir=TB;\n  node [fontname=\"Helvetica\"];\n");
+    bool devices = ir_shows_devices(ir);
     for (int s = 0; s < ir->ns; s++) {
         const ir_step *st = &ir->s[s];
         if (st->kind == IRS_DEAD) continue;
         const cn_tensor *ot = ir->v[st->out].t;
+        if (st->kind == IRS_OP && st->op == CN_OP_to) {
+            fprintf(f, "  v%d [shape=parallelogram, style=filled, fillcolor=lightblue, "
+                       "label=\"to %s\\n%s\"];\n",
+                    st->out, cn_dev_name(st->dev), cn_shape_str(ot, b, sizeof b));
+            goto edges;
+        }
         fprintf(f, "  v%d [shape=box, ", st->out);
+        if (st->fallback && st->kind != IRS_FUSED) fprintf(f, "style=filled, fillcolor=salmon, ");
         if (st->kind == IRS_FUSED) {
-            fprintf(f, "style=filled, fillcolor=lightyellow, label=\"fused");
+            fprintf(f, "style=filled, fillcolor=%s, label=\"fused",
+                    st->fallback ? "salmon" : "lightyellow");
             if (st->op != CN_OP_COUNT) fprintf(f, " %s +", cn_ops[st->op]->name);
             for (int k = 0; k < st->fused->ninstr; k++)
                 fprintf(f, "%s%s", k % 4 ? " " : "\\n", cn_ops[st->fused->instr[k].op]->name);
         } else {
             fprintf(f, "label=\"%s", cn_ops[st->op]->name);
         }
-        fprintf(f, "\\n%s\"];\n", cn_shape_str(ot, b, sizeof b));
+        fprintf(f, "\\n%s", cn_shape_str(ot, b, sizeof b));
+        if (devices) fprintf(f, "\\n@%s%s", cn_dev_name(st->dev), st->fallback ? " (fallback)" : "");
+        fprintf(f, "\"];\n");
+    edges:
         for (int i = 0; i < st->nin; i++) {
             int32_t v = st->in[i];
             if (ir->v[v].kind != IRV_STEP && !shown[v]) {

@@ -89,9 +89,23 @@ static cn_tensor *build_node(cn_op_id op, cn_tensor *const *in, int nin, const c
         return cn_fail("%s: out of memory building a graph node", d->name);
     }
     t->requires_grad = needs_grad && !(d->flags & CN_OPF_NONDIFF);
+    /* Inside cn_device_scope_begin(d) ... _end() the step is placed on d
+     * (passes/place.c); the node keeps d in its extra (a transfer goes
+     * where its attributes say, whatever the scope). */
+    cn_device sd;
+    if (!(d->flags & CN_OPF_TRANSFER) && cn_device_scope_active(&sd)) {
+        cn_device *e = malloc(sizeof *e);
+        if (!e) {
+            cn_release(t);
+            return cn_fail("%s: out of memory building a graph node", d->name);
+        }
+        *e = sd;
+        t->node->extra = e;
+    }
     return t;
 }
 
 __attribute__((constructor)) static void install_symbolic_hook(void) {
     cn_graph_symbolic_hook = build_node;
+    cn_node_extra_free = free; /* a symbolic node's scope device */
 }

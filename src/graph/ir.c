@@ -54,7 +54,7 @@ int32_t ir_add_value(cn_ir *ir, cn_tensor *t, uint8_t kind, int32_t producer) {
         ir->v = nv;
         ir->vcap = nc;
     }
-    ir->v[ir->nv] = (ir_value){cn_retain(t), producer, kind};
+    ir->v[ir->nv] = (ir_value){cn_retain(t), producer, kind, CN_CPU};
     return ir->nv++;
 }
 
@@ -157,6 +157,10 @@ cn_ir *ir_from_graph(cn_tensor *const *outputs, int noutputs) {
                 st->in = malloc(sizeof *st->in * (size_t)(n->nin ? n->nin : 1));
                 if (!st->in) goto oom;
                 for (int i = 0; i < n->nin; i++) st->in[i] = map_get(&m, n->in[i]);
+                if (n->extra) { /* built inside a device scope (graph.c) */
+                    st->scope = *(const cn_device *)n->extra;
+                    st->has_scope = 1;
+                }
                 ir->v[id].producer = ir->ns - 1;
             }
         }
@@ -254,15 +258,17 @@ int ir_assume(cn_ir *ir, cn_tensor *t) {
 static void print_value(const cn_ir *ir, int32_t id, FILE *f) {
     const cn_tensor *t = ir->v[id].t;
     char b[160];
-    if (ir->v[id].kind == IRV_CONST && t->ndim == 0 && cn_dtype_is_float((cn_dtype)t->dtype)) {
+    if (ir->v[id].kind == IRV_CONST && t->ndim == 0 && cn_dtype_is_float((cn_dtype)t->dtype) &&
+        cn_t_on_cpu(t)) {
         fprintf(f, "%%%d(=%g)", id, cn_load_f64(cn_t_ptr(t), (cn_dtype)t->dtype, 0));
         return;
     }
     fprintf(f, "%%%d", id);
     if (ir->v[id].kind == IRV_INPUT) fprintf(f, "(%s)", cn_get_name(t));
     else if (ir->v[id].kind == IRV_CONST)
-        fprintf(f, "(const %s%s%s)", cn_shape_str(t, b, sizeof b), *cn_get_name(t) ? " " : "",
-                cn_get_name(t));
+        fprintf(f, "(const %s%s%s%s%s)", cn_shape_str(t, b, sizeof b), *cn_get_name(t) ? " " : "",
+                cn_get_name(t), cn_t_on_cpu(t) ? "" : " on ",
+                cn_t_on_cpu(t) ? "" : cn_dev_name(cn_t_device(t)));
 }
 
 static void print_attrs(const cn_op_def *d, const cn_attrs *a, FILE *f) {
@@ -290,8 +296,18 @@ static void print_attrs(const cn_op_def *d, const cn_attrs *a, FILE *f) {
     if (any) fputc('}', f);
 }
 
+/* " [opencl:0]" after a step: where it runs; a transfer "[cpu:0 -> opencl:0]",
+ * a step that fell back "[cpu:0, fallback]". */
+static void print_device(const cn_ir *ir, const ir_step *st, FILE *f) {
+    if (st->kind == IRS_OP && st->op == CN_OP_to)
+        fprintf(f, " [%s -> %s]", cn_dev_name(ir->v[st->in[0]].dev), cn_dev_name(st->dev));
+    else
+        fprintf(f, " [%s%s]", cn_dev_name(st->dev), st->fallback ? ", fallback" : "");
+}
+
 void ir_print(const cn_ir *ir, FILE *f) {
     char b[160];
+    bool devices = ir_shows_devices(ir);
     for (int s = 0; s < ir->ns; s++) {
         const ir_step *st = &ir->s[s];
         if (st->kind == IRS_DEAD) continue;
@@ -310,7 +326,9 @@ void ir_print(const cn_ir *ir, FILE *f) {
             print_value(ir, st->in[i], f);
         }
         fputc(')', f);
-        if (st->kind == IRS_OP) print_attrs(cn_ops[st->op], &st->attrs, f);
+        bool xfer = st->kind == IRS_OP && st->op == CN_OP_to;
+        if (st->kind == IRS_OP && !(devices && xfer)) print_attrs(cn_ops[st->op], &st->attrs, f);
+        if (devices) print_device(ir, st, f);
         fputc('\n', f);
     }
     fprintf(f, "outputs:");

@@ -28,6 +28,7 @@ typedef struct ir_value {
     cn_tensor *t;     /* retained: the symbolic value, or the constant's data */
     int32_t producer; /* step index for IRV_STEP, else -1 */
     uint8_t kind;     /* IRV_* */
+    cn_device dev;    /* where its bytes are, as placed (passes/place.c) */
 } ir_value;
 
 enum {
@@ -47,7 +48,23 @@ typedef struct ir_step {
     cn_fused_expr *fused; /* IRS_FUSED: owned. Register 0 is the head's result
                              when there is a head; the step's inputs follow */
     int32_t head_nin;   /* IRS_FUSED with a head: its inputs are in[0..head_nin) */
+    /* Placement (passes/place.c). scope: the device of the cn_device_scope
+     * open when the node was built (has_scope set), which the step must run
+     * on; passes keep it (fuse and cse join only steps of one scope). dev:
+     * where the step runs and its result lives (a transfer: the device it
+     * copies to; a view: its input's). fallback: dev is the CPU because the
+     * step's device has no kernel for it. transfer: a `to` step placement
+     * inserted (removed and redone when the program is placed again). */
+    cn_device scope;
+    cn_device dev;
+    uint8_t has_scope, fallback, transfer;
 } ir_step;
+
+/* Do two steps belong to the same device scope (or both to none)? */
+static inline bool ir_same_scope(const ir_step *a, const ir_step *b) {
+    return a->has_scope == b->has_scope &&
+           (!a->has_scope || (a->scope.kind == b->scope.kind && a->scope.index == b->scope.index));
+}
 
 /* A tensor whose contents a pass relied on (a folded constant, a literal a
  * rewrite read): the program is rebuilt if its version changes. */
@@ -98,6 +115,36 @@ int cn_pass_simplify(cn_ir *ir); /* algebraic identities */
 int cn_pass_cse(cn_ir *ir);      /* common subexpressions */
 int cn_pass_dce(cn_ir *ir);      /* dead steps and values; compacts */
 int cn_pass_fuse(cn_ir *ir);     /* elementwise chains and GEMM epilogues */
+
+/* Placement (passes/place.c): assign every step a device and insert the
+ * transfer steps its inputs need. vdev[v] is the device of each input and
+ * constant value (entries of step values are ignored); prog is the
+ * program's device, for steps with nothing else to go by. Transfer steps
+ * inserted by an earlier placement are removed first. A step runs on its
+ * scope device, else on the device of its first input that is not a rank-0
+ * value on the CPU, else on prog; a `to` step on its attribute device; a
+ * view where its input is. A step the device's backend has no kernel for
+ * (a fused step: no fused_run) runs on the CPU instead (a fallback): its
+ * inputs are moved there and its result moved back for the readers and
+ * outputs that expect it on its device. Returns the number of transfer
+ * steps inserted, or < 0 after cn_fail (a scope device this machine does
+ * not have). */
+typedef struct ir_place_report {
+    int nfallback;       /* steps moved to the CPU */
+    int ninserted;       /* transfer steps inserted */
+    char fallback_ops[256]; /* their ops, ", "-separated, each once */
+    cn_device fallback_from; /* the device the first fallback was placed on */
+} ir_place_report;
+int cn_pass_place(cn_ir *ir, const cn_device *vdev, cn_device prog, ir_place_report *r);
+/* Remove the transfer steps an earlier placement inserted. */
+int ir_unplace(cn_ir *ir);
+/* Does the text or DOT form show devices: any step off the CPU, or any
+ * transfer? */
+bool ir_shows_devices(const cn_ir *ir);
+/* For tests: placement treats op as having no kernel on devices of kind
+ * (missing true), as if the backend's table had NULL there, so the CPU
+ * fallback can be tested with backends that implement every op. */
+void cn_place_test_missing_kernel(cn_device_kind kind, cn_op_id op, bool missing);
 
 typedef struct cn_pass_def {
     const char *name;

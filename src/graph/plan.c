@@ -14,7 +14,8 @@ void cn_plan_free(cn_plan *pl) {
         if (pl->buf) cn_release(pl->buf[i]);
         if (pl->vbuf) cn_release(pl->vbuf[i]);
     }
-    if (pl->arena) cn_storage_release(pl->arena);
+    for (int k = 0; k < pl->narenas; k++)
+        if (pl->arena[k]) cn_storage_release(pl->arena[k]);
     free(pl->meta);
     free(pl->attrs);
     free(pl->buf);
@@ -230,6 +231,8 @@ static int greedy_order(const cn_ir *ir, const cn_plan *pl, const int32_t *root,
 static bool small_step(const cn_ir *ir, const cn_plan *pl, int s) {
     const ir_step *st = &ir->s[s];
     const cn_meta *m = &pl->meta[st->out];
+    /* Device steps and transfers keep the order of their device's queue. */
+    if (st->dev.kind != CN_DEVICE_CPU || (st->kind == IRS_OP && st->op == CN_OP_to)) return false;
     if (st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_RANDOM)) return false;
     if (st->op == CN_OP_matmul || st->op == CN_OP_conv2d || st->op == CN_OP_conv_transpose2d ||
         st->op == CN_OP_conv2d_weight_grad)
@@ -332,11 +335,11 @@ static bool is_view_step(const ir_step *st) {
 
 /* Verify the plan: no two values with overlapping lifetimes share bytes. */
 static int check_overlaps(int nv, const int32_t *root, const int32_t *start, const int32_t *end,
-                          const int64_t *off, const size_t *size) {
+                          const int64_t *off, const size_t *size, const int8_t *slot) {
     for (int a = 0; a < nv; a++) {
         if (root[a] != a || off[a] < 0 || !size[a]) continue;
         for (int b = a + 1; b < nv; b++) {
-            if (root[b] != b || off[b] < 0 || !size[b]) continue;
+            if (root[b] != b || off[b] < 0 || !size[b] || slot[a] != slot[b]) continue;
             bool time_overlap = start[a] < end[b] && start[b] < end[a];
             /* In place: b starts exactly when a ends, on a's bytes. */
             bool bytes = (size_t)off[a] < (size_t)off[b] + size[b] &&
@@ -357,7 +360,9 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
     int32_t *root = NULL, *start = NULL, *end = NULL, *time = NULL, *inplace = NULL;
     int64_t *off = NULL;
     size_t *size = NULL;
-    arena_sim sim = {0};
+    int8_t *slot = NULL; /* per value: its arena */
+    arena_sim sim[CN_PLAN_MAX_DEVICES];
+    memset(sim, 0, sizeof sim);
     if (!pl || !mt) goto oom;
     pl->nv = nv;
     pl->ns = ns;
@@ -366,15 +371,8 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
     pl->buf = calloc((size_t)(nv ? nv : 1), sizeof *pl->buf);
     pl->order = malloc(sizeof *pl->order * (size_t)(ns ? ns : 1));
     if (!pl->meta || !pl->attrs || !pl->buf || !pl->order) goto oom;
-    pl->device = CN_CPU;
     for (int v = 0; v < nv; v++)
-        if (ir->v[v].kind != IRV_STEP) {
-            mt[v] = cn_retain(vals[v]);
-            const cn_storage *st = vals[v] ? vals[v]->storage : NULL;
-            if (st && !cn_storage_on_cpu(st) && vals[v]->ndim > 0 &&
-                pl->device.kind == CN_DEVICE_CPU)
-                pl->device = cn_storage_device(st);
-        }
+        if (ir->v[v].kind != IRV_STEP) mt[v] = cn_retain(vals[v]);
     for (int s = 0; s < ns; s++)
         if (infer_step(ir, pl, s, mt) < 0) goto fail;
 
@@ -403,7 +401,23 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
     inplace = malloc(sizeof *inplace * (size_t)nv);
     off = malloc(sizeof *off * (size_t)nv);
     size = calloc((size_t)nv, sizeof *size);
-    if (!start || !end || !inplace || !off || !size) goto oom;
+    slot = calloc((size_t)nv, sizeof *slot);
+    if (!start || !end || !inplace || !off || !size || !slot) goto oom;
+    /* The arenas: one per device a step result lives on. */
+    for (int s = 0; s < ns; s++) {
+        const ir_step *st = &ir->s[s];
+        if (root[st->out] != st->out) continue;
+        int k = 0;
+        while (k < pl->narenas && !cn_device_equal(pl->arena_dev[k], st->dev)) k++;
+        if (k == pl->narenas) {
+            if (k == CN_PLAN_MAX_DEVICES) {
+                cn_fail("run: a program's steps run on more than %d devices", CN_PLAN_MAX_DEVICES);
+                goto fail;
+            }
+            pl->arena_dev[pl->narenas++] = st->dev;
+        }
+        slot[st->out] = (int8_t)k;
+    }
     for (int v = 0; v < nv; v++) inplace[v] = -1, off[v] = -1;
     for (int s = 0; s < ns; s++) {
         const ir_step *st = &ir->s[s];
@@ -438,7 +452,7 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
         for (int i = 0; i < st->nin; i++) {
             int32_t x = st->in[i];
             /* (One element: nothing to gain.) */
-            if (root[x] != x || end[x] != time[s] || size[x] != size[o] ||
+            if (root[x] != x || end[x] != time[s] || size[x] != size[o] || slot[x] != slot[o] ||
                 cn_shape_numel(pl->meta[o].ndim, pl->meta[o].shape) <= 1)
                 continue;
             int n = 0;
@@ -479,7 +493,7 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
         /* sb[t] is now the end of time t's run: rebuild the starts. */
         for (int t = ntime; t > 0; t--) sb[t] = sb[t - 1], eb[t] = eb[t - 1];
         sb[0] = eb[0] = 0;
-        size_t peak = 0;
+        size_t peak[CN_PLAN_MAX_DEVICES] = {0};
         int nd = 0;
         for (int t = 0; t < ntime; t++) {
             for (int k = sb[t]; k < sb[t + 1]; k++) {
@@ -488,14 +502,14 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
                     off[v] = off[inplace[v]];
                     gone[inplace[v]] = 1; /* its bytes passed to v */
                 } else {
-                    off[v] = (int64_t)sim_alloc(&sim, size[v], &peak);
+                    off[v] = (int64_t)sim_alloc(&sim[slot[v]], size[v], &peak[slot[v]]);
                 }
             }
             pl->dead_start[t] = nd;
             for (int k = eb[t]; k < eb[t + 1]; k++) {
                 int32_t v = el[k];
                 if (gone[v]) continue;
-                if (sim_free(&sim, (size_t)off[v], size[v]) < 0) {
+                if (sim_free(&sim[slot[v]], (size_t)off[v], size[v]) < 0) {
                     free(sb), free(eb), free(sl), free(el), free(gone);
                     goto oom;
                 }
@@ -503,7 +517,10 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
             }
         }
         pl->dead_start[ntime] = nd;
-        pl->arena_bytes = peak;
+        for (int k = 0; k < pl->narenas; k++) {
+            pl->arena_size[k] = peak[k];
+            pl->arena_bytes += peak[k];
+        }
         free(sb), free(eb), free(sl), free(el), free(gone);
     }
     if (check) {
@@ -513,12 +530,11 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
             if (root[v] == v) end[v] = end[v] + 1 > start[v] ? end[v] + 1 : end[v];
         for (int v = 0; v < nv; v++)
             if (inplace[v] >= 0) end[inplace[v]]--;
-        if (check_overlaps(nv, root, start, end, off, size) < 0) goto fail;
+        if (check_overlaps(nv, root, start, end, off, size, slot) < 0) goto fail;
     }
-    if (pl->arena_bytes) {
-        pl->arena = cn_storage_new_on(pl->device, pl->arena_bytes);
-        if (!pl->arena) goto oom;
-    }
+    for (int k = 0; k < pl->narenas; k++)
+        if (pl->arena_size[k] && !(pl->arena[k] = cn_storage_new_on(pl->arena_dev[k], pl->arena_size[k])))
+            goto fail; /* (the allocator's message names the device and the size) */
     for (int v = 0; v < nv; v++) {
         if (root[v] != v || off[v] < 0) continue;
         const cn_meta *m = &pl->meta[v];
@@ -528,11 +544,12 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
         t->ndim = (int8_t)m->ndim;
         memcpy(t->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
         cn_contiguous_strides(m->ndim, t->shape, t->strides);
-        if (pl->arena) {
-            t->storage = pl->arena;
-            pl->arena->refcount++;
-        } else { /* every planned value is empty */
-            t->storage = cn_storage_new_on(pl->device, 0);
+        cn_storage *arena = pl->arena[slot[v]];
+        if (arena) {
+            t->storage = arena;
+            arena->refcount++;
+        } else { /* every planned value of this device is empty */
+            t->storage = cn_storage_new_on(pl->arena_dev[slot[v]], 0);
             if (!t->storage) {
                 cn_release(t);
                 goto oom;
@@ -544,7 +561,8 @@ cn_plan *cn_plan_build(const cn_ir *ir, cn_tensor *const *vals, bool memory, boo
 done:
     for (int v = 0; v < nv; v++) cn_release(mt[v]);
     free(mt), free(root), free(start), free(end), free(time), free(inplace), free(off), free(size);
-    free(sim.free);
+    free(slot);
+    for (int k = 0; k < CN_PLAN_MAX_DEVICES; k++) free(sim[k].free);
     return pl;
 oom:
     cn_fail("run: out of memory planning the program");
@@ -552,7 +570,8 @@ fail:
     if (mt)
         for (int v = 0; v < nv; v++) cn_release(mt[v]);
     free(mt), free(root), free(start), free(end), free(time), free(inplace), free(off), free(size);
-    free(sim.free);
+    free(slot);
+    for (int k = 0; k < CN_PLAN_MAX_DEVICES; k++) free(sim[k].free);
     cn_plan_free(pl);
     return NULL;
 }

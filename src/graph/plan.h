@@ -9,11 +9,14 @@
  * level among the steps it reads from), so any order within a level is
  * safe. A fused step may write its output over a dead input of the same
  * size (in place). Offsets come from a simulation in time order with a
- * best-fit free list. */
+ * best-fit free list, one per device: each step's result lives in the
+ * arena of the device the step was placed on (ir_step.dev). */
 #ifndef CN_GRAPH_PLAN_H
 #define CN_GRAPH_PLAN_H
 
 #include "ir.h"
+
+#define CN_PLAN_MAX_DEVICES 8
 
 typedef struct cn_plan {
     int nv, ns;
@@ -27,10 +30,13 @@ typedef struct cn_plan {
     int ngroups;
     int32_t *dead_start; /* poison: values dead after group k are dead_list[dead_start[k]..[k+1]) */
     int32_t *dead_list;
-    cn_device device;    /* where the arena lives: that of the first input or constant
-                            off the CPU (rank-0 values aside), else the CPU */
-    cn_storage *arena;
-    size_t arena_bytes, naive_bytes;
+    /* One arena per device that has planned values (the devices the steps
+     * were placed on): a value lives in the arena of its step's device. */
+    int narenas;
+    cn_device arena_dev[CN_PLAN_MAX_DEVICES];
+    cn_storage *arena[CN_PLAN_MAX_DEVICES];
+    size_t arena_size[CN_PLAN_MAX_DEVICES];
+    size_t arena_bytes, naive_bytes; /* arena_bytes: the sum over the arenas */
     int ninplace;
     int *task_rc;        /* per step of the largest concurrent group: status */
     char (*task_err)[512];/* and message, so a run allocates nothing */

@@ -1,6 +1,9 @@
-/* Programs: cn_compile builds the IR of a static graph and runs the passes
- * of the optimisation level; cn_run plans memory and a schedule for the fed
- * sizes (kept until the sizes change) and executes the steps. */
+/* Programs: cn_compile builds the IR of a static graph, runs the passes
+ * of the optimisation level and places the steps on devices (inputs assumed
+ * on the program's device); cn_run places them again when the inputs are
+ * fed on other devices (or the constants moved), plans memory and a
+ * schedule for the fed sizes (kept until the sizes or the placement
+ * change) and executes each step on its placed device. */
 #include "plan.h"
 #include "program.h"
 
@@ -26,6 +29,13 @@ struct cn_program {
     cn_tensor **live;    /* per value, during a run */
     int32_t *uses, *left;
     int ncompiles;
+    /* Placement (passes/place.c): the devices of the inputs and constants
+     * it was made for (per value id; 0 for step values), redone when a run
+     * finds others. */
+    cn_device *vdev;     /* per value: scratch for a run's devices */
+    int64_t *place_key;
+    int place_nv;
+    bool warned;         /* the fallback warning was printed */
 };
 
 /* ---- compile ---- */
@@ -44,6 +54,80 @@ static int trace_pass(cn_program *p, const char *name, int n) {
         ir_print(p->ir, p->opts.trace);
     }
     return n;
+}
+
+/* A device as one number (kind, index). */
+static int64_t dev_code_of(cn_device d) { return (int64_t)d.kind << 32 | (uint32_t)d.index; }
+
+/* Per-value arrays of a run, sized for the IR's values. */
+static int alloc_run_state(cn_program *p) {
+    cn_ir *ir = p->ir;
+    free(p->live); /* (empty between runs) */
+    free(p->uses);
+    free(p->left);
+    free(p->direct);
+    free(p->vdev);
+    size_t n = (size_t)(ir->nv ? ir->nv : 1);
+    p->direct = calloc(n, sizeof *p->direct);
+    p->live = calloc(n, sizeof *p->live);
+    p->left = malloc(sizeof *p->left * n);
+    p->vdev = calloc(n, sizeof *p->vdev);
+    p->uses = ir_use_counts(ir);
+    if (!p->live || !p->left || !p->uses || !p->direct || !p->vdev)
+        return cn_failc(CN_ENOMEM, "compile: out of memory");
+    return 0;
+}
+
+/* The program's device: that of the first input or constant off the CPU
+ * (rank-0 values aside), else the CPU. vdev[v] for every non-step value. */
+static cn_device program_device(const cn_ir *ir, const cn_device *vdev) {
+    for (int v = 0; v < ir->nv; v++)
+        if (ir->v[v].kind != IRV_STEP && vdev[v].kind != CN_DEVICE_CPU && ir->v[v].t->ndim > 0)
+            return vdev[v];
+    return CN_CPU;
+}
+
+/* Place the steps for the devices in vdev (of every input and constant);
+ * the plan is made again on the next run. */
+static int place(cn_program *p, const cn_device *vdev) {
+    cn_ir *ir = p->ir;
+    int nv = ir->nv;
+    int64_t *key = malloc(sizeof *key * (size_t)(nv ? nv : 1));
+    if (!key) return cn_failc(CN_ENOMEM, "run: out of memory");
+    for (int v = 0; v < nv; v++) key[v] = ir->v[v].kind == IRV_STEP ? 0 : dev_code_of(vdev[v]);
+    ir_place_report r;
+    int n = cn_pass_place(ir, vdev, program_device(ir, vdev), &r);
+    if (n < 0) {
+        free(key);
+        return n;
+    }
+    trace_pass(p, "place", n);
+    free(p->place_key);
+    p->place_key = key;
+    cn_plan_free(p->plan);
+    p->plan = NULL;
+    free(p->sig);
+    p->sig = NULL;
+    p->nsig = 0;
+    if (alloc_run_state(p) < 0) return CN_ENOMEM;
+    p->place_nv = ir->nv;
+    if (r.nfallback && !p->opts.quiet_fallback && !p->warned) {
+        p->warned = true;
+        fprintf(stderr, "program: %d step%s fall%s back to the CPU (no kernel on %s): %s\n",
+                r.nfallback, r.nfallback == 1 ? "" : "s", r.nfallback == 1 ? "s" : "",
+                cn_dev_name(r.fallback_from), r.fallback_ops);
+    }
+    return 0;
+}
+
+/* Was the program placed for the devices in p->vdev? */
+static bool placed_for(const cn_program *p) {
+    const cn_ir *ir = p->ir;
+    if (!p->place_key) return false;
+    for (int v = 0; v < ir->nv; v++)
+        if (ir->v[v].kind != IRV_STEP && (v >= p->place_nv || p->place_key[v] != dev_code_of(p->vdev[v])))
+            return false;
+    return true;
 }
 
 static int build(cn_program *p) {
@@ -78,22 +162,29 @@ static int build(cn_program *p) {
         trace_pass(p, "fuse", n);
         if ((n = cn_pass_dce(ir)) < 0) return n;
     }
-    free(p->live);
-    free(p->uses);
-    free(p->left);
-    free(p->direct);
-    p->direct = calloc((size_t)(ir->nv ? ir->nv : 1), sizeof *p->direct);
-    p->live = calloc((size_t)(ir->nv ? ir->nv : 1), sizeof *p->live);
-    p->left = malloc(sizeof *p->left * (size_t)(ir->nv ? ir->nv : 1));
-    p->uses = ir_use_counts(ir);
-    if (!p->live || !p->left || !p->uses || !p->direct) return cn_failc(CN_ENOMEM, "compile: out of memory");
-    return 0;
+    /* Placed for inputs on the program's device (that of its constants)
+     * until a run feeds them elsewhere. */
+    free(p->place_key);
+    p->place_key = NULL;
+    if (alloc_run_state(p) < 0) return CN_ENOMEM;
+    p->place_nv = ir->nv;
+    for (int v = 0; v < ir->nv; v++)
+        if (ir->v[v].kind == IRV_CONST) p->vdev[v] = cn_t_device(ir->v[v].t);
+    cn_device prog = program_device(ir, p->vdev);
+    for (int v = 0; v < ir->nv; v++)
+        if (ir->v[v].kind == IRV_INPUT) p->vdev[v] = prog;
+    cn_device *guess = malloc(sizeof *guess * (size_t)(ir->nv ? ir->nv : 1));
+    if (!guess) return cn_failc(CN_ENOMEM, "compile: out of memory");
+    memcpy(guess, p->vdev, sizeof *guess * (size_t)ir->nv);
+    int rc = place(p, guess);
+    free(guess);
+    return rc;
 }
 
 void cn_program_free(cn_program *p) {
     if (!p) return;
     if (p->live && p->ir)
-        for (int i = 0; i < p->ir->nv; i++) cn_release(p->live[i]);
+        for (int i = 0; i < p->ir->nv && i < p->place_nv; i++) cn_release(p->live[i]);
     for (int i = 0; i < p->noutputs; i++) {
         cn_release(p->out_sym[i]);
         if (p->bound) cn_release(p->bound[i]);
@@ -109,6 +200,8 @@ void cn_program_free(cn_program *p) {
     free(p->live);
     free(p->uses);
     free(p->left);
+    free(p->vdev);
+    free(p->place_key);
     cn_graph_free(p->graph);
     free(p);
 }
@@ -162,7 +255,13 @@ int cn_program_stats_get(const cn_program *p, cn_program_stats *st) {
     if (!p || !st) return cn_failc(CN_EINVAL, "program_stats: NULL argument");
     memset(st, 0, sizeof *st);
     st->nsteps = p->ir->ns;
-    for (int s = 0; s < p->ir->ns; s++) st->nfused += p->ir->s[s].kind == IRS_FUSED;
+    for (int s = 0; s < p->ir->ns; s++) {
+        const ir_step *is = &p->ir->s[s];
+        st->nfused += is->kind == IRS_FUSED;
+        if (is->kind == IRS_OP && is->op == CN_OP_to) st->ntransfers++;
+        else if ((unsigned)is->dev.kind < CN_DEVICE_KIND_COUNT) st->ndevice_steps[is->dev.kind]++;
+        st->nfallbacks += is->fallback;
+    }
     st->ncompiles = p->ncompiles;
     if (p->plan) {
         st->nlevels = p->plan->ngroups;
@@ -205,18 +304,6 @@ static void drop_live(cn_program *p) {
     }
 }
 
-/* Where step s runs: the device of its inputs (rank-0 CPU values join any
- * device), the program's device when it has none. Steps of one program
- * run on one device but for explicit transfers (cn_to). */
-static cn_device step_device(const cn_program *p, cn_tensor *const *ins, int nin) {
-    for (int i = 0; i < nin; i++) {
-        const cn_storage *s = ins[i]->storage;
-        if (s && !(s->device_kind == CN_DEVICE_CPU && ins[i]->ndim == 0))
-            return cn_storage_device(s);
-    }
-    return p->plan->device;
-}
-
 /* The tensor step s writes value v into: a bound output, its planned
  * place in the arena (when that is on the step's device), or a new one. */
 static cn_tensor *result_tensor(const cn_program *p, int32_t v, cn_device dev) {
@@ -252,14 +339,31 @@ static int exec_step(cn_program *p, int s) {
     const cn_attrs *a = &pl->attrs[s];
     cn_tensor *out = NULL;
     int rc = 0;
-    cn_device dev = step_device(p, ins, st->nin);
-    if (st->kind == IRS_OP) {
+    cn_device dev = st->dev; /* placed (passes/place.c): every input is there */
+    /* ... which a kernel relies on (it reads its inputs' handles as its
+     * device's): a value elsewhere is a placement bug, and an error, never
+     * a kernel reading another device's memory. */
+    bool transfer = st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_TRANSFER);
+    for (int i = 0; i < st->nin && !transfer && rc == 0; i++) {
+        const cn_storage *sto = ins[i]->storage;
+        if (sto && (sto->device_kind != dev.kind || sto->device_index != dev.index))
+            rc = cn_failc(CN_EINVAL, "input %d is on %s, the step on %s", i,
+                          cn_dev_name(cn_storage_device(sto)), cn_dev_name(dev));
+    }
+    if (rc < 0) {
+        /* nothing to run */
+    } else if (st->kind == IRS_OP) {
         const cn_op_def *d = cn_ops[st->op];
         if (d->flags & CN_OPF_VIEW) {
             out = cn_view_run(d, ins[0], a, m, pl->vbuf ? pl->vbuf[st->out] : NULL);
             if (!out) rc = CN_EINVAL;
+        } else if (d->flags & CN_OPF_TRANSFER) {
+            /* Into its planned place; synchronous, since the source may be
+             * arena bytes a later step reuses. */
+            out = result_tensor(p, st->out, dev);
+            if (!out) rc = CN_ENOMEM;
+            else if (cn_transfer(out, ins[0], false) < 0) rc = CN_EINVAL;
         } else {
-            if (d->flags & CN_OPF_TRANSFER) dev = CN_DEVICE((int32_t)a->i[0], (int32_t)a->i[1]);
             out = cn_kernel_run((cn_op_id)st->op, ins, st->nin, a, m, dev,
                                 result_tensor(p, st->out, dev));
             if (!out) rc = CN_EINVAL;
@@ -353,10 +457,11 @@ static int run_steps(cn_program *p) {
         }
         if (status) break;
         for (int k = b; k < e; k++) release_inputs(p, pl->order[k]);
-        if (p->opts.poison && pl->arena && cn_storage_on_cpu(pl->arena))
+        if (p->opts.poison && pl->dead_start)
             for (int k = pl->dead_start[gi]; k < pl->dead_start[gi + 1]; k++) {
                 const cn_tensor *t = pl->buf[pl->dead_list[k]];
-                memset(cn_t_ptr(t), 0xFF, (size_t)cn_numel(t) * cn_dsize((cn_dtype)t->dtype));
+                if (cn_storage_on_cpu(t->storage)) /* (device arenas are not poisoned) */
+                    memset(cn_t_ptr(t), 0xFF, (size_t)cn_numel(t) * cn_dsize((cn_dtype)t->dtype));
             }
     }
     return status;
@@ -364,10 +469,7 @@ static int run_steps(cn_program *p) {
 
 /* A fed tensor's device as one number of the plan's signature: a plan's
  * arena lives on the device its inputs came on. */
-static int64_t dev_code(const cn_tensor *t) {
-    cn_device d = cn_t_device(t);
-    return (int64_t)d.kind << 32 | (uint32_t)d.index;
-}
+static int64_t dev_code(const cn_tensor *t) { return dev_code_of(cn_t_device(t)); }
 
 /* Bound outputs computed by a kernel step are written by it directly. */
 static int bind_direct(cn_program *p) {
@@ -460,6 +562,28 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
         if (!fed[k])
             rc = cn_failc(CN_EINVAL, "run: placeholder '%s' was not fed", cn_get_name(p->in_sym[k]));
     if (rc != CN_OK) goto out;
+
+    /* Placed for the devices of these inputs and of the constants (a
+     * module moved with cn_module_to moves its parameters in place)? */
+    for (int v = 0; v < ir->nv; v++) {
+        if (ir->v[v].kind == IRV_CONST) {
+            p->vdev[v] = cn_t_device(ir->v[v].t);
+        } else if (ir->v[v].kind == IRV_INPUT) {
+            for (int k = 0; k < p->ninputs; k++)
+                if (p->in_sym[k] == ir->v[v].t) p->vdev[v] = cn_t_device(fed[k]);
+        }
+    }
+    if (!placed_for(p)) {
+        cn_device *vd = malloc(sizeof *vd * (size_t)(ir->nv ? ir->nv : 1));
+        if (!vd) {
+            rc = cn_failc(CN_ENOMEM, "run: out of memory");
+            goto out;
+        }
+        memcpy(vd, p->vdev, sizeof *vd * (size_t)ir->nv);
+        rc = place(p, vd);
+        free(vd);
+        if (rc < 0) goto out;
+    }
 
     /* Values of inputs and constants, by value id. */
     for (int v = 0; v < ir->nv; v++) {

@@ -33,9 +33,9 @@ for p in sorted(glob.glob(os.path.join(src, "*.pb"))):
 PYEOF
 }
 
-# check_case FOLDER CASE: run it through the CLI, compare with numpy.
+# check_case FOLDER CASE [DEVICE]: run it through the CLI (on DEVICE), compare with numpy.
 check_case() {
-    folder=$1 cname=$2
+    folder=$1 cname=$2 dev=${3:-}
     dir="$DATA/$folder/$cname"
     to_npy "$dir/test_data_set_0" "$tmp/$cname/data" || { fail "$cname: converting the data"; return; }
     names=$($PY -c "
@@ -43,7 +43,8 @@ import onnx
 m = onnx.load('$dir/model.onnx')
 init = {i.name for i in m.graph.initializer}
 print(' '.join(i.name for i in m.graph.input if i.name not in init))")
-    set -- run "$dir/model.onnx" --output-dir "$tmp/$cname/out" --threads 2
+    set -- run "$dir/model.onnx" --output-dir "$tmp/$cname/out$dev" --threads 2
+    [ -n "$dev" ] && set -- "$@" --device "$dev"
     k=0
     for nm in $names; do
         set -- "$@" --input "$nm=$tmp/$cname/data/input_$k.npy"
@@ -52,7 +53,7 @@ print(' '.join(i.name for i in m.graph.input if i.name not in init))")
     if ! "$CHUTNEY" "$@" >"$tmp/out" 2>"$tmp/err"; then
         fail "$cname: chutney run failed"; cat "$tmp/err"; return
     fi
-    if $PY - "$dir/model.onnx" "$tmp/$cname/data" "$tmp/$cname/out" <<'PYEOF'
+    if $PY - "$dir/model.onnx" "$tmp/$cname/data" "$tmp/$cname/out$dev" <<'PYEOF'
 import sys, os, re, onnx, numpy as np
 m = onnx.load(sys.argv[1])
 for k, o in enumerate(m.graph.output):
@@ -61,7 +62,7 @@ for k, o in enumerate(m.graph.output):
     assert got.dtype == want.dtype and got.shape == want.shape, (o.name, got.dtype, got.shape, want.dtype, want.shape)
     assert np.allclose(got, want, rtol=1e-3, atol=1e-7), (o.name, np.abs(got - want).max())
 PYEOF
-    then echo "ok: $folder/$cname matches the stored outputs"
+    then echo "ok: $folder/$cname${dev:+ on $dev} matches the stored outputs"
     else fail "$folder/$cname: outputs differ"
     fi
 }
@@ -69,6 +70,14 @@ PYEOF
 check_case pytorch-converted test_Conv2d
 check_case node test_add_bcast
 check_case node test_lstm_defaults
+# --device: the inputs are copied to the device, the outputs back.
+if "$CHUTNEY" devices | grep -q '^opencl:0 '; then
+    check_case node test_add_bcast opencl
+    check_case pytorch-converted test_Conv2d opencl
+    check_case node test_lstm_defaults opencl
+else
+    echo "skipped: no OpenCL device: run --device opencl not tested"
+fi
 
 m="$DATA/pytorch-converted/test_Conv2d/model.onnx"
 if "$CHUTNEY" info "$m" >"$tmp/out" 2>&1 && grep -q "parameters: 76" "$tmp/out" &&

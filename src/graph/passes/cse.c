@@ -28,7 +28,7 @@ static uint64_t step_hash(const ir_step *st) {
 }
 
 static bool same_step(const ir_step *a, const ir_step *b) {
-    if (a->op != b->op || a->nin != b->nin) return false;
+    if (a->op != b->op || a->nin != b->nin || !ir_same_scope(a, b)) return false;
     for (int i = 0; i < a->nin; i++)
         if (a->in[i] != b->in[i]) return false;
     return same_attrs(&a->attrs, &b->attrs);

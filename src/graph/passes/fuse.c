@@ -80,6 +80,7 @@ static void grow(cn_ir *ir, group *g, uint8_t *taken, const int32_t *uses, cn_dt
                 int32_t v = st->in[i], p = ir->v[v].producer;
                 if (ir->v[v].kind != IRV_STEP || p < 0 || taken[p]) continue;
                 if (!same_shape(ir->v[v].t, root_out) || !fusable(ir, &ir->s[p], T)) continue;
+                if (!ir_same_scope(&ir->s[p], &ir->s[s])) continue; /* one device */
                 if (group_reads(ir, g, v) != uses[v]) continue;
                 g->steps[g->n++] = p;
                 taken[p] = 1;
@@ -124,6 +125,7 @@ int cn_pass_fuse(cn_ir *ir) {
                 g.ext[g.next++] = v;
                 if (head < 0 && p >= 0 && !taken[p] && ir->s[p].kind == IRS_OP &&
                     is_head_op(ir->s[p].op) && group_reads(ir, &g, v) == uses[v] &&
+                    ir_same_scope(&ir->s[p], st) &&
                     ir->v[v].t->dtype == T && same_shape(ir->v[v].t, ot))
                     head = v;
             }

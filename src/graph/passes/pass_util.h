@@ -8,7 +8,7 @@
  * parameter (requires_grad: an optimiser moves it between runs). Sets *v. */
 static inline bool pass_const_scalar(const cn_ir *ir, int32_t id, double *v) {
     const cn_tensor *t = ir->v[id].t;
-    if (ir->v[id].kind != IRV_CONST || t->requires_grad) return false;
+    if (ir->v[id].kind != IRV_CONST || t->requires_grad || !cn_t_on_cpu(t)) return false;
     if (cn_shape_numel(t->ndim, t->shape) != 1) return false;
     *v = cn_load_f64(cn_t_ptr(t), (cn_dtype)t->dtype, 0);
     return true;
