@@ -84,8 +84,10 @@ static _Atomic int64_t reserved_bytes, peak_reserved;
 static bool local_ok;
 static void local_key_init(void);
 
-static alloc_counts *counts(void) {
-    if (CN_LIKELY(my_counts != NULL)) return my_counts;
+static void count_unslotted(int64_t bytes, int hit);
+
+/* A thread's first count: a slot of its own. */
+static __attribute__((noinline)) alloc_counts *counts_register(void) {
     pthread_mutex_lock(&stat_lock);
     for (int i = 0; i < STAT_SLOTS && !my_counts; i++)
         if (!stat_used[i]) {
@@ -100,8 +102,8 @@ static alloc_counts *counts(void) {
     return my_counts;
 }
 
-static void count(int64_t bytes, int hit) {
-    alloc_counts *c = counts();
+static inline __attribute__((always_inline)) void count(int64_t bytes, int hit) {
+    alloc_counts *c = CN_LIKELY(my_counts != NULL) ? my_counts : counts_register();
     if (CN_LIKELY(c != NULL)) {
         __atomic_store_n(&c->in_use, c->in_use + bytes, __ATOMIC_RELAXED);
         if (bytes > 0) {
@@ -110,6 +112,10 @@ static void count(int64_t bytes, int hit) {
         }
         return;
     }
+    count_unslotted(bytes, hit);
+}
+
+static void count_unslotted(int64_t bytes, int hit) {
     pthread_mutex_lock(&stat_lock); /* more threads than slots */
     stat_unslotted.in_use += bytes;
     if (bytes > 0) stat_unslotted.allocations++, stat_unslotted.hits += hit;

@@ -133,9 +133,20 @@ static cn_tensor *run_transfer(cn_tensor *x, const cn_attrs *a, const cn_meta *m
     return out;
 }
 
-cn_tensor *cn_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
-                         const cn_meta *m, cn_device dev, cn_tensor *out) {
+static inline cn_tensor *kernel_run(cn_op_id id, cn_tensor *const *in, int nin,
+                                     const cn_attrs *a, const cn_meta *m, cn_device dev,
+                                     cn_tensor *out) {
     const cn_op_def *op = cn_ops[id];
+    if (CN_LIKELY(dev.kind == CN_DEVICE_CPU && !(op->flags & CN_OPF_TRANSFER))) {
+        cn_kernel_fn k = cn_backend_cpu.kernels[id];
+        if (!out && !(out = cn_t_empty(m->dtype, m->ndim, m->shape))) return NULL;
+        if ((cn_shape_numel(m->ndim, m->shape) > 0 || (op->flags & CN_OPF_RANDOM)) &&
+            k(id, in, nin, a, out) < 0) {
+            cn_release(out);
+            return NULL;
+        }
+        return out;
+    }
     if (op->flags & CN_OPF_TRANSFER) {
         cn_release(out);
         return run_transfer(in[0], a, m);
@@ -159,6 +170,11 @@ cn_tensor *cn_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_at
         }
     }
     return out;
+}
+
+cn_tensor *cn_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                         const cn_meta *m, cn_device dev, cn_tensor *out) {
+    return kernel_run(id, in, nin, a, m, dev, out);
 }
 
 /* Replace *slot by a cast of it to dt, kept in owned[] for release. */
@@ -225,11 +241,11 @@ cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_a
     else
         memset(&a, 0, sizeof a);
 
-    cn_tensor *in_buf[INLINE_INPUTS], *owned_buf[INLINE_INPUTS + 1];
+    cn_tensor *in_buf[INLINE_INPUTS], *owned_buf[2 * INLINE_INPUTS + 1]; /* casts, then copies to the device */
     cn_tensor **in = in_buf, **owned = owned_buf;
     if (nin > INLINE_INPUTS) {
         in = malloc(sizeof *in * (size_t)nin);
-        owned = malloc(sizeof *owned * (size_t)(nin + 1));
+        owned = malloc(sizeof *owned * (size_t)(2 * nin + 1));
         if (!in || !owned) {
             free(in);
             free(owned);
@@ -241,8 +257,6 @@ cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_a
     cn_tensor *out = NULL;
     cn_dtype half_dt = CN_DTYPE_COUNT; /* set when computing a half type in f32 */
     cn_device dev = CN_CPU;
-    if (!(op->flags & CN_OPF_TRANSFER) && pick_device(op, in, nin, &dev, owned, &nowned) < 0)
-        goto done;
 
     /* Type promotion. */
     if (op->flags & CN_OPF_PROMOTE) {
@@ -271,11 +285,16 @@ cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_a
     memset(&m, 0, sizeof m);
     if (op->infer(op, in, nin, &a, &m) < 0) goto done;
 
-    bool symbolic = false, needs_grad = false;
+    bool symbolic = false, needs_grad = false, off_cpu = false;
     for (int i = 0; i < nin; i++) {
         symbolic |= cn_is_symbolic(in[i]);
         needs_grad |= in[i]->requires_grad;
+        off_cpu |= in[i]->storage && in[i]->storage->device_kind != CN_DEVICE_CPU;
     }
+    /* Inputs all on the CPU (the common case) need no more. */
+    if (off_cpu && !symbolic && !(op->flags & CN_OPF_TRANSFER) &&
+        pick_device(op, in, nin, &dev, owned, &nowned) < 0)
+        goto done;
     if (symbolic) {
         if (!cn_graph_symbolic_hook) {
             cn_fail("%s: symbolic inputs need the static-graph layer, which is not linked", op->name);
@@ -289,7 +308,7 @@ cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_a
         out = cn_view_run(op, in[0], &a, &m, NULL);
         if (!out) goto done;
     } else {
-        out = cn_kernel_run(id, in, nin, &a, &m, dev, NULL);
+        out = kernel_run(id, in, nin, &a, &m, dev, NULL);
         if (!out) goto done;
     }
     out->flags &= (uint8_t)~CN_TF_LEAF;
