@@ -270,6 +270,14 @@ cn_tensor *cn_linspace(double start, double end, int64_t n, cn_dtype dt);
 cn_tensor *cn_eye(int64_t n, int64_t m, cn_dtype dt);
 /* Copies numel(shape) elements of dt from data. */
 cn_tensor *cn_from_data(cn_dtype dt, int ndim, const int64_t *shape, const void *data);
+/* The same on device d (cn_empty, cn_zeros, ... use the current device:
+ * cn_device_scope_begin, cn_set_default_device). */
+cn_tensor *cn_empty_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape);
+cn_tensor *cn_zeros_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape);
+cn_tensor *cn_ones_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape);
+cn_tensor *cn_full_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape, double value);
+cn_tensor *cn_from_data_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape,
+                           const void *data);
 /* Borrows data without copying: the caller keeps it alive and unchanged in
  * size until the tensor and every view of it are released. If free_fn is not
  * NULL it is called with data when the last reference goes. */

@@ -416,6 +416,19 @@ static void test_transfers(void) {
     }
     cn_device cl = CN_DEVICE(CN_DEVICE_OPENCL, 0);
     cn_scope_begin();
+    /* Creation on a device, and under a device scope. */
+    float vals[6] = {1, 2, 3, 4, 5, 6};
+    cn_tensor *fd = cn_from_data_on(cl, CN_F32, CN_SHAPE(2, 3), vals);
+    CHECK(fd && cn_device_equal(cn_tensor_device(fd), cl) && cn_get(fd, (int64_t[]){1, 2}) == 6);
+    cn_tensor *z = cn_zeros_on(cl, CN_I64, CN_SHAPE(4));
+    CHECK(z && cn_device_equal(cn_tensor_device(z), cl) && cn_item(cn_sum(z, NULL, 0, false)) == 0);
+    CHECK(cn_item(cn_sum(cn_full_on(cl, CN_F64, CN_SHAPE(3), 2.5), NULL, 0, false)) == 7.5);
+    CHECK_ERROR(cn_ones_on(CN_DEVICE(CN_DEVICE_OPENCL, 9), CN_F32, CN_SHAPE(1)), "opencl:9");
+    CHECK(cn_device_scope_begin(cl) == 0);
+    cn_tensor *r = cn_arange(0, 5, 1, CN_F32);
+    cn_device_scope_end();
+    CHECK(r && cn_device_equal(cn_tensor_device(r), cl) && cn_item(cn_sum(r, NULL, 0, false)) == 10);
+    CHECK(cn_data(r) == NULL && strstr(cn_last_error(), "opencl:0"));
     cn_tensor *x = th_random(CN_F32, 2, (int64_t[]){3, 4}, -1, 1, TH_TRANSPOSED, NULL);
     cn_set_requires_grad(x, true);
     cn_tensor *xd = cn_to(x, cl);

@@ -34,6 +34,20 @@ cn_tensor *cn_full(cn_dtype dt, int ndim, const int64_t *shape, double value) {
 }
 cn_tensor *cn_scalar(cn_dtype dt, double value) { return placed(cn_t_scalar(dt, value)); }
 
+cn_tensor *cn_empty_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape) {
+    return cn_backend_for(d, "empty_on") ? cn_scope_add(cn_t_empty_on(d, dt, ndim, shape)) : NULL;
+}
+cn_tensor *cn_zeros_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape) {
+    return cn_full_on(d, dt, ndim, shape, 0.0);
+}
+cn_tensor *cn_ones_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape) {
+    return cn_full_on(d, dt, ndim, shape, 1.0);
+}
+cn_tensor *cn_full_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape, double value) {
+    if (!cn_backend_for(d, "full_on")) return NULL;
+    return cn_scope_add(cn_t_full_on(d, dt, ndim, shape, value));
+}
+
 cn_tensor *cn_full_like(const cn_tensor *t, double value) {
     if (!t) return NULL;
     return cn_scope_add(
@@ -98,6 +112,23 @@ cn_tensor *cn_from_data(cn_dtype dt, int ndim, const int64_t *shape, const void 
     }
     if (nbytes) memcpy(t->storage->data, data, nbytes);
     return placed(t);
+}
+
+cn_tensor *cn_from_data_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape,
+                           const void *data) {
+    if (!cn_backend_for(d, "from_data_on")) return NULL;
+    cn_tensor *t = cn_t_empty_on(d, dt, ndim, shape);
+    if (!t) return NULL;
+    size_t nbytes = (size_t)cn_shape_numel(ndim, shape) * cn_dsize(dt);
+    if (nbytes && !data) {
+        cn_release(t);
+        return cn_fail("from_data_on: data is NULL");
+    }
+    if (nbytes && cn_t_write(t, dt, data) < 0) {
+        cn_release(t);
+        return NULL;
+    }
+    return cn_scope_add(t);
 }
 
 /* Element offset of idx, or -1 with an error. */
