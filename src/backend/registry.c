@@ -12,10 +12,11 @@ const cn_backend *const cn_backends[CN_DEVICE_KIND_COUNT] = {
 #endif
 };
 
+static const char opencl_build[] = " (build with CHUTNEY_WITH_OPENCL and an OpenCL SDK: "
+                                   "Debian's ocl-icd-opencl-dev and opencl-c-headers)";
 static const char *const kind_builds[CN_DEVICE_KIND_COUNT] = {
     [CN_DEVICE_CPU] = "",
-    [CN_DEVICE_OPENCL] = " (build with CHUTNEY_WITH_OPENCL and an OpenCL SDK: Debian's "
-                         "ocl-icd-opencl-dev and opencl-c-headers)",
+    [CN_DEVICE_OPENCL] = opencl_build,
     [CN_DEVICE_CUDA] = " (Chutney has no CUDA backend yet)",
 };
 

@@ -79,7 +79,9 @@ static alloc_counts stat_slots[STAT_SLOTS];
 static bool stat_used[STAT_SLOTS];
 static alloc_counts stat_retired, stat_unslotted; /* under stat_lock */
 static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int64_t reserved_bytes, peak_reserved;
+/* Plain words updated with the __atomic builtins (clang refuses them on
+ * _Atomic types). */
+static int64_t reserved_bytes, peak_reserved;
 
 static bool local_ok;
 static void local_key_init(void);

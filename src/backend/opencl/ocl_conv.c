@@ -29,16 +29,22 @@ static const char conv_src[] =
     /* col[nl s_img + (c KK + i KW + j) s_row + l] = x[n0 + nl, c, tap] or 0 */
     "__kernel void cn_im2col(__global const T *x, xstr xs, cgeom g, __global T *col, long co,\n"
     "                        long n0, long s_img, long s_row, long n) {\n"
+    /* one work item per row of OW columns: the divisions once per row */
     "    long e = get_global_id(0);\n"
     "    if (e >= n) return;\n"
-    "    long L = g.OH * g.OW, KK = g.KH * g.KW, CKK = g.C * KK;\n"
-    "    long l = e % L, r = e / L, ckk = r % CKK, nl = r / CKK;\n"
+    "    long KK = g.KH * g.KW, CKK = g.C * KK;\n"
+    "    long oh = e % g.OH, r = e / g.OH, ckk = r % CKK, nl = r / CKK;\n"
     "    long c = ckk / KK, i = ckk % KK / g.KW, j = ckk % g.KW;\n"
-    "    long ih = l / g.OW * g.sh - g.ph + i * g.dh, iw = l % g.OW * g.sw - g.pw + j * g.dw;\n"
-    "    T v = 0;\n"
-    "    if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)\n"
-    "        v = x[xs.o + (n0 + nl) * xs.sn + c * xs.sc + ih * xs.sh + iw * xs.sw];\n"
-    "    col[co + nl * s_img + ckk * s_row + l] = v;\n"
+    "    long ih = oh * g.sh - g.ph + i * g.dh;\n"
+    "    __global T *dst = col + co + nl * s_img + ckk * s_row + oh * g.OW;\n"
+    "    if (ih < 0 || ih >= g.H) {\n"
+    "        for (long ow = 0; ow < g.OW; ow++) dst[ow] = 0;\n"
+    "        return;\n"
+    "    }\n"
+    "    __global const T *src = x + xs.o + (n0 + nl) * xs.sn + c * xs.sc + ih * xs.sh;\n"
+    "    long iw = j * g.dw - g.pw;\n"
+    "    for (long ow = 0; ow < g.OW; ow++, iw += g.sw)\n"
+    "        dst[ow] = iw >= 0 && iw < g.W ? src[iw * xs.sw] : (T)0;\n"
     "}\n"
     /* dx[n0 + nl, c, ih, iw] = bias[c] + the taps of col ([nl][C KK][L]) on it */
     "__kernel void cn_col2im(__global const T *col, long co, cgeom g, __global T *dx, long dxo,\n"
@@ -96,7 +102,7 @@ static int im2col(const char *op, cn_ocl_dev *dev, const cgeom *g, const cn_tens
     xstr xs = {x->offset, x->strides[0], x->strides[1], x->strides[2], x->strides[3]};
     cl_mem xm = cn_ocl_mem(x), cm = cn_ocl_mem(col);
     cl_long co = col->offset, cn0 = n0, si = s_img, sr = s_row;
-    cl_long n = nc * g->C * g->KH * g->KW * g->OH * g->OW;
+    cl_long n = nc * g->C * g->KH * g->KW * g->OH; /* rows of OW columns */
     cn_ocl_arg args[] = {CN_OCL_MEM(xm), CN_OCL_VAL(xs), CN_OCL_VAL(*g), CN_OCL_MEM(cm),
                          CN_OCL_VAL(co), CN_OCL_VAL(cn0), CN_OCL_VAL(si), CN_OCL_VAL(sr),
                          CN_OCL_VAL(n)};
