@@ -5,6 +5,10 @@
 #
 #   release  build/       Release with OpenBLAS: the CTest suite
 #   asan     build-asan/  AddressSanitizer + UBSan (leaks detected): the suite
+#   opencl   build/ again: the device tests (the conformance suite of every op
+#            against the CPU, placement, the CLI's --device) on the OpenCL
+#            platform setup installs (PoCL), listed first; "skipped: no
+#            OpenCL platform" where there is none
 #   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX, OpenCL): the suite
 #   install  build/ installed into a temporary prefix, used from outside
 #   fuzz     build-fuzz/ (clang, ASan + UBSan): the ONNX loader's libFuzzer
@@ -15,7 +19,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 jobs=${JOBS:-2}
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(release asan bare install fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(release asan opencl bare install fuzz)
 
 total_run=0
 total_passed=0
@@ -84,6 +88,29 @@ for stage in "${stages[@]}"; do
             -DCHUTNEY_WITH_OPENCL=OFF \
             -DCHUTNEY_WITH_ONNX=OFF
         ;;
+    opencl)
+        note "opencl: the device tests on build/"
+        if ! build build "${release_args[@]}"; then
+            record opencl 1 0 "(the build failed)"
+            continue
+        fi
+        if ! ./build/chutney devices | grep -q '^opencl:'; then
+            ./build/chutney devices
+            record opencl 0 0 "(skipped: no OpenCL platform)"
+            continue
+        fi
+        ./build/chutney devices
+        ctest --test-dir build -R 'test_backends|test_placement|test_opencl_kernels|device_cli|onnx_cli' \
+            --output-on-failure 2>&1 | tee "$log"
+        line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
+        if [ -z "$line" ]; then
+            record opencl 1 0 "(CTest ran no tests)"
+        else
+            n=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+            f=$(sed -E 's/.*, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+            record opencl "$n" $((n - f))
+        fi
+        ;;
     install)
         note "install: build/ used from outside the tree"
         if ! build build "${release_args[@]}"; then
@@ -113,7 +140,7 @@ for stage in "${stages[@]}"; do
         fi
         ;;
     *)
-        echo "check.sh: unknown stage '$stage' (release, asan, bare, install, fuzz)" >&2
+        echo "check.sh: unknown stage '$stage' (release, asan, opencl, bare, install, fuzz)" >&2
         exit 2
         ;;
     esac
