@@ -5,7 +5,6 @@
  * once (folding), on placeholders they build graph nodes. Without protobuf-c
  * every entry point fails with the packages to install. */
 #include "onnx_internal.h"
-#include "onnx_doc.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -102,7 +101,7 @@ static void vmap_free(vmap *m) {
 
 /* ---- the op table ---- */
 
-static const onnx_op_entry *const *families(void) {
+const onnx_op_entry *const *cn_onnx_families(void) {
     static const onnx_op_entry *const f[] = {cn_onnx_ops_elementwise, cn_onnx_ops_shape,
                                              cn_onnx_ops_reduce, cn_onnx_ops_index, cn_onnx_ops_conv, cn_onnx_ops_nn, cn_onnx_ops_rnn,
                                              NULL};
@@ -110,7 +109,7 @@ static const onnx_op_entry *const *families(void) {
 }
 
 static const onnx_op_entry *find_op(const char *name) {
-    for (const onnx_op_entry *const *f = families(); *f; f++)
+    for (const onnx_op_entry *const *f = cn_onnx_families(); *f; f++)
         for (const onnx_op_entry *e = *f; e->name; e++)
             if (!strcmp(e->name, name)) return e;
     return NULL;
@@ -518,35 +517,7 @@ cn_tensor *cn_onnx_load_tensor(const char *path) {
     return t;
 }
 
-static int cmp_entry(const void *a, const void *b) {
-    return strcmp((*(const onnx_op_entry *const *)a)->name, (*(const onnx_op_entry *const *)b)->name);
-}
-
-int cn_onnx_ops_markdown(FILE *f) {
-    const onnx_op_entry *all[512];
-    int n = 0;
-    for (const onnx_op_entry *const *fam = families(); *fam; fam++)
-        for (const onnx_op_entry *e = *fam; e->name && n < 512; e++) all[n++] = e;
-    qsort(all, (size_t)n, sizeof *all, cmp_entry);
-    fprintf(f, "| ONNX op | attributes read | limits |\n|---|---|---|\n");
-    for (int i = 0; i < n; i++) {
-        fprintf(f, "| %s | ", all[i]->name);
-        /* Legacy attributes (consumed_inputs, is_test, ...) are listed too:
-         * they are read, and refused where they ask for what is missing. */
-        const char *a = all[i]->attrs;
-        if (!a || !*a) fprintf(f, "-");
-        for (; a && *a; a++) fputs(*a == ',' ? ", " : (char[]){*a, 0}, f);
-        fprintf(f, " | %s |\n", all[i]->limits && *all[i]->limits ? all[i]->limits : "-");
-    }
-    return n;
-}
-
 #else /* !CN_HAVE_ONNX */
-
-int cn_onnx_ops_markdown(FILE *f) {
-    fprintf(f, "(built without ONNX support)\n");
-    return 0;
-}
 
 #define NO_ONNX "built without ONNX support (install libprotobuf-c-dev protobuf-c-compiler libonnx-dev)"
 

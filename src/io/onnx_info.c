@@ -6,20 +6,12 @@
 
 #ifdef CN_HAVE_ONNX
 
-/* The families' tables, as onnx_import.c's families() lists them: a family
- * added there must be added here (the onnx_doc_current test notices). */
-static const onnx_op_entry *const families[] = {
-    cn_onnx_ops_elementwise, cn_onnx_ops_shape, cn_onnx_ops_reduce, cn_onnx_ops_index,
-    cn_onnx_ops_conv,        cn_onnx_ops_nn,    cn_onnx_ops_rnn,
-};
-#define NFAMILIES (int)(sizeof families / sizeof families[0])
-
-/* Entry i of the families in order; NULL and *n = how many there are when
- * i is out of range. */
+/* Entry i of the importer's families in order; NULL and *n = how many
+ * there are when i is out of range. */
 static const onnx_op_entry *entry(int i, int *n) {
     int k = 0;
-    for (int f = 0; f < NFAMILIES; f++)
-        for (const onnx_op_entry *e = families[f]; e->name; e++, k++)
+    for (const onnx_op_entry *const *f = cn_onnx_families(); *f; f++)
+        for (const onnx_op_entry *e = *f; e->name; e++, k++)
             if (k == i) return e;
     *n = k;
     return NULL;

@@ -35,6 +35,8 @@ typedef struct onnx_op_entry {
     const char *limits; /* what is not supported, for docs/onnx.md ("" if none) */
 } onnx_op_entry;
 
+/* Every family's table, in lookup order, NULL-terminated (onnx_import.c). */
+const onnx_op_entry *const *cn_onnx_families(void);
 /* The families' tables, each ended by an entry with a NULL name. */
 extern const onnx_op_entry cn_onnx_ops_elementwise[];
 extern const onnx_op_entry cn_onnx_ops_shape[];
