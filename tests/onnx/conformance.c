@@ -9,7 +9,10 @@
  * passes fewer cases than its floor (conformance_floor.txt) or anything
  * crashed.
  *
- *   conformance DATA_DIR FLOOR_FILE [-v] [NAME_SUBSTRING]
+ *   conformance DATA_DIR FLOOR_FILE [-v] [--device DEV] [NAME_SUBSTRING]
+ *
+ * --device runs every model there (inputs copied to it, outputs back): the
+ * same floors hold on every device.
  *
  * Exit 77 (CTest's skip) without the test data or without ONNX support. */
 #include <chutney.h>
@@ -33,6 +36,9 @@
 /* A child's exit status; anything else (a sanitizer's report exits 1 or 23,
  * a signal) is a crash. */
 enum { R_PASS = 10, R_FAIL = 11, R_UNSUP = 12 };
+
+/* --device: where the models run (the CPU unless given). */
+static cn_device run_device = {CN_DEVICE_CPU, 0};
 
 static const char *const folders[] = {"node", "simple", "pytorch-converted", "pytorch-operator"};
 #define NFOLDERS 4
@@ -201,11 +207,19 @@ static int run_case(const char *dir, int fd, bool *bound_any) {
             result = say(fd, R_FAIL, "the model has %s inputs/outputs, the data %s", b, "");
         }
         cn_tensor *got[MAX_IO];
+        if (result == R_PASS && run_device.kind != CN_DEVICE_CPU)
+            for (int i = 0; i < nfeed && result == R_PASS; i++)
+                if (!(feed[i] = cn_to(feed[i], run_device)))
+                    result = say(fd, R_FAIL, "to device: %s", cn_last_error(), "");
         if (result == R_PASS && cn_onnx_run(m, feed, got) < 0)
             result = say(fd, unsupported_msg(cn_last_error()) ? R_UNSUP : R_FAIL, "run: %s",
                          cn_last_error(), "");
         for (int o = 0; result == R_PASS && o < nout; o++) {
             char why[300];
+            if (run_device.kind != CN_DEVICE_CPU && !(got[o] = cn_to(got[o], CN_CPU))) {
+                result = say(fd, R_FAIL, "to the CPU: %s", cn_last_error(), "");
+                break;
+            }
             if (compare(got[o], want[o], why, sizeof why) < 0)
                 result = say(fd, R_FAIL, "output %s: %s", cn_onnx_output_name(m, o), why);
         }
@@ -223,14 +237,23 @@ typedef struct tally {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: conformance DATA_DIR FLOOR_FILE [-v] [NAME_SUBSTRING]\n");
+        fprintf(stderr, "usage: conformance DATA_DIR FLOOR_FILE [-v] [--device DEV] [NAME_SUBSTRING]\n");
         return 2;
     }
     const char *root = argv[1], *floor_file = argv[2], *filter = NULL;
     bool verbose = false;
     for (int i = 3; i < argc; i++) {
-        if (!strcmp(argv[i], "-v")) verbose = true;
-        else filter = argv[i];
+        if (!strcmp(argv[i], "-v")) {
+            verbose = true;
+        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            if (cn_device_parse(argv[++i], &run_device) < 0) {
+                fprintf(stderr, "conformance: %s\n", cn_last_error());
+                return 2;
+            }
+            /* Not initialised here: each case's child process opens it. */
+        } else {
+            filter = argv[i];
+        }
     }
     if (!exists(root)) {
         printf("SKIP: no ONNX test data at %s (apt-get install libonnx-testdata)\n", root);
