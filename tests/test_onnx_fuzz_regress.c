@@ -38,6 +38,11 @@ static void test_replay(void) {
     CHECK_MSG(files > 0, "no files in %s", dir);
 }
 
+/* lrn_size_1e9.onnx: an LRN of size 0x3bffffff padded its input by half a
+ * billion channels on each side and summed that many slices (3 GB and
+ * minutes); the window now stops one channel past either end, where the
+ * padding is all zeros (the replay above loads and runs it). */
+
 /* reshape_size_overflow.onnx: a Reshape whose shape's product overflowed
  * int64 while it was checked. */
 static void test_reshape_overflow(void) {

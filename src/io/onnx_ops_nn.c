@@ -84,15 +84,21 @@ H(h_lrn) {
     if (C < 0) return onnx_unsup(c, "an unknown channel count");
     double alpha = onnx_attr_float(n, "alpha", 1e-4), beta = onnx_attr_float(n, "beta", 0.75),
            bias = onnx_attr_float(n, "bias", 1.0);
-    /* Sum of squares over channels [c - floor((size-1)/2), c + ceil((size-1)/2)]. */
-    int64_t pre = (size - 1) / 2, post = size - 1 - pre;
+    /* Sum of squares over channels [c - floor((size-1)/2), c + ceil((size-1)/2)].
+     * Channels past either end are zeros: a window wider than the channels
+     * sums the same as one reaching just past them (a file may ask for a
+     * billion; the divisor below stays `size`). */
+    int64_t pre = (size - 1) / 2, post = size - 1 - pre, reach = C > 0 ? C - 1 : 0;
+    if (pre > reach) pre = reach;
+    if (post > reach) post = reach;
+    int64_t window = pre + post + 1;
     int np = 2 * (r - 1);
     int64_t p[2 * CN_MAX_DIMS] = {0};
     p[np - 2] = pre;
     p[np - 1] = post;
     cn_tensor *sq = cn_pad(cn_mul(x, x), p, np, CN_PAD_CONSTANT, 0);
     cn_tensor *sum = NULL;
-    for (int64_t i = 0; i < size; i++) {
+    for (int64_t i = 0; i < window; i++) {
         cn_tensor *t = cn_narrow(sq, 1, i, C);
         sum = sum ? cn_add(sum, t) : t;
     }
