@@ -197,9 +197,6 @@ static inline bool cn_is_symbolic(const cn_tensor *t) { return t->flags & CN_TF_
 char *cn_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 /* Normalise a possibly negative axis for rank ndim; -1 and an error if out of range. */
 int cn_norm_axis(const char *fn, int axis, int ndim);
-/* Copy src (any strides, any dtype, broadcast to dst) into dst: the CPU
- * backend's copy kernel (src/backend/cpu/copy.c), parallel for large tensors. */
-int cn_copy_strided(cn_tensor *dst, const cn_tensor *src);
 
 /* Where a tensor lives: its storage's device (the CPU for symbolic values). */
 static inline cn_device cn_t_device(const cn_tensor *t) {

@@ -1,6 +1,7 @@
 /* Copies between any strides and any dtypes: contiguous, cast, copy_, and
  * the gather of a view into a fresh buffer. */
 #include "iter.h"
+#include "kernels.h"
 #include "transpose.h"
 
 typedef struct copy_ctx {

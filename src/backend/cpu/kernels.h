@@ -9,6 +9,10 @@
 
 #include "../backend.h"
 
+/* Copy src (any strides, any dtype, broadcast to dst) into dst, both on the
+ * CPU (copy.c): the backend's copy entry, parallel for large tensors. */
+int cn_copy_strided(cn_tensor *dst, const cn_tensor *src);
+
 /* CN_OP_COUNT entries; NULL for the views (reshape, permute, slice,
  * expand), which only set strides. */
 extern const cn_kernel_fn cn_cpu_kernels[CN_OP_COUNT];
