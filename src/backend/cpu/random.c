@@ -8,6 +8,7 @@
  * bits as it has significand digits, so a U[0, 1) draw is exact in its
  * dtype and never rounds up to 1. */
 #include "kernels.h"
+#include "../random_bounds.h"
 
 #include "iter.h"
 
@@ -144,31 +145,6 @@ static RNG_INLINE uint64_t below(uint64_t x, uint64_t range) {
 #endif
 }
 
-/* Significand digits of each float dtype: the resolution of a uniform draw. */
-static int uniform_bits(cn_dtype dt) {
-    switch (dt) {
-    case CN_F64: return 53;
-    case CN_F16: return 11;
-    case CN_BF16: return 8;
-    default: return 24;
-    }
-}
-
-/* Half types as float and back. */
-static float half_to_f32(uint16_t h, cn_dtype dt) {
-    return dt == CN_F16 ? cn_f16_to_f32(h) : cn_bf16_to_f32(h);
-}
-static uint16_t f32_to_half(float x, cn_dtype dt) {
-    return dt == CN_F16 ? cn_f32_to_f16(x) : cn_f32_to_bf16(x);
-}
-
-/* The next value of a half type towards -inf (both formats order like
- * sign-magnitude integers). */
-static uint16_t half_down(uint16_t h) {
-    if (h == 0) return 0x8001u;
-    return (h & 0x8000u) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
-}
-
 typedef struct draw {
     cn_random_kind kind;
     cn_dtype dt;
@@ -265,8 +241,8 @@ static RNG_INLINE void draw_uniform(const draw *d, const lanes *L, int64_t i, in
         const double scale = d->scale;
         for (int j = 0; j < m; j++) {
             double u = (double)(L->x[0][j] >> shift) * scale;
-            uint16_t h = f32_to_half((float)(lo + span * u), d->dt);
-            o[j] = (double)half_to_f32(h, d->dt) < hi ? h : d->toph;
+            uint16_t h = cn_f32_to_half((float)(lo + span * u), d->dt);
+            o[j] = (double)cn_half_to_f32(h, d->dt) < hi ? h : d->toph;
         }
         break;
     }
@@ -292,7 +268,7 @@ static RNG_INLINE void draw_normal(const draw *d, const lanes *L, int64_t i, int
         uint16_t *o = (uint16_t *)d->out + i;
         for (int j = 0; j < m; j++) {
             double z = (double)normal_f32(L->x[0][j] >> 8, L->x[1][j] >> 8);
-            o[j] = f32_to_half((float)(mean + std * z), d->dt);
+            o[j] = cn_f32_to_half((float)(mean + std * z), d->dt);
         }
         break;
     }
@@ -340,20 +316,12 @@ static void uniform_setup(draw *d, double lo, double hi) {
     d->lo = lo;
     d->span = hi - lo;
     d->hi = hi;
-    int bits = uniform_bits(dt);
+    int bits = cn_uniform_bits(dt);
     d->shift = 32 - bits;
     d->scale = ldexp(1.0, -bits);
-    if (dt == CN_F64) {
-        d->top = lo < hi ? nextafter(hi, -INFINITY) : lo;
-    } else if (dt == CN_F32) {
-        float t = (float)hi;
-        if ((double)t >= hi) t = nextafterf(t, -INFINITY);
-        d->topf = (double)t >= lo ? t : (float)lo;
-    } else {
-        uint16_t h = f32_to_half((float)hi, dt);
-        if ((double)half_to_f32(h, dt) >= hi) h = half_down(h);
-        d->toph = (double)half_to_f32(h, dt) >= lo ? h : f32_to_half((float)lo, dt);
-    }
+    if (dt == CN_F64) d->top = cn_uniform_top_f64(lo, hi);
+    else if (dt == CN_F32) d->topf = cn_uniform_top_f32(lo, hi);
+    else d->toph = cn_uniform_top_half(lo, hi, dt);
 }
 
 /* Fill out (contiguous) with d's draw from counters counter, counter + 1, ... */

@@ -7,6 +7,7 @@
  * rounded and double precision available); f64 normals use the device's
  * log, sqrt and cos and may differ from glibc's in the last bit. */
 #include "ocl.h"
+#include "../random_bounds.h"
 
 #include <float.h>
 #include <inttypes.h>
@@ -61,17 +62,6 @@ typedef struct draw_params {
     cl_long low;
     cl_ulong range;
 } draw_params;
-
-static uint16_t half_bits(float x, cn_dtype dt) {
-    return dt == CN_F16 ? cn_f32_to_f16(x) : cn_f32_to_bf16(x);
-}
-static float half_val(uint16_t h, cn_dtype dt) {
-    return dt == CN_F16 ? cn_f16_to_f32(h) : cn_bf16_to_f32(h);
-}
-static uint16_t half_down(uint16_t h) {
-    if (h == 0) return 0x8001u;
-    return (h & 0x8000u) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
-}
 
 int cn_ocl_random_fill(cn_tensor *out, cn_random_kind kind, double p0, double p1, uint64_t key,
                        uint64_t counter) {
@@ -149,20 +139,12 @@ int cn_ocl_random_fill(cn_tensor *out, cn_random_kind kind, double p0, double p1
     P.span = p1 - p0;
     P.hi = p1;
     if (kind == CN_RANDOM_UNIFORM) {
-        int bits = dt == CN_F64 ? 53 : dt == CN_F16 ? 11 : dt == CN_BF16 ? 8 : 24;
+        int bits = cn_uniform_bits(dt);
         P.shift = 32 - bits;
         P.scale = ldexp(1.0, -bits);
-        if (dt == CN_F64) {
-            P.top = p0 < p1 ? nextafter(p1, -INFINITY) : p0;
-        } else if (dt == CN_F32) {
-            float t = (float)p1;
-            if ((double)t >= p1) t = nextafterf(t, -INFINITY);
-            P.topf = (double)t >= p0 ? t : (float)p0;
-        } else {
-            uint16_t h = half_bits((float)p1, dt);
-            if ((double)half_val(h, dt) >= p1) h = half_down(h);
-            P.toph = (double)half_val(h, dt) >= p0 ? h : half_bits((float)p0, dt);
-        }
+        if (dt == CN_F64) P.top = cn_uniform_top_f64(p0, p1);
+        else if (dt == CN_F32) P.topf = cn_uniform_top_f32(p0, p1);
+        else P.toph = cn_uniform_top_half(p0, p1, dt);
     } else if (kind == CN_RANDOM_INT) {
         P.low = (cl_long)p0;
         P.range = (cl_ulong)((int64_t)p1 - (int64_t)p0);
