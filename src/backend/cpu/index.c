@@ -6,6 +6,7 @@
 #include "index.h"
 
 #include "kernels.h"
+#include "../pad_geom.h"
 
 #include "iter.h"
 
@@ -517,20 +518,8 @@ int cn_cpu_pad(const cn_tensor *x, const int64_t *pads, int npads, int mode, dou
                cn_tensor *out) {
     pad_ctx c;
     memset(&c, 0, sizeof c);
-    int nd = out->ndim;
-    int64_t oshape[CN_MAX_DIMS] = {1}, L[CN_MAX_DIMS] = {1}, xs[CN_MAX_DIMS] = {0},
-            before[CN_MAX_DIMS] = {0};
-    if (nd == 0) {
-        nd = 1;
-    } else {
-        for (int d = 0; d < nd; d++) {
-            int pair = nd - 1 - d;
-            oshape[d] = out->shape[d];
-            L[d] = x->shape[d];
-            xs[d] = x->strides[d];
-            before[d] = 2 * pair < npads ? pads[2 * pair] : 0;
-        }
-    }
+    int64_t oshape[CN_MAX_DIMS], L[CN_MAX_DIMS], xs[CN_MAX_DIMS], before[CN_MAX_DIMS];
+    int nd = cn_pad_geometry(x, out, pads, npads, oshape, L, xs, before);
     int64_t total = 0;
     for (int d = 0; d < nd; d++) total += oshape[d];
     int64_t *tabs = malloc(sizeof(int64_t) * (size_t)total);

@@ -11,6 +11,7 @@
  * (no atomics). Indices out of range are reported through a flag buffer
  * (the first value a work item saw) with the CPU kernels' messages. */
 #include "ocl_kernels.h"
+#include "../pad_geom.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -263,20 +264,8 @@ static int pad(const cn_tensor *x, const int64_t *pads, int npads, int mode, dou
                cn_tensor *out) {
     const char *op = "pad";
     cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
-    int nd = out->ndim;
-    int64_t oshape[CN_MAX_DIMS] = {1}, L[CN_MAX_DIMS] = {1}, xs[CN_MAX_DIMS] = {0},
-            before[CN_MAX_DIMS] = {0};
-    if (nd == 0) {
-        nd = 1;
-    } else {
-        for (int d = 0; d < nd; d++) {
-            int pair = nd - 1 - d;
-            oshape[d] = out->shape[d];
-            L[d] = x->shape[d];
-            xs[d] = x->strides[d];
-            before[d] = 2 * pair < npads ? pads[2 * pair] : 0;
-        }
-    }
+    int64_t oshape[CN_MAX_DIMS], L[CN_MAX_DIMS], xs[CN_MAX_DIMS], before[CN_MAX_DIMS];
+    int nd = cn_pad_geometry(x, out, pads, npads, oshape, L, xs, before);
     cl_kernel k = index_kernel(op, dev, (cn_dtype)out->dtype, CN_I64, false, "cn_pad");
     if (!k) return CN_EINVAL;
     cl_ulong val = 0;
