@@ -138,7 +138,7 @@ size_t cn_empty_cache(void);
 typedef enum cn_device_kind {
     CN_DEVICE_CPU = 0,
     CN_DEVICE_OPENCL, /* an OpenCL device (PoCL on the CPU in CI) */
-    CN_DEVICE_CUDA,   /* reserved: no CUDA backend yet */
+    CN_DEVICE_CUDA,   /* an NVIDIA GPU (builds with the CUDA toolkit; runs with its driver) */
     CN_DEVICE_KIND_COUNT
 } cn_device_kind;
 
@@ -169,6 +169,7 @@ typedef struct cn_device_info {
     uint64_t memory_bytes;    /* global memory */
     uint64_t max_alloc_bytes; /* largest single buffer */
     int compute_units;
+    char capability[16]; /* CUDA compute capability ("9.0"); empty elsewhere */
 } cn_device_info;
 int cn_device_get_info(cn_device d, cn_device_info *info);
 
@@ -856,6 +857,8 @@ typedef struct cn_loader_opts {
     bool drop_last;     /* drop a last batch smaller than batch_size (else keep it) */
     uint64_t seed;
     int prefetch;       /* 0: prepare each batch in cn_loader_next; 1 or 2: ahead */
+    cn_device device;   /* batches are given on this device (zero: the CPU); with
+                           prefetch, the copy is made on the background thread */
 } cn_loader_opts;
 cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loader_opts *opts);
 void cn_loader_free(cn_loader *l);

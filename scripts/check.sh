@@ -9,17 +9,22 @@
 #            against the CPU, placement, the CLI's --device) on the OpenCL
 #            platform setup installs (PoCL), listed first; "skipped: no
 #            OpenCL platform" where there is none
-#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX, OpenCL): the suite
+#   cuda     build/ again (with the CUDA toolkit): every kernel source the
+#            OpenCL conformance run generated compiled for CUDA by NVRTC (no
+#            GPU needed), and the conformance suite on every CUDA device,
+#            which reports "skipped: no CUDA device" where there is none;
+#            "skipped: no CUDA toolkit" where the build has no CUDA backend
+#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX, OpenCL, CUDA): the suite
 #   install  build/ installed into a temporary prefix, used from outside
 #   fuzz     build-fuzz/ (clang, ASan + UBSan): the ONNX loader's libFuzzer
 #            target for 20 s (`make fuzz`; skipped without clang's libFuzzer)
 #
-# Usage: scripts/check.sh [STAGE...]    (default: all five, in that order)
+# Usage: scripts/check.sh [STAGE...]    (default: all of them, in that order)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 jobs=${JOBS:-2}
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(release asan opencl bare install fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(release asan opencl cuda bare install fuzz)
 
 total_run=0
 total_passed=0
@@ -85,7 +90,7 @@ for stage in "${stages[@]}"; do
     bare)
         suite bare build-bare -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF \
             -DCHUTNEY_WITH_BLAS=OFF -DCHUTNEY_WITH_ZLIB=OFF -DCHUTNEY_WITH_STB=OFF -DCHUTNEY_WITH_DNNL=OFF \
-            -DCHUTNEY_WITH_OPENCL=OFF \
+            -DCHUTNEY_WITH_OPENCL=OFF -DCHUTNEY_WITH_CUDA=OFF \
             -DCHUTNEY_WITH_ONNX=OFF
         ;;
     opencl)
@@ -109,6 +114,26 @@ for stage in "${stages[@]}"; do
             n=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
             f=$(sed -E 's/.*, ([0-9]+) tests? failed.*/\1/' <<<"$line")
             record opencl "$n" $((n - f))
+        fi
+        ;;
+    cuda)
+        note "cuda: the CUDA backend on build/"
+        if ! build build "${release_args[@]}"; then
+            record cuda 1 0 "(the build failed)"
+            continue
+        fi
+        if ! ./build/chutney devices | grep -q '+cuda'; then
+            record cuda 0 0 "(skipped: no CUDA toolkit)"
+            continue
+        fi
+        ./build/chutney devices
+        # One test: the suite on every device with NVRTC compiling every
+        # kernel source it generated; a failure names the source and the log.
+        if ./build/tests/test_backends --compile-cuda 2>&1 | tee "$log" | grep -v ' ok$'; then :; fi
+        if grep -qE '^[0-9]+ tests, [0-9]+ checks, 0 failures' "$log"; then
+            record cuda 1 1 "($(grep -E '^(NVRTC|skipped: no CUDA)' "$log" | tr '\n' ' '))"
+        else
+            record cuda 1 0
         fi
         ;;
     install)
@@ -140,7 +165,7 @@ for stage in "${stages[@]}"; do
         fi
         ;;
     *)
-        echo "check.sh: unknown stage '$stage' (release, asan, opencl, bare, install, fuzz)" >&2
+        echo "check.sh: unknown stage '$stage' (release, asan, opencl, cuda, bare, install, fuzz)" >&2
         exit 2
         ;;
     esac

@@ -12,11 +12,21 @@
  * must agree. The op table and the suite check each other: an op without a
  * kernel on a backend, or without a case here, fails.
  *
- * With no device but the CPU this prints "skipped: no OpenCL platform" and
- * how many cases that is; it never passes silently. */
+ * For each device kind this build has but the machine does not, it prints
+ * "skipped: no OpenCL platform" / "skipped: no CUDA device" and how many
+ * cases that is; it never passes silently.
+ *
+ * --compile-cuda (the `cuda` stage of make check): after the cases, every
+ * kernel source the run generated (on OpenCL: the shared kernels are the
+ * same source for both backends) is compiled for CUDA by NVRTC, which needs
+ * no GPU; a source that does not compile fails, with the compiler's log. */
 #include "gradcheck.h"
 #include "ops/op.h"
 #include "backend/backend.h"
+#ifdef CN_HAVE_CUDA
+#include "backend/gpu/gpu.h"
+#include "backend/cuda/cuda_nvrtc.h"
+#endif
 
 #include "grad_cases_shape.h"
 #include "grad_cases_unary.h"
@@ -373,32 +383,74 @@ static void test_table(void) {
     }
 }
 
+static const char *const kind_names[CN_DEVICE_KIND_COUNT] = {
+    [CN_DEVICE_CPU] = "CPU", [CN_DEVICE_OPENCL] = "OpenCL", [CN_DEVICE_CUDA] = "CUDA"};
+
 static void test_devices(void) {
     int ndev = 0;
+    size_t ncases = sizeof fwd_cases / sizeof fwd_cases[0];
+    for (size_t l = 0; l < sizeof grad_lists / sizeof grad_lists[0]; l++) ncases += grad_lists[l].n;
     for (int k = 1; k < CN_DEVICE_KIND_COUNT; k++) {
         int n = cn_device_count((cn_device_kind)k);
+        if (n == 0) {
+            if (!cn_backends[k])
+                printf("skipped: this build has no %s backend\n", kind_names[k]);
+            else if (k == CN_DEVICE_OPENCL)
+                printf("skipped: no OpenCL platform (%zu cases x %d layouts not run on "
+                       "OpenCL)\n", ncases, TH_NLAYOUTS);
+            else
+                printf("skipped: no %s device (%zu cases x %d layouts not run on %s)\n",
+                       kind_names[k], ncases, TH_NLAYOUTS, kind_names[k]);
+        }
         for (int i = 0; i < n; i++) {
             cn_device dev = CN_DEVICE(k, i);
             ndev++;
+            int64_t run0 = cases_run, cmp0 = cases_compared;
             uint64_t seed = 1;
             for (size_t l = 0; l < sizeof grad_lists / sizeof grad_lists[0]; l++)
                 for (size_t c = 0; c < grad_lists[l].n; c++)
                     check_grad_case(&grad_lists[l].cases[c], dev, 1000 + seed++);
             for (size_t c = 0; c < sizeof fwd_cases / sizeof fwd_cases[0]; c++)
                 check_fwd_case(&fwd_cases[c], dev, 5000 + c);
+            char name[32];
+            printf("conformance on %s: %zu cases, %" PRId64 " runs, %" PRId64
+                   " comparisons against the CPU\n",
+                   cn_device_str(dev, name, sizeof name), ncases, cases_run - run0,
+                   cases_compared - cmp0);
         }
     }
-    size_t ncases = sizeof fwd_cases / sizeof fwd_cases[0];
-    for (size_t l = 0; l < sizeof grad_lists / sizeof grad_lists[0]; l++) ncases += grad_lists[l].n;
-    if (ndev == 0) {
-        printf("skipped: no OpenCL platform (%zu cases x %d layouts not run on any device)\n",
-               ncases, TH_NLAYOUTS);
-    } else {
-        printf("conformance: %d device(s), %zu cases, %" PRId64 " runs, %" PRId64
-               " comparisons against the CPU\n",
-               ndev, ncases, cases_run, cases_compared);
-    }
+    if (ndev == 0) printf("no device but the CPU: no case ran on a device\n");
 }
+
+#ifdef CN_HAVE_CUDA
+typedef struct nvrtc_run {
+    int compiled, failed;
+} nvrtc_run;
+
+static void compile_one(const char *src, const char *opts, void *ctx) {
+    nvrtc_run *r = ctx;
+    size_t n = 0;
+    /* sm_90: the lent GPUs' architecture; CUBIN, so ptxas runs too. */
+    void *img = cn_cuda_compile(src, opts, "sm_90", &n);
+    r->compiled++;
+    if (!img || n == 0) {
+        r->failed++;
+        CHECK_MSG(false, "NVRTC: %s", cn_last_error());
+    }
+    free(img);
+}
+
+static void test_compile_cuda(void) {
+    nvrtc_run r = {0, 0};
+    cn_gpu_sources_foreach(compile_one, &r);
+    if (r.compiled == 0) {
+        printf("skipped: no device ran a kernel, so none was compiled for CUDA\n");
+        return;
+    }
+    printf("NVRTC: %d kernel sources compiled for CUDA (sm_90), %d failed\n", r.compiled,
+           r.failed);
+}
+#endif
 
 /* A tensor moved to a device and back, its gradient flowing back to the
  * source device; ops across two devices fail naming both. */
@@ -463,10 +515,22 @@ static void test_transfers(void) {
 static void (*const unused_drivers[])(const grad_case *) = {gc_check_static};
 static int (*const unused_case_driver)(const grad_case *, int) = gc_check_case;
 
-int main(void) {
+int main(int argc, char **argv) {
     (void)unused_drivers, (void)unused_case_driver;
+    bool compile_cuda = argc > 1 && !strcmp(argv[1], "--compile-cuda");
+    if (argc > 1 && !compile_cuda) {
+        fprintf(stderr, "usage: %s [--compile-cuda]\n", argv[0]);
+        return 2;
+    }
     RUN(test_table);
     RUN(test_transfers);
     RUN(test_devices);
+    if (compile_cuda) {
+#ifdef CN_HAVE_CUDA
+        RUN(test_compile_cuda);
+#else
+        CHECK_MSG(false, "--compile-cuda: this build has no CUDA backend (CHUTNEY_WITH_CUDA)");
+#endif
+    }
     return th_summary();
 }

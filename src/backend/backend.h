@@ -45,6 +45,9 @@ typedef struct cn_backend {
     /* Devices of this kind on this machine (0: none, or the runtime is
      * missing; never an error). Cheap after the first call. */
     int (*device_count)(void);
+    /* Optional: why there is no device when device_count is 0 ("no CUDA
+     * driver (libcuda.so.1: ...)"), for messages. */
+    const char *(*why_none)(void);
     int (*device_info)(int index, cn_device_info *info);
 
     /* Memory: a storage of nbytes on device `index`, from the backend's
@@ -95,10 +98,14 @@ typedef struct cn_backend {
     int (*optim_update)(const cn_optim_update *u, int n);
 } cn_backend;
 
-/* The backends this build has (registry.c). */
+/* The backends this build has (registry.c), by device kind (NULL: not built). */
+extern const cn_backend *const cn_backends[CN_DEVICE_KIND_COUNT];
 extern const cn_backend cn_backend_cpu;
 #ifdef CN_HAVE_OPENCL
 extern const cn_backend cn_backend_opencl;
+#endif
+#ifdef CN_HAVE_CUDA
+extern const cn_backend cn_backend_cuda;
 #endif
 
 /* The backend of d's kind, checking that d is a device of this machine;
@@ -107,7 +114,6 @@ extern const cn_backend cn_backend_opencl;
 const cn_backend *cn_backend_for(cn_device d, const char *fn);
 /* The backend of t's storage (the CPU's for symbolic tensors). */
 static inline const cn_backend *cn_backend_of(const cn_tensor *t) {
-    extern const cn_backend *const cn_backends[CN_DEVICE_KIND_COUNT];
     const cn_backend *b = t->storage ? cn_backends[t->storage->device_kind] : NULL;
     return b ? b : &cn_backend_cpu;
 }

@@ -10,6 +10,9 @@ const cn_backend *const cn_backends[CN_DEVICE_KIND_COUNT] = {
 #ifdef CN_HAVE_OPENCL
     [CN_DEVICE_OPENCL] = &cn_backend_opencl,
 #endif
+#ifdef CN_HAVE_CUDA
+    [CN_DEVICE_CUDA] = &cn_backend_cuda,
+#endif
 };
 
 static const char opencl_build[] = " (build with CHUTNEY_WITH_OPENCL and an OpenCL SDK: "
@@ -17,7 +20,8 @@ static const char opencl_build[] = " (build with CHUTNEY_WITH_OPENCL and an Open
 static const char *const kind_builds[CN_DEVICE_KIND_COUNT] = {
     [CN_DEVICE_CPU] = "",
     [CN_DEVICE_OPENCL] = opencl_build,
-    [CN_DEVICE_CUDA] = " (Chutney has no CUDA backend yet)",
+    [CN_DEVICE_CUDA] = " (build with CHUTNEY_WITH_CUDA and the CUDA toolkit: nvcc, cuBLAS, "
+                       "NVRTC)",
 };
 
 const cn_backend *cn_backend_for(cn_device d, const char *fn) {
@@ -34,8 +38,9 @@ const cn_backend *cn_backend_for(cn_device d, const char *fn) {
     int n = b->device_count();
     if (d.index >= n) {
         if (n == 0)
-            cn_fail("%s: no %s device on this machine (%s: no platform or driver found)", fn,
-                    b->name, cn_dev_name(d));
+            cn_fail("%s: no %s device on this machine (%s: %s)", fn, b->name, cn_dev_name(d),
+                    b->why_none && b->why_none()[0] ? b->why_none()
+                                                    : "no platform or driver found");
         else
             cn_fail("%s: %s: there %s %d %s device%s (%s:0%s)", fn, cn_dev_name(d),
                     n == 1 ? "is" : "are", n, b->name, n == 1 ? "" : "s", b->name,

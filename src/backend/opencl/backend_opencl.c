@@ -1,129 +1,35 @@
-/* The OpenCL backend's table (backend.h): the runtime (ocl_runtime.c,
- * ocl_alloc.c) and a kernel per op id. To add a kernel: declare it in ocl.h
- * (or a header of its family) and add one line below. */
+/* The OpenCL backend's table (backend.h): its runtime (ocl_runtime.c), the
+ * shared caching allocator and the shared kernels (src/backend/gpu). */
 #include "ocl.h"
-#include "ocl_kernels.h"
 
-static const cn_kernel_fn ocl_kernels[CN_OP_COUNT] = {
-    /* copies (ocl_elementwise.c) */
-    [CN_OP_contiguous] = cn_ocl_k_copy,
-    [CN_OP_cast] = cn_ocl_k_copy,
-    [CN_OP_full_like] = cn_ocl_k_full_like,
-
-    /* unary (ocl_elementwise.c) */
-    [CN_OP_neg] = cn_ocl_k_unary,
-    [CN_OP_abs] = cn_ocl_k_unary,
-    [CN_OP_sign] = cn_ocl_k_unary,
-    [CN_OP_exp] = cn_ocl_k_unary,
-    [CN_OP_log] = cn_ocl_k_unary,
-    [CN_OP_log1p] = cn_ocl_k_unary,
-    [CN_OP_expm1] = cn_ocl_k_unary,
-    [CN_OP_sqrt] = cn_ocl_k_unary,
-    [CN_OP_rsqrt] = cn_ocl_k_unary,
-    [CN_OP_square] = cn_ocl_k_unary,
-    [CN_OP_reciprocal] = cn_ocl_k_unary,
-    [CN_OP_sin] = cn_ocl_k_unary,
-    [CN_OP_cos] = cn_ocl_k_unary,
-    [CN_OP_tanh] = cn_ocl_k_unary,
-    [CN_OP_sigmoid] = cn_ocl_k_unary,
-    [CN_OP_relu] = cn_ocl_k_unary,
-    [CN_OP_leaky_relu] = cn_ocl_k_unary,
-    [CN_OP_elu] = cn_ocl_k_unary,
-    [CN_OP_gelu] = cn_ocl_k_unary,
-    [CN_OP_silu] = cn_ocl_k_unary,
-    [CN_OP_softplus] = cn_ocl_k_unary,
-    [CN_OP_erf] = cn_ocl_k_unary,
-    [CN_OP_floor] = cn_ocl_k_unary,
-    [CN_OP_ceil] = cn_ocl_k_unary,
-    [CN_OP_round] = cn_ocl_k_unary,
-    [CN_OP_clamp] = cn_ocl_k_unary,
-    [CN_OP_logical_not] = cn_ocl_k_unary,
-
-    /* binary and where (ocl_elementwise.c) */
-    [CN_OP_add] = cn_ocl_k_binary,
-    [CN_OP_sub] = cn_ocl_k_binary,
-    [CN_OP_mul] = cn_ocl_k_binary,
-    [CN_OP_div] = cn_ocl_k_binary,
-    [CN_OP_pow] = cn_ocl_k_binary,
-    [CN_OP_maximum] = cn_ocl_k_binary,
-    [CN_OP_minimum] = cn_ocl_k_binary,
-    [CN_OP_eq] = cn_ocl_k_binary,
-    [CN_OP_ne] = cn_ocl_k_binary,
-    [CN_OP_lt] = cn_ocl_k_binary,
-    [CN_OP_le] = cn_ocl_k_binary,
-    [CN_OP_gt] = cn_ocl_k_binary,
-    [CN_OP_ge] = cn_ocl_k_binary,
-    [CN_OP_logical_and] = cn_ocl_k_binary,
-    [CN_OP_logical_or] = cn_ocl_k_binary,
-    [CN_OP_logical_xor] = cn_ocl_k_binary,
-    [CN_OP_where] = cn_ocl_k_where,
-
-    /* reductions (ocl_reduce.c) */
-    [CN_OP_sum] = cn_ocl_k_reduce,
-    [CN_OP_mean] = cn_ocl_k_reduce,
-    [CN_OP_prod] = cn_ocl_k_reduce,
-    [CN_OP_max] = cn_ocl_k_reduce,
-    [CN_OP_min] = cn_ocl_k_reduce,
-    [CN_OP_var] = cn_ocl_k_reduce,
-    [CN_OP_std] = cn_ocl_k_reduce,
-    [CN_OP_logsumexp] = cn_ocl_k_reduce,
-    [CN_OP_norm] = cn_ocl_k_reduce,
-    [CN_OP_argmax] = cn_ocl_k_reduce,
-    [CN_OP_argmin] = cn_ocl_k_reduce,
-
-    /* random (ocl_random.c) */
-    [CN_OP_bernoulli] = cn_ocl_k_bernoulli,
-
-    /* linear algebra, convolution, pooling, softmax, indexing, recurrent
-     * layers (ocl_linalg.c, ocl_conv.c, ocl_pool.c, ocl_softmax.c,
-     * ocl_index.c, ocl_rnn.c) */
-    [CN_OP_matmul] = cn_ocl_k_matmul,
-    [CN_OP_conv2d] = cn_ocl_k_conv,
-    [CN_OP_conv_transpose2d] = cn_ocl_k_conv,
-    [CN_OP_conv2d_weight_grad] = cn_ocl_k_conv,
-    [CN_OP_max_pool2d] = cn_ocl_k_pool,
-    [CN_OP_max_pool2d_backward] = cn_ocl_k_pool,
-    [CN_OP_max_pool2d_indices] = cn_ocl_k_pool,
-    [CN_OP_avg_pool2d] = cn_ocl_k_pool,
-    [CN_OP_avg_pool2d_backward] = cn_ocl_k_pool,
-    [CN_OP_adaptive_avg_pool2d] = cn_ocl_k_pool,
-    [CN_OP_adaptive_avg_pool2d_backward] = cn_ocl_k_pool,
-    [CN_OP_softmax] = cn_ocl_k_softmax,
-    [CN_OP_log_softmax] = cn_ocl_k_softmax,
-    [CN_OP_cumsum] = cn_ocl_k_softmax,
-    [CN_OP_concat] = cn_ocl_k_index,
-    [CN_OP_gather] = cn_ocl_k_index,
-    [CN_OP_index_select] = cn_ocl_k_index,
-    [CN_OP_scatter_add] = cn_ocl_k_index,
-    [CN_OP_pad] = cn_ocl_k_index,
-    [CN_OP_one_hot] = cn_ocl_k_index,
-    [CN_OP_tril] = cn_ocl_k_index,
-    [CN_OP_triu] = cn_ocl_k_index,
-    [CN_OP_slice_scatter] = cn_ocl_k_index,
-    [CN_OP_lstm_seq] = cn_ocl_k_rnn,
-    [CN_OP_lstm_seq_backward] = cn_ocl_k_rnn,
-};
+static cn_storage *storage_new(int index, size_t nbytes) {
+    return cn_gpu_storage_new(CN_DEVICE_OPENCL, index, nbytes);
+}
+static int memory_stats(int index, cn_memory_stats *s) {
+    return cn_gpu_memory_stats(CN_DEVICE_OPENCL, index, s);
+}
+static size_t empty_cache(int index) { return cn_gpu_empty_cache(CN_DEVICE_OPENCL, index); }
 
 const cn_backend cn_backend_opencl = {
     .name = "opencl",
     .kind = CN_DEVICE_OPENCL,
     .device_count = cn_ocl_device_count,
     .device_info = cn_ocl_device_info,
-    .storage_new = cn_ocl_storage_new,
-    .memory_stats = cn_ocl_memory_stats,
-    .empty_cache = cn_ocl_empty_cache,
+    .storage_new = storage_new,
+    .memory_stats = memory_stats,
+    .empty_cache = empty_cache,
     .write = cn_ocl_write,
     .read = cn_ocl_read,
     .copy_bytes = cn_ocl_copy_bytes,
-    .copy = cn_ocl_copy,
-    .fill = cn_ocl_fill,
-    .random_fill = cn_ocl_random_fill,
+    .copy = cn_gpu_copy,
+    .fill = cn_gpu_fill,
+    .random_fill = cn_gpu_random_fill,
     .synchronize = cn_ocl_synchronize,
     .event_record = cn_ocl_event_record,
     .event_synchronize = cn_ocl_event_synchronize,
     .event_query = cn_ocl_event_query,
     .event_free = cn_ocl_event_free,
-    .kernels = ocl_kernels,
-    .fused_run = cn_ocl_fused_run,
-    .optim_update = cn_ocl_optim_update,
+    .kernels = cn_gpu_kernels,
+    .fused_run = cn_gpu_fused_run,
+    .optim_update = cn_gpu_optim_update,
 };

@@ -1,12 +1,15 @@
 /* The OpenCL runtime: devices found on first use, one context and one
- * in-order queue per device, programs built from generated source and
- * cached by (device, options, source), launches, byte copies and events. */
+ * in-order queue per device, the shared kernels' programs built by the
+ * OpenCL compiler, launches, buffers, byte copies and events. */
 #include "ocl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 /* ---- devices ---- */
+
+static const cn_gpu_runtime ocl_runtime_def;
+
 
 static cn_ocl_dev *devs;
 static int ndevs;
@@ -61,23 +64,30 @@ static void init_devices(void) {
             v->id = ids[d];
             v->ctx = ctx;
             v->queue = q;
-            v->index = ndevs;
+            v->g.rt = &ocl_runtime_def;
+            v->g.kind = CN_DEVICE_OPENCL;
+            v->g.index = ndevs;
+            snprintf(v->g.label, sizeof v->g.label, "opencl:%d", ndevs);
             char ext[8192] = "";
             clGetDeviceInfo(ids[d], CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
             cl_device_fp_config dcfg = 0;
             clGetDeviceInfo(ids[d], CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dcfg, &dcfg, NULL);
-            v->fp64 = strstr(ext, "cl_khr_fp64") != NULL || dcfg != 0;
+            v->g.fp64 = strstr(ext, "cl_khr_fp64") != NULL || dcfg != 0;
             cl_device_fp_config scfg = 0;
             clGetDeviceInfo(ids[d], CL_DEVICE_SINGLE_FP_CONFIG, sizeof scfg, &scfg, NULL);
             v->correct_divsqrt = (scfg & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
-            clGetDeviceInfo(ids[d], CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof v->max_wg, &v->max_wg,
+            size_t wg = 0;
+            clGetDeviceInfo(ids[d], CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+            v->g.max_wg = wg ? wg : 1;
+            cl_uint units = 0;
+            clGetDeviceInfo(ids[d], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
+            v->g.units = units ? units : 1;
+            cl_ulong max_alloc = 0;
+            clGetDeviceInfo(ids[d], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc,
                             NULL);
-            if (v->max_wg == 0) v->max_wg = 1;
-            clGetDeviceInfo(ids[d], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof v->units, &v->units, NULL);
-            if (v->units == 0) v->units = 1;
-            clGetDeviceInfo(ids[d], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof v->max_alloc,
-                            &v->max_alloc, NULL);
-            clGetDeviceInfo(ids[d], CL_DEVICE_NAME, sizeof v->name - 1, v->name, NULL);
+            v->g.max_alloc = max_alloc;
+            clGetDeviceInfo(ids[d], CL_DEVICE_NAME, sizeof v->g.name - 1, v->g.name, NULL);
+            v->g.impl = NULL;
             pthread_mutex_init(&v->launch_lock, NULL);
             ndevs++;
         }
@@ -109,6 +119,11 @@ cn_ocl_dev *cn_ocl_dev_of(const cn_storage *s) {
     return cn_ocl_dev_get(s->device_index);
 }
 
+cn_gpu_dev *cn_ocl_gpu_dev(int index) {
+    cn_ocl_dev *d = cn_ocl_dev_get(index);
+    return d ? &d->g : NULL;
+}
+
 static void info_str(cl_device_id id, cl_device_info what, char *buf, size_t n) {
     buf[0] = 0;
     if (clGetDeviceInfo(id, what, n - 1, buf, NULL) != CL_SUCCESS) buf[0] = 0;
@@ -120,7 +135,7 @@ int cn_ocl_device_info(int index, cn_device_info *info) {
     if (!d) return CN_EINVAL;
     memset(info, 0, sizeof *info);
     info->device = CN_DEVICE(CN_DEVICE_OPENCL, index);
-    snprintf(info->name, sizeof info->name, "%s", d->name);
+    snprintf(info->name, sizeof info->name, "%s", d->g.name);
     info_str(d->id, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
     /* Platform versions run long (PoCL's names its whole build); a query
      * into a buffer too small fails outright, so ask for the size first. */
@@ -135,8 +150,8 @@ int cn_ocl_device_info(int index, cn_device_info *info) {
     cl_ulong mem = 0;
     clGetDeviceInfo(d->id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
     info->memory_bytes = mem;
-    info->max_alloc_bytes = d->max_alloc;
-    info->compute_units = (int)d->units;
+    info->max_alloc_bytes = d->g.max_alloc;
+    info->compute_units = (int)d->g.units;
     return CN_OK;
 }
 
@@ -182,50 +197,17 @@ int cn_ocl_fail(const char *fn, const char *what, cl_int err) {
     return cn_failc(st, "%s: %s: %s (%d)", fn, what, cn_ocl_err_name(err), (int)err);
 }
 
-int cn_ocl_check_dtype(const char *fn, const cn_ocl_dev *dev, cn_dtype dt) {
-    if (dt == CN_F64 && !dev->fp64)
-        return cn_failc(CN_EUNSUPPORTED,
-                        "%s: f64 on opencl:%d (%s): the device has no double precision "
-                        "(cl_khr_fp64); use f32",
-                        fn, dev->index, dev->name);
-    return CN_OK;
-}
+/* ---- programs (the cache of compiled sources is gpu_runtime.c's) ---- */
 
-/* ---- the program cache ----
- * Keyed by (device, options, source); each entry keeps its kernels by name.
- * Lookups hash the whole source (a few kilobytes at most: cheap next to a
- * launch). */
-
-typedef struct kern_entry {
-    struct kern_entry *next;
-    char *name;
-    cl_kernel k;
-} kern_entry;
-
-typedef struct prog_entry {
-    struct prog_entry *next;
-    uint64_t hash;
-    int dev;
-    char *opts, *src;
-    cl_program prog;
-    kern_entry *kernels;
-} prog_entry;
-
-#define PROG_BUCKETS 1024
-static prog_entry *prog_table[PROG_BUCKETS];
-static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static uint64_t fnv(uint64_t h, const char *s) {
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return (h ^ 0xff) * 0x100000001b3ull;
-}
-
-static char *dupstr(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
+/* In front of every program: the OpenCL side of the shared kernels'
+ * dialect (gpu.h). */
+static const char dialect[] =
+    "#pragma OPENCL FP_CONTRACT OFF\n"
+    "#ifdef CN_FP64\n"
+    "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+    "#endif\n"
+    "#define CN_FN inline\n"
+    "#define CN_GROUP_SIZE(x, y) __attribute__((reqd_work_group_size(x, y, 1)))\n";
 
 /* The first lines of a build log that fit in n bytes, errors first: the
  * log is scanned for the first line containing "error" and starts there. */
@@ -241,17 +223,18 @@ static void log_excerpt(const char *log, char *out, size_t n) {
     out[k] = 0;
 }
 
-/* Build (under prog_lock). NULL after cn_fail. */
-static cl_program build(cn_ocl_dev *dev, const char *src, const char *opts) {
+/* NULL after cn_fail. */
+static void *build(cn_gpu_dev *g, const char *src, const char *opts) {
+    cn_ocl_dev *dev = (cn_ocl_dev *)g;
     cl_int err;
-    const char *srcs[1] = {src};
-    cl_program p = clCreateProgramWithSource(dev->ctx, 1, srcs, NULL, &err);
+    const char *srcs[2] = {dialect, src};
+    cl_program p = clCreateProgramWithSource(dev->ctx, 2, srcs, NULL, &err);
     if (err != CL_SUCCESS) {
         cn_ocl_fail("opencl", "clCreateProgramWithSource", err);
         return NULL;
     }
     char full[1024];
-    snprintf(full, sizeof full, "%s%s %s", dev->fp64 ? "-DCN_FP64 " : "",
+    snprintf(full, sizeof full, "%s%s %s", g->fp64 ? "-DCN_FP64 " : "",
              dev->correct_divsqrt ? "-cl-fp32-correctly-rounded-divide-sqrt" : "",
              opts ? opts : "");
     err = clBuildProgram(p, 1, &dev->id, full, NULL, NULL);
@@ -275,87 +258,39 @@ static cl_program build(cn_ocl_dev *dev, const char *src, const char *opts) {
             h++;
         }
         head[h] = 0;
-        cn_failc(CN_EUNSUPPORTED, "opencl:%d (%s): building a kernel failed (%s): %s: %s",
-                 dev->index, dev->name, cn_ocl_err_name(err), head, excerpt);
+        cn_failc(CN_EUNSUPPORTED, "%s (%s): building a kernel failed (%s): %s: %s", g->label,
+                 g->name, cn_ocl_err_name(err), head, excerpt);
         clReleaseProgram(p);
         return NULL;
     }
     return p;
 }
 
-cl_kernel cn_ocl_kernel(cn_ocl_dev *dev, const char *source, const char *opts, const char *name) {
-    if (!dev || !source || !name) {
-        cn_fail("opencl: internal error: cn_ocl_kernel without a device, source or name");
+static cn_gpu_kernel kernel(cn_gpu_dev *g, void *prog, const char *name) {
+    (void)g;
+    cl_int err;
+    cl_kernel k = clCreateKernel((cl_program)prog, name, &err);
+    if (err != CL_SUCCESS) {
+        cn_ocl_fail("opencl", name, err);
         return NULL;
     }
-    const char *o = opts ? opts : "";
-    uint64_t h = fnv(fnv(0xcbf29ce484222325ull ^ (uint64_t)dev->index, o), source);
-    pthread_mutex_lock(&prog_lock);
-    prog_entry *e = prog_table[h % PROG_BUCKETS];
-    while (e && !(e->hash == h && e->dev == dev->index && !strcmp(e->opts, o) &&
-                  !strcmp(e->src, source)))
-        e = e->next;
-    if (!e) {
-        cl_program p = build(dev, source, o);
-        if (!p) {
-            pthread_mutex_unlock(&prog_lock);
-            return NULL;
-        }
-        e = calloc(1, sizeof *e);
-        char *so = dupstr(o), *ss = dupstr(source);
-        if (!e || !so || !ss) {
-            free(e);
-            free(so);
-            free(ss);
-            clReleaseProgram(p);
-            pthread_mutex_unlock(&prog_lock);
-            cn_fail("opencl: out of memory caching a program");
-            return NULL;
-        }
-        e->hash = h;
-        e->dev = dev->index;
-        e->opts = so;
-        e->src = ss;
-        e->prog = p;
-        e->next = prog_table[h % PROG_BUCKETS];
-        prog_table[h % PROG_BUCKETS] = e;
-    }
-    kern_entry *k = e->kernels;
-    while (k && strcmp(k->name, name)) k = k->next;
-    if (!k) {
-        cl_int err;
-        cl_kernel kk = clCreateKernel(e->prog, name, &err);
-        if (err != CL_SUCCESS) {
-            pthread_mutex_unlock(&prog_lock);
-            cn_ocl_fail("opencl", name, err);
-            return NULL;
-        }
-        k = calloc(1, sizeof *k);
-        char *nm = dupstr(name);
-        if (!k || !nm) {
-            free(k);
-            free(nm);
-            clReleaseKernel(kk);
-            pthread_mutex_unlock(&prog_lock);
-            cn_fail("opencl: out of memory caching a kernel");
-            return NULL;
-        }
-        k->name = nm;
-        k->k = kk;
-        k->next = e->kernels;
-        e->kernels = k;
-    }
-    cl_kernel r = k->k;
-    pthread_mutex_unlock(&prog_lock);
-    return r;
+    return k;
+}
+
+static size_t kernel_max_group(cn_gpu_dev *g, cn_gpu_kernel k) {
+    cn_ocl_dev *dev = (cn_ocl_dev *)g;
+    size_t wg = 0;
+    if (clGetKernelWorkGroupInfo((cl_kernel)k, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg,
+                                 &wg, NULL) != CL_SUCCESS)
+        wg = 0;
+    return wg;
 }
 
 /* ---- launches ---- */
 
-static int set_args(const char *fn, cl_kernel k, int nargs, const cn_ocl_arg *args) {
+static int set_args(const char *fn, cl_kernel k, int nargs, const cn_gpu_arg *args) {
     for (int i = 0; i < nargs; i++) {
-        cl_int err = args[i].size ? clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value)
-                                  : clSetKernelArg(k, (cl_uint)i, args[i].local, NULL);
+        cl_int err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
         if (err != CL_SUCCESS) {
             char what[48];
             snprintf(what, sizeof what, "setting kernel argument %d", i);
@@ -365,39 +300,40 @@ static int set_args(const char *fn, cl_kernel k, int nargs, const cn_ocl_arg *ar
     return CN_OK;
 }
 
-int cn_ocl_launch(const char *fn, cn_ocl_dev *dev, cl_kernel k, int nargs, const cn_ocl_arg *args,
-                  cl_uint work_dim, const size_t *global, const size_t *local) {
-    if (!k) return CN_EINVAL;
+/* The shared kernel objects hold their arguments: setting them and
+ * enqueueing is one step under the device's lock. */
+static int launch(const char *fn, cn_gpu_dev *g, cn_gpu_kernel kk, int nargs,
+                  const cn_gpu_arg *args, unsigned dims, const size_t *global,
+                  const size_t *local) {
+    cn_ocl_dev *dev = (cn_ocl_dev *)g;
+    cl_kernel k = kk;
     pthread_mutex_lock(&dev->launch_lock);
     int r = set_args(fn, k, nargs, args);
     if (r == CN_OK) {
-        cl_int err =
-            clEnqueueNDRangeKernel(dev->queue, k, work_dim, NULL, global, local, 0, NULL, NULL);
+        cl_int err = clEnqueueNDRangeKernel(dev->queue, k, (cl_uint)dims, NULL, global, local, 0,
+                                            NULL, NULL);
         if (err != CL_SUCCESS) r = cn_ocl_fail(fn, "launching a kernel", err);
     }
     pthread_mutex_unlock(&dev->launch_lock);
     return r;
 }
 
-int cn_ocl_launch_n(const char *fn, cn_ocl_dev *dev, cl_kernel k, int nargs,
-                    const cn_ocl_arg *args, int64_t n) {
-    if (!k) return CN_EINVAL;
-    if (n <= 0) return CN_OK;
-    size_t wg = 0;
-    if (clGetKernelWorkGroupInfo(k, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
-            CL_SUCCESS ||
-        wg == 0)
-        wg = dev->max_wg;
-    size_t local = 256;
-    if (local > wg) local = wg;
-    if (local > dev->max_wg) local = dev->max_wg;
-    if (local == 0) local = 1;
-    uint64_t groups = ((uint64_t)n + local - 1) / local;
-    uint64_t maxg = (uint64_t)dev->units * 64;
-    if (maxg < 256) maxg = 256;
-    if (groups > maxg) groups = maxg;
-    size_t global = (size_t)groups * local;
-    return cn_ocl_launch(fn, dev, k, nargs, args, 1, &global, &local);
+/* ---- buffers ---- */
+
+static cn_gpu_buf mem_alloc(cn_gpu_dev *g, size_t nbytes, char *why, size_t nwhy) {
+    cn_ocl_dev *dev = (cn_ocl_dev *)g;
+    cl_int err;
+    cl_mem m = clCreateBuffer(dev->ctx, CL_MEM_READ_WRITE, nbytes, NULL, &err);
+    if (err != CL_SUCCESS || !m) {
+        snprintf(why, nwhy, "%s (%d)", cn_ocl_err_name(err), (int)err);
+        return NULL;
+    }
+    return m;
+}
+
+static void mem_free(cn_gpu_dev *g, cn_gpu_buf m) {
+    (void)g;
+    clReleaseMemObject((cl_mem)m);
 }
 
 /* ---- byte copies ---- */
@@ -451,7 +387,7 @@ int cn_ocl_copy_bytes(cn_storage *dst, size_t dst_off, const cn_storage *src, si
     void *tmp = malloc(n);
     if (!tmp)
         return cn_failc(CN_ENOMEM, "opencl copy: no %zu bytes of host memory to stage a copy "
-                                   "from opencl:%d to opencl:%d", n, sd->index, dd->index);
+                                   "from opencl:%d to opencl:%d", n, sd->g.index, dd->g.index);
     int r = cn_ocl_read(src, src_off, tmp, n);
     if (r == CN_OK) r = cn_ocl_write(dst, dst_off, tmp, n, false);
     free(tmp);
@@ -502,127 +438,16 @@ void cn_ocl_event_free(void *ev) {
     if (ev) clReleaseEvent((cl_event)ev);
 }
 
-/* ---- layouts ---- */
+/* ---- the runtime the shared kernels use ---- */
 
-/* Broadcast t to (nd, shape): full-rank strides (0 where broadcast). */
-static void bcast_strides(const cn_tensor *t, int nd, const int64_t *shape, int64_t *st) {
-    int lead = nd - t->ndim;
-    for (int d = 0; d < nd; d++) {
-        int k = d - lead;
-        if (k < 0 || t->shape[k] == 1 || shape[d] == 1)
-            st[d] = 0;
-        else
-            st[d] = t->strides[k];
-    }
-}
-
-int cn_ocl_layouts(int n, const cn_tensor *const *ts, int out_ndim, const int64_t *out_shape,
-                   cn_ocl_layout *ls) {
-    int64_t st[16][CN_MAX_DIMS];
-    int64_t sh[CN_MAX_DIMS];
-    int nd = 0;
-    if (n > 16) n = 16; /* callers pass at most a few */
-    int64_t full[16][CN_MAX_DIMS];
-    for (int j = 0; j < n; j++) bcast_strides(ts[j], out_ndim, out_shape, full[j]);
-    /* Drop size-1 axes, then merge axis d into the one before it where every
-     * tensor's strides allow. */
-    for (int d = 0; d < out_ndim; d++) {
-        if (out_shape[d] == 1) continue;
-        bool merge = nd > 0;
-        for (int j = 0; j < n && merge; j++)
-            if (st[j][nd - 1] != full[j][d] * out_shape[d]) merge = false;
-        if (merge) {
-            sh[nd - 1] *= out_shape[d];
-            for (int j = 0; j < n; j++) st[j][nd - 1] = full[j][d];
-        } else {
-            sh[nd] = out_shape[d];
-            for (int j = 0; j < n; j++) st[j][nd] = full[j][d];
-            nd++;
-        }
-    }
-    for (int j = 0; j < n; j++) {
-        memset(&ls[j], 0, sizeof ls[j]);
-        ls[j].offset = ts[j]->offset;
-        ls[j].ndim = nd;
-        for (int d = 0; d < nd; d++) {
-            ls[j].shape[d] = sh[d];
-            ls[j].strides[d] = st[j][d];
-        }
-    }
-    return nd;
-}
-
-void cn_ocl_layout_of(const cn_tensor *t, int out_ndim, const int64_t *out_shape,
-                      cn_ocl_layout *l) {
-    cn_ocl_layouts(1, &t, out_ndim, out_shape, l);
-}
-
-/* ---- types and the prelude ---- */
-
-const char *cn_ocl_ctype(cn_dtype dt) {
-    switch (dt) {
-    case CN_F32: return "float";
-    case CN_F64: return "double";
-    case CN_F16:
-    case CN_BF16: return "ushort";
-    case CN_I32: return "int";
-    case CN_I64: return "long";
-    default: return "uchar";
-    }
-}
-
-static const char prelude[] =
-    "#pragma OPENCL FP_CONTRACT OFF\n"
-    "#ifdef CN_FP64\n"
-    "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-    "#endif\n"
-    "typedef struct { long offset; long ndim; long shape[8]; long strides[8]; } cn_layout;\n"
-    "inline float cn_h2f(ushort h) {\n"
-    "  uint sign = (uint)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
-    "  if (e == 0x1fu) return as_float(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));\n"
-    "  if (e == 0u) { float f = (float)m * 5.9604644775390625e-08f; return sign ? -f : f; }\n"
-    "  return as_float(sign | ((e + 112u) << 23) | (m << 13));\n"
-    "}\n"
-    "inline ushort cn_f2h(float x) {\n"
-    "  uint u = as_uint(x), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;\n"
-    "  if (a >= 0x7f800000u)\n"
-    "    return (ushort)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0u));\n"
-    "  if (a >= 0x477ff000u) return (ushort)(sign | 0x7c00u);\n"
-    "  if (a < 0x38800000u) { float f = as_float(a) + 0.5f; return (ushort)(sign | (as_uint(f) - 0x3f000000u)); }\n"
-    "  uint odd = (a >> 13) & 1u;\n"
-    "  a += 0xc8000fffu + odd;\n"
-    "  return (ushort)(sign | (a >> 13));\n"
-    "}\n"
-    "inline float cn_bf2f(ushort h) { return as_float((uint)h << 16); }\n"
-    "inline ushort cn_f2bf(float x) {\n"
-    "  uint u = as_uint(x);\n"
-    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);\n"
-    "  u += 0x7fffu + ((u >> 16) & 1u);\n"
-    "  return (ushort)(u >> 16);\n"
-    "}\n"
-    "inline long cn_f2l(float v) {\n"
-    "  if (!(v == v)) return 0;\n"
-    "  if (v >= 9.2233720368547758e18f) return LONG_MAX;\n"
-    "  if (v <= -9.2233720368547758e18f) return LONG_MIN;\n"
-    "  return (long)v;\n"
-    "}\n"
-    "#ifdef CN_FP64\n"
-    "inline long cn_d2l(double v) {\n"
-    "  if (!(v == v)) return 0;\n"
-    "  if (v >= 9.2233720368547758e18) return LONG_MAX;\n"
-    "  if (v <= -9.2233720368547758e18) return LONG_MIN;\n"
-    "  return (long)v;\n"
-    "}\n"
-    "#endif\n"
-    "inline long cn_offset(const cn_layout *l, long i) {\n"
-    "  long o = l->offset;\n"
-    "  for (int d = (int)l->ndim - 1; d >= 0; d--) {\n"
-    "    long q = i % l->shape[d];\n"
-    "    i /= l->shape[d];\n"
-    "    o += q * l->strides[d];\n"
-    "  }\n"
-    "  return o;\n"
-    "}\n"
-    "#define CN_OFFSET(l, i) cn_offset(&(l), (i))\n";
-
-const char *cn_ocl_prelude(void) { return prelude; }
+static const cn_gpu_runtime ocl_runtime_def = {
+    .build = build,
+    .kernel = kernel,
+    .kernel_max_group = kernel_max_group,
+    .launch = launch,
+    .mem_alloc = mem_alloc,
+    .mem_free = mem_free,
+#ifdef CN_HAVE_CLBLAST
+    .gemm = cn_ocl_gemm_clblast,
+#endif
+};

@@ -1,4 +1,4 @@
-/* Random draws on OpenCL: random_fill (uniform, normal, integers) and the
+/* Random draws: random_fill (uniform, normal, integers) and the
  * bernoulli op, with Philox-4x32-10 in OpenCL C. Element i of a draw uses
  * counter + i, and every value is shaped from the counter's four words
  * exactly as the CPU does (src/ops/random.c / src/backend/cpu/random.c), so
@@ -6,7 +6,7 @@
  * and bernoulli draws and for f32/f16/bf16 normals (f32 division correctly
  * rounded and double precision available); f64 normals use the device's
  * log, sqrt and cos and may differ from glibc's in the last bit. */
-#include "ocl.h"
+#include "gpu.h"
 #include "../random_bounds.h"
 
 #include <float.h>
@@ -15,7 +15,8 @@
 #include <stdio.h>
 
 static const char philox_src[] =
-    "inline uint4 cn_philox(ulong key, ulong ctr) {\n"
+    "typedef struct { uint s0, s1, s2, s3; } cn_u4;\n"
+    "CN_FN cn_u4 cn_philox(ulong key, ulong ctr) {\n"
     "  uint c0 = (uint)ctr, c1 = (uint)(ctr >> 32), c2 = 0, c3 = 0;\n"
     "  uint k0 = (uint)key, k1 = (uint)(key >> 32);\n"
     "  for (int r = 0; r < 10; r++) {\n"
@@ -25,11 +26,12 @@ static const char philox_src[] =
     "    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;\n"
     "    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;\n"
     "  }\n"
-    "  return (uint4)(c0, c1, c2, c3);\n"
+    "  cn_u4 r = {c0, c1, c2, c3};\n"
+    "  return r;\n"
     "}\n"
-    "inline ulong cn_bits53(uint hi, uint lo) { return ((ulong)hi << 21) | (lo >> 11); }\n"
+    "CN_FN ulong cn_bits53(uint hi, uint lo) { return ((ulong)hi << 21) | (lo >> 11); }\n"
     /* random.c's normal_f32, operation by operation */
-    "inline float cn_normal_f32(uint a, uint b) {\n"
+    "CN_FN float cn_normal_f32(uint a, uint b) {\n"
     "  float u1 = (float)(int)(a + 1) * 0x1p-24f;\n"
     "  uint ix = as_uint(u1) - 0x3f3504f3u;\n"
     "  float e = (float)((int)((ix + 0x40000000u) >> 23) - 128);\n"
@@ -56,26 +58,26 @@ static const char philox_src[] =
 typedef struct draw_params {
     double lo, span, hi, top;
     float topf;
-    cl_ushort toph;
-    cl_int shift;
+    uint16_t toph;
+    int shift;
     double scale;
-    cl_long low;
-    cl_ulong range;
+    int64_t low;
+    uint64_t range;
 } draw_params;
 
-int cn_ocl_random_fill(cn_tensor *out, cn_random_kind kind, double p0, double p1, uint64_t key,
+int cn_gpu_random_fill(cn_tensor *out, cn_random_kind kind, double p0, double p1, uint64_t key,
                        uint64_t counter) {
     const char *fn = kind == CN_RANDOM_NORMAL ? "normal" : kind == CN_RANDOM_INT ? "randint"
                                                                                  : "uniform";
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
     if (!dev) return CN_EINVAL;
     cn_dtype dt = (cn_dtype)out->dtype;
-    if (cn_ocl_check_dtype(fn, dev, dt) < 0) return CN_EUNSUPPORTED;
+    if (cn_gpu_check_dtype(fn, dev, dt) < 0) return CN_EUNSUPPORTED;
     int64_t n = cn_shape_numel(out->ndim, out->shape);
     if (n == 0) return CN_OK;
     bool fp64 = dev->fp64;
     const char *R = fp64 ? "double" : "float";
-    const char *OT = cn_ocl_ctype(dt);
+    const char *OT = cn_gpu_ctype(dt);
     char body[2048];
     if (kind == CN_RANDOM_INT) {
         if (dt != CN_I32 && dt != CN_I64 && dt != CN_U8)
@@ -146,26 +148,26 @@ int cn_ocl_random_fill(cn_tensor *out, cn_random_kind kind, double p0, double p1
         else if (dt == CN_F32) P.topf = cn_uniform_top_f32(p0, p1);
         else P.toph = cn_uniform_top_half(p0, p1, dt);
     } else if (kind == CN_RANDOM_INT) {
-        P.low = (cl_long)p0;
-        P.range = (cl_ulong)((int64_t)p1 - (int64_t)p0);
+        P.low = (int64_t)p0;
+        P.range = (uint64_t)((int64_t)p1 - (int64_t)p0);
     }
 
-    cn_ocl_src s = {0};
-    cn_ocl_src_add(&s, "/* chutney opencl: %s %s */\n%s%s", fn, cn_dtype_name(dt),
-                   cn_ocl_prelude(), philox_src);
-    cn_ocl_src_add(&s,
+    cn_gpu_src s = {0};
+    cn_gpu_src_add(&s, "/* chutney: %s %s */\n%s%s", fn, cn_dtype_name(dt),
+                   cn_gpu_prelude(), philox_src);
+    cn_gpu_src_add(&s,
                    "__kernel void cn_draw(long n, __global %s *o, ulong key, ulong ctr, %s lo, %s span, "
                    "%s hi, %s top, float topf, ushort toph, int shift, %s scale, long low, ulong range) {\n"
                    "  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {\n"
-                   "    uint4 w = cn_philox(key, ctr + (ulong)i);\n"
+                   "    cn_u4 w = cn_philox(key, ctr + (ulong)i);\n"
                    "    %s  }\n}\n",
                    OT, R, R, R, R, R, body);
     if (s.oom) {
-        cn_ocl_src_free(&s);
+        cn_gpu_src_free(&s);
         return cn_failc(CN_ENOMEM, "%s: out of memory generating a kernel", fn);
     }
-    cl_kernel k = cn_ocl_kernel(dev, s.buf, NULL, "cn_draw");
-    cn_ocl_src_free(&s);
+    cn_gpu_kernel k = cn_gpu_kernel_get(dev, s.buf, NULL, "cn_draw");
+    cn_gpu_src_free(&s);
     if (!k) return CN_EUNSUPPORTED;
     /* Real parameters in R. */
     unsigned char rb[5][8];
@@ -183,22 +185,22 @@ int cn_ocl_random_fill(cn_tensor *out, cn_random_kind kind, double p0, double p1
     /* The kernel writes from the buffer's start: an output at an offset is
      * drawn into a temporary and copied. */
     cn_storage *tmp = NULL;
-    cl_mem om = cn_ocl_mem(out);
+    cn_gpu_buf om = cn_gpu_buf_of(out);
     if (out->offset != 0) {
-        tmp = cn_ocl_temp(dev, (size_t)n * cn_dsize(dt));
+        tmp = cn_gpu_temp(dev, (size_t)n * cn_dsize(dt));
         if (!tmp) return CN_ENOMEM;
-        om = (cl_mem)tmp->data;
+        om = (cn_gpu_buf)tmp->data;
     }
-    cl_long nn = n;
-    cl_ulong ck = key, cc = counter;
-    cn_ocl_arg args[14] = {CN_OCL_VAL(nn),      CN_OCL_MEM(om),      CN_OCL_VAL(ck),
-                           CN_OCL_VAL(cc),      {rs, rb[0], 0},      {rs, rb[1], 0},
-                           {rs, rb[2], 0},      {rs, rb[3], 0},      CN_OCL_VAL(P.topf),
-                           CN_OCL_VAL(P.toph),  CN_OCL_VAL(P.shift), {rs, rb[4], 0},
-                           CN_OCL_VAL(P.low),   CN_OCL_VAL(P.range)};
-    int r = cn_ocl_launch_n(fn, dev, k, 14, args, n);
+    int64_t nn = n;
+    uint64_t ck = key, cc = counter;
+    cn_gpu_arg args[14] = {CN_GPU_VAL(nn),      CN_GPU_MEM(om),      CN_GPU_VAL(ck),
+                           CN_GPU_VAL(cc),      {rs, rb[0]},      {rs, rb[1]},
+                           {rs, rb[2]},      {rs, rb[3]},      CN_GPU_VAL(P.topf),
+                           CN_GPU_VAL(P.toph),  CN_GPU_VAL(P.shift), {rs, rb[4]},
+                           CN_GPU_VAL(P.low),   CN_GPU_VAL(P.range)};
+    int r = cn_gpu_launch_n(fn, dev, k, 14, args, n);
     if (r == CN_OK && tmp)
-        r = cn_ocl_copy_bytes(out->storage, (size_t)out->offset * cn_dsize(dt), tmp, 0,
+        r = cn_gpu_copy_bytes(out->storage, (size_t)out->offset * cn_dsize(dt), tmp, 0,
                               (size_t)n * cn_dsize(dt));
     if (tmp) cn_storage_release(tmp);
     return r;
@@ -206,40 +208,40 @@ int cn_ocl_random_fill(cn_tensor *out, cn_random_kind kind, double p0, double p1
 
 /* ---- bernoulli ---- */
 
-int cn_ocl_k_bernoulli(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+int cn_gpu_k_bernoulli(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                        cn_tensor *out) {
     (void)id;
     (void)nin;
     (void)a;
     const char *fn = "bernoulli";
     const cn_tensor *p = in[0];
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
     if (!dev) return CN_EINVAL;
     cn_dtype dt = (cn_dtype)p->dtype;
     if (dt != CN_F32 && dt != CN_F64)
         return cn_failc(CN_EINVAL, "%s: p must be f32 or f64 here, got %s", fn, cn_dtype_name(dt));
     if (out->dtype != dt)
         return cn_failc(CN_EINVAL, "%s: internal error: output dtype", fn);
-    if (cn_ocl_check_dtype(fn, dev, dt) < 0) return CN_EUNSUPPORTED;
+    if (cn_gpu_check_dtype(fn, dev, dt) < 0) return CN_EUNSUPPORTED;
     int64_t n = cn_shape_numel(out->ndim, out->shape);
     uint64_t key, ctr;
     cn_rng_reserve((uint64_t)n, &key, &ctr); /* at run time: a static graph redraws */
     if (n == 0) return CN_OK;
-    cn_ocl_layout lp, lo;
+    cn_gpu_layout lp, lo;
     const cn_tensor *ops[2] = {out, p};
-    cn_ocl_layout ls[2];
-    cn_ocl_layouts(2, ops, out->ndim, out->shape, ls);
+    cn_gpu_layout ls[2];
+    cn_gpu_layouts(2, ops, out->ndim, out->shape, ls);
     lo = ls[0];
     lp = ls[1];
-    const char *T = cn_ocl_ctype(dt);
-    cn_ocl_src s = {0};
-    cn_ocl_src_add(&s, "/* chutney opencl: bernoulli %s */\n%s%s", cn_dtype_name(dt),
-                   cn_ocl_prelude(), philox_src);
-    cn_ocl_src_add(&s,
+    const char *T = cn_gpu_ctype(dt);
+    cn_gpu_src s = {0};
+    cn_gpu_src_add(&s, "/* chutney: bernoulli %s */\n%s%s", cn_dtype_name(dt),
+                   cn_gpu_prelude(), philox_src);
+    cn_gpu_src_add(&s,
                    "__kernel void cn_bern(long n, __global %s *o, cn_layout lo, __global const %s *p, "
                    "cn_layout lp, ulong key, ulong ctr, __global int *bad) {\n"
                    "  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {\n"
-                   "    uint4 w = cn_philox(key, ctr + (ulong)i);\n"
+                   "    cn_u4 w = cn_philox(key, ctr + (ulong)i);\n"
                    "    %s pj = p[CN_OFFSET(lp, i)];\n"
                    "    %s u = %s;\n"
                    "    o[CN_OFFSET(lo, i)] = u < pj ? (%s)1 : (%s)0;\n"
@@ -250,27 +252,27 @@ int cn_ocl_k_bernoulli(cn_op_id id, cn_tensor *const *in, int nin, const cn_attr
                                 : "(double)(long)cn_bits53(w.s0, w.s1) * 0x1p-53",
                    T, T);
     if (s.oom) {
-        cn_ocl_src_free(&s);
+        cn_gpu_src_free(&s);
         return cn_failc(CN_ENOMEM, "%s: out of memory generating a kernel", fn);
     }
-    cl_kernel k = cn_ocl_kernel(dev, s.buf, NULL, "cn_bern");
-    cn_ocl_src_free(&s);
+    cn_gpu_kernel k = cn_gpu_kernel_get(dev, s.buf, NULL, "cn_bern");
+    cn_gpu_src_free(&s);
     if (!k) return CN_EUNSUPPORTED;
-    cn_storage *bad = cn_ocl_temp(dev, sizeof(cl_int));
+    cn_storage *bad = cn_gpu_temp(dev, sizeof(int));
     if (!bad) return CN_ENOMEM;
-    cl_int none = INT32_MAX;
-    int r = cn_ocl_write(bad, 0, &none, sizeof none, false);
-    cl_mem om = cn_ocl_mem(out), pm = cn_ocl_mem(p), bm = (cl_mem)bad->data;
-    cl_long nn = n;
-    cl_ulong ck = key, cc = ctr;
-    cn_ocl_arg args[8] = {CN_OCL_VAL(nn), CN_OCL_MEM(om), {sizeof lo, &lo, 0},
-                          CN_OCL_MEM(pm), {sizeof lp, &lp, 0}, CN_OCL_VAL(ck),
-                          CN_OCL_VAL(cc), CN_OCL_MEM(bm)};
-    if (r == CN_OK) r = cn_ocl_launch_n(fn, dev, k, 8, args, n);
+    int none = INT32_MAX;
+    int r = cn_gpu_write(bad, 0, &none, sizeof none, false);
+    cn_gpu_buf om = cn_gpu_buf_of(out), pm = cn_gpu_buf_of(p), bm = (cn_gpu_buf)bad->data;
+    int64_t nn = n;
+    uint64_t ck = key, cc = ctr;
+    cn_gpu_arg args[8] = {CN_GPU_VAL(nn), CN_GPU_MEM(om), {sizeof lo, &lo},
+                          CN_GPU_MEM(pm), {sizeof lp, &lp}, CN_GPU_VAL(ck),
+                          CN_GPU_VAL(cc), CN_GPU_MEM(bm)};
+    if (r == CN_OK) r = cn_gpu_launch_n(fn, dev, k, 8, args, n);
     /* p outside [0, 1] is only known from the data: this waits for the
      * kernel (one int read back). */
-    cl_int b = INT32_MAX;
-    if (r == CN_OK) r = cn_ocl_read(bad, 0, &b, sizeof b);
+    int b = INT32_MAX;
+    if (r == CN_OK) r = cn_gpu_read(bad, 0, &b, sizeof b);
     cn_storage_release(bad);
     if (r < 0 || b == INT32_MAX) return r;
     int64_t off = p->offset, rem = b;
@@ -280,7 +282,7 @@ int cn_ocl_k_bernoulli(cn_op_id id, cn_tensor *const *in, int nin, const cn_attr
     }
     double v = NAN;
     unsigned char buf[8];
-    if (cn_ocl_read(p->storage, (size_t)off * cn_dsize(dt), buf, cn_dsize(dt)) == CN_OK)
+    if (cn_gpu_read(p->storage, (size_t)off * cn_dsize(dt), buf, cn_dsize(dt)) == CN_OK)
         v = cn_load_f64(buf, dt, 0);
     char sb[160];
     return cn_failc(CN_EINVAL, "%s: p must be in [0, 1], got %g at flat index %" PRId64 " (shape %s)",

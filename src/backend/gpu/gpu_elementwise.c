@@ -1,16 +1,16 @@
-/* Elementwise kernels on OpenCL: copies and casts between any strides and
+/* Elementwise kernels: copies and casts between any strides and
  * dtypes, fills, the unary and binary ops and where. Each kernel's OpenCL C
  * source is generated from a template (the dtypes, the op's one-element
  * expression, the collapsed rank of the operands) and compiled once per
- * distinct source through cn_ocl_kernel, as Theano generated C.
+ * distinct source through cn_gpu_kernel, as Theano generated C.
  *
  * Every operand, the output included, is addressed through its layout,
- * collapsed jointly (cn_ocl_layouts): contiguous and simply broadcast
+ * collapsed jointly (cn_gpu_layouts): contiguous and simply broadcast
  * operands come out as rank 1 with unit or zero strides, where an element's
  * offset is one multiply-add. Formulas follow the CPU kernels
  * (src/backend/cpu/unary.c, binary.c, elem_math.h); transcendental functions
  * are OpenCL's builtins (a few ulp from the CPU's vmath.h in f32). */
-#include "ocl.h"
+#include "gpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@
 
 /* ---- generated source ---- */
 
-void cn_ocl_src_add(cn_ocl_src *s, const char *fmt, ...) {
+void cn_gpu_src_add(cn_gpu_src *s, const char *fmt, ...) {
     if (s->oom) return;
     for (;;) {
         va_list ap;
@@ -46,12 +46,12 @@ void cn_ocl_src_add(cn_ocl_src *s, const char *fmt, ...) {
     }
 }
 
-void cn_ocl_src_free(cn_ocl_src *s) {
+void cn_gpu_src_free(cn_gpu_src *s) {
     free(s->buf);
     memset(s, 0, sizeof *s);
 }
 
-const char *cn_ocl_literal(char *buf, double v, cn_dtype T) {
+const char *cn_gpu_literal(char *buf, double v, cn_dtype T) {
     const char *ty = T == CN_F64 ? "double" : "float";
     if (v != v)
         snprintf(buf, 48, "((%s)NAN)", ty);
@@ -62,32 +62,32 @@ const char *cn_ocl_literal(char *buf, double v, cn_dtype T) {
     else if (T == CN_F32)
         snprintf(buf, 48, "(%af)", (double)(float)v);
     else
-        snprintf(buf, 48, "((%s)%lld)", cn_ocl_ctype(T), (long long)v);
+        snprintf(buf, 48, "((%s)%lld)", cn_gpu_ctype(T), (long long)v);
     return buf;
 }
 
 /* Math helpers for float ($T float, $F f, $N f) and double ($N d). */
 static const char math_template[] =
-    "inline $T cn_sigmoid_$N($T v) { $T e = exp(-fabs(v)); return (v >= 0 ? 1.0$F : e) / (1.0$F + e); }\n"
-    "inline $T cn_silu_$N($T v) { return v == -INFINITY ? -0.0$F : v * cn_sigmoid_$N(v); }\n"
-    "inline $T cn_gelu_$N($T v) { return v == -INFINITY ? -0.0$F : 0.5$F * v * erfc(v * -0.70710678118654752440$F); }\n"
-    "inline $T cn_gelut_$N($T v) {\n"
+    "CN_FN $T cn_sigmoid_$N($T v) { $T e = exp(-fabs(v)); return (v >= 0 ? 1.0$F : e) / (1.0$F + e); }\n"
+    "CN_FN $T cn_silu_$N($T v) { return v == -INFINITY ? -0.0$F : v * cn_sigmoid_$N(v); }\n"
+    "CN_FN $T cn_gelu_$N($T v) { return v == -INFINITY ? -0.0$F : 0.5$F * v * erfc(v * -0.70710678118654752440$F); }\n"
+    "CN_FN $T cn_gelut_$N($T v) {\n"
     "  $T z = 1.5957691216057307117$F * (v + 0.044715$F * (v * v * v));\n"
     "  return v == -INFINITY ? -0.0$F : v * cn_sigmoid_$N(z);\n"
     "}\n"
-    "inline $T cn_softplus_$N($T v, $T beta, $T th) {\n"
+    "CN_FN $T cn_softplus_$N($T v, $T beta, $T th) {\n"
     "  $T z = v * beta;\n"
     "  if (z > th) return v;\n"
     "  return ((z > 0 ? z : 0.0$F) + log1p(exp(-fabs(z)))) / beta;\n"
     "}\n"
-    "inline $T cn_elu_$N($T v, $T a) { return v > 0 ? v : a * expm1(v); }\n"
-    "inline $T cn_clamp_$N($T v, $T lo, $T hi) { $T y = v < lo ? lo : v; return y > hi ? hi : y; }\n"
-    "inline $T cn_sign_$N($T v) { return v != v ? v : ($T)((v > 0) - (v < 0)); }\n"
-    "inline $T cn_relu_$N($T v) { return v < 0 ? 0.0$F : v; }\n"
-    "inline $T cn_leaky_$N($T v, $T s) { return v > 0 ? v : v * s; }\n"
-    "inline $T cn_fmax_$N($T a, $T b) { return (b > a || b != b) ? b : a; }\n"
-    "inline $T cn_fmin_$N($T a, $T b) { return (b < a || b != b) ? b : a; }\n"
-    "inline $T cn_pow_$N($T a, $T b) {\n"
+    "CN_FN $T cn_elu_$N($T v, $T a) { return v > 0 ? v : a * expm1(v); }\n"
+    "CN_FN $T cn_clamp_$N($T v, $T lo, $T hi) { $T y = v < lo ? lo : v; return y > hi ? hi : y; }\n"
+    "CN_FN $T cn_sign_$N($T v) { return v != v ? v : ($T)((v > 0) - (v < 0)); }\n"
+    "CN_FN $T cn_relu_$N($T v) { return v < 0 ? 0.0$F : v; }\n"
+    "CN_FN $T cn_leaky_$N($T v, $T s) { return v > 0 ? v : v * s; }\n"
+    "CN_FN $T cn_fmax_$N($T a, $T b) { return (b > a || b != b) ? b : a; }\n"
+    "CN_FN $T cn_fmin_$N($T a, $T b) { return (b < a || b != b) ? b : a; }\n"
+    "CN_FN $T cn_pow_$N($T a, $T b) {\n"
     "  if (b == 2) return a * a;\n"
     "  if (b == 1) return a;\n"
     "  if (b == 0) return 1.0$F;\n"
@@ -96,15 +96,15 @@ static const char math_template[] =
     "  return pow(a, b);\n"
     "}\n";
 
-static void add_math(cn_ocl_src *s, bool f64) {
+static void add_math(cn_gpu_src *s, bool f64) {
     const char *T = f64 ? "double" : "float", *F = f64 ? "" : "f", *N = f64 ? "d" : "f";
     for (const char *p = math_template; *p; p++) {
         if (p[0] == '$' && p[1]) {
             const char *r = p[1] == 'T' ? T : p[1] == 'F' ? F : N;
-            cn_ocl_src_add(s, "%s", r);
+            cn_gpu_src_add(s, "%s", r);
             p++;
         } else {
-            cn_ocl_src_add(s, "%c", *p);
+            cn_gpu_src_add(s, "%c", *p);
         }
     }
 }
@@ -116,35 +116,35 @@ static const char int_helpers[] =
     "#else\n"
     "typedef float cn_real;\n"
     "#endif\n"
-    "inline long cn_tsat(cn_real x, long lo, long hi) {\n"
+    "CN_FN long cn_tsat(cn_real x, long lo, long hi) {\n"
     "  if (x != x) return 0;\n"
     "  if (x <= (cn_real)lo) return lo;\n"
     "  if (x >= (cn_real)hi) return hi;\n"
     "  return (long)x;\n"
     "}\n"
-    "inline long cn_clampi(long v, long lo, long hi) { long y = v < lo ? lo : v; return y > hi ? hi : y; }\n"
-    "inline ulong cn_ipow(ulong x, ulong e) {\n"
+    "CN_FN long cn_clampi(long v, long lo, long hi) { long y = v < lo ? lo : v; return y > hi ? hi : y; }\n"
+    "CN_FN ulong cn_ipow(ulong x, ulong e) {\n"
     "  ulong r = 1;\n"
     "  while (e) { if (e & 1) r *= x; x *= x; e >>= 1; }\n"
     "  return r;\n"
     "}\n";
 
 /* The helpers every elementwise program may call. */
-void cn_ocl_add_ew_helpers(cn_ocl_src *s) {
+void cn_gpu_add_ew_helpers(cn_gpu_src *s) {
     add_math(s, false);
-    cn_ocl_src_add(s, "#ifdef CN_FP64\n");
+    cn_gpu_src_add(s, "#ifdef CN_FP64\n");
     add_math(s, true);
-    cn_ocl_src_add(s, "#endif\n%s", int_helpers);
+    cn_gpu_src_add(s, "#endif\n%s", int_helpers);
 }
 
 /* ---- expressions ---- */
 
 static const char *fsuf(cn_dtype T) { return T == CN_F64 ? "d" : "f"; }
 
-const char *cn_ocl_unary_expr(char *b, size_t n, cn_op_id id, const cn_attrs *a, cn_dtype T,
+const char *cn_gpu_unary_expr(char *b, size_t n, cn_op_id id, const cn_attrs *a, cn_dtype T,
                               const char *x, const char *p0, const char *p1) {
     bool fl = T == CN_F32 || T == CN_F64;
-    const char *S = fsuf(T), *ty = cn_ocl_ctype(T);
+    const char *S = fsuf(T), *ty = cn_gpu_ctype(T);
     if (fl) {
         switch (id) {
         case CN_OP_neg: snprintf(b, n, "(-(%s))", x); return b;
@@ -210,7 +210,7 @@ const char *cn_ocl_unary_expr(char *b, size_t n, cn_op_id id, const cn_attrs *a,
     }
 }
 
-const char *cn_ocl_binary_expr(char *b, size_t n, cn_op_id id, cn_dtype T, const char *x,
+const char *cn_gpu_binary_expr(char *b, size_t n, cn_op_id id, cn_dtype T, const char *x,
                                const char *y) {
     const char *cmp = NULL;
     switch (id) {
@@ -229,7 +229,7 @@ const char *cn_ocl_binary_expr(char *b, size_t n, cn_op_id id, cn_dtype T, const
             snprintf(b, n, "((uchar)((%s) %s (%s)))", x, cmp, y);
         return b;
     }
-    const char *ty = cn_ocl_ctype(T);
+    const char *ty = cn_gpu_ctype(T);
     if (T == CN_F32 || T == CN_F64) {
         const char *S = fsuf(T);
         switch (id) {
@@ -279,7 +279,7 @@ static const char *truth_expr(char *b, size_t n, cn_dtype dt, const char *x) {
     return b;
 }
 
-const char *cn_ocl_cast_expr(char *b, size_t n, cn_dtype S, cn_dtype D, const char *x,
+const char *cn_gpu_cast_expr(char *b, size_t n, cn_dtype S, cn_dtype D, const char *x,
                              bool fp64) {
     if (S == D) {
         snprintf(b, n, "(%s)", x);
@@ -345,87 +345,87 @@ static void set_param(ew_spec *s, int k, cn_dtype dt, double v) {
 /* Run the spec; *flag_out gets flag[0] when s->flag (waits for the kernel). */
 static int ew_run(const char *fn, ew_spec *s, int *flag_out) {
     const cn_tensor *out = s->ops[0];
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
     if (!dev) return CN_EINVAL;
     for (int j = 0; j < s->nops; j++) {
-        if (cn_ocl_check_dtype(fn, dev, s->dts[j]) < 0) return CN_EUNSUPPORTED;
-        if (!s->ops[j]->storage || s->ops[j]->storage->device_kind != CN_DEVICE_OPENCL ||
+        if (cn_gpu_check_dtype(fn, dev, s->dts[j]) < 0) return CN_EUNSUPPORTED;
+        if (!s->ops[j]->storage || s->ops[j]->storage->device_kind != (int)dev->kind ||
             s->ops[j]->storage->device_index != dev->index)
             return cn_failc(CN_EINVAL, "%s: operand %d is not on %s", fn, j,
                             cn_dev_name(cn_storage_device(out->storage)));
     }
     int64_t n = cn_shape_numel(out->ndim, out->shape);
     if (n == 0) return CN_OK;
-    cn_ocl_layout ls[EW_MAX];
-    int nd = cn_ocl_layouts(s->nops, s->ops, out->ndim, out->shape, ls);
+    cn_gpu_layout ls[EW_MAX];
+    int nd = cn_gpu_layouts(s->nops, s->ops, out->ndim, out->shape, ls);
 
-    cn_ocl_src src = {0};
-    cn_ocl_src_add(&src, "/* chutney opencl: %s */\n%s", s->name, cn_ocl_prelude());
-    cn_ocl_add_ew_helpers(&src);
-    cn_ocl_src_add(&src, "__kernel void cn_ew(long n");
+    cn_gpu_src src = {0};
+    cn_gpu_src_add(&src, "/* chutney: %s */\n%s", s->name, cn_gpu_prelude());
+    cn_gpu_add_ew_helpers(&src);
+    cn_gpu_src_add(&src, "__kernel void cn_ew(long n");
     for (int j = 0; j < s->nops; j++)
-        cn_ocl_src_add(&src, ", __global %s%s *a%d, cn_layout l%d", j ? "const " : "",
-                       cn_ocl_ctype(s->dts[j]), j, j);
-    if (s->ptype) cn_ocl_src_add(&src, ", %s p0, %s p1", s->ptype, s->ptype);
-    if (s->flag) cn_ocl_src_add(&src, ", __global int *flag");
-    cn_ocl_src_add(&src, ") {\n  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {\n");
+        cn_gpu_src_add(&src, ", __global %s%s *a%d, cn_layout l%d", j ? "const " : "",
+                       cn_gpu_ctype(s->dts[j]), j, j);
+    if (s->ptype) cn_gpu_src_add(&src, ", %s p0, %s p1", s->ptype, s->ptype);
+    if (s->flag) cn_gpu_src_add(&src, ", __global int *flag");
+    cn_gpu_src_add(&src, ") {\n  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {\n");
     for (int j = 0; j < s->nops; j++) {
-        if (nd == 0) cn_ocl_src_add(&src, "    long o%d = l%d.offset;\n", j, j);
-        else if (nd == 1) cn_ocl_src_add(&src, "    long o%d = l%d.offset + i * l%d.strides[0];\n", j, j, j);
-        else cn_ocl_src_add(&src, "    long o%d = l%d.offset;\n", j, j);
+        if (nd == 0) cn_gpu_src_add(&src, "    long o%d = l%d.offset;\n", j, j);
+        else if (nd == 1) cn_gpu_src_add(&src, "    long o%d = l%d.offset + i * l%d.strides[0];\n", j, j, j);
+        else cn_gpu_src_add(&src, "    long o%d = l%d.offset;\n", j, j);
     }
     if (nd >= 2) {
-        cn_ocl_src_add(&src, "    long r = i, q;\n");
+        cn_gpu_src_add(&src, "    long r = i, q;\n");
         for (int d = nd - 1; d >= 0; d--) {
-            if (d > 0) cn_ocl_src_add(&src, "    q = r %% l0.shape[%d]; r /= l0.shape[%d];\n", d, d);
-            else cn_ocl_src_add(&src, "    q = r;\n");
+            if (d > 0) cn_gpu_src_add(&src, "    q = r %% l0.shape[%d]; r /= l0.shape[%d];\n", d, d);
+            else cn_gpu_src_add(&src, "    q = r;\n");
             for (int j = 0; j < s->nops; j++)
-                cn_ocl_src_add(&src, "    o%d += q * l%d.strides[%d];\n", j, j, d);
+                cn_gpu_src_add(&src, "    o%d += q * l%d.strides[%d];\n", j, j, d);
         }
     }
     for (int j = 1; j < s->nops; j++)
-        cn_ocl_src_add(&src, "    %s v%d = a%d[o%d];\n", cn_ocl_ctype(s->dts[j]), j, j, j);
-    cn_ocl_src_add(&src, "    a0[o0] = (%s)(%s);\n  }\n}\n", cn_ocl_ctype(s->dts[0]), s->expr);
+        cn_gpu_src_add(&src, "    %s v%d = a%d[o%d];\n", cn_gpu_ctype(s->dts[j]), j, j, j);
+    cn_gpu_src_add(&src, "    a0[o0] = (%s)(%s);\n  }\n}\n", cn_gpu_ctype(s->dts[0]), s->expr);
     if (src.oom) {
-        cn_ocl_src_free(&src);
+        cn_gpu_src_free(&src);
         return cn_failc(CN_ENOMEM, "%s: out of memory generating a kernel", fn);
     }
-    cl_kernel k = cn_ocl_kernel(dev, src.buf, NULL, "cn_ew");
-    cn_ocl_src_free(&src);
+    cn_gpu_kernel k = cn_gpu_kernel_get(dev, src.buf, NULL, "cn_ew");
+    cn_gpu_src_free(&src);
     if (!k) return CN_EUNSUPPORTED;
 
-    cn_ocl_arg args[2 * EW_MAX + 4];
-    cl_mem mems[EW_MAX];
-    cl_long nn = n;
+    cn_gpu_arg args[2 * EW_MAX + 4];
+    cn_gpu_buf mems[EW_MAX];
+    int64_t nn = n;
     int na = 0;
-    args[na++] = CN_OCL_VAL(nn);
+    args[na++] = CN_GPU_VAL(nn);
     for (int j = 0; j < s->nops; j++) {
-        mems[j] = cn_ocl_mem(s->ops[j]);
-        args[na++] = CN_OCL_MEM(mems[j]);
-        args[na++] = (cn_ocl_arg){sizeof(cn_ocl_layout), &ls[j], 0};
+        mems[j] = cn_gpu_buf_of(s->ops[j]);
+        args[na++] = CN_GPU_MEM(mems[j]);
+        args[na++] = (cn_gpu_arg){sizeof(cn_gpu_layout), &ls[j]};
     }
     if (s->ptype) {
-        args[na++] = (cn_ocl_arg){s->psize, s->p[0], 0};
-        args[na++] = (cn_ocl_arg){s->psize, s->p[1], 0};
+        args[na++] = (cn_gpu_arg){s->psize, s->p[0]};
+        args[na++] = (cn_gpu_arg){s->psize, s->p[1]};
     }
     cn_storage *fl = NULL;
-    cl_mem flm = NULL;
+    cn_gpu_buf flm = NULL;
     if (s->flag) {
-        fl = cn_ocl_temp(dev, sizeof(cl_int));
+        fl = cn_gpu_temp(dev, sizeof(int));
         if (!fl) return CN_ENOMEM;
-        cl_int zero = 0;
-        int r = cn_ocl_write(fl, 0, &zero, sizeof zero, false);
+        int zero = 0;
+        int r = cn_gpu_write(fl, 0, &zero, sizeof zero, false);
         if (r < 0) {
             cn_storage_release(fl);
             return r;
         }
-        flm = (cl_mem)fl->data;
-        args[na++] = CN_OCL_MEM(flm);
+        flm = (cn_gpu_buf)fl->data;
+        args[na++] = CN_GPU_MEM(flm);
     }
-    int r = cn_ocl_launch_n(fn, dev, k, na, args, n);
+    int r = cn_gpu_launch_n(fn, dev, k, na, args, n);
     if (fl) {
-        cl_int f = 0;
-        if (r == CN_OK) r = cn_ocl_read(fl, 0, &f, sizeof f);
+        int f = 0;
+        if (r == CN_OK) r = cn_gpu_read(fl, 0, &f, sizeof f);
         if (flag_out) *flag_out = f;
         cn_storage_release(fl);
     }
@@ -434,41 +434,41 @@ static int ew_run(const char *fn, ew_spec *s, int *flag_out) {
 
 /* ---- copies and fills ---- */
 
-int cn_ocl_copy(cn_tensor *dst, const cn_tensor *src) {
+int cn_gpu_copy(cn_tensor *dst, const cn_tensor *src) {
     cn_dtype S = (cn_dtype)src->dtype, D = (cn_dtype)dst->dtype;
-    cn_ocl_dev *dev = cn_ocl_dev_of(dst->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(dst->storage);
     if (!dev) return CN_EINVAL;
     char e[512], name[64];
-    cn_ocl_cast_expr(e, sizeof e, S, D, "v1", dev->fp64);
+    cn_gpu_cast_expr(e, sizeof e, S, D, "v1", dev->fp64);
     snprintf(name, sizeof name, "copy %s -> %s", cn_dtype_name(S), cn_dtype_name(D));
     ew_spec s = {.name = name, .nops = 2, .ops = {dst, src}, .dts = {D, S}, .expr = e};
     return ew_run("copy", &s, NULL);
 }
 
-int cn_ocl_fill(cn_tensor *t, double v) {
+int cn_gpu_fill(cn_tensor *t, double v) {
     cn_dtype D = (cn_dtype)t->dtype;
     char name[64];
     snprintf(name, sizeof name, "fill %s", cn_dtype_name(D));
     ew_spec s = {.name = name, .nops = 1, .ops = {t}, .dts = {D}, .expr = "p0",
-                 .ptype = cn_ocl_ctype(D)};
+                 .ptype = cn_gpu_ctype(D)};
     set_param(&s, 0, D, v);
     set_param(&s, 1, D, v);
     return ew_run("fill", &s, NULL);
 }
 
-int cn_ocl_k_copy(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {
+int cn_gpu_k_copy(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {
     (void)id;
     (void)nin;
     (void)a;
-    return cn_ocl_copy(out, in[0]);
+    return cn_gpu_copy(out, in[0]);
 }
 
-int cn_ocl_k_full_like(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+int cn_gpu_k_full_like(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                        cn_tensor *out) {
     (void)id;
     (void)in;
     (void)nin;
-    return cn_ocl_fill(out, a->f[0]);
+    return cn_gpu_fill(out, a->f[0]);
 }
 
 /* ---- unary ---- */
@@ -482,7 +482,7 @@ static int64_t int_bound(double v, bool lower, int64_t tmin, int64_t tmax) {
     return (int64_t)r;
 }
 
-int cn_ocl_k_unary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {
+int cn_gpu_k_unary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {
     (void)nin;
     const cn_tensor *x = in[0];
     cn_dtype T = (cn_dtype)x->dtype;
@@ -498,13 +498,13 @@ int cn_ocl_k_unary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a
     if (cn_is_int_dtype(T) &&
         (id == CN_OP_floor || id == CN_OP_ceil || id == CN_OP_round ||
          (T == CN_U8 && (id == CN_OP_abs || id == CN_OP_relu || id == CN_OP_leaky_relu))))
-        return cn_ocl_copy(out, x);
+        return cn_gpu_copy(out, x);
     if (out->dtype != T)
         return cn_failc(CN_EINVAL, "%s: internal error: input %s, output %s", opname,
                         cn_dtype_name(T), cn_dtype_name((cn_dtype)out->dtype));
     bool fl = T == CN_F32 || T == CN_F64;
     if (fl) {
-        s.ptype = cn_ocl_ctype(T);
+        s.ptype = cn_gpu_ctype(T);
         set_param(&s, 0, T, a ? a->f[0] : 0);
         set_param(&s, 1, T, a ? a->f[1] : 0);
     } else if (id == CN_OP_clamp) {
@@ -516,22 +516,22 @@ int cn_ocl_k_unary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a
         memcpy(s.p[1], &hi, 8);
         s.psize = 8;
     } else if (id == CN_OP_leaky_relu) {
-        cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+        cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
         if (!dev) return CN_EINVAL;
         s.ptype = "cn_real";
         cn_dtype R = dev->fp64 ? CN_F64 : CN_F32;
         set_param(&s, 0, R, a->f[0]);
         set_param(&s, 1, R, 0);
     }
-    if (!cn_ocl_unary_expr(e, sizeof e, id, a, T, "v1", "p0", "p1"))
-        return cn_failc(CN_EUNSUPPORTED, "%s: no OpenCL kernel for dtype %s", opname,
+    if (!cn_gpu_unary_expr(e, sizeof e, id, a, T, "v1", "p0", "p1"))
+        return cn_failc(CN_EUNSUPPORTED, "%s: no kernel for dtype %s", opname,
                         cn_dtype_name(T));
     return ew_run(opname, &s, NULL);
 }
 
 /* ---- binary and where ---- */
 
-int cn_ocl_k_binary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+int cn_gpu_k_binary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                     cn_tensor *out) {
     (void)nin;
     (void)a;
@@ -550,7 +550,7 @@ int cn_ocl_k_binary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
     if (A != B)
         return cn_failc(CN_EINVAL, "%s: internal error: dtypes %s and %s", opname, cn_dtype_name(A),
                         cn_dtype_name(B));
-    if (!cn_ocl_binary_expr(e, sizeof e, id, A, "v1", "v2"))
+    if (!cn_gpu_binary_expr(e, sizeof e, id, A, "v1", "v2"))
         return cn_failc(CN_EUNSUPPORTED, "%s: not implemented for %s tensors", opname,
                         cn_dtype_name(A));
     if (id == CN_OP_pow && (A == CN_I32 || A == CN_I64 || A == CN_U8)) {
@@ -565,7 +565,7 @@ int cn_ocl_k_binary(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
     return ew_run(opname, &s, NULL);
 }
 
-int cn_ocl_k_where(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+int cn_gpu_k_where(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                    cn_tensor *out) {
     (void)id;
     (void)nin;

@@ -1,10 +1,10 @@
-/* Optimiser steps on OpenCL: SGD, Adam(W), RMSprop and Adagrad over
+/* Optimiser steps: SGD, Adam(W), RMSprop and Adagrad over
  * contiguous runs of elements (optim_update.h), the loops of
  * src/nn/optim_rules.c written as OpenCL C, one kernel per (rule, dtype,
  * option bits) with the bits as constants. Each element is updated on its
  * own, operation by operation as on the CPU (sqrt and division correctly
  * rounded where the device supports it), so results match the CPU's. */
-#include "ocl.h"
+#include "gpu.h"
 
 #include <stdio.h>
 
@@ -54,12 +54,12 @@ static const char adagrad_body[] =
 static int update_one(const cn_optim_update *u) {
     const char *fn = "optimizer step";
     if (!u || !u->p || !u->g) return cn_failc(CN_EINVAL, "%s: internal error: no tensors", fn);
-    cn_ocl_dev *dev = cn_ocl_dev_of(u->p);
+    cn_gpu_dev *dev = cn_gpu_dev_of(u->p);
     if (!dev) return CN_EINVAL;
     cn_dtype dt = u->dtype;
     if (dt != CN_F32 && dt != CN_F64)
         return cn_failc(CN_EINVAL, "%s: dtype %s (f32 or f64 only)", fn, cn_dtype_name(dt));
-    if (cn_ocl_check_dtype(fn, dev, dt) < 0) return CN_EUNSUPPORTED;
+    if (cn_gpu_check_dtype(fn, dev, dt) < 0) return CN_EUNSUPPORTED;
     if (u->n <= 0) return CN_OK;
     const char *body, *consts;
     switch (u->alg) {
@@ -84,11 +84,11 @@ static int update_one(const cn_optim_update *u) {
         break;
     default: return cn_failc(CN_EINVAL, "%s: unknown rule %d", fn, (int)u->alg);
     }
-    const char *T = cn_ocl_ctype(dt);
-    cn_ocl_src s = {0};
-    cn_ocl_src_add(&s, "/* chutney opencl: optimizer rule %d %s bits %u */\n%s", (int)u->alg, T,
-                   u->bits, cn_ocl_prelude());
-    cn_ocl_src_add(&s,
+    const char *T = cn_gpu_ctype(dt);
+    cn_gpu_src s = {0};
+    cn_gpu_src_add(&s, "/* chutney: optimizer rule %d %s bits %u */\n%s", (int)u->alg, T,
+                   u->bits, cn_gpu_prelude());
+    cn_gpu_src_add(&s,
                    "typedef %s T;\n#define F %uu\n"
                    "__kernel void cn_opt(long n, __global T *p, __global const T *g, __global T *s0, "
                    "__global T *s1, __global T *s2, __constant T *c, long po, long go, long o0, long o1, long o2) {\n"
@@ -97,16 +97,16 @@ static int update_one(const cn_optim_update *u) {
                    "  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {\n%s  }\n}\n",
                    T, u->bits, consts, body);
     if (s.oom) {
-        cn_ocl_src_free(&s);
+        cn_gpu_src_free(&s);
         return cn_failc(CN_ENOMEM, "%s: out of memory generating a kernel", fn);
     }
-    cl_kernel k = cn_ocl_kernel(dev, s.buf, NULL, "cn_opt");
-    cn_ocl_src_free(&s);
+    cn_gpu_kernel k = cn_gpu_kernel_get(dev, s.buf, NULL, "cn_opt");
+    cn_gpu_src_free(&s);
     if (!k) return CN_EUNSUPPORTED;
     size_t es = cn_dsize(dt);
     cn_storage *st[5] = {u->p, u->g, u->s[0], u->s[1], u->s[2]};
-    cl_long off[5] = {u->p_off, u->g_off, u->s_off[0], u->s_off[1], u->s_off[2]};
-    cl_mem mem[5];
+    int64_t off[5] = {u->p_off, u->g_off, u->s_off[0], u->s_off[1], u->s_off[2]};
+    cn_gpu_buf mem[5];
     int r = CN_OK;
     for (int j = 0; j < 5; j++) {
         if (!st[j]) {
@@ -114,11 +114,11 @@ static int update_one(const cn_optim_update *u) {
             off[j] = off[0];
             continue;
         }
-        if (st[j]->device_kind != CN_DEVICE_OPENCL || st[j]->device_index != dev->index) {
-            r = cn_failc(CN_EINVAL, "%s: a tensor of the step is not on opencl:%d", fn, dev->index);
+        if (st[j]->device_kind != (int)dev->kind || st[j]->device_index != dev->index) {
+            r = cn_failc(CN_EINVAL, "%s: a tensor of the step is not on %s", fn, dev->label);
             break;
         }
-        mem[j] = (cl_mem)st[j]->data;
+        mem[j] = (cn_gpu_buf)st[j]->data;
     }
     unsigned char cb[10 * 8];
     for (int j = 0; j < 10; j++) {
@@ -129,28 +129,28 @@ static int update_one(const cn_optim_update *u) {
         }
     }
     cn_storage *cs = NULL;
-    cl_mem cm = NULL;
+    cn_gpu_buf cm = NULL;
     if (r == CN_OK) {
-        cs = cn_ocl_temp(dev, 10 * es);
+        cs = cn_gpu_temp(dev, 10 * es);
         if (!cs) r = CN_ENOMEM;
         else {
-            r = cn_ocl_write(cs, 0, cb, 10 * es, false);
-            cm = (cl_mem)cs->data;
+            r = cn_gpu_write(cs, 0, cb, 10 * es, false);
+            cm = (cn_gpu_buf)cs->data;
         }
     }
     if (r == CN_OK) {
-        cl_long nn = u->n;
-        cn_ocl_arg args[12] = {CN_OCL_VAL(nn),     CN_OCL_MEM(mem[0]), CN_OCL_MEM(mem[1]),
-                               CN_OCL_MEM(mem[2]), CN_OCL_MEM(mem[3]), CN_OCL_MEM(mem[4]),
-                               CN_OCL_MEM(cm),     CN_OCL_VAL(off[0]), CN_OCL_VAL(off[1]),
-                               CN_OCL_VAL(off[2]), CN_OCL_VAL(off[3]), CN_OCL_VAL(off[4])};
-        r = cn_ocl_launch_n(fn, dev, k, 12, args, u->n);
+        int64_t nn = u->n;
+        cn_gpu_arg args[12] = {CN_GPU_VAL(nn),     CN_GPU_MEM(mem[0]), CN_GPU_MEM(mem[1]),
+                               CN_GPU_MEM(mem[2]), CN_GPU_MEM(mem[3]), CN_GPU_MEM(mem[4]),
+                               CN_GPU_MEM(cm),     CN_GPU_VAL(off[0]), CN_GPU_VAL(off[1]),
+                               CN_GPU_VAL(off[2]), CN_GPU_VAL(off[3]), CN_GPU_VAL(off[4])};
+        r = cn_gpu_launch_n(fn, dev, k, 12, args, u->n);
     }
     if (cs) cn_storage_release(cs);
     return r;
 }
 
-int cn_ocl_optim_update(const cn_optim_update *u, int n) {
+int cn_gpu_optim_update(const cn_optim_update *u, int n) {
     for (int i = 0; i < n; i++) {
         int r = update_one(&u[i]);
         if (r < 0) return r;

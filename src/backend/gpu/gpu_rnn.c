@@ -1,12 +1,12 @@
-/* The LSTM sequence ops on OpenCL (f32, f64), the CPU kernels' scheme
+/* The LSTM sequence ops (f32, f64), the CPU kernels' scheme
  * (src/backend/cpu/rnn.c): per step one GEMM for the recurrent term (the
- * device GEMM, ocl_linalg.c) and one kernel over the N x H gate elements.
+ * device GEMM, gpu_linalg.c) and one kernel over the N x H gate elements.
  * Layouts (H the hidden size, gates i, f, g, o):
  *   gx [T, N, 4H], w [4H, H], y [T, N, 6H] = (h, c, i, f, g, o) per step;
  *   lstm_seq_backward's out [T (+1), N, 4H]: the pre-activation gradients
  *   (and with state_grads a last row (dh0, dc0, 0, 0)).
  * gx, dy, y, h0 and c0 are made contiguous; w is read through its strides. */
-#include "ocl_kernels.h"
+#include "gpu_kernels.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -68,8 +68,8 @@ static const char rnn_src[] =
     "    out[oo + e] = part == 0 ? dhn[r * H + j] : part == 1 ? dcn[r * H + j] : (T)0;\n"
     "}\n";
 
-static cl_kernel rnn_kernel(const char *op, cn_ocl_dev *dev, cn_dtype dt, const char *name) {
-    return cn_ocl_x_float_kernel(op, dev, dt, rnn_src, name);
+static cn_gpu_kernel rnn_kernel(const char *op, cn_gpu_dev *dev, cn_dtype dt, const char *name) {
+    return cn_gpu_x_float_kernel(op, dev, dt, rnn_src, name);
 }
 
 /* ---- forward ---- */
@@ -77,21 +77,21 @@ static cl_kernel rnn_kernel(const char *op, cn_ocl_dev *dev, cn_dtype dt, const 
 static int lstm_fwd(const cn_tensor *gx0, const cn_tensor *w, const cn_tensor *h00,
                     const cn_tensor *c00, bool reverse, cn_tensor *y) {
     const char *op = "lstm_seq";
-    cn_ocl_dev *dev = cn_ocl_dev_of(y->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(y->storage);
     cn_dtype dt = (cn_dtype)y->dtype;
     int64_t T = y->shape[0], N = y->shape[1], H = w->shape[1];
-    cl_kernel k = rnn_kernel(op, dev, dt, "cn_lstm_fwd");
+    cn_gpu_kernel k = rnn_kernel(op, dev, dt, "cn_lstm_fwd");
     if (!k) return CN_EINVAL;
-    cn_tensor *gx = cn_ocl_x_contig(gx0), *h0 = cn_ocl_x_contig(h00), *c0 = cn_ocl_x_contig(c00);
-    cn_tensor *a = cn_ocl_x_empty(y, dt, 2, (int64_t[]){N, 4 * H});
+    cn_tensor *gx = cn_gpu_x_contig(gx0), *h0 = cn_gpu_x_contig(h00), *c0 = cn_gpu_x_contig(c00);
+    cn_tensor *a = cn_gpu_x_empty(y, dt, 2, (int64_t[]){N, 4 * H});
     int rc = gx && (!h00 || h0) && (!c00 || c0) && a ? CN_OK : CN_ENOMEM;
     int64_t ys = N * 6 * H;
-    cl_mem ym = cn_ocl_mem(y), am = a ? cn_ocl_mem(a) : NULL, gm = gx ? cn_ocl_mem(gx) : NULL;
+    cn_gpu_buf ym = cn_gpu_buf_of(y), am = a ? cn_gpu_buf_of(a) : NULL, gm = gx ? cn_gpu_buf_of(gx) : NULL;
     for (int64_t s = 0; rc == 0 && s < T; s++) {
         int64_t t = reverse ? T - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-        cl_mem hm = NULL, cm = ym;
-        cl_long ho = 0, hs = 0, co = 0, cs = 0;
-        cl_int has_a = 0, has_cp = 0;
+        cn_gpu_buf hm = NULL, cm = ym;
+        int64_t ho = 0, hs = 0, co = 0, cs = 0;
+        int has_a = 0, has_cp = 0;
         if (s > 0) {
             hm = cm = ym;
             ho = y->offset + tp * ys;
@@ -99,26 +99,26 @@ static int lstm_fwd(const cn_tensor *gx0, const cn_tensor *w, const cn_tensor *h
             hs = cs = 6 * H;
             has_cp = 1;
         } else {
-            if (h0) hm = cn_ocl_mem(h0), ho = h0->offset, hs = H;
-            if (c0) cm = cn_ocl_mem(c0), co = c0->offset, cs = H, has_cp = 1;
+            if (h0) hm = cn_gpu_buf_of(h0), ho = h0->offset, hs = H;
+            if (c0) cm = cn_gpu_buf_of(c0), co = c0->offset, cs = H, has_cp = 1;
         }
         if (hm) {
             /* a = h_prev w^T */
-            cn_ocl_gemm g;
+            cn_gpu_gemm g;
             memset(&g, 0, sizeof g);
             g.dt = dt;
             g.m = N, g.n = 4 * H, g.k = H;
             g.a = hm, g.oa = ho, g.rsa = hs, g.csa = 1;
-            g.b = cn_ocl_mem(w), g.ob = w->offset, g.rsb = w->strides[1], g.csb = w->strides[0];
+            g.b = cn_gpu_buf_of(w), g.ob = w->offset, g.rsb = w->strides[1], g.csb = w->strides[0];
             g.c = am, g.oc = a->offset, g.ldc = 4 * H;
-            if ((rc = cn_ocl_gemm_run(op, dev, &g)) < 0) break;
+            if ((rc = cn_gpu_gemm_run(op, dev, &g)) < 0) break;
             has_a = 1;
         }
-        cl_long gxo = gx->offset + t * N * 4 * H, yo = y->offset + t * ys, cH = H, n = N * H;
-        cn_ocl_arg args[] = {CN_OCL_MEM(gm), CN_OCL_VAL(gxo),    CN_OCL_MEM(am), CN_OCL_VAL(has_a),
-                             CN_OCL_MEM(cm), CN_OCL_VAL(co),     CN_OCL_VAL(cs), CN_OCL_VAL(has_cp),
-                             CN_OCL_MEM(ym), CN_OCL_VAL(yo),     CN_OCL_VAL(cH), CN_OCL_VAL(n)};
-        rc = cn_ocl_x_launch1(op, dev, k, 12, args, n);
+        int64_t gxo = gx->offset + t * N * 4 * H, yo = y->offset + t * ys, cH = H, n = N * H;
+        cn_gpu_arg args[] = {CN_GPU_MEM(gm), CN_GPU_VAL(gxo),    CN_GPU_MEM(am), CN_GPU_VAL(has_a),
+                             CN_GPU_MEM(cm), CN_GPU_VAL(co),     CN_GPU_VAL(cs), CN_GPU_VAL(has_cp),
+                             CN_GPU_MEM(ym), CN_GPU_VAL(yo),     CN_GPU_VAL(cH), CN_GPU_VAL(n)};
+        rc = cn_gpu_x_launch1(op, dev, k, 12, args, n);
     }
     cn_release(gx);
     cn_release(h0);
@@ -132,57 +132,57 @@ static int lstm_fwd(const cn_tensor *gx0, const cn_tensor *w, const cn_tensor *h
 static int lstm_bwd(const cn_tensor *y0, const cn_tensor *dy0, int parts, const cn_tensor *w,
                     const cn_tensor *c00, bool reverse, bool state_grads, cn_tensor *out) {
     const char *op = "lstm_seq_backward";
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
     cn_dtype dt = (cn_dtype)out->dtype;
     int64_t T = y0->shape[0], N = y0->shape[1], H = w->shape[1];
-    cl_kernel k = rnn_kernel(op, dev, dt, "cn_lstm_bwd");
-    cl_kernel kl = k && state_grads ? rnn_kernel(op, dev, dt, "cn_lstm_last") : NULL;
+    cn_gpu_kernel k = rnn_kernel(op, dev, dt, "cn_lstm_bwd");
+    cn_gpu_kernel kl = k && state_grads ? rnn_kernel(op, dev, dt, "cn_lstm_last") : NULL;
     if (!k || (state_grads && !kl)) return CN_EINVAL;
-    cn_tensor *y = cn_ocl_x_contig(y0), *dy = cn_ocl_x_contig(dy0), *c0 = cn_ocl_x_contig(c00);
-    cn_tensor *dhn = cn_ocl_x_empty(out, dt, 2, (int64_t[]){N, H});
-    cn_tensor *dcn = cn_ocl_x_empty(out, dt, 2, (int64_t[]){N, H});
+    cn_tensor *y = cn_gpu_x_contig(y0), *dy = cn_gpu_x_contig(dy0), *c0 = cn_gpu_x_contig(c00);
+    cn_tensor *dhn = cn_gpu_x_empty(out, dt, 2, (int64_t[]){N, H});
+    cn_tensor *dcn = cn_gpu_x_empty(out, dt, 2, (int64_t[]){N, H});
     int rc = y && dy && (!c00 || c0) && dhn && dcn ? CN_OK : CN_ENOMEM;
     if (rc == 0) rc = cn_backend_of(dhn)->fill(dhn, 0);
     if (rc == 0) rc = cn_backend_of(dcn)->fill(dcn, 0);
     int64_t ys = N * 6 * H, gs = N * 4 * H;
-    cl_mem ym = y ? cn_ocl_mem(y) : NULL, dym = dy ? cn_ocl_mem(dy) : NULL;
-    cl_mem hm = dhn ? cn_ocl_mem(dhn) : NULL, cm = dcn ? cn_ocl_mem(dcn) : NULL;
-    cl_mem om = cn_ocl_mem(out);
+    cn_gpu_buf ym = y ? cn_gpu_buf_of(y) : NULL, dym = dy ? cn_gpu_buf_of(dy) : NULL;
+    cn_gpu_buf hm = dhn ? cn_gpu_buf_of(dhn) : NULL, cm = dcn ? cn_gpu_buf_of(dcn) : NULL;
+    cn_gpu_buf om = cn_gpu_buf_of(out);
     for (int64_t s = T - 1; rc == 0 && s >= 0; s--) {
         int64_t t = reverse ? T - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-        cl_mem cpm = ym;
-        cl_long cpo = 0, cps = 0;
-        cl_int has_cp = 0;
+        cn_gpu_buf cpm = ym;
+        int64_t cpo = 0, cps = 0;
+        int has_cp = 0;
         if (s > 0) {
             cpo = y->offset + tp * ys + H, cps = 6 * H, has_cp = 1;
         } else if (c0) {
-            cpm = cn_ocl_mem(c0), cpo = c0->offset, cps = H, has_cp = 1;
+            cpm = cn_gpu_buf_of(c0), cpo = c0->offset, cps = H, has_cp = 1;
         }
-        cl_long yo = y->offset + t * ys, dyo = dy->offset + t * N * parts * H;
-        cl_long dgo = out->offset + t * gs, cH = H, n = N * H;
-        cl_int P = parts;
-        cn_ocl_arg args[] = {CN_OCL_MEM(ym),  CN_OCL_VAL(yo),     CN_OCL_MEM(dym), CN_OCL_VAL(dyo),
-                             CN_OCL_VAL(P),   CN_OCL_MEM(cpm),    CN_OCL_VAL(cpo), CN_OCL_VAL(cps),
-                             CN_OCL_VAL(has_cp), CN_OCL_MEM(hm),  CN_OCL_MEM(cm),  CN_OCL_MEM(om),
-                             CN_OCL_VAL(dgo), CN_OCL_VAL(cH),     CN_OCL_VAL(n)};
-        if ((rc = cn_ocl_x_launch1(op, dev, k, 15, args, n)) < 0) break;
+        int64_t yo = y->offset + t * ys, dyo = dy->offset + t * N * parts * H;
+        int64_t dgo = out->offset + t * gs, cH = H, n = N * H;
+        int P = parts;
+        cn_gpu_arg args[] = {CN_GPU_MEM(ym),  CN_GPU_VAL(yo),     CN_GPU_MEM(dym), CN_GPU_VAL(dyo),
+                             CN_GPU_VAL(P),   CN_GPU_MEM(cpm),    CN_GPU_VAL(cpo), CN_GPU_VAL(cps),
+                             CN_GPU_VAL(has_cp), CN_GPU_MEM(hm),  CN_GPU_MEM(cm),  CN_GPU_MEM(om),
+                             CN_GPU_VAL(dgo), CN_GPU_VAL(cH),     CN_GPU_VAL(n)};
+        if ((rc = cn_gpu_x_launch1(op, dev, k, 15, args, n)) < 0) break;
         if (s > 0 || state_grads) {
             /* dhn = dg w: what reaches h of the previous step */
-            cn_ocl_gemm g;
+            cn_gpu_gemm g;
             memset(&g, 0, sizeof g);
             g.dt = dt;
             g.m = N, g.n = H, g.k = 4 * H;
             g.a = om, g.oa = dgo, g.rsa = 4 * H, g.csa = 1;
-            g.b = cn_ocl_mem(w), g.ob = w->offset, g.rsb = w->strides[0], g.csb = w->strides[1];
+            g.b = cn_gpu_buf_of(w), g.ob = w->offset, g.rsb = w->strides[0], g.csb = w->strides[1];
             g.c = hm, g.oc = dhn->offset, g.ldc = H;
-            rc = cn_ocl_gemm_run(op, dev, &g);
+            rc = cn_gpu_gemm_run(op, dev, &g);
         }
     }
     if (rc == 0 && state_grads) {
-        cl_long oo = out->offset + T * gs, cH = H, n = gs;
-        cn_ocl_arg args[] = {CN_OCL_MEM(hm), CN_OCL_MEM(cm), CN_OCL_MEM(om),
-                             CN_OCL_VAL(oo), CN_OCL_VAL(cH), CN_OCL_VAL(n)};
-        rc = cn_ocl_x_launch1(op, dev, kl, 6, args, n);
+        int64_t oo = out->offset + T * gs, cH = H, n = gs;
+        cn_gpu_arg args[] = {CN_GPU_MEM(hm), CN_GPU_MEM(cm), CN_GPU_MEM(om),
+                             CN_GPU_VAL(oo), CN_GPU_VAL(cH), CN_GPU_VAL(n)};
+        rc = cn_gpu_x_launch1(op, dev, kl, 6, args, n);
     }
     cn_release(y);
     cn_release(dy);
@@ -192,7 +192,7 @@ static int lstm_bwd(const cn_tensor *y0, const cn_tensor *dy0, int parts, const 
     return rc;
 }
 
-int cn_ocl_k_rnn(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {
+int cn_gpu_k_rnn(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {
     switch (id) {
     case CN_OP_lstm_seq:
         return lstm_fwd(in[0], in[1], nin > 2 ? in[2] : NULL, nin > 3 ? in[3] : NULL,
@@ -201,6 +201,6 @@ int cn_ocl_k_rnn(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, 
         return lstm_bwd(in[0], in[1], (int)(a->i[2] ? a->i[2] : 6), in[2], nin > 3 ? in[3] : NULL,
                         a->i[0] != 0, a->i[1] != 0, out);
     default:
-        return cn_failc(CN_EUNSUPPORTED, "opencl: op %d is not an LSTM op", (int)id);
+        return cn_failc(CN_EUNSUPPORTED, "gpu kernels: op %d is not an LSTM op", (int)id);
     }
 }

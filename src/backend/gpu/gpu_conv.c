@@ -1,5 +1,5 @@
-/* Convolutions on OpenCL (NCHW, f32 and f64): im2col / col2im kernels and
- * the device GEMM (ocl_linalg.c: CLBlast where built with it). Geometry as
+/* Convolutions (NCHW, f32 and f64): im2col / col2im kernels and
+ * the device GEMM (gpu_linalg.c: the vendor BLAS where the runtime has one). Geometry as
  * on the CPU (src/backend/cpu/conv.h): y = conv2d(x, w) with x [N, C, H, W],
  * w [O, C / groups, KH, KW], y [N, O, OH, OW]; conv_transpose2d is its input
  * gradient (dgrad) and conv2d_weight_grad its weight gradient (wgrad).
@@ -12,7 +12,7 @@
  *          [O, images x OH OW], so each chunk of images is one product
  *          per group, accumulated over chunks.
  * Images go in chunks so that the column buffer stays under COL_BYTES. */
-#include "ocl_kernels.h"
+#include "gpu_kernels.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +20,7 @@
 #define COL_BYTES ((int64_t)256 << 20)
 
 typedef struct cgeom {
-    cl_long N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, groups;
+    int64_t N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, groups;
 } cgeom;
 
 static const char conv_src[] =
@@ -80,11 +80,11 @@ static const char conv_src[] =
     "}\n";
 
 typedef struct xstr {
-    cl_long o, sn, sc, sh, sw;
+    int64_t o, sn, sc, sh, sw;
 } xstr;
 
-static cl_kernel conv_kernel(const char *op, cn_ocl_dev *dev, cn_dtype dt, const char *name) {
-    return cn_ocl_x_float_kernel(op, dev, dt, conv_src, name);
+static cn_gpu_kernel conv_kernel(const char *op, cn_gpu_dev *dev, cn_dtype dt, const char *name) {
+    return cn_gpu_x_float_kernel(op, dev, dt, conv_src, name);
 }
 
 /* Images per chunk. */
@@ -95,18 +95,18 @@ static int64_t chunk_of(const cgeom *g, size_t es) {
     return nc < g->N ? nc : g->N;
 }
 
-static int im2col(const char *op, cn_ocl_dev *dev, const cgeom *g, const cn_tensor *x,
+static int im2col(const char *op, cn_gpu_dev *dev, const cgeom *g, const cn_tensor *x,
                   cn_tensor *col, int64_t n0, int64_t nc, int64_t s_img, int64_t s_row) {
-    cl_kernel k = conv_kernel(op, dev, (cn_dtype)x->dtype, "cn_im2col");
+    cn_gpu_kernel k = conv_kernel(op, dev, (cn_dtype)x->dtype, "cn_im2col");
     if (!k) return CN_EINVAL;
     xstr xs = {x->offset, x->strides[0], x->strides[1], x->strides[2], x->strides[3]};
-    cl_mem xm = cn_ocl_mem(x), cm = cn_ocl_mem(col);
-    cl_long co = col->offset, cn0 = n0, si = s_img, sr = s_row;
-    cl_long n = nc * g->C * g->KH * g->KW * g->OH; /* rows of OW columns */
-    cn_ocl_arg args[] = {CN_OCL_MEM(xm), CN_OCL_VAL(xs), CN_OCL_VAL(*g), CN_OCL_MEM(cm),
-                         CN_OCL_VAL(co), CN_OCL_VAL(cn0), CN_OCL_VAL(si), CN_OCL_VAL(sr),
-                         CN_OCL_VAL(n)};
-    return cn_ocl_x_launch1(op, dev, k, 9, args, n);
+    cn_gpu_buf xm = cn_gpu_buf_of(x), cm = cn_gpu_buf_of(col);
+    int64_t co = col->offset, cn0 = n0, si = s_img, sr = s_row;
+    int64_t n = nc * g->C * g->KH * g->KW * g->OH; /* rows of OW columns */
+    cn_gpu_arg args[] = {CN_GPU_MEM(xm), CN_GPU_VAL(xs), CN_GPU_VAL(*g), CN_GPU_MEM(cm),
+                         CN_GPU_VAL(co), CN_GPU_VAL(cn0), CN_GPU_VAL(si), CN_GPU_VAL(sr),
+                         CN_GPU_VAL(n)};
+    return cn_gpu_x_launch1(op, dev, k, 9, args, n);
 }
 
 /* ---- conv2d ---- */
@@ -114,7 +114,7 @@ static int im2col(const char *op, cn_ocl_dev *dev, const cgeom *g, const cn_tens
 static int conv_fwd(const cgeom *g, const cn_tensor *x, const cn_tensor *w0, const cn_tensor *bias,
                     cn_tensor *y) {
     const char *op = "conv2d";
-    cn_ocl_dev *dev = cn_ocl_dev_of(y->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(y->storage);
     cn_dtype dt = (cn_dtype)y->dtype;
     int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, KK = g->KH * g->KW, Kg = Cg * KK;
     int64_t L = g->OH * g->OW, CKK = g->C * KK;
@@ -122,41 +122,41 @@ static int conv_fwd(const cgeom *g, const cn_tensor *x, const cn_tensor *w0, con
     bool direct = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 &&
                   g->pw == 0 && cn_is_contiguous(x);
     int64_t nc = direct ? g->N : chunk_of(g, cn_dsize(dt));
-    cn_tensor *w = cn_ocl_x_contig(w0), *col = NULL;
+    cn_tensor *w = cn_gpu_x_contig(w0), *col = NULL;
     int rc = w ? CN_OK : CN_ENOMEM;
     if (rc == 0 && !direct) {
-        col = cn_ocl_x_empty(y, dt, 1, (int64_t[]){nc * CKK * L});
+        col = cn_gpu_x_empty(y, dt, 1, (int64_t[]){nc * CKK * L});
         if (!col) rc = CN_ENOMEM;
     }
     for (int64_t n0 = 0; rc == 0 && n0 < g->N; n0 += nc) {
         int64_t m = g->N - n0 < nc ? g->N - n0 : nc;
         if (!direct) rc = im2col(op, dev, g, x, col, n0, m, CKK * L, L);
         if (rc < 0) break;
-        cn_ocl_gemm gm;
+        cn_gpu_gemm gm;
         memset(&gm, 0, sizeof gm);
         gm.dt = dt;
         gm.m = Og, gm.n = L, gm.k = Kg;
-        gm.a = cn_ocl_mem(w), gm.oa = w->offset, gm.rsa = Kg, gm.csa = 1;
-        if (direct) gm.b = cn_ocl_mem(x), gm.ob = x->offset + n0 * g->C * L;
-        else gm.b = cn_ocl_mem(col), gm.ob = col->offset;
+        gm.a = cn_gpu_buf_of(w), gm.oa = w->offset, gm.rsa = Kg, gm.csa = 1;
+        if (direct) gm.b = cn_gpu_buf_of(x), gm.ob = x->offset + n0 * g->C * L;
+        else gm.b = cn_gpu_buf_of(col), gm.ob = col->offset;
         gm.rsb = L, gm.csb = 1;
-        gm.c = cn_ocl_mem(y), gm.oc = y->offset + n0 * g->O * L, gm.ldc = L;
+        gm.c = cn_gpu_buf_of(y), gm.oc = y->offset + n0 * g->O * L, gm.ldc = L;
         gm.nb = 2;
         gm.bshape[0] = m, gm.bsa[0] = 0, gm.bsb[0] = CKK * L, gm.bsc[0] = g->O * L;
         gm.bshape[1] = G, gm.bsa[1] = Og * Kg, gm.bsb[1] = Kg * L, gm.bsc[1] = Og * L;
-        rc = cn_ocl_gemm_run(op, dev, &gm);
+        rc = cn_gpu_gemm_run(op, dev, &gm);
     }
     if (rc == 0 && bias) {
-        cl_kernel k = conv_kernel(op, dev, dt, "cn_bias");
+        cn_gpu_kernel k = conv_kernel(op, dev, dt, "cn_bias");
         if (!k) {
             rc = CN_EINVAL;
         } else {
-            cl_mem ym = cn_ocl_mem(y), bm = cn_ocl_mem(bias);
-            cl_long yo = y->offset, bo = bias->offset, bs = bias->strides[0], O = g->O, cL = L;
-            cl_long n = g->N * g->O * L;
-            cn_ocl_arg args[] = {CN_OCL_MEM(ym), CN_OCL_VAL(yo), CN_OCL_MEM(bm), CN_OCL_VAL(bo),
-                                 CN_OCL_VAL(bs), CN_OCL_VAL(O),  CN_OCL_VAL(cL), CN_OCL_VAL(n)};
-            rc = cn_ocl_x_launch1(op, dev, k, 8, args, n);
+            cn_gpu_buf ym = cn_gpu_buf_of(y), bm = cn_gpu_buf_of(bias);
+            int64_t yo = y->offset, bo = bias->offset, bs = bias->strides[0], O = g->O, cL = L;
+            int64_t n = g->N * g->O * L;
+            cn_gpu_arg args[] = {CN_GPU_MEM(ym), CN_GPU_VAL(yo), CN_GPU_MEM(bm), CN_GPU_VAL(bo),
+                                 CN_GPU_VAL(bs), CN_GPU_VAL(O),  CN_GPU_VAL(cL), CN_GPU_VAL(n)};
+            rc = cn_gpu_x_launch1(op, dev, k, 8, args, n);
         }
     }
     cn_release(w);
@@ -169,39 +169,39 @@ static int conv_fwd(const cgeom *g, const cn_tensor *x, const cn_tensor *w0, con
 static int conv_dgrad(const cgeom *g, const cn_tensor *dy0, const cn_tensor *w0,
                       const cn_tensor *bias, cn_tensor *dx) {
     const char *op = "conv_transpose2d";
-    cn_ocl_dev *dev = cn_ocl_dev_of(dx->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(dx->storage);
     cn_dtype dt = (cn_dtype)dx->dtype;
     int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, KK = g->KH * g->KW, Kg = Cg * KK;
     int64_t L = g->OH * g->OW, CKK = g->C * KK;
     int64_t nc = chunk_of(g, cn_dsize(dt));
-    cn_tensor *w = cn_ocl_x_contig(w0), *dy = cn_ocl_x_contig(dy0);
-    cn_tensor *col = cn_ocl_x_empty(dx, dt, 1, (int64_t[]){nc * CKK * L});
+    cn_tensor *w = cn_gpu_x_contig(w0), *dy = cn_gpu_x_contig(dy0);
+    cn_tensor *col = cn_gpu_x_empty(dx, dt, 1, (int64_t[]){nc * CKK * L});
     int rc = w && dy && col ? CN_OK : CN_ENOMEM;
-    cl_kernel k = rc == 0 ? conv_kernel(op, dev, dt, "cn_col2im") : NULL;
+    cn_gpu_kernel k = rc == 0 ? conv_kernel(op, dev, dt, "cn_col2im") : NULL;
     if (rc == 0 && !k) rc = CN_EINVAL;
     for (int64_t n0 = 0; rc == 0 && n0 < g->N; n0 += nc) {
         int64_t m = g->N - n0 < nc ? g->N - n0 : nc;
-        cn_ocl_gemm gm;
+        cn_gpu_gemm gm;
         memset(&gm, 0, sizeof gm);
         gm.dt = dt;
         gm.m = Kg, gm.n = L, gm.k = Og;
-        gm.a = cn_ocl_mem(w), gm.oa = w->offset, gm.rsa = 1, gm.csa = Kg;
-        gm.b = cn_ocl_mem(dy), gm.ob = dy->offset + n0 * g->O * L, gm.rsb = L, gm.csb = 1;
-        gm.c = cn_ocl_mem(col), gm.oc = col->offset, gm.ldc = L;
+        gm.a = cn_gpu_buf_of(w), gm.oa = w->offset, gm.rsa = 1, gm.csa = Kg;
+        gm.b = cn_gpu_buf_of(dy), gm.ob = dy->offset + n0 * g->O * L, gm.rsb = L, gm.csb = 1;
+        gm.c = cn_gpu_buf_of(col), gm.oc = col->offset, gm.ldc = L;
         gm.nb = 2;
         gm.bshape[0] = m, gm.bsa[0] = 0, gm.bsb[0] = g->O * L, gm.bsc[0] = CKK * L;
         gm.bshape[1] = G, gm.bsa[1] = Og * Kg, gm.bsb[1] = Og * L, gm.bsc[1] = Kg * L;
-        rc = cn_ocl_gemm_run(op, dev, &gm);
+        rc = cn_gpu_gemm_run(op, dev, &gm);
         if (rc < 0) break;
-        cl_mem cm = cn_ocl_mem(col), xm = cn_ocl_mem(dx);
-        cl_mem bm = bias ? cn_ocl_mem(bias) : cm;
-        cl_long co = col->offset, dxo = dx->offset, bo = bias ? bias->offset : 0;
-        cl_long bs = bias ? bias->strides[0] : 0, cn0 = n0, n = m * g->C * g->H * g->W;
-        cl_int hb = bias != NULL;
-        cn_ocl_arg args[] = {CN_OCL_MEM(cm), CN_OCL_VAL(co), CN_OCL_VAL(*g),  CN_OCL_MEM(xm),
-                             CN_OCL_VAL(dxo), CN_OCL_MEM(bm), CN_OCL_VAL(bo), CN_OCL_VAL(bs),
-                             CN_OCL_VAL(hb), CN_OCL_VAL(cn0), CN_OCL_VAL(n)};
-        rc = cn_ocl_x_launch1(op, dev, k, 11, args, n);
+        cn_gpu_buf cm = cn_gpu_buf_of(col), xm = cn_gpu_buf_of(dx);
+        cn_gpu_buf bm = bias ? cn_gpu_buf_of(bias) : cm;
+        int64_t co = col->offset, dxo = dx->offset, bo = bias ? bias->offset : 0;
+        int64_t bs = bias ? bias->strides[0] : 0, cn0 = n0, n = m * g->C * g->H * g->W;
+        int hb = bias != NULL;
+        cn_gpu_arg args[] = {CN_GPU_MEM(cm), CN_GPU_VAL(co), CN_GPU_VAL(*g),  CN_GPU_MEM(xm),
+                             CN_GPU_VAL(dxo), CN_GPU_MEM(bm), CN_GPU_VAL(bo), CN_GPU_VAL(bs),
+                             CN_GPU_VAL(hb), CN_GPU_VAL(cn0), CN_GPU_VAL(n)};
+        rc = cn_gpu_x_launch1(op, dev, k, 11, args, n);
     }
     cn_release(w);
     cn_release(dy);
@@ -213,15 +213,15 @@ static int conv_dgrad(const cgeom *g, const cn_tensor *dy0, const cn_tensor *w0,
 
 static int conv_wgrad(const cgeom *g, const cn_tensor *x, const cn_tensor *dy0, cn_tensor *dw) {
     const char *op = "conv2d_weight_grad";
-    cn_ocl_dev *dev = cn_ocl_dev_of(dw->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(dw->storage);
     cn_dtype dt = (cn_dtype)dw->dtype;
     int64_t G = g->groups, Cg = g->C / G, Og = g->O / G, KK = g->KH * g->KW, Kg = Cg * KK;
     int64_t L = g->OH * g->OW, CKK = g->C * KK;
     if (g->N == 0 || L == 0) return cn_backend_of(dw)->fill(dw, 0);
     int64_t nc = chunk_of(g, cn_dsize(dt));
-    cn_tensor *dy = cn_ocl_x_contig(dy0);
-    cn_tensor *col = cn_ocl_x_empty(dw, dt, 1, (int64_t[]){nc * CKK * L});
-    cn_tensor *dyp = cn_ocl_x_empty(dw, dt, 1, (int64_t[]){g->O * nc * L});
+    cn_tensor *dy = cn_gpu_x_contig(dy0);
+    cn_tensor *col = cn_gpu_x_empty(dw, dt, 1, (int64_t[]){nc * CKK * L});
+    cn_tensor *dyp = cn_gpu_x_empty(dw, dt, 1, (int64_t[]){g->O * nc * L});
     int rc = dy && col && dyp ? CN_OK : CN_ENOMEM;
     for (int64_t n0 = 0; rc == 0 && n0 < g->N; n0 += nc) {
         int64_t m = g->N - n0 < nc ? g->N - n0 : nc;
@@ -236,19 +236,19 @@ static int conv_wgrad(const cgeom *g, const cn_tensor *x, const cn_tensor *dy0, 
         src.strides[0] = L, src.strides[1] = g->O * L, src.strides[2] = 1;
         src.offset = dy->offset + n0 * g->O * L;
         dst.strides[0] = m * L, dst.strides[1] = L, dst.strides[2] = 1;
-        rc = cn_ocl_x_copy(&dst, &src);
+        rc = cn_gpu_x_copy(&dst, &src);
         if (rc < 0) break;
-        cn_ocl_gemm gm;
+        cn_gpu_gemm gm;
         memset(&gm, 0, sizeof gm);
         gm.dt = dt;
         gm.m = Og, gm.n = Kg, gm.k = m * L;
-        gm.a = cn_ocl_mem(dyp), gm.oa = dyp->offset, gm.rsa = m * L, gm.csa = 1;
-        gm.b = cn_ocl_mem(col), gm.ob = col->offset, gm.rsb = 1, gm.csb = m * L;
-        gm.c = cn_ocl_mem(dw), gm.oc = dw->offset, gm.ldc = Kg;
+        gm.a = cn_gpu_buf_of(dyp), gm.oa = dyp->offset, gm.rsa = m * L, gm.csa = 1;
+        gm.b = cn_gpu_buf_of(col), gm.ob = col->offset, gm.rsb = 1, gm.csb = m * L;
+        gm.c = cn_gpu_buf_of(dw), gm.oc = dw->offset, gm.ldc = Kg;
         gm.nb = 1;
         gm.bshape[0] = G, gm.bsa[0] = Og * m * L, gm.bsb[0] = Kg * m * L, gm.bsc[0] = Og * Kg;
         gm.accumulate = n0 > 0;
-        rc = cn_ocl_gemm_run(op, dev, &gm);
+        rc = cn_gpu_gemm_run(op, dev, &gm);
     }
     cn_release(dy);
     cn_release(col);
@@ -256,7 +256,7 @@ static int conv_wgrad(const cgeom *g, const cn_tensor *x, const cn_tensor *dy0, 
     return rc;
 }
 
-int cn_ocl_k_conv(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {
+int cn_gpu_k_conv(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {
     const int64_t *l = a->list;
     const cn_tensor *x = in[0], *w = in[1];
     cgeom g;
@@ -281,6 +281,6 @@ int cn_ocl_k_conv(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
         return conv_wgrad(&g, x, dy, out);
     }
     default:
-        return cn_failc(CN_EUNSUPPORTED, "opencl: op %d is not a convolution", (int)id);
+        return cn_failc(CN_EUNSUPPORTED, "gpu kernels: op %d is not a convolution", (int)id);
     }
 }

@@ -1,4 +1,4 @@
-/* Pooling on OpenCL (NCHW, f32 and f64), with the CPU kernels' exact
+/* Pooling (NCHW, f32 and f64), with the CPU kernels' exact
  * windows (src/backend/cpu/pool.c): which taps count, the first maximum of
  * a window in row-major order (a NaN takes over), what an average divides
  * by. Forward kernels: one work item per output element. Backward kernels:
@@ -7,17 +7,17 @@
  * atomics and the same sums. max_pool2d_backward first finds the maxima
  * (max_pool2d_indices into a temporary). Inputs are read through their
  * strides. */
-#include "ocl_kernels.h"
+#include "gpu_kernels.h"
 
 #include <stdio.h>
 
 typedef struct pgeom {
-    cl_long N, C, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, cip, div;
+    int64_t N, C, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, cip, div;
 } pgeom;
 
 /* x's (or dy's) offset and strides. */
 typedef struct pstr {
-    cl_long o, sn, sc, sh, sw;
+    int64_t o, sn, sc, sh, sw;
 } pstr;
 
 static const char pool_src[] =
@@ -160,39 +160,39 @@ static pgeom geom_of(const cn_attrs *a, int nwin, const cn_tensor *x, const cn_t
     return g;
 }
 
-static cl_kernel pool_kernel(const char *op, cn_ocl_dev *dev, cn_dtype dt, const char *name) {
-    return cn_ocl_x_float_kernel(op, dev, dt, pool_src, name);
+static cn_gpu_kernel pool_kernel(const char *op, cn_gpu_dev *dev, cn_dtype dt, const char *name) {
+    return cn_gpu_x_float_kernel(op, dev, dt, pool_src, name);
 }
 
 /* Maxima of x's windows: values into y (want 0) or positions into y (i64,
  * want 1). */
 static int max_fwd(const char *op, const pgeom *g, const cn_tensor *x, cn_tensor *y, int want) {
-    cn_ocl_dev *dev = cn_ocl_dev_of(y->storage);
-    cl_kernel k = pool_kernel(op, dev, (cn_dtype)x->dtype, "cn_max");
+    cn_gpu_dev *dev = cn_gpu_dev_of(y->storage);
+    cn_gpu_kernel k = pool_kernel(op, dev, (cn_dtype)x->dtype, "cn_max");
     if (!k) return CN_EINVAL;
     pstr xs = str_of(x);
-    cl_mem xm = cn_ocl_mem(x), ym = cn_ocl_mem(y);
-    cl_long oo = y->offset, n = g->N * g->C * g->OH * g->OW;
-    cl_int cw = want;
-    cn_ocl_arg args[] = {CN_OCL_MEM(xm), CN_OCL_VAL(xs), CN_OCL_VAL(*g), CN_OCL_MEM(ym),
-                         CN_OCL_MEM(ym), CN_OCL_VAL(oo), CN_OCL_VAL(cw), CN_OCL_VAL(n)};
-    return cn_ocl_x_launch1(op, dev, k, 8, args, n);
+    cn_gpu_buf xm = cn_gpu_buf_of(x), ym = cn_gpu_buf_of(y);
+    int64_t oo = y->offset, n = g->N * g->C * g->OH * g->OW;
+    int cw = want;
+    cn_gpu_arg args[] = {CN_GPU_MEM(xm), CN_GPU_VAL(xs), CN_GPU_VAL(*g), CN_GPU_MEM(ym),
+                         CN_GPU_MEM(ym), CN_GPU_VAL(oo), CN_GPU_VAL(cw), CN_GPU_VAL(n)};
+    return cn_gpu_x_launch1(op, dev, k, 8, args, n);
 }
 
 static int max_back(const pgeom *g, const cn_tensor *x, const cn_tensor *dy, cn_tensor *dx) {
     const char *op = "max_pool2d_backward";
-    cn_ocl_dev *dev = cn_ocl_dev_of(dx->storage);
-    cn_tensor *ix = cn_ocl_x_empty(dx, CN_I64, 4, dy->shape);
+    cn_gpu_dev *dev = cn_gpu_dev_of(dx->storage);
+    cn_tensor *ix = cn_gpu_x_empty(dx, CN_I64, 4, dy->shape);
     if (!ix) return CN_ENOMEM;
     int rc = max_fwd(op, g, x, ix, 1);
-    cl_kernel k = rc < 0 ? NULL : pool_kernel(op, dev, (cn_dtype)dx->dtype, "cn_max_back");
+    cn_gpu_kernel k = rc < 0 ? NULL : pool_kernel(op, dev, (cn_dtype)dx->dtype, "cn_max_back");
     if (k) {
         pstr gs = str_of(dy);
-        cl_mem im = cn_ocl_mem(ix), gm = cn_ocl_mem(dy), xm = cn_ocl_mem(dx);
-        cl_long oo = dx->offset, n = g->N * g->C * g->H * g->W;
-        cn_ocl_arg args[] = {CN_OCL_MEM(im), CN_OCL_MEM(gm), CN_OCL_VAL(gs), CN_OCL_VAL(*g),
-                             CN_OCL_MEM(xm), CN_OCL_VAL(oo), CN_OCL_VAL(n)};
-        rc = cn_ocl_x_launch1(op, dev, k, 7, args, n);
+        cn_gpu_buf im = cn_gpu_buf_of(ix), gm = cn_gpu_buf_of(dy), xm = cn_gpu_buf_of(dx);
+        int64_t oo = dx->offset, n = g->N * g->C * g->H * g->W;
+        cn_gpu_arg args[] = {CN_GPU_MEM(im), CN_GPU_MEM(gm), CN_GPU_VAL(gs), CN_GPU_VAL(*g),
+                             CN_GPU_MEM(xm), CN_GPU_VAL(oo), CN_GPU_VAL(n)};
+        rc = cn_gpu_x_launch1(op, dev, k, 7, args, n);
     } else if (rc >= 0) {
         rc = CN_EINVAL;
     }
@@ -203,18 +203,18 @@ static int max_back(const pgeom *g, const cn_tensor *x, const cn_tensor *dy, cn_
 /* y from x (forward kernels) or dx from dy (backward), elementwise over out. */
 static int simple(const char *op, const char *name, const pgeom *g, const cn_tensor *x,
                   cn_tensor *out) {
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
-    cl_kernel k = pool_kernel(op, dev, (cn_dtype)out->dtype, name);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
+    cn_gpu_kernel k = pool_kernel(op, dev, (cn_dtype)out->dtype, name);
     if (!k) return CN_EINVAL;
     pstr xs = str_of(x);
-    cl_mem xm = cn_ocl_mem(x), ym = cn_ocl_mem(out);
-    cl_long oo = out->offset, n = cn_shape_numel(4, out->shape);
-    cn_ocl_arg args[] = {CN_OCL_MEM(xm), CN_OCL_VAL(xs), CN_OCL_VAL(*g),
-                         CN_OCL_MEM(ym), CN_OCL_VAL(oo), CN_OCL_VAL(n)};
-    return cn_ocl_x_launch1(op, dev, k, 6, args, n);
+    cn_gpu_buf xm = cn_gpu_buf_of(x), ym = cn_gpu_buf_of(out);
+    int64_t oo = out->offset, n = cn_shape_numel(4, out->shape);
+    cn_gpu_arg args[] = {CN_GPU_MEM(xm), CN_GPU_VAL(xs), CN_GPU_VAL(*g),
+                         CN_GPU_MEM(ym), CN_GPU_VAL(oo), CN_GPU_VAL(n)};
+    return cn_gpu_x_launch1(op, dev, k, 6, args, n);
 }
 
-int cn_ocl_k_pool(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+int cn_gpu_k_pool(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                   cn_tensor *out) {
     (void)nin;
     pgeom g;
@@ -241,6 +241,6 @@ int cn_ocl_k_pool(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
         g = geom_of(a, 0, out, in[0]);
         return simple("adaptive_avg_pool2d_backward", "cn_adaptive_back", &g, in[0], out);
     default:
-        return cn_failc(CN_EUNSUPPORTED, "opencl: op %d is not a pooling op", (int)id);
+        return cn_failc(CN_EUNSUPPORTED, "gpu kernels: op %d is not a pooling op", (int)id);
     }
 }

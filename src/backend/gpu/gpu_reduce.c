@@ -1,4 +1,4 @@
-/* Reductions on OpenCL: sum mean prod max min var std logsumexp norm argmax
+/* Reductions: sum mean prod max min var std logsumexp norm argmax
  * argmin (attributes as src/ops/reduce.c: list = the axes, i[0] keepdim,
  * f[0] correction or p; argmax/argmin: i[1] axis, i[2] flatten).
  *
@@ -16,7 +16,7 @@
  * (else float); sums are compensated (Kahan) within a lane; variance is
  * Welford within a lane and Chan's merge across lanes; logsumexp keeps a
  * running max. Integer sums and products wrap like the CPU's (i64). */
-#include "ocl.h"
+#include "gpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -60,35 +60,35 @@ static int collapse(const cn_tensor *x, const int *ax, int n, int64_t *sh, int64
     return nd;
 }
 
-static void emit_offset(cn_ocl_src *s, const char *var, const char *idx, const char *l, int nd) {
+static void emit_offset(cn_gpu_src *s, const char *var, const char *idx, const char *l, int nd) {
     if (nd == 0) {
-        cn_ocl_src_add(s, "    long %s = %s.offset;\n", var, l);
+        cn_gpu_src_add(s, "    long %s = %s.offset;\n", var, l);
         return;
     }
     if (nd == 1) {
-        cn_ocl_src_add(s, "    long %s = %s.offset + (%s) * %s.strides[0];\n", var, l, idx, l);
+        cn_gpu_src_add(s, "    long %s = %s.offset + (%s) * %s.strides[0];\n", var, l, idx, l);
         return;
     }
-    cn_ocl_src_add(s, "    long %s = %s.offset;\n    { long r_ = %s, q_;\n", var, l, idx);
+    cn_gpu_src_add(s, "    long %s = %s.offset;\n    { long r_ = %s, q_;\n", var, l, idx);
     for (int d = nd - 1; d >= 0; d--) {
-        if (d > 0) cn_ocl_src_add(s, "      q_ = r_ %% %s.shape[%d]; r_ /= %s.shape[%d];\n", l, d, l, d);
-        else cn_ocl_src_add(s, "      q_ = r_;\n");
-        cn_ocl_src_add(s, "      %s += q_ * %s.strides[%d];\n", var, l, d);
+        if (d > 0) cn_gpu_src_add(s, "      q_ = r_ %% %s.shape[%d]; r_ /= %s.shape[%d];\n", l, d, l, d);
+        else cn_gpu_src_add(s, "      q_ = r_;\n");
+        cn_gpu_src_add(s, "      %s += q_ * %s.strides[%d];\n", var, l, d);
     }
-    cn_ocl_src_add(s, "    }\n");
+    cn_gpu_src_add(s, "    }\n");
 }
 
-int cn_ocl_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+int cn_gpu_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                     cn_tensor *out) {
     (void)nin;
     const char *fn = cn_op_names[id];
     int kind = kind_of(id);
     if (kind < 0) return cn_failc(CN_EINVAL, "%s: internal error: not a reduction", fn);
     const cn_tensor *x = in[0];
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
     if (!dev) return CN_EINVAL;
     cn_dtype X = (cn_dtype)x->dtype, O = (cn_dtype)out->dtype;
-    if (cn_ocl_check_dtype(fn, dev, X) < 0 || cn_ocl_check_dtype(fn, dev, O) < 0)
+    if (cn_gpu_check_dtype(fn, dev, X) < 0 || cn_gpu_check_dtype(fn, dev, O) < 0)
         return CN_EUNSUPPORTED;
 
     /* The reduced axes. */
@@ -122,7 +122,7 @@ int cn_ocl_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
         if (red[d]) rax[nr++] = d;
         else kax[nk++] = d;
     }
-    cn_ocl_layout lk, lr;
+    cn_gpu_layout lk, lr;
     memset(&lk, 0, sizeof lk);
     memset(&lr, 0, sizeof lr);
     int64_t sh[CN_MAX_DIMS], st[CN_MAX_DIMS];
@@ -173,13 +173,13 @@ int cn_ocl_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
         snprintf(load, sizeof load, "((%s)x[o])", A);
     double param = a->f[0];
 
-    cn_ocl_src s = {0};
-    cn_ocl_src_add(&s, "/* chutney opencl: %s %s -> %s */\n%s", fn, cn_dtype_name(X),
-                   cn_dtype_name(O), cn_ocl_prelude());
-    cn_ocl_src_add(&s, "typedef %s A;\ntypedef struct { A f, g; long i, n; } st_t;\n", A);
-    cn_ocl_src_add(&s,
-                   "inline A nmax(A a, A b) { return (b > a || b != b) ? b : a; }\n"
-                   "inline A nmin(A a, A b) { return (b < a || b != b) ? b : a; }\n");
+    cn_gpu_src s = {0};
+    cn_gpu_src_add(&s, "/* chutney: %s %s -> %s */\n%s", fn, cn_dtype_name(X),
+                   cn_dtype_name(O), cn_gpu_prelude());
+    cn_gpu_src_add(&s, "typedef %s A;\ntypedef struct { A f, g; long i, n; } st_t;\n", A);
+    cn_gpu_src_add(&s,
+                   "CN_FN A nmax(A a, A b) { return (b > a || b != b) ? b : a; }\n"
+                   "CN_FN A nmin(A a, A b) { return (b < a || b != b) ? b : a; }\n");
     /* init */
     const char *init = "";
     switch (kind) {
@@ -191,27 +191,27 @@ int cn_ocl_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
     case RK_ARGMIN: init = "s->n = -1;"; break;
     default: break;
     }
-    cn_ocl_src_add(&s, "inline void st_init(st_t *s) { s->f = 0; s->g = 0; s->i = 0; s->n = 0; %s }\n",
+    cn_gpu_src_add(&s, "CN_FN void st_init(st_t *s) { s->f = 0; s->g = 0; s->i = 0; s->n = 0; %s }\n",
                    init);
     /* argmax/argmin comparisons */
     bool amax = kind == RK_ARGMAX;
     if (ints) {
-        cn_ocl_src_add(&s, "inline bool better(long b, long a) { return b %s a; }\n",
+        cn_gpu_src_add(&s, "CN_FN bool better(long b, long a) { return b %s a; }\n",
                        amax ? ">" : "<");
     } else {
-        cn_ocl_src_add(&s,
-                       "inline bool better(A b, A a) { if (a != a) return false; if (b != b) return true; "
+        cn_gpu_src_add(&s,
+                       "CN_FN bool better(A b, A a) { if (a != a) return false; if (b != b) return true; "
                        "return b %s a; }\n",
                        amax ? ">" : "<");
     }
-    cn_ocl_src_add(&s,
-                   "inline void lse_merge(st_t *a, A m, A sm) {\n"
+    cn_gpu_src_add(&s,
+                   "CN_FN void lse_merge(st_t *a, A m, A sm) {\n"
                    "  A mm = nmax(a->f, m);\n"
                    "  if (!isfinite(mm)) { a->f = mm; a->g = mm > 0 ? 1 : 0; return; }\n"
                    "  a->g = a->g * exp(a->f - mm) + sm * exp(m - mm);\n"
                    "  a->f = mm;\n"
                    "}\n"
-                   "inline void var_merge(st_t *a, A mean, A m2, long n) {\n"
+                   "CN_FN void var_merge(st_t *a, A mean, A m2, long n) {\n"
                    "  if (n == 0) return;\n"
                    "  if (a->n == 0) { a->f = mean; a->g = m2; a->n = n; return; }\n"
                    "  A na = (A)a->n, nb = (A)n, nt = na + nb, d = mean - a->f;\n"
@@ -221,140 +221,140 @@ int cn_ocl_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
                    "}\n");
     /* the element step: v (A or long) at reduced index j; p = the parameter */
     const char *ety = ints ? "long" : "A";
-    cn_ocl_src_add(&s, "inline void st_add(st_t *s, %s v, long j, A p) {\n", ety);
+    cn_gpu_src_add(&s, "CN_FN void st_add(st_t *s, %s v, long j, A p) {\n", ety);
     switch (kind) {
     case RK_SUM:
     case RK_MEAN:
-        if (ints) cn_ocl_src_add(&s, "  s->i = (long)((ulong)s->i + (ulong)v);\n");
+        if (ints) cn_gpu_src_add(&s, "  s->i = (long)((ulong)s->i + (ulong)v);\n");
         else
-            cn_ocl_src_add(&s, "  A y = v - s->g, t = s->f + y;\n"
+            cn_gpu_src_add(&s, "  A y = v - s->g, t = s->f + y;\n"
                                "  s->g = isfinite(t) ? (t - s->f) - y : 0;\n  s->f = t;\n");
         break;
     case RK_PROD:
-        if (ints) cn_ocl_src_add(&s, "  s->i = (long)((ulong)s->i * (ulong)v);\n");
-        else cn_ocl_src_add(&s, "  s->f *= v;\n");
+        if (ints) cn_gpu_src_add(&s, "  s->i = (long)((ulong)s->i * (ulong)v);\n");
+        else cn_gpu_src_add(&s, "  s->f *= v;\n");
         break;
     case RK_MAX:
-        cn_ocl_src_add(&s, ints ? "  s->i = v > s->i ? v : s->i;\n" : "  s->f = nmax(s->f, v);\n");
+        cn_gpu_src_add(&s, ints ? "  s->i = v > s->i ? v : s->i;\n" : "  s->f = nmax(s->f, v);\n");
         break;
     case RK_MIN:
-        cn_ocl_src_add(&s, ints ? "  s->i = v < s->i ? v : s->i;\n" : "  s->f = nmin(s->f, v);\n");
+        cn_gpu_src_add(&s, ints ? "  s->i = v < s->i ? v : s->i;\n" : "  s->f = nmin(s->f, v);\n");
         break;
     case RK_VAR:
     case RK_STD:
-        cn_ocl_src_add(&s, "  s->n++;\n  A d = v - s->f;\n  s->f += d / (A)s->n;\n"
+        cn_gpu_src_add(&s, "  s->n++;\n  A d = v - s->f;\n  s->f += d / (A)s->n;\n"
                            "  s->g += d * (v - s->f);\n");
         break;
-    case RK_LSE: cn_ocl_src_add(&s, "  lse_merge(s, v, 1);\n"); break;
+    case RK_LSE: cn_gpu_src_add(&s, "  lse_merge(s, v, 1);\n"); break;
     case RK_NORM:
-        if (isinf(param)) cn_ocl_src_add(&s, "  s->f = nmax(s->f, fabs(v));\n");
-        else if (param == 1) cn_ocl_src_add(&s, "  s->f += fabs(v);\n");
-        else if (param == 2) cn_ocl_src_add(&s, "  s->f += v * v;\n");
-        else cn_ocl_src_add(&s, "  s->f += pow(fabs(v), p);\n");
+        if (isinf(param)) cn_gpu_src_add(&s, "  s->f = nmax(s->f, fabs(v));\n");
+        else if (param == 1) cn_gpu_src_add(&s, "  s->f += fabs(v);\n");
+        else if (param == 2) cn_gpu_src_add(&s, "  s->f += v * v;\n");
+        else cn_gpu_src_add(&s, "  s->f += pow(fabs(v), p);\n");
         break;
     case RK_ARGMAX:
     case RK_ARGMIN:
         if (ints)
-            cn_ocl_src_add(&s, "  if (s->n < 0 || better(v, s->i)) { s->i = v; s->n = j; }\n");
+            cn_gpu_src_add(&s, "  if (s->n < 0 || better(v, s->i)) { s->i = v; s->n = j; }\n");
         else
-            cn_ocl_src_add(&s, "  if (s->n < 0 || better(v, s->f)) { s->f = v; s->n = j; }\n");
+            cn_gpu_src_add(&s, "  if (s->n < 0 || better(v, s->f)) { s->f = v; s->n = j; }\n");
         break;
     default: break;
     }
-    cn_ocl_src_add(&s, "}\n");
+    cn_gpu_src_add(&s, "}\n");
     /* merge b into a (b's lane comes after a's) */
-    cn_ocl_src_add(&s, "inline void st_merge(st_t *a, st_t b) {\n");
+    cn_gpu_src_add(&s, "CN_FN void st_merge(st_t *a, st_t b) {\n");
     switch (kind) {
     case RK_SUM:
     case RK_MEAN:
-        cn_ocl_src_add(&s, ints ? "  a->i = (long)((ulong)a->i + (ulong)b.i);\n"
+        cn_gpu_src_add(&s, ints ? "  a->i = (long)((ulong)a->i + (ulong)b.i);\n"
                                 : "  a->f = (a->f - a->g) + (b.f - b.g);\n  a->g = 0;\n");
         break;
     case RK_PROD:
-        cn_ocl_src_add(&s, ints ? "  a->i = (long)((ulong)a->i * (ulong)b.i);\n"
+        cn_gpu_src_add(&s, ints ? "  a->i = (long)((ulong)a->i * (ulong)b.i);\n"
                                 : "  a->f *= b.f;\n");
         break;
     case RK_MAX:
-        cn_ocl_src_add(&s, ints ? "  a->i = b.i > a->i ? b.i : a->i;\n" : "  a->f = nmax(a->f, b.f);\n");
+        cn_gpu_src_add(&s, ints ? "  a->i = b.i > a->i ? b.i : a->i;\n" : "  a->f = nmax(a->f, b.f);\n");
         break;
     case RK_MIN:
-        cn_ocl_src_add(&s, ints ? "  a->i = b.i < a->i ? b.i : a->i;\n" : "  a->f = nmin(a->f, b.f);\n");
+        cn_gpu_src_add(&s, ints ? "  a->i = b.i < a->i ? b.i : a->i;\n" : "  a->f = nmin(a->f, b.f);\n");
         break;
     case RK_VAR:
-    case RK_STD: cn_ocl_src_add(&s, "  var_merge(a, b.f, b.g, b.n);\n"); break;
-    case RK_LSE: cn_ocl_src_add(&s, "  lse_merge(a, b.f, b.g);\n"); break;
+    case RK_STD: cn_gpu_src_add(&s, "  var_merge(a, b.f, b.g, b.n);\n"); break;
+    case RK_LSE: cn_gpu_src_add(&s, "  lse_merge(a, b.f, b.g);\n"); break;
     case RK_NORM:
-        cn_ocl_src_add(&s, isinf(param) ? "  a->f = nmax(a->f, b.f);\n" : "  a->f += b.f;\n");
+        cn_gpu_src_add(&s, isinf(param) ? "  a->f = nmax(a->f, b.f);\n" : "  a->f += b.f;\n");
         break;
     case RK_ARGMAX:
     case RK_ARGMIN:
         if (ints)
-            cn_ocl_src_add(&s, "  if (b.n >= 0 && (a->n < 0 || better(b.i, a->i) || "
+            cn_gpu_src_add(&s, "  if (b.n >= 0 && (a->n < 0 || better(b.i, a->i) || "
                                "(b.i == a->i && b.n < a->n))) *a = b;\n");
         else
-            cn_ocl_src_add(&s, "  if (b.n >= 0 && (a->n < 0 || better(b.f, a->f) || "
+            cn_gpu_src_add(&s, "  if (b.n >= 0 && (a->n < 0 || better(b.f, a->f) || "
                                "((b.f == a->f || (b.f != b.f && a->f != a->f)) && b.n < a->n))) *a = b;\n");
         break;
     default: break;
     }
-    cn_ocl_src_add(&s, "}\n");
+    cn_gpu_src_add(&s, "}\n");
     /* the result of a state, as a value of O */
-    const char *OT = cn_ocl_ctype(O);
-    cn_ocl_src_add(&s, "inline void st_store(__global %s *o, st_t s, long len, A p) {\n", OT);
+    const char *OT = cn_gpu_ctype(O);
+    cn_gpu_src_add(&s, "CN_FN void st_store(__global %s *o, st_t s, long len, A p) {\n", OT);
     bool int_out = false;
     switch (kind) {
-    case RK_SUM: cn_ocl_src_add(&s, "  A v = s.f - s.g;\n"); int_out = ints; break;
+    case RK_SUM: cn_gpu_src_add(&s, "  A v = s.f - s.g;\n"); int_out = ints; break;
     case RK_PROD:
     case RK_MAX:
-    case RK_MIN: cn_ocl_src_add(&s, "  A v = s.f;\n"); int_out = ints; break;
-    case RK_MEAN: cn_ocl_src_add(&s, "  A v = (s.f - s.g) / (A)len;\n"); break;
+    case RK_MIN: cn_gpu_src_add(&s, "  A v = s.f;\n"); int_out = ints; break;
+    case RK_MEAN: cn_gpu_src_add(&s, "  A v = (s.f - s.g) / (A)len;\n"); break;
     case RK_VAR:
     case RK_STD:
-        cn_ocl_src_add(&s, "  A dof = (A)len - p;\n  A v = s.g / (dof > 0 ? dof : (A)0);\n%s",
+        cn_gpu_src_add(&s, "  A dof = (A)len - p;\n  A v = s.g / (dof > 0 ? dof : (A)0);\n%s",
                        kind == RK_STD ? "  v = sqrt(v);\n" : "");
         break;
-    case RK_LSE: cn_ocl_src_add(&s, "  A v = isfinite(s.f) ? s.f + log(s.g) : s.f;\n"); break;
+    case RK_LSE: cn_gpu_src_add(&s, "  A v = isfinite(s.f) ? s.f + log(s.g) : s.f;\n"); break;
     case RK_NORM:
-        if (param == 1 || isinf(param)) cn_ocl_src_add(&s, "  A v = s.f;\n");
-        else if (param == 2) cn_ocl_src_add(&s, "  A v = sqrt(s.f);\n");
-        else cn_ocl_src_add(&s, "  A v = pow(s.f, 1.0%s / p);\n", F);
+        if (param == 1 || isinf(param)) cn_gpu_src_add(&s, "  A v = s.f;\n");
+        else if (param == 2) cn_gpu_src_add(&s, "  A v = sqrt(s.f);\n");
+        else cn_gpu_src_add(&s, "  A v = pow(s.f, 1.0%s / p);\n", F);
         break;
-    default: cn_ocl_src_add(&s, "  A v = 0;\n"); int_out = true; break;
+    default: cn_gpu_src_add(&s, "  A v = 0;\n"); int_out = true; break;
     }
     if (int_out) {
         const char *iv = arg ? "s.n" : "s.i";
         char e[256];
-        cn_ocl_cast_expr(e, sizeof e, CN_I64, O, iv, dev->fp64);
-        cn_ocl_src_add(&s, "  (void)v;\n  *o = %s;\n", e);
+        cn_gpu_cast_expr(e, sizeof e, CN_I64, O, iv, dev->fp64);
+        cn_gpu_src_add(&s, "  (void)v;\n  *o = %s;\n", e);
     } else {
         char e[256];
-        cn_ocl_cast_expr(e, sizeof e, dbl ? CN_F64 : CN_F32, O, "v", dev->fp64);
-        cn_ocl_src_add(&s, "  *o = %s;\n", e);
+        cn_gpu_cast_expr(e, sizeof e, dbl ? CN_F64 : CN_F32, O, "v", dev->fp64);
+        cn_gpu_src_add(&s, "  *o = %s;\n", e);
     }
-    cn_ocl_src_add(&s, "}\n");
+    cn_gpu_src_add(&s, "}\n");
     /* the kernels */
-    const char *XT = cn_ocl_ctype(X);
+    const char *XT = cn_gpu_ctype(X);
     for (int direct = 0; direct < 2; direct++) {
-        cn_ocl_src_add(&s,
+        cn_gpu_src_add(&s,
                        "__kernel void %s(long nw, long P, long len, A p, __global const %s *x, "
                        "cn_layout lk, cn_layout lr, __global %s *out, __global st_t *part) {\n"
                        "  for (long w = get_global_id(0); w < nw; w += get_global_size(0)) {\n"
                        "    long oi = w / P, lane = w - oi * P;\n",
                        direct ? "cn_red_direct" : "cn_red_part", XT, OT);
         emit_offset(&s, "base", "oi", "lk", ndk);
-        cn_ocl_src_add(&s, "    st_t st; st_init(&st);\n"
+        cn_gpu_src_add(&s, "    st_t st; st_init(&st);\n"
                            "    for (long j = lane; j < len; j += P) {\n");
-        if (ndr == 0) cn_ocl_src_add(&s, "    long o = base;\n");
-        else if (ndr == 1) cn_ocl_src_add(&s, "    long o = base + j * lr.strides[0];\n");
+        if (ndr == 0) cn_gpu_src_add(&s, "    long o = base;\n");
+        else if (ndr == 1) cn_gpu_src_add(&s, "    long o = base + j * lr.strides[0];\n");
         else {
             emit_offset(&s, "ro", "j", "lr", ndr);
-            cn_ocl_src_add(&s, "    long o = base + ro;\n");
+            cn_gpu_src_add(&s, "    long o = base + ro;\n");
         }
-        cn_ocl_src_add(&s, "      st_add(&st, %s, j, p);\n    }\n", load);
-        if (direct) cn_ocl_src_add(&s, "    st_store(out + oi, st, len, p);\n  }\n}\n");
-        else cn_ocl_src_add(&s, "    part[w] = st;\n  }\n}\n");
+        cn_gpu_src_add(&s, "      st_add(&st, %s, j, p);\n    }\n", load);
+        if (direct) cn_gpu_src_add(&s, "    st_store(out + oi, st, len, p);\n  }\n}\n");
+        else cn_gpu_src_add(&s, "    part[w] = st;\n  }\n}\n");
     }
-    cn_ocl_src_add(&s,
+    cn_gpu_src_add(&s,
                    "__kernel void cn_red_final(long nout, long P, long len, A p, __global %s *out, "
                    "__global const st_t *part) {\n"
                    "  for (long oi = get_global_id(0); oi < nout; oi += get_global_size(0)) {\n"
@@ -363,20 +363,20 @@ int cn_ocl_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
                    "    st_store(out + oi, st, len, p);\n  }\n}\n",
                    OT);
     if (s.oom) {
-        cn_ocl_src_free(&s);
+        cn_gpu_src_free(&s);
         return cn_failc(CN_ENOMEM, "%s: out of memory generating a kernel", fn);
     }
-    cl_kernel k1 = cn_ocl_kernel(dev, s.buf, NULL, P == 1 ? "cn_red_direct" : "cn_red_part");
-    cl_kernel k2 = P == 1 ? NULL : cn_ocl_kernel(dev, s.buf, NULL, "cn_red_final");
-    cn_ocl_src_free(&s);
+    cn_gpu_kernel k1 = cn_gpu_kernel_get(dev, s.buf, NULL, P == 1 ? "cn_red_direct" : "cn_red_part");
+    cn_gpu_kernel k2 = P == 1 ? NULL : cn_gpu_kernel_get(dev, s.buf, NULL, "cn_red_final");
+    cn_gpu_src_free(&s);
     if (!k1 || (P > 1 && !k2)) return CN_EUNSUPPORTED;
 
     cn_storage *part = NULL;
-    cl_mem xm = cn_ocl_mem(x), om = cn_ocl_mem(out), pm;
+    cn_gpu_buf xm = cn_gpu_buf_of(x), om = cn_gpu_buf_of(out), pm;
     if (P > 1) {
-        part = cn_ocl_temp(dev, (size_t)(nout * P) * 32);
+        part = cn_gpu_temp(dev, (size_t)(nout * P) * 32);
         if (!part) return CN_ENOMEM;
-        pm = (cl_mem)part->data;
+        pm = (cn_gpu_buf)part->data;
     } else {
         pm = om; /* unused */
     }
@@ -387,29 +387,29 @@ int cn_ocl_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
         float pf = (float)param;
         memcpy(pbytes, &pf, 4);
     }
-    cl_long nw = nout * P, cP = P, clen = len, cnout = nout;
+    int64_t nw = nout * P, cP = P, clen = len, cnout = nout;
     /* The kernels write out from element 0 of its buffer: an output at an
      * offset is written through a temporary and copied there. */
     cn_storage *tmp_out = NULL;
     if (out->offset != 0) {
-        tmp_out = cn_ocl_temp(dev, (size_t)nout * cn_dsize(O));
+        tmp_out = cn_gpu_temp(dev, (size_t)nout * cn_dsize(O));
         if (!tmp_out) {
             if (part) cn_storage_release(part);
             return CN_ENOMEM;
         }
-        om = (cl_mem)tmp_out->data;
+        om = (cn_gpu_buf)tmp_out->data;
     }
-    cn_ocl_arg args1[9] = {CN_OCL_VAL(nw), CN_OCL_VAL(cP), CN_OCL_VAL(clen),
-                           {psz, pbytes, 0}, CN_OCL_MEM(xm), {sizeof lk, &lk, 0},
-                           {sizeof lr, &lr, 0}, CN_OCL_MEM(om), CN_OCL_MEM(pm)};
-    int r = cn_ocl_launch_n(fn, dev, k1, 9, args1, nw);
+    cn_gpu_arg args1[9] = {CN_GPU_VAL(nw), CN_GPU_VAL(cP), CN_GPU_VAL(clen),
+                           {psz, pbytes}, CN_GPU_MEM(xm), {sizeof lk, &lk},
+                           {sizeof lr, &lr}, CN_GPU_MEM(om), CN_GPU_MEM(pm)};
+    int r = cn_gpu_launch_n(fn, dev, k1, 9, args1, nw);
     if (r == CN_OK && P > 1) {
-        cn_ocl_arg args2[6] = {CN_OCL_VAL(cnout), CN_OCL_VAL(cP), CN_OCL_VAL(clen),
-                               {psz, pbytes, 0}, CN_OCL_MEM(om), CN_OCL_MEM(pm)};
-        r = cn_ocl_launch_n(fn, dev, k2, 6, args2, nout);
+        cn_gpu_arg args2[6] = {CN_GPU_VAL(cnout), CN_GPU_VAL(cP), CN_GPU_VAL(clen),
+                               {psz, pbytes}, CN_GPU_MEM(om), CN_GPU_MEM(pm)};
+        r = cn_gpu_launch_n(fn, dev, k2, 6, args2, nout);
     }
     if (r == CN_OK && tmp_out)
-        r = cn_ocl_copy_bytes(out->storage, (size_t)out->offset * cn_dsize(O), tmp_out, 0,
+        r = cn_gpu_copy_bytes(out->storage, (size_t)out->offset * cn_dsize(O), tmp_out, 0,
                               (size_t)nout * cn_dsize(O));
     if (tmp_out) cn_storage_release(tmp_out);
     if (part) cn_storage_release(part);

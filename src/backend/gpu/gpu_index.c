@@ -1,4 +1,4 @@
-/* Joining, indexing and padding on OpenCL: concat, gather, index_select,
+/* Joining, indexing and padding: concat, gather, index_select,
  * scatter_add, pad, one_hot, tril, triu, slice_scatter. One work item per
  * output element, each finding its operands' elements from its
  * coordinates (shapes and strides passed as nd8 structs), so inputs of any
@@ -10,7 +10,7 @@
  * the axis and adds the matching src elements in order, as the CPU does
  * (no atomics). Indices out of range are reported through a flag buffer
  * (the first value a work item saw) with the CPU kernels' messages. */
-#include "ocl_kernels.h"
+#include "gpu_kernels.h"
 #include "../pad_geom.h"
 
 #include <inttypes.h>
@@ -18,7 +18,7 @@
 #include <string.h>
 
 static const char index_src[] =
-    CN_OCL_ND8_SRC CN_OCL_BAD_SRC
+    CN_GPU_ND8_SRC CN_GPU_BAD_SRC
     "__kernel void cn_gather(__global T *out, long oo, __global const T *x, long xo, nd8 xs,\n"
     "                        __global const IT *ix, long io, nd8 is, nd8 shape, int nd,\n"
     "                        long L, long xa, long n, __global int *bad) {\n"
@@ -32,7 +32,7 @@ static const char index_src[] =
     "        ioff += c * is.v[d];\n"
     "    }\n"
     "    long v = (long)ix[ioff];\n"
-    "    if (v < 0 || v >= L) { CN_OCL_BAD(bad, v); return; }\n"
+    "    if (v < 0 || v >= L) { CN_GPU_BAD(bad, v); return; }\n"
     "    out[oo + e] = x[xoff + v * xa];\n"
     "}\n"
     /* every index element in [0, L) */
@@ -46,7 +46,7 @@ static const char index_src[] =
     "        rem /= shape.v[d];\n"
     "    }\n"
     "    long v = (long)ix[ioff];\n"
-    "    if (v < 0 || v >= L) CN_OCL_BAD(bad, v);\n"
+    "    if (v < 0 || v >= L) CN_GPU_BAD(bad, v);\n"
     "}\n"
     "__kernel void cn_pad(__global T *out, long oo, __global const T *x, long xo, nd8 xs,\n"
     "                     nd8 shape, nd8 xl, nd8 before, int nd, int mode, ulong val, long n) {\n"
@@ -95,13 +95,13 @@ static const char index_src[] =
     "        rem /= shape.v[d];\n"
     "    }\n"
     "    long v = (long)ix[ioff];\n"
-    "    if (v < 0 || v >= C) CN_OCL_BAD(bad, v);\n"
+    "    if (v < 0 || v >= C) CN_GPU_BAD(bad, v);\n"
     "    out[oo + e] = v == k;\n"
     "}\n";
 
 /* scatter_add needs arithmetic on T (f32, f64, i32, i64). */
 static const char scatter_src[] =
-    CN_OCL_ND8_SRC
+    CN_GPU_ND8_SRC
     "__kernel void cn_scatter(__global T *out, long oo, __global const T *x, long xo, nd8 xs,\n"
     "                         __global const IT *ix, long io, nd8 is, __global const T *src,\n"
     "                         long so, nd8 ss, nd8 oshape, nd8 ishape, int nd, int axis,\n"
@@ -128,24 +128,24 @@ static const char scatter_src[] =
     "    out[oo + e] = acc;\n"
     "}\n";
 
-static void nd8_of(cn_ocl_nd8 *v, int nd, const int64_t *a) {
+static void nd8_of(cn_gpu_nd8 *v, int nd, const int64_t *a) {
     memset(v, 0, sizeof *v);
     for (int d = 0; d < nd; d++) v->v[d] = a[d];
 }
 
-static cl_kernel index_kernel(const char *fn, cn_ocl_dev *dev, cn_dtype dt, cn_dtype it,
+static cn_gpu_kernel index_kernel(const char *fn, cn_gpu_dev *dev, cn_dtype dt, cn_dtype it,
                               bool arith, const char *name) {
     char defs[128];
     snprintf(defs, sizeof defs, "#define T %s\n#define IT %s\n",
-             arith ? cn_ocl_ctype(dt) : cn_ocl_x_bits_type(dt), it == CN_I64 ? "long" : "int");
-    return cn_ocl_x_kernel(fn, dev, defs, arith ? scatter_src : index_src, name);
+             arith ? cn_gpu_ctype(dt) : cn_gpu_x_bits_type(dt), it == CN_I64 ? "long" : "int");
+    return cn_gpu_x_kernel(fn, dev, defs, arith ? scatter_src : index_src, name);
 }
 
 /* Run after a kernel that reports into f: the CPU's message for a bad
  * index, built by msg from the value. */
-static int flag_done(cn_ocl_flag *f, int rc, int64_t *bad) {
-    if (rc >= 0) rc = cn_ocl_flag_read(f, bad);
-    cn_ocl_flag_free(f);
+static int flag_done(cn_gpu_flag *f, int rc, int64_t *bad) {
+    if (rc >= 0) rc = cn_gpu_flag_read(f, bad);
+    cn_gpu_flag_free(f);
     return rc;
 }
 
@@ -153,7 +153,7 @@ static int flag_done(cn_ocl_flag *f, int rc, int64_t *bad) {
 
 static int gather(const char *op, const cn_tensor *x, const cn_tensor *index, int axis,
                   bool select, cn_tensor *out) {
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
     int nd = out->ndim;
     int64_t shape[CN_MAX_DIMS] = {1}, xs[CN_MAX_DIMS] = {0}, is[CN_MAX_DIMS] = {0};
     int64_t L = 1, xa = 0;
@@ -169,26 +169,26 @@ static int gather(const char *op, const cn_tensor *x, const cn_tensor *index, in
         L = x->shape[axis];
         xa = x->strides[axis];
     }
-    cl_kernel k = index_kernel(op, dev, (cn_dtype)x->dtype, (cn_dtype)index->dtype, false,
+    cn_gpu_kernel k = index_kernel(op, dev, (cn_dtype)x->dtype, (cn_dtype)index->dtype, false,
                                "cn_gather");
     if (!k) return CN_EINVAL;
-    cn_ocl_flag f;
-    int rc = cn_ocl_flag_new(out, &f);
+    cn_gpu_flag f;
+    int rc = cn_gpu_flag_new(out, &f);
     if (rc < 0) return rc;
-    cn_ocl_nd8 vxs, vis, vsh;
+    cn_gpu_nd8 vxs, vis, vsh;
     nd8_of(&vxs, nd, xs);
     nd8_of(&vis, nd, is);
     nd8_of(&vsh, nd, shape);
-    cl_mem om = cn_ocl_mem(out), xm = cn_ocl_mem(x), im = cn_ocl_mem(index);
-    cl_long oo = out->offset, xo = x->offset, io = index->offset, cL = L, cxa = xa;
-    cl_long n = cn_shape_numel(nd, shape);
-    cl_int cnd = nd;
-    cn_ocl_arg args[] = {CN_OCL_MEM(om),  CN_OCL_VAL(oo),  CN_OCL_MEM(xm), CN_OCL_VAL(xo),
-                         CN_OCL_VAL(vxs), CN_OCL_MEM(im),  CN_OCL_VAL(io), CN_OCL_VAL(vis),
-                         CN_OCL_VAL(vsh), CN_OCL_VAL(cnd), CN_OCL_VAL(cL), CN_OCL_VAL(cxa),
-                         CN_OCL_VAL(n),   CN_OCL_MEM(f.mem)};
+    cn_gpu_buf om = cn_gpu_buf_of(out), xm = cn_gpu_buf_of(x), im = cn_gpu_buf_of(index);
+    int64_t oo = out->offset, xo = x->offset, io = index->offset, cL = L, cxa = xa;
+    int64_t n = cn_shape_numel(nd, shape);
+    int cnd = nd;
+    cn_gpu_arg args[] = {CN_GPU_MEM(om),  CN_GPU_VAL(oo),  CN_GPU_MEM(xm), CN_GPU_VAL(xo),
+                         CN_GPU_VAL(vxs), CN_GPU_MEM(im),  CN_GPU_VAL(io), CN_GPU_VAL(vis),
+                         CN_GPU_VAL(vsh), CN_GPU_VAL(cnd), CN_GPU_VAL(cL), CN_GPU_VAL(cxa),
+                         CN_GPU_VAL(n),   CN_GPU_MEM(f.mem)};
     int64_t bad = 0;
-    rc = flag_done(&f, cn_ocl_x_launch1(op, dev, k, 14, args, n), &bad);
+    rc = flag_done(&f, cn_gpu_x_launch1(op, dev, k, 14, args, n), &bad);
     if (rc < 0) return rc;
     if (rc > 0)
         return cn_failc(CN_EINVAL, "%s: index %" PRId64 " is out of range for axis %d of size %" PRId64,
@@ -201,8 +201,8 @@ static int gather(const char *op, const cn_tensor *x, const cn_tensor *index, in
 static int scatter_add(const cn_tensor *x, const cn_tensor *index, const cn_tensor *src, int axis,
                        cn_tensor *out) {
     const char *op = "scatter_add";
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
-    int rc = cn_ocl_x_fp64(op, dev, (cn_dtype)out->dtype);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
+    int rc = cn_gpu_x_fp64(op, dev, (cn_dtype)out->dtype);
     if (rc < 0) return rc;
     int nd = out->ndim;
     int64_t oshape[CN_MAX_DIMS] = {1}, ishape[CN_MAX_DIMS] = {1}, xs[CN_MAX_DIMS] = {0},
@@ -221,41 +221,41 @@ static int scatter_add(const cn_tensor *x, const cn_tensor *index, const cn_tens
         }
         L = x->shape[axis];
     }
-    cn_ocl_nd8 vxs, vis, vss, vos, vish;
+    cn_gpu_nd8 vxs, vis, vss, vos, vish;
     nd8_of(&vxs, nd, xs);
     nd8_of(&vis, nd, is);
     nd8_of(&vss, nd, ss);
     nd8_of(&vos, nd, oshape);
     nd8_of(&vish, nd, ishape);
-    cl_mem om = cn_ocl_mem(out), xm = cn_ocl_mem(x), im = cn_ocl_mem(index),
-           sm = cn_ocl_mem(src);
-    cl_long oo = out->offset, xo = x->offset, io = index->offset, so = src->offset, cL = L;
-    cl_int cnd = nd, cax = axis;
-    cl_long ni = cn_shape_numel(nd, ishape), no = cn_shape_numel(nd, oshape);
+    cn_gpu_buf om = cn_gpu_buf_of(out), xm = cn_gpu_buf_of(x), im = cn_gpu_buf_of(index),
+           sm = cn_gpu_buf_of(src);
+    int64_t oo = out->offset, xo = x->offset, io = index->offset, so = src->offset, cL = L;
+    int cnd = nd, cax = axis;
+    int64_t ni = cn_shape_numel(nd, ishape), no = cn_shape_numel(nd, oshape);
     if (ni > 0) {
-        cl_kernel kc = index_kernel(op, dev, CN_U8, (cn_dtype)index->dtype, false, "cn_check");
+        cn_gpu_kernel kc = index_kernel(op, dev, CN_U8, (cn_dtype)index->dtype, false, "cn_check");
         if (!kc) return CN_EINVAL;
-        cn_ocl_flag f;
-        if ((rc = cn_ocl_flag_new(out, &f)) < 0) return rc;
-        cn_ocl_arg cargs[] = {CN_OCL_MEM(im),   CN_OCL_VAL(io), CN_OCL_VAL(vis), CN_OCL_VAL(vish),
-                              CN_OCL_VAL(cnd),  CN_OCL_VAL(cL), CN_OCL_VAL(ni),
-                              CN_OCL_MEM(f.mem)};
+        cn_gpu_flag f;
+        if ((rc = cn_gpu_flag_new(out, &f)) < 0) return rc;
+        cn_gpu_arg cargs[] = {CN_GPU_MEM(im),   CN_GPU_VAL(io), CN_GPU_VAL(vis), CN_GPU_VAL(vish),
+                              CN_GPU_VAL(cnd),  CN_GPU_VAL(cL), CN_GPU_VAL(ni),
+                              CN_GPU_MEM(f.mem)};
         int64_t bad = 0;
-        rc = flag_done(&f, cn_ocl_x_launch1(op, dev, kc, 8, cargs, ni), &bad);
+        rc = flag_done(&f, cn_gpu_x_launch1(op, dev, kc, 8, cargs, ni), &bad);
         if (rc < 0) return rc;
         if (rc > 0)
             return cn_failc(CN_EINVAL,
                             "scatter_add: index %" PRId64 " is out of range for axis %d of size %" PRId64,
                             bad, axis, L);
     }
-    cl_kernel k = index_kernel(op, dev, (cn_dtype)out->dtype, (cn_dtype)index->dtype, true,
+    cn_gpu_kernel k = index_kernel(op, dev, (cn_dtype)out->dtype, (cn_dtype)index->dtype, true,
                                "cn_scatter");
     if (!k) return CN_EINVAL;
-    cn_ocl_arg args[] = {CN_OCL_MEM(om),   CN_OCL_VAL(oo),   CN_OCL_MEM(xm),  CN_OCL_VAL(xo),
-                         CN_OCL_VAL(vxs),  CN_OCL_MEM(im),   CN_OCL_VAL(io),  CN_OCL_VAL(vis),
-                         CN_OCL_MEM(sm),   CN_OCL_VAL(so),   CN_OCL_VAL(vss), CN_OCL_VAL(vos),
-                         CN_OCL_VAL(vish), CN_OCL_VAL(cnd),  CN_OCL_VAL(cax), CN_OCL_VAL(no)};
-    return cn_ocl_x_launch1(op, dev, k, 16, args, no);
+    cn_gpu_arg args[] = {CN_GPU_MEM(om),   CN_GPU_VAL(oo),   CN_GPU_MEM(xm),  CN_GPU_VAL(xo),
+                         CN_GPU_VAL(vxs),  CN_GPU_MEM(im),   CN_GPU_VAL(io),  CN_GPU_VAL(vis),
+                         CN_GPU_MEM(sm),   CN_GPU_VAL(so),   CN_GPU_VAL(vss), CN_GPU_VAL(vos),
+                         CN_GPU_VAL(vish), CN_GPU_VAL(cnd),  CN_GPU_VAL(cax), CN_GPU_VAL(no)};
+    return cn_gpu_x_launch1(op, dev, k, 16, args, no);
 }
 
 /* ---- pad ---- */
@@ -263,55 +263,55 @@ static int scatter_add(const cn_tensor *x, const cn_tensor *index, const cn_tens
 static int pad(const cn_tensor *x, const int64_t *pads, int npads, int mode, double value,
                cn_tensor *out) {
     const char *op = "pad";
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
     int64_t oshape[CN_MAX_DIMS], L[CN_MAX_DIMS], xs[CN_MAX_DIMS], before[CN_MAX_DIMS];
     int nd = cn_pad_geometry(x, out, pads, npads, oshape, L, xs, before);
-    cl_kernel k = index_kernel(op, dev, (cn_dtype)out->dtype, CN_I64, false, "cn_pad");
+    cn_gpu_kernel k = index_kernel(op, dev, (cn_dtype)out->dtype, CN_I64, false, "cn_pad");
     if (!k) return CN_EINVAL;
-    cl_ulong val = 0;
+    uint64_t val = 0;
     cn_store_f64(&val, (cn_dtype)out->dtype, 0, value);
-    cn_ocl_nd8 vxs, vsh, vl, vb;
+    cn_gpu_nd8 vxs, vsh, vl, vb;
     nd8_of(&vxs, nd, xs);
     nd8_of(&vsh, nd, oshape);
     nd8_of(&vl, nd, L);
     nd8_of(&vb, nd, before);
-    cl_mem om = cn_ocl_mem(out), xm = cn_ocl_mem(x);
-    cl_long oo = out->offset, xo = x->offset, n = cn_shape_numel(nd, oshape);
-    cl_int cnd = nd, cmode = mode;
-    cn_ocl_arg args[] = {CN_OCL_MEM(om), CN_OCL_VAL(oo),  CN_OCL_MEM(xm),    CN_OCL_VAL(xo),
-                         CN_OCL_VAL(vxs), CN_OCL_VAL(vsh), CN_OCL_VAL(vl),   CN_OCL_VAL(vb),
-                         CN_OCL_VAL(cnd), CN_OCL_VAL(cmode), CN_OCL_VAL(val), CN_OCL_VAL(n)};
-    return cn_ocl_x_launch1(op, dev, k, 12, args, n);
+    cn_gpu_buf om = cn_gpu_buf_of(out), xm = cn_gpu_buf_of(x);
+    int64_t oo = out->offset, xo = x->offset, n = cn_shape_numel(nd, oshape);
+    int cnd = nd, cmode = mode;
+    cn_gpu_arg args[] = {CN_GPU_MEM(om), CN_GPU_VAL(oo),  CN_GPU_MEM(xm),    CN_GPU_VAL(xo),
+                         CN_GPU_VAL(vxs), CN_GPU_VAL(vsh), CN_GPU_VAL(vl),   CN_GPU_VAL(vb),
+                         CN_GPU_VAL(cnd), CN_GPU_VAL(cmode), CN_GPU_VAL(val), CN_GPU_VAL(n)};
+    return cn_gpu_x_launch1(op, dev, k, 12, args, n);
 }
 
 /* ---- one_hot ---- */
 
 static int one_hot(const cn_tensor *index, cn_tensor *out) {
     const char *op = "one_hot";
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
     int nd = index->ndim;
     int64_t shape[CN_MAX_DIMS] = {1}, is[CN_MAX_DIMS] = {0};
     for (int d = 0; d < nd; d++) {
         shape[d] = index->shape[d];
         is[d] = index->strides[d];
     }
-    cl_kernel k = index_kernel(op, dev, CN_U8, (cn_dtype)index->dtype, false, "cn_one_hot");
+    cn_gpu_kernel k = index_kernel(op, dev, CN_U8, (cn_dtype)index->dtype, false, "cn_one_hot");
     if (!k) return CN_EINVAL;
-    cn_ocl_flag f;
-    int rc = cn_ocl_flag_new(out, &f);
+    cn_gpu_flag f;
+    int rc = cn_gpu_flag_new(out, &f);
     if (rc < 0) return rc;
-    cn_ocl_nd8 vis, vsh;
+    cn_gpu_nd8 vis, vsh;
     nd8_of(&vis, nd, is);
     nd8_of(&vsh, nd, shape);
-    cl_mem om = cn_ocl_mem(out), im = cn_ocl_mem(index);
-    cl_long oo = out->offset, io = index->offset, C = out->shape[out->ndim - 1];
-    cl_long n = cn_shape_numel(out->ndim, out->shape);
-    cl_int cnd = nd;
-    cn_ocl_arg args[] = {CN_OCL_MEM(om),  CN_OCL_VAL(oo),  CN_OCL_MEM(im), CN_OCL_VAL(io),
-                         CN_OCL_VAL(vis), CN_OCL_VAL(vsh), CN_OCL_VAL(cnd), CN_OCL_VAL(C),
-                         CN_OCL_VAL(n),   CN_OCL_MEM(f.mem)};
+    cn_gpu_buf om = cn_gpu_buf_of(out), im = cn_gpu_buf_of(index);
+    int64_t oo = out->offset, io = index->offset, C = out->shape[out->ndim - 1];
+    int64_t n = cn_shape_numel(out->ndim, out->shape);
+    int cnd = nd;
+    cn_gpu_arg args[] = {CN_GPU_MEM(om),  CN_GPU_VAL(oo),  CN_GPU_MEM(im), CN_GPU_VAL(io),
+                         CN_GPU_VAL(vis), CN_GPU_VAL(vsh), CN_GPU_VAL(cnd), CN_GPU_VAL(C),
+                         CN_GPU_VAL(n),   CN_GPU_MEM(f.mem)};
     int64_t bad = 0;
-    rc = flag_done(&f, cn_ocl_x_launch1(op, dev, k, 10, args, n), &bad);
+    rc = flag_done(&f, cn_gpu_x_launch1(op, dev, k, 10, args, n), &bad);
     if (rc < 0) return rc;
     if (rc > 0)
         return cn_failc(CN_EINVAL, "one_hot: class %" PRId64 " is out of range for num_classes %" PRId64,
@@ -323,23 +323,23 @@ static int one_hot(const cn_tensor *index, cn_tensor *out) {
 
 static int tri(const cn_tensor *x, int64_t kk, bool upper, cn_tensor *out) {
     const char *op = upper ? "triu" : "tril";
-    cn_ocl_dev *dev = cn_ocl_dev_of(out->storage);
+    cn_gpu_dev *dev = cn_gpu_dev_of(out->storage);
     int nd = x->ndim;
     int64_t R = x->shape[nd - 2], C = x->shape[nd - 1];
     /* Beyond these bounds every k gives the same result. */
-    cl_long k = kk < -R - 1 ? -R - 1 : kk > C + 1 ? C + 1 : kk;
-    cl_kernel kn = index_kernel(op, dev, (cn_dtype)out->dtype, CN_I64, false, "cn_tri");
+    int64_t k = kk < -R - 1 ? -R - 1 : kk > C + 1 ? C + 1 : kk;
+    cn_gpu_kernel kn = index_kernel(op, dev, (cn_dtype)out->dtype, CN_I64, false, "cn_tri");
     if (!kn) return CN_EINVAL;
-    cn_ocl_nd8 vxs, vsh;
+    cn_gpu_nd8 vxs, vsh;
     nd8_of(&vxs, nd, x->strides);
     nd8_of(&vsh, nd, x->shape);
-    cl_mem om = cn_ocl_mem(out), xm = cn_ocl_mem(x);
-    cl_long oo = out->offset, xo = x->offset, n = cn_shape_numel(nd, x->shape);
-    cl_int cnd = nd, cup = upper;
-    cn_ocl_arg args[] = {CN_OCL_MEM(om),  CN_OCL_VAL(oo), CN_OCL_MEM(xm), CN_OCL_VAL(xo),
-                         CN_OCL_VAL(vxs), CN_OCL_VAL(vsh), CN_OCL_VAL(cnd), CN_OCL_VAL(k),
-                         CN_OCL_VAL(cup), CN_OCL_VAL(n)};
-    return cn_ocl_x_launch1(op, dev, kn, 10, args, n);
+    cn_gpu_buf om = cn_gpu_buf_of(out), xm = cn_gpu_buf_of(x);
+    int64_t oo = out->offset, xo = x->offset, n = cn_shape_numel(nd, x->shape);
+    int cnd = nd, cup = upper;
+    cn_gpu_arg args[] = {CN_GPU_MEM(om),  CN_GPU_VAL(oo), CN_GPU_MEM(xm), CN_GPU_VAL(xo),
+                         CN_GPU_VAL(vxs), CN_GPU_VAL(vsh), CN_GPU_VAL(cnd), CN_GPU_VAL(k),
+                         CN_GPU_VAL(cup), CN_GPU_VAL(n)};
+    return cn_gpu_x_launch1(op, dev, kn, 10, args, n);
 }
 
 /* ---- concat and slice_scatter: copies into views of out ---- */
@@ -351,7 +351,7 @@ static int concat(cn_tensor *const *in, int nin, int axis, cn_tensor *out) {
             cn_tensor v = *out;
             v.shape[axis] = in[j]->shape[axis];
             v.offset = out->offset + at * out->strides[axis];
-            int rc = cn_ocl_x_copy(&v, in[j]);
+            int rc = cn_gpu_x_copy(&v, in[j]);
             if (rc < 0) return rc;
         }
         at += in[j]->shape[axis];
@@ -360,7 +360,7 @@ static int concat(cn_tensor *const *in, int nin, int axis, cn_tensor *out) {
 }
 
 static int slice_scatter(cn_tensor *const *in, const cn_attrs *a, cn_tensor *out) {
-    int rc = cn_ocl_x_copy(out, in[0]);
+    int rc = cn_gpu_x_copy(out, in[0]);
     if (rc < 0) return rc;
     const cn_tensor *src = in[1];
     if (cn_shape_numel(src->ndim, src->shape) == 0) return CN_OK;
@@ -371,10 +371,10 @@ static int slice_scatter(cn_tensor *const *in, const cn_attrs *a, cn_tensor *out
     memcpy(v.shape, src->shape, sizeof v.shape);
     v.strides[ax] = out->strides[ax] * a->i[3];
     v.offset = out->offset + a->i[1] * out->strides[ax];
-    return cn_ocl_x_copy(&v, src);
+    return cn_gpu_x_copy(&v, src);
 }
 
-int cn_ocl_k_index(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+int cn_gpu_k_index(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                    cn_tensor *out) {
     switch (id) {
     case CN_OP_concat: return concat(in, nin, (int)a->i[0], out);
@@ -388,6 +388,6 @@ int cn_ocl_k_index(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a
     case CN_OP_triu: return tri(in[0], a->i[0], true, out);
     case CN_OP_slice_scatter: return slice_scatter(in, a, out);
     default:
-        return cn_failc(CN_EUNSUPPORTED, "opencl: op %d is not an indexing op", (int)id);
+        return cn_failc(CN_EUNSUPPORTED, "gpu kernels: op %d is not an indexing op", (int)id);
     }
 }

@@ -1,0 +1,141 @@
+/* cuBLAS's GEMM for the shared kernels' cn_gpu_gemm_run (gpu_linalg.c).
+ * The operands are row-major views; cuBLAS is column-major, so C = A B is
+ * issued as C^T = B^T A^T, each operand read as it lies (a matrix whose
+ * rows are contiguous is, to cuBLAS, its own transpose). f32 and f64 where
+ * every operand has a unit stride on one axis; batches as strided batched
+ * products over the innermost batch axis (outer ones in a loop). Other
+ * layouts and dtypes go to the plain kernel. */
+#include "cuda_backend.h"
+#include "../gpu/gpu_kernels.h"
+
+#include <cublas_v2.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tf32 = -1; /* -1: read CN_CUDA_TF32 on first use */
+
+void cn_cuda_set_tf32(bool on) { tf32 = on; }
+
+static bool tf32_on(void) {
+    if (tf32 < 0) {
+        const char *e = getenv("CN_CUDA_TF32");
+        tf32 = e && e[0] == '1';
+    }
+    return tf32 == 1;
+}
+
+/* How cuBLAS reads a rows x cols row-major operand with strides (rs, cs):
+ * *trans false when its rows are contiguous (cuBLAS sees its transpose:
+ * "no transpose" in the swapped product), true when its columns are;
+ * false overall when neither. */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans,
+                        int64_t *ld) {
+    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+    int64_t ers = rows == 1 ? c1 : rs, ecs = cols == 1 ? 1 : cs;
+    if (ecs == 1 && ers >= c1) {
+        *trans = false;
+        *ld = ers;
+        return true;
+    }
+    ers = rows == 1 ? 1 : rs;
+    ecs = cols == 1 ? r1 : cs;
+    if (ers == 1 && ecs >= r1) {
+        *trans = true;
+        *ld = ecs;
+        return true;
+    }
+    return false;
+}
+
+static const char *status_name(cublasStatus_t s) { return cublasGetStatusString(s); }
+
+/* d's handle on its stream (under d->blas_lock). NULL after cn_fail. */
+static cublasHandle_t handle_of(const char *fn, cn_cuda_dev *d) {
+    if (!d->blas) {
+        cublasHandle_t h = NULL;
+        cublasStatus_t s = cublasCreate(&h);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            cn_failc(s == CUBLAS_STATUS_ALLOC_FAILED ? CN_ENOMEM : CN_EUNSUPPORTED,
+                     "%s: cuBLAS did not start on %s: %s", fn, d->g.label, status_name(s));
+            return NULL;
+        }
+        cublasSetStream(h, (cudaStream_t)d->stream);
+        d->blas = h;
+    }
+    cublasHandle_t h = d->blas;
+    cublasSetMathMode(h, tf32_on() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    return h;
+}
+
+int cn_cuda_gemm_cublas(const char *fn, cn_gpu_dev *g, const cn_gpu_gemm *p) {
+    if ((p->dt != CN_F32 && p->dt != CN_F64) || p->k == 0) return 1;
+    bool ta, tb;
+    int64_t lda, ldb;
+    if (!blas_layout(p->m, p->k, p->rsa, p->csa, &ta, &lda) ||
+        !blas_layout(p->k, p->n, p->rsb, p->csb, &tb, &ldb) || p->ldc < p->n)
+        return 1;
+    int64_t ldc = p->ldc > 0 ? p->ldc : 1;
+    if (p->m > INT_MAX || p->n > INT_MAX || p->k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX)
+        return 1;
+    /* Batch axes of more than one product; the innermost is cuBLAS's. */
+    int nb = 0;
+    int64_t shape[CN_GPU_GEMM_MAX_BATCH], sa[CN_GPU_GEMM_MAX_BATCH], sb[CN_GPU_GEMM_MAX_BATCH],
+        sc[CN_GPU_GEMM_MAX_BATCH];
+    for (int d = 0; d < p->nb; d++) {
+        if (p->bshape[d] == 1) continue;
+        shape[nb] = p->bshape[d];
+        sa[nb] = p->bsa[d];
+        sb[nb] = p->bsb[d];
+        sc[nb] = p->bsc[d];
+        nb++;
+    }
+    int64_t inner = nb ? shape[nb - 1] : 1, outer = 1;
+    for (int d = 0; d + 1 < nb; d++) outer *= shape[d];
+    if (inner > INT_MAX) return 1;
+    int64_t isa = nb ? sa[nb - 1] : 0, isb = nb ? sb[nb - 1] : 0, isc = nb ? sc[nb - 1] : 0;
+
+    cn_cuda_dev *d = (cn_cuda_dev *)g;
+    int rc = cn_cuda_enter(fn, d);
+    if (rc < 0) return rc;
+    pthread_mutex_lock(&d->blas_lock);
+    cublasHandle_t h = handle_of(fn, d);
+    if (!h) {
+        pthread_mutex_unlock(&d->blas_lock);
+        return CN_EUNSUPPORTED;
+    }
+    size_t es = cn_dsize(p->dt);
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    for (int64_t o = 0; o < outer && st == CUBLAS_STATUS_SUCCESS; o++) {
+        int64_t oa = p->oa, ob = p->ob, oc = p->oc, rem = o;
+        for (int q = nb - 2; q >= 0; q--) {
+            int64_t i = rem % shape[q];
+            rem /= shape[q];
+            oa += i * sa[q];
+            ob += i * sb[q];
+            oc += i * sc[q];
+        }
+        char *A = (char *)p->a + oa * (int64_t)es, *B = (char *)p->b + ob * (int64_t)es;
+        char *C = (char *)p->c + oc * (int64_t)es;
+        if (p->dt == CN_F32) {
+            const float one = 1.0f, beta = p->accumulate ? 1.0f : 0.0f;
+            st = cublasSgemmStridedBatched(h, opb, opa, (int)p->n, (int)p->m, (int)p->k, &one,
+                                           (const float *)B, (int)ldb, isb, (const float *)A,
+                                           (int)lda, isa, &beta, (float *)C, (int)ldc, isc,
+                                           (int)inner);
+        } else {
+            const double one = 1.0, beta = p->accumulate ? 1.0 : 0.0;
+            st = cublasDgemmStridedBatched(h, opb, opa, (int)p->n, (int)p->m, (int)p->k, &one,
+                                           (const double *)B, (int)ldb, isb, (const double *)A,
+                                           (int)lda, isa, &beta, (double *)C, (int)ldc, isc,
+                                           (int)inner);
+        }
+    }
+    pthread_mutex_unlock(&d->blas_lock);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return cn_failc(st == CUBLAS_STATUS_ALLOC_FAILED ? CN_ENOMEM : CN_EUNSUPPORTED,
+                        "%s: cuBLAS on %s: %s", fn, g->label, status_name(st));
+    return CN_OK;
+}

@@ -1,0 +1,21 @@
+/* NVRTC, the part of the CUDA backend that needs no GPU: compiling the
+ * shared kernels' source (tests compile every kernel the OpenCL backend
+ * ran). Free of the driver's header so tests can include it. */
+#ifndef CN_CUDA_NVRTC_H
+#define CN_CUDA_NVRTC_H
+
+#include <stddef.h>
+
+/* The CUDA side of the shared kernels' dialect (gpu.h), put in front of
+ * every program. */
+const char *cn_cuda_dialect(void);
+/* Compiles source (the dialect header goes in front) for `arch`
+ * ("sm_90" for a device's own code, "compute_80" for PTX) with extra
+ * options (may be NULL). Returns the image (CUBIN for sm_, PTX text
+ * NUL-terminated for compute_; free() it) and its size, or NULL after
+ * cn_fail carrying the compiler's log. */
+void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_t *size);
+/* The newest architecture this NVRTC compiles for (90 for sm_90). */
+int cn_cuda_nvrtc_newest(int *arch);
+
+#endif
