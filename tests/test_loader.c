@@ -364,6 +364,46 @@ static void test_normalize_u8(void) {
     cn_loader_free(l);
 }
 
+/* On a device: the same batches as on the CPU, arriving on the device,
+ * with and without prefetching; an absent device is refused at creation. */
+static void test_device(void) {
+    cn_tensor *x, *y;
+    make_dataset(&x, &y);
+    cn_tensor *ds[2] = {x, y};
+    cn_device nodev = CN_DEVICE(CN_DEVICE_OPENCL, 99);
+    CHECK_ERROR(cn_loader_new(ds, 2, &(cn_loader_opts){.batch_size = 4, .device = nodev}),
+                "opencl:99");
+    if (cn_device_count(CN_DEVICE_OPENCL) == 0) {
+        printf("skipped: no OpenCL platform (the loader on a device)\n");
+        return;
+    }
+    cn_device dev = CN_DEVICE(CN_DEVICE_OPENCL, 0);
+    for (int prefetch = 0; prefetch <= 2; prefetch++) {
+        cn_loader_opts o = {.batch_size = 8, .shuffle = true, .seed = 5, .prefetch = prefetch};
+        cn_loader *host = cn_loader_new(ds, 2, &o);
+        o.device = dev;
+        cn_loader *ondev = cn_loader_new(ds, 2, &o);
+        CHECK(host && ondev);
+        for (int b = 0; host && ondev && b < 6; b++) {
+            cn_scope_begin();
+            cn_tensor *hb[2], *db[2];
+            int rh = cn_loader_next(host, hb), rd = cn_loader_next(ondev, db);
+            CHECK(rh == rd);
+            if (rh == 1 && rd == 1) {
+                for (int c = 0; c < 2; c++) {
+                    CHECK(cn_device_equal(cn_tensor_device(db[c]), dev));
+                    cn_tensor *back = cn_to(db[c], CN_CPU);
+                    CHECK_MSG(back && cn_equal(back, hb[c]), "prefetch %d batch %d tensor %d",
+                              prefetch, b, c);
+                }
+            }
+            cn_scope_end();
+        }
+        cn_loader_free(host);
+        cn_loader_free(ondev);
+    }
+}
+
 static void test_errors(void) {
     cn_tensor *x, *y;
     make_dataset(&x, &y);
@@ -405,5 +445,6 @@ int main(void) {
     RUN(test_transforms);
     RUN(test_normalize_u8);
     RUN(test_errors);
+    RUN(test_device);
     return th_summary();
 }

@@ -11,8 +11,14 @@
  * Threads: tensor structs and scopes are per-thread and reference counts
  * are not atomic, so the background thread never touches a cn_tensor: it
  * reads the dataset's (immutable, contiguous) bytes and writes plain
- * buffers from cn_alloc, which the caller's thread wraps into tensors. */
+ * buffers from cn_alloc, which the caller's thread wraps into tensors.
+ *
+ * On a device (opts.device): the background thread also copies each batch
+ * there, into storages (not tensors), so the copy overlaps the caller's
+ * work on the previous batch; the copy is issued on the device's queue, so
+ * kernels the caller issues later see the data without a wait. */
 #include "../io/fileio.h"
+#include "../backend/backend.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -55,6 +61,7 @@ typedef struct item {
     int status; /* 1 batch, 0 end of epoch, < 0 error */
     int64_t rows;
     void *buf[LOADER_MAX_TENSORS];
+    cn_storage *dev[LOADER_MAX_TENSORS]; /* the batch on the device (buf then NULL) */
     char err[512];
 } item;
 
@@ -74,6 +81,7 @@ struct cn_loader {
     bool shuffle, drop_last, started;
     uint64_t seed;
     int prefetch;
+    cn_device device; /* where batches go (the CPU: they stay in buf) */
     int64_t epoch; /* the epoch cn_loader_next is in */
     int sticky;    /* a failed production stops the loader: its status */
     char sticky_msg[512];
@@ -275,9 +283,38 @@ static void produce(cn_loader *l, cursor *cur, item *it) {
 }
 
 static void item_clear(item *it) {
-    for (int c = 0; c < LOADER_MAX_TENSORS; c++)
+    for (int c = 0; c < LOADER_MAX_TENSORS; c++) {
         cn_free(it->buf[c]);
+        if (it->dev[c]) cn_storage_release(it->dev[c]);
+    }
     memset(it, 0, sizeof *it);
+}
+
+/* A batch's buffers copied to the loader's device (it->dev), the host
+ * buffers freed. On failure the item becomes an error. Either thread. */
+static void upload(const cn_loader *l, item *it) {
+    if (it->status != 1 || l->device.kind == CN_DEVICE_CPU) return;
+    const cn_backend *b = cn_backend_for(l->device, "loader_next");
+    for (int c = 0; c < l->ncols && b; c++) {
+        size_t n = (size_t)it->rows * l->col[c].out_sample_bytes;
+        cn_storage *s = cn_storage_new_on(l->device, n ? n : 1);
+        if (!s || b->write(s, 0, it->buf[c], n, false) < 0) {
+            if (s) cn_storage_release(s);
+            b = NULL;
+            break;
+        }
+        it->dev[c] = s;
+        cn_free(it->buf[c]);
+        it->buf[c] = NULL;
+    }
+    if (!b) {
+        char msg[sizeof it->err];
+        snprintf(msg, sizeof msg, "loader_next: copying a batch to %s: %s",
+                 cn_dev_name(l->device), cn_last_error());
+        item_clear(it);
+        it->status = CN_ENOMEM;
+        memcpy(it->err, msg, sizeof msg);
+    }
 }
 
 /* ---- the background thread ---- */
@@ -293,6 +330,7 @@ static void *producer_main(void *arg) {
         if (stop) break;
         item it;
         produce(l, &l->cur, &it);
+        upload(l, &it);
         pthread_mutex_lock(&l->mu);
         l->q[(l->qhead + l->qcount) % QUEUE_CAP] = it;
         l->qcount++;
@@ -343,6 +381,7 @@ cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loade
                        (long long)opts->batch_size);
     if (opts->prefetch < 0 || opts->prefetch > QUEUE_CAP)
         return cn_fail("%s: prefetch is %d; it must be 0 to %d", fn, opts->prefetch, QUEUE_CAP);
+    if (opts->device.kind != CN_DEVICE_CPU && !cn_backend_for(opts->device, fn)) return NULL;
     int64_t n = -1;
     char b1[160], b2[160];
     for (int i = 0; i < ntensors; i++) {
@@ -375,6 +414,7 @@ cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loade
     l->drop_last = opts->drop_last;
     l->seed = opts->seed;
     l->prefetch = opts->prefetch;
+    l->device = opts->device;
     l->nbatches = l->drop_last ? n / l->batch_size : (n + l->batch_size - 1) / l->batch_size;
     for (int i = 0; i < ntensors; i++) {
         column *c = &l->col[i];
@@ -555,6 +595,22 @@ int cn_loader_set_epoch(cn_loader *l, int64_t epoch) {
     return CN_OK;
 }
 
+/* A contiguous tensor over storage s (taking over its reference). */
+static cn_tensor *wrap_storage(cn_dtype dt, int ndim, const int64_t *shape, cn_storage *s) {
+    cn_tensor *t = cn_t_alloc();
+    if (!t) {
+        cn_storage_release(s);
+        return NULL;
+    }
+    t->storage = s;
+    t->dtype = (uint8_t)dt;
+    t->ndim = (int8_t)ndim;
+    t->flags = CN_TF_LEAF;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    cn_contiguous_strides(ndim, shape, t->strides);
+    return t;
+}
+
 int cn_loader_next(cn_loader *l, cn_tensor **batch) {
     static const char fn[] = "loader_next";
     if (!l) return CN_EINVAL;
@@ -566,6 +622,7 @@ int cn_loader_next(cn_loader *l, cn_tensor **batch) {
     item it;
     if (l->prefetch == 0) {
         produce(l, &l->cur, &it);
+        upload(l, &it);
     } else {
         if (!l->running) {
             int st = start_thread(l);
@@ -598,8 +655,13 @@ int cn_loader_next(cn_loader *l, cn_tensor **batch) {
         int64_t shape[CN_MAX_DIMS];
         shape[0] = it.rows;
         memcpy(shape + 1, col->shape, sizeof(int64_t) * (size_t)col->ndim);
-        out[c] = cn_t_from_alloc(col->dt, col->ndim + 1, shape, it.buf[c]);
-        it.buf[c] = NULL;
+        if (it.dev[c]) {
+            out[c] = wrap_storage(col->dt, col->ndim + 1, shape, it.dev[c]);
+            it.dev[c] = NULL;
+        } else {
+            out[c] = cn_t_from_alloc(col->dt, col->ndim + 1, shape, it.buf[c]);
+            it.buf[c] = NULL;
+        }
         if (!out[c]) status = CN_ENOMEM;
     }
     for (int c = 0; c < l->ncols; c++) {
