@@ -15,7 +15,8 @@ int cn_tool_devices(int argc, char **argv) {
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: chutney devices [--json]\n\n"
                    "Lists the devices Chutney can run on: each as its name for --device\n"
-                   "(cpu:0, opencl:0, ...), with its memory and compute units.\n");
+                   "(cpu:0, opencl:0, cuda:0, ...), with its memory and compute units (and\n"
+                   "a GPU's compute capability), and for each kind without devices, why.\n");
             return 0;
         } else {
             fprintf(stderr, "devices: unknown option '%s' (usage: chutney devices [--json])\n",
@@ -41,11 +42,17 @@ int cn_tool_devices(int argc, char **argv) {
                 printf("%s{\"device\": \"%s\", \"name\": \"", shown ? ", " : "", name);
                 for (const char *c = info.name; *c; c++)
                     printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
-                printf("\", \"memory_bytes\": %llu, \"compute_units\": %d}",
+                printf("\", \"memory_bytes\": %llu, \"compute_units\": %d",
                        (unsigned long long)info.memory_bytes, info.compute_units);
+                if (info.capability[0])
+                    printf(", \"compute_capability\": \"%s\"", info.capability);
+                printf("}");
             } else {
-                printf("%-10s %-44.44s %8.1f GiB  %3d compute units  %s\n", name, info.name, gib,
-                       info.compute_units, info.driver);
+                char cc[40] = "";
+                if (info.capability[0])
+                    snprintf(cc, sizeof cc, "compute capability %s, ", info.capability);
+                printf("%-10s %-44.44s %8.1f GiB  %3d compute units  %s%s\n", name, info.name,
+                       gib, info.compute_units, cc, info.driver);
             }
             shown++;
         }
@@ -53,11 +60,16 @@ int cn_tool_devices(int argc, char **argv) {
     if (json) {
         printf("]\n");
     } else {
-        for (int k = 1; k < CN_DEVICE_KIND_COUNT; k++)
-            if (cn_device_count((cn_device_kind)k) == 0)
-                printf("%-10s none (%s)\n", kinds[k],
-                       k == CN_DEVICE_OPENCL ? "no OpenCL platform, or built without OpenCL"
-                                             : "no CUDA backend in this build");
+        /* Why a kind has none: the library's error for its first device
+         * (not built, no platform, no driver, no GPU). */
+        for (int k = 1; k < CN_DEVICE_KIND_COUNT; k++) {
+            if (cn_device_count((cn_device_kind)k) > 0) continue;
+            cn_device_info info;
+            const char *why = "none";
+            if (cn_device_get_info(CN_DEVICE(k, 0), &info) < 0) why = cn_last_error();
+            printf("%-10s none: %s\n", kinds[k], why);
+            cn_clear_error();
+        }
     }
     return 0;
 }

@@ -34,7 +34,11 @@ expect_status "train --device tpu" 2 "device 'tpu': unknown kind" "$CHUTNEY" tra
 expect_status "train --device opencl:7" 1 "no device opencl:7" "$CHUTNEY" train --model mlp --device opencl:7
 expect_status "train --device opencl:x" 2 "device 'opencl:x'" "$CHUTNEY" train --model mlp --device opencl:x
 expect_status "eval --device tpu" 2 "unknown kind" "$CHUTNEY" eval --model mlp --load x.ckpt --device tpu
-expect_status "eval --device cuda" 1 "no device cuda:0" "$CHUTNEY" eval --model mlp --load x.ckpt --device cuda
+if "$CHUTNEY" devices | grep -q '^cuda:0'; then
+    echo "ok: eval --device cuda: not checked (this machine has a CUDA device)"
+else
+    expect_status "eval --device cuda" 1 "no device cuda:0" "$CHUTNEY" eval --model mlp --load x.ckpt --device cuda
+fi
 expect_status "run --device opencl:7" 1 "no device opencl:7" "$CHUTNEY" run m.onnx --output-dir "$tmp/o" --device opencl:7
 expect_status "run --device tpu" 2 "unknown kind" "$CHUTNEY" run m.onnx --output-dir "$tmp/o" --device tpu
 expect_error "train --device without a value" "--device needs a value" "$CHUTNEY" train --model mlp --device
