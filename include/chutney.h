@@ -629,6 +629,12 @@ enum {
 /* d(root)/d(leaves), accumulated into each leaf's grad. seed is the gradient
  * of root (NULL: root must have one element, seed 1). Frees the record
  * unless flags has CN_GRAD_RETAIN_GRAPH. */
+/* Called with each leaf as soon as a cn_backward (or cn_backward_ex) has
+ * made its .grad final, while the rest of the backward pass still runs
+ * (PyTorch's post-accumulate-grad hooks; data-parallel training starts
+ * averaging gradients from here). One hook per thread; NULL removes it. */
+typedef void (*cn_grad_ready_fn)(cn_tensor *leaf, void *ctx);
+void cn_set_grad_ready_hook(cn_grad_ready_fn fn, void *ctx);
 int cn_backward(cn_tensor *root, cn_tensor *seed);
 int cn_backward_ex(cn_tensor *root, cn_tensor *seed, unsigned flags);
 
@@ -859,6 +865,13 @@ typedef struct cn_loader_opts {
     int prefetch;       /* 0: prepare each batch in cn_loader_next; 1 or 2: ahead */
     cn_device device;   /* batches are given on this device (zero: the CPU); with
                            prefetch, the copy is made on the background thread */
+    /* Data-parallel shards: with shard_count > 1, each epoch's order (the
+     * same on every shard: same seed) is cut into global batches of
+     * batch_size x shard_count samples, and this loader gives rows
+     * [shard_index x batch_size, +batch_size) of each, so the shards
+     * together see exactly what one loader of the global batch with
+     * drop_last would (a last, partial global batch is dropped). */
+    int shard_index, shard_count;
 } cn_loader_opts;
 cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loader_opts *opts);
 void cn_loader_free(cn_loader *l);
@@ -1559,6 +1572,66 @@ typedef struct cn_onnx_op_info {
 int cn_onnx_op_count(void);
 /* Entry i into *info; CN_EINVAL if i is out of range. */
 int cn_onnx_get_op_info(int i, cn_onnx_op_info *info);
+
+/* ------------------------------------------------------------------------ */
+/* Distributed training (MPI)                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Processes started together by `mpirun -np N` (or Slurm's srun) form one
+ * job; each has a rank in [0, N). cn_dist_init once (it starts MPI; argc
+ * and argv may be NULL), cn_dist_finalize at the end. Without MPI in the
+ * build (cn_dist_available false), or started without mpirun, the job is
+ * one process of rank 0 and the collectives change nothing. */
+bool cn_dist_available(void);
+int cn_dist_init(int *argc, char ***argv);
+int cn_dist_finalize(void);
+int cn_dist_rank(void); /* 0 before cn_dist_init */
+int cn_dist_size(void); /* 1 before cn_dist_init */
+/* Ends the whole job (every rank) with this exit status: for a rank that
+ * cannot go on, so the others do not wait for it. */
+void cn_dist_abort(int code);
+
+/* Collectives: every rank calls them in the same order, on tensors of the
+ * same shape and dtype (f32, f64, i32, i64), on the CPU, contiguous.
+ * Allreduce is in place; its sums run in one fixed order of the ranks (a
+ * ring), so reruns give the same bits, and every rank gets the same
+ * result. */
+typedef enum cn_dist_op { CN_DIST_SUM, CN_DIST_MEAN, CN_DIST_MAX, CN_DIST_MIN } cn_dist_op;
+int cn_dist_allreduce(cn_tensor *t, cn_dist_op op);
+int cn_dist_broadcast(cn_tensor *t, int root);  /* root's values to every rank */
+cn_tensor *cn_dist_allgather(cn_tensor *t);     /* [size, ...t's shape], rank order */
+int cn_dist_barrier(void);
+
+/* Data-parallel training (PyTorch's DistributedDataParallel): made after
+ * the optimiser, on every rank, it
+ *   - checks that every rank has the same model (parameter names, shapes
+ *     and dtypes), an error naming the first rank that differs;
+ *   - broadcasts rank 0's parameters and buffers, so every rank starts
+ *     from the same values;
+ *   - averages the gradients over the ranks before each cn_optimizer_step
+ *     (eager steps and compiled training steps alike), in buckets of about
+ *     bucket_bytes; in eager mode a bucket is sent as soon as cn_backward
+ *     has made its gradients final (cn_set_grad_ready_hook), while the rest
+ *     of the backward pass runs, on a thread of its own.
+ * Give each rank its own shard of the data (cn_loader_opts.shard_*), and
+ * the global batch is the per-rank batch times the number of ranks. One
+ * wrapper per optimiser; free it before the optimiser. */
+typedef struct cn_ddp cn_ddp;
+typedef struct cn_ddp_opts {
+    size_t bucket_bytes; /* 0: 4 MiB */
+    bool no_overlap;     /* average everything in cn_optimizer_step instead */
+} cn_ddp_opts;
+cn_ddp *cn_ddp_new(cn_module *m, cn_optimizer *opt, const cn_ddp_opts *opts);
+void cn_ddp_free(cn_ddp *d);
+/* Broadcast rank 0's buffers (BatchNorm's running statistics) to every
+ * rank, e.g. before evaluating. */
+int cn_ddp_sync_buffers(cn_ddp *d);
+typedef struct cn_ddp_stats {
+    int64_t steps, buckets, bytes; /* averaged so far */
+    double comm_seconds;           /* the communication thread's time in collectives */
+    double wait_seconds;           /* cn_optimizer_step's wait for them */
+} cn_ddp_stats;
+int cn_ddp_get_stats(const cn_ddp *d, cn_ddp_stats *s);
 
 #ifdef __cplusplus
 }

@@ -11,9 +11,11 @@ required="build-essential cmake pkg-config libopenblas-dev zlib1g-dev libstb-dev
 python3-numpy python3-torch dataset-fashion-mnist"
 # For work that is coming (ONNX import/export, oneDNN kernels, graph drawings,
 # a second compiler; torchvision's models for the ONNX real-model test, clang
-# for `make fuzz`). Installed when possible; the build works without them.
+# for `make fuzz`; OpenMPI for distributed training and iproute2 for its
+# two-host test). Installed when possible; the build works without them.
 optional="libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx libonnx-testdata python3-torchvision
-libdnnl-dev graphviz clang ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd libclblast-dev clinfo"
+libdnnl-dev graphviz clang ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd libclblast-dev clinfo
+libopenmpi-dev openmpi-bin iproute2"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     # shellcheck disable=SC2086 # one package per word

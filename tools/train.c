@@ -25,6 +25,8 @@ typedef struct train_args {
     uint64_t seed;
     bool json, quiet;
     bool static_mode; /* --mode static (the default): the step is one compiled program */
+    bool distributed; /* --distributed: one rank of an MPI job (data-parallel) */
+    int rank, nranks; /* 0 and 1 unless distributed */
 } train_args;
 
 static double now_s(void) {
@@ -153,8 +155,29 @@ static double evaluate(cn_module *m, const dataset *d, int64_t batch, const trai
     return ok ? (n ? (double)correct / (double)n : 0) : -1;
 }
 
-/* evaluate() for training's test passes; a failure is reported here. */
+/* evaluate() for training's test passes; a failure is reported here.
+ * Distributed, each rank takes its slice of the test set and the counts
+ * are summed. */
 static double test_accuracy(cn_module *m, const dataset *d, const train_args *a) {
+    if (a->nranks > 1) {
+        int64_t n = cn_shape(d->images)[0];
+        int64_t lo = n * a->rank / a->nranks, hi = n * (a->rank + 1) / a->nranks;
+        cn_scope_begin();
+        dataset part = {.images = cn_narrow(d->images, 0, lo, hi - lo),
+                        .labels = cn_narrow(d->labels, 0, lo, hi - lo)};
+        double acc = hi > lo ? evaluate(m, &part, a->batch, a, NULL) : 0;
+        cn_tensor *counts = cn_zeros(CN_F64, CN_SHAPE(2));
+        if (acc >= 0) {
+            cn_set(counts, (int64_t[]){0}, (double)llround(acc * (double)(hi - lo)));
+            cn_set(counts, (int64_t[]){1}, (double)(hi - lo));
+        }
+        bool ok = acc >= 0 && cn_dist_allreduce(counts, CN_DIST_SUM) == 0;
+        double all = ok ? cn_get(counts, (int64_t[]){1}) : 0;
+        acc = ok ? (all > 0 ? cn_get(counts, (int64_t[]){0}) / all : 0) : -1;
+        cn_scope_end();
+        if (acc < 0) fprintf(stderr, "chutney: test pass failed: %s\n", cn_last_error());
+        return acc;
+    }
     double acc = evaluate(m, d, a->batch, a, NULL);
     if (acc < 0) fprintf(stderr, "chutney: test pass failed: %s\n", cn_last_error());
     return acc;
@@ -342,7 +365,11 @@ static void train_usage(FILE *f) {
             "update into one program (graph passes, fusion, memory planning) and runs it\n"
             "per batch; --mode eager runs each op as it is called (the same losses).\n"
             "--device cpu (the default), opencl or opencl:N: where the model lives and\n"
-            "the steps run (`chutney devices` lists them); checkpoints load on any device.\n");
+            "the steps run (`chutney devices` lists them); checkpoints load on any device.\n"
+            "--distributed: run as one rank of `mpirun -np N chutney train ...` (or srun):\n"
+            "data-parallel, each rank trains on its shard of every global batch (--batch\n"
+            "per rank, so the global batch is N times it), gradients averaged over the\n"
+            "ranks; rank 0 prints and writes checkpoints; the test pass is split.\n");
 }
 
 static int parse_args(int argc, char **argv, train_args *a, bool eval) {
@@ -370,6 +397,7 @@ static int parse_args(int argc, char **argv, train_args *a, bool eval) {
         else if (!strcmp(k, "--logits") && eval) { TAKE(); a->logits = v; }
         else if (!strcmp(k, "--device")) { TAKE(); a->device_name = v; }
         else if (!strcmp(k, "--json")) a->json = true;
+        else if (!strcmp(k, "--distributed") && !eval) a->distributed = true;
         else if (!strcmp(k, "--mode") && !eval) {
             TAKE();
             if (!strcmp(v, "static")) a->static_mode = true;
@@ -438,11 +466,71 @@ static int resolve_device(train_args *a) {
     return rc;
 }
 
+/* Every rank must train on the same data: a hash of the training split's
+ * shape and first images, compared over the ranks. */
+static int check_same_data(const dataset *d, const train_args *a) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    const int64_t *sh = cn_shape(d->images);
+    for (int i = 0; i < cn_ndim(d->images); i++) h = (h ^ (uint64_t)sh[i]) * 0x100000001b3ull;
+    int64_t n = sh[0] < 64 ? sh[0] : 64;
+    cn_scope_begin();
+    cn_tensor *first = cn_contiguous(cn_narrow(d->images, 0, 0, n));
+    const unsigned char *b = first ? cn_data(first) : NULL;
+    size_t nbytes = first ? (size_t)cn_numel(first) * cn_dtype_size(cn_tensor_dtype(first)) : 0;
+    for (size_t i = 0; b && i < nbytes; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    cn_tensor *all = cn_dist_allgather(cn_full(CN_I64, CN_SHAPE(1), (double)(int64_t)(h >> 12)));
+    int bad = -1;
+    for (int r = 1; all && r < a->nranks && bad < 0; r++)
+        if (cn_get(all, (int64_t[]){r, 0}) != cn_get(all, (int64_t[]){0, 0})) bad = r;
+    cn_scope_end();
+    if (bad > 0) {
+        fprintf(stderr, "chutney: rank %d's training data differs from rank 0's (--data, "
+                        "--limit: every rank must read the same data)\n", bad);
+        return -1;
+    }
+    return all ? 0 : -1;
+}
+
+static int train_main(train_args *ap);
+
 int cn_tool_train(int argc, char **argv) {
     train_args a;
     if (parse_args(argc, argv, &a, false) < 0) return 2;
     int drc = resolve_device(&a);
     if (drc) return drc;
+    a.rank = 0;
+    a.nranks = 1;
+    if (a.distributed) {
+        if (!cn_dist_available()) {
+            fprintf(stderr, "chutney: --distributed: this build has no MPI (apt-get install "
+                            "libopenmpi-dev openmpi-bin, and build with CHUTNEY_WITH_MPI)\n");
+            return 2;
+        }
+        if (a.on_device) {
+            fprintf(stderr, "chutney: --distributed runs on the CPU for now (NCCL for CUDA "
+                            "devices is not built yet); drop --device\n");
+            return 2;
+        }
+        if (cn_dist_init(NULL, NULL) < 0) {
+            fprintf(stderr, "chutney: %s\n", cn_last_error());
+            return 1;
+        }
+        a.rank = cn_dist_rank();
+        a.nranks = cn_dist_size();
+        /* Only rank 0 talks (its counts are the job's, summed over ranks). */
+        if (a.rank != 0) a.quiet = true;
+    }
+    int rc = train_main(&a);
+    if (a.distributed) {
+        /* A rank that failed ends the job: the others would wait for it. */
+        if (rc != 0 && a.nranks > 1) cn_dist_abort(rc);
+        cn_dist_finalize();
+    }
+    return rc;
+}
+
+static int train_main(train_args *ap) {
+    train_args a = *ap;
     model_defaults(&a);
     if (a.threads) cn_set_num_threads(a.threads);
     cn_manual_seed(a.seed);
@@ -451,6 +539,11 @@ int cn_tool_train(int argc, char **argv) {
     dataset tr, te;
     if (load_split(a.data, true, a.limit, &tr) < 0 || load_split(a.data, false, a.limit, &te) < 0) {
         fprintf(stderr, "chutney: cannot load Fashion-MNIST: %s\n", cn_last_error());
+        return 1;
+    }
+    if (a.nranks > 1 && check_same_data(&tr, &a) < 0) {
+        free_split(&tr);
+        free_split(&te);
         return 1;
     }
     cn_module *model = cn_tool_make_model(a.model);
@@ -480,18 +573,33 @@ int cn_tool_train(int argc, char **argv) {
         free_split(&te);
         return 1;
     }
+    /* Data-parallel: the same model checked and rank 0's values broadcast;
+     * gradients averaged in every optimiser step from here on. */
+    cn_ddp *ddp = NULL;
+    if (a.distributed && !(ddp = cn_ddp_new(model, opt, NULL))) {
+        fprintf(stderr, "chutney: rank %d: %s\n", a.rank, cn_last_error());
+        cn_optimizer_free(opt);
+        cn_module_free(model);
+        free_split(&tr);
+        free_split(&te);
+        return 1;
+    }
     char dev_s[32];
     cn_device_str(a.device, dev_s, sizeof dev_s);
+    char ranks_s[32] = "";
+    if (a.distributed) snprintf(ranks_s, sizeof ranks_s, " x %d ranks", a.nranks);
     if (!a.quiet && !a.json)
-        printf("training %s (%lld parameters) on %s: %lld images, batch %lld, %s lr %g, "
+        printf("training %s (%lld parameters) on %s%s: %lld images, batch %lld%s, %s lr %g, "
                "%d thread%s\n",
-               a.model, (long long)cn_module_num_params(model), dev_s,
-               (long long)cn_shape(tr.images)[0], (long long)a.batch, a.optimizer, a.lr,
+               a.model, (long long)cn_module_num_params(model), dev_s, ranks_s,
+               (long long)cn_shape(tr.images)[0], (long long)(a.batch * a.nranks),
+               a.nranks > 1 ? " (global)" : "", a.optimizer, a.lr,
                cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s");
 
     cn_loader *loader = split_loader(
         &tr, &(cn_loader_opts){.batch_size = a.batch, .shuffle = true, .seed = a.seed, .prefetch = 1,
-                               .device = a.device});
+                               .device = a.device, .shard_index = a.rank,
+                               .shard_count = a.nranks});
     if (!loader) {
         fprintf(stderr, "chutney: %s\n", cn_last_error());
         return 1;
@@ -597,23 +705,43 @@ int cn_tool_train(int argc, char **argv) {
             seen += bs;
             loss_sum += last_loss * (double)bs;
             cn_scope_end();
-            if (!a.json && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199)))
+            if (!a.json && !a.quiet && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199)))
                 progress(tty, epoch + 1, a.epochs, b + 1, nb, loss_sum / (double)seen,
                          (double)correct / (double)seen,
                          (double)seen / (now_s() - e_start), now_s() - e_start);
         }
         if (rc) break;
+        if (a.nranks > 1) {
+            /* The job's figures: every rank's sums; BatchNorm's running
+             * statistics from rank 0 for the test pass. */
+            cn_scope_begin();
+            cn_tensor *sums = cn_zeros(CN_F64, CN_SHAPE(4));
+            cn_set(sums, (int64_t[]){0}, loss_sum);
+            cn_set(sums, (int64_t[]){1}, (double)correct);
+            cn_set(sums, (int64_t[]){2}, (double)seen);
+            cn_set(sums, (int64_t[]){3}, last_loss / a.nranks); /* the global batch's loss */
+            if (cn_dist_allreduce(sums, CN_DIST_SUM) < 0 || cn_ddp_sync_buffers(ddp) < 0) {
+                fprintf(stderr, "chutney: rank %d: %s\n", a.rank, cn_last_error());
+                rc = 1;
+            }
+            loss_sum = cn_get(sums, (int64_t[]){0});
+            correct = (int64_t)cn_get(sums, (int64_t[]){1});
+            seen = (int64_t)cn_get(sums, (int64_t[]){2});
+            last_loss = cn_get(sums, (int64_t[]){3});
+            cn_scope_end();
+            if (rc) break;
+        }
         if ((acc = test_accuracy(model, &te, &a)) < 0) {
             rc = 1;
             break;
         }
-        if (tty && !a.json) fputc('\n', stderr);
-        if (!a.json)
+        if (tty && !a.json && !a.quiet) fputc('\n', stderr);
+        if (!a.json && !a.quiet)
             printf("epoch %d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%\n",
                    epoch + 1, loss_sum / (double)(seen ? seen : 1),
                    100.0 * (double)correct / (double)(seen ? seen : 1), 100 * acc);
         fflush(stdout);
-        if (a.save && save_checkpoint(a.save, &a, model, opt, epoch + 1) < 0) {
+        if (a.save && a.rank == 0 && save_checkpoint(a.save, &a, model, opt, epoch + 1) < 0) {
             fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
             rc = 1;
         }
@@ -624,7 +752,9 @@ int cn_tool_train(int argc, char **argv) {
     double sps = train_time > 0 ? (double)timed_samples / train_time
                  : all_time > 0 ? (double)all_samples / all_time
                                 : 0;
-    if (rc == 0) {
+    /* Distributed: every rank trained its share in the time; the job's rate. */
+    sps *= a.nranks;
+    if (rc == 0 && a.rank == 0) {
         printf("test accuracy: %.2f%% on %s\n", 100 * acc, dev_s);
         cn_program_stats ps = {0};
         if (prog) cn_program_stats_get(prog, &ps);
@@ -632,12 +762,13 @@ int cn_tool_train(int argc, char **argv) {
         char loss_s[32] = "null";
         if (isfinite(last_loss)) snprintf(loss_s, sizeof loss_s, "%.9g", last_loss);
         if (a.json)
-            printf("{\"model\":\"%s\",\"device\":\"%s\",\"mode\":\"%s\",\"epochs\":%d,"
+            printf("{\"model\":\"%s\",\"device\":\"%s\",\"ranks\":%d,\"mode\":\"%s\",\"epochs\":%d,"
                    "\"test_accuracy\":%.4f,"
                    "\"samples_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
                    "\"final_loss\":%s,\"program_steps\":%d,\"planned_mb\":%.3f,"
                    "\"unplanned_mb\":%.3f}\n",
-                   a.model, dev_s, prog ? "static" : "eager", a.epochs, acc, sps, now_s() - t_start,
+                   a.model, dev_s, a.nranks, prog ? "static" : "eager", a.epochs, acc, sps,
+                   now_s() - t_start,
                    peak_rss_mb(), loss_s, ps.nsteps, ps.planned_bytes / 1e6,
                    ps.unplanned_bytes / 1e6);
     }
@@ -646,6 +777,15 @@ int cn_tool_train(int argc, char **argv) {
     cn_release(ph[1]);
     cn_graph_free(graph);
     cn_loader_free(loader);
+    if (ddp && a.rank == 0 && a.json) {
+        cn_ddp_stats st;
+        if (cn_ddp_get_stats(ddp, &st) == 0)
+            fprintf(stderr, "ddp: %lld steps, %lld buckets, %.1f MB averaged, %.2f s in "
+                            "collectives, %.2f s waited for them\n",
+                    (long long)st.steps, (long long)st.buckets, (double)st.bytes / 1e6,
+                    st.comm_seconds, st.wait_seconds);
+    }
+    cn_ddp_free(ddp);
     cn_optimizer_free(opt);
     cn_module_free(model);
     free_split(&tr);

@@ -30,6 +30,9 @@ const char *cn_build_info(void) {
 #ifdef CN_HAVE_CUDA
            " +cuda"
 #endif
+#ifdef CN_HAVE_MPI
+           " +mpi"
+#endif
 #ifdef __AVX2__
            " avx2"
 #endif

@@ -82,6 +82,7 @@ struct cn_loader {
     uint64_t seed;
     int prefetch;
     cn_device device; /* where batches go (the CPU: they stay in buf) */
+    int64_t shard_index, shard_count; /* 0 and 1 without shards */
     int64_t epoch; /* the epoch cn_loader_next is in */
     int sticky;    /* a failed production stops the loader: its status */
     char sticky_msg[512];
@@ -220,7 +221,7 @@ static void produce(cn_loader *l, cursor *cur, item *it) {
         make_perm(l, cur->epoch, cur->perm);
         cur->perm_epoch = cur->epoch;
     }
-    int64_t start = cur->batch * l->batch_size;
+    int64_t start = cur->batch * l->batch_size * l->shard_count + l->shard_index * l->batch_size;
     int64_t rows = l->n - start < l->batch_size ? l->n - start : l->batch_size;
     it->rows = rows;
     /* Scratch for transform chains: the largest intermediate sample. */
@@ -382,6 +383,10 @@ cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loade
     if (opts->prefetch < 0 || opts->prefetch > QUEUE_CAP)
         return cn_fail("%s: prefetch is %d; it must be 0 to %d", fn, opts->prefetch, QUEUE_CAP);
     if (opts->device.kind != CN_DEVICE_CPU && !cn_backend_for(opts->device, fn)) return NULL;
+    if (opts->shard_count < 0 || (opts->shard_count > 1 &&
+                                  (opts->shard_index < 0 || opts->shard_index >= opts->shard_count)))
+        return cn_fail("%s: shard %d of %d: give 0 <= shard_index < shard_count", fn,
+                       opts->shard_index, opts->shard_count);
     int64_t n = -1;
     char b1[160], b2[160];
     for (int i = 0; i < ntensors; i++) {
@@ -415,7 +420,13 @@ cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loade
     l->seed = opts->seed;
     l->prefetch = opts->prefetch;
     l->device = opts->device;
-    l->nbatches = l->drop_last ? n / l->batch_size : (n + l->batch_size - 1) / l->batch_size;
+    l->shard_count = opts->shard_count > 1 ? opts->shard_count : 1;
+    l->shard_index = opts->shard_count > 1 ? opts->shard_index : 0;
+    if (l->shard_count > 1)
+        /* Whole global batches only. */
+        l->nbatches = l->batch_size > n / l->shard_count ? 0 : n / (l->batch_size * l->shard_count);
+    else
+        l->nbatches = l->drop_last ? n / l->batch_size : (n + l->batch_size - 1) / l->batch_size;
     for (int i = 0; i < ntensors; i++) {
         column *c = &l->col[i];
         c->data = cn_t_host_contiguous(tensors[i]);

@@ -113,7 +113,20 @@ typedef struct value {
     cn_tensor *grad;  /* accumulated gradient (owned), or NULL */
     bool needed;      /* on a path to a target */
     bool target;
+    int32_t last_use; /* the walk index of the last node reading it (-1: none) */
 } value;
+
+/* The gradient-ready hook (per thread): called as soon as a leaf's .grad is
+ * final in a cn_backward, while the walk goes on (data-parallel training
+ * starts averaging it then). Without a hook leaves get their gradients at
+ * the end, as before. */
+static _Thread_local cn_grad_ready_fn grad_ready_fn;
+static _Thread_local void *grad_ready_ctx;
+
+void cn_set_grad_ready_hook(cn_grad_ready_fn fn, void *ctx) {
+    grad_ready_fn = fn;
+    grad_ready_ctx = ctx;
+}
 
 typedef struct walk {
     value *v;
@@ -291,6 +304,21 @@ static int walk_vjp_multi(walk *w, const cn_op_def *op, const cn_node *n, value 
     return CN_OK;
 }
 
+/* Move v's gradient into its leaf's .grad (adding to one it has). */
+static int deliver_leaf(value *v, bool create) {
+    cn_tensor *g = v->grad;
+    v->grad = NULL;
+    if (v->t->grad) {
+        if (accumulate_leaf(v->t->grad, g)) return CN_OK;
+        return accumulate(&v->t->grad, g) < 0 ? CN_EINVAL : CN_OK;
+    }
+    /* A new .grad gets its own buffer (only then: copying a gradient that
+     * is about to be added somewhere is waste). */
+    if (!create && !(g = own_buffer(g))) return CN_EINVAL;
+    v->t->grad = g;
+    return CN_OK;
+}
+
 typedef struct engine_args {
     cn_tensor *const *roots;
     cn_tensor *const *seeds;
@@ -420,6 +448,21 @@ static int run_engine(const engine_args *e) {
         if (accumulate(&w.v[k].grad, g) < 0) goto fail;
     }
 
+    /* With a gradient-ready hook, each leaf target's last reader, so its
+     * gradient can be delivered right after that node. */
+    bool early = grad_ready_fn && !e->inputs;
+    if (early) {
+        for (int k = 0; k < w.n; k++) w.v[k].last_use = -1;
+        for (int k = 0; k < w.n; k++) {
+            cn_node *n = w.v[k].t->node;
+            if (!n) continue;
+            for (int i = 0; i < n->nin; i++) {
+                int32_t j = map_get(&w.map, n->in[i]);
+                if (j >= 0 && w.v[j].last_use < k) w.v[j].last_use = k;
+            }
+        }
+    }
+
     /* The walk. */
     uint64_t writes_now = __atomic_load_n((uint64_t *)&cn_inplace_writes, __ATOMIC_RELAXED);
     for (int k = 0; k < w.n; k++) {
@@ -473,6 +516,14 @@ static int run_engine(const engine_args *e) {
             cn_release(v->grad);
             v->grad = NULL;
         }
+        if (early) {
+            for (int i = 0; i < n->nin; i++) {
+                int32_t j = map_get(&w.map, n->in[i]);
+                if (j < 0 || w.v[j].last_use != k || !w.v[j].target || !w.v[j].grad) continue;
+                if (deliver_leaf(&w.v[j], create) < 0) goto fail;
+                grad_ready_fn(w.v[j].t, grad_ready_ctx);
+            }
+        }
     }
 
     /* Deliver. */
@@ -494,17 +545,8 @@ static int run_engine(const engine_args *e) {
         for (int k = 0; k < w.n; k++) {
             value *v = &w.v[k];
             if (!v->target || !v->grad) continue;
-            cn_tensor *g = v->grad;
-            v->grad = NULL;
-            if (v->t->grad) {
-                if (accumulate_leaf(v->t->grad, g)) continue;
-                if (accumulate(&v->t->grad, g) < 0) goto fail;
-            } else {
-                /* A new .grad gets its own buffer (only then: copying a
-                 * gradient that is about to be added somewhere is waste). */
-                if (!create && !(g = own_buffer(g))) goto fail;
-                v->t->grad = g;
-            }
+            if (deliver_leaf(v, create) < 0) goto fail;
+            if (early) grad_ready_fn(v->t, grad_ready_ctx);
         }
     }
     if (!(e->flags & (CN_GRAD_RETAIN_GRAPH | CN_GRAD_CREATE_GRAPH))) {

@@ -61,6 +61,9 @@ struct cn_optimizer {
      * step compiled into a program runs without malloc). */
     cn_optim_update *w_items;
     int64_t *w_start;
+    /* Runs first in every step (data-parallel averaging, ddp.c). */
+    int (*pre_step)(void *ctx);
+    void *pre_step_ctx;
     int *w_item_of;
     cn_tensor **w_ptmp, **w_gtmp;
 };
@@ -475,8 +478,17 @@ void cn_optimizer_free(cn_optimizer *o) { opt_destroy(o); }
 
 /* ---- step ---- */
 
+void cn_opt_set_pre_step(cn_optimizer *o, int (*fn)(void *ctx), void *ctx) {
+    o->pre_step = fn;
+    o->pre_step_ctx = ctx;
+}
+
 int cn_optimizer_step(cn_optimizer *o) {
     if (!o) return CN_EINVAL;
+    if (o->pre_step) {
+        int prc = o->pre_step(o->pre_step_ctx);
+        if (prc < 0) return prc;
+    }
     int n = o->n, rc = CN_OK, nitems = 0;
     if (!o->w_items) {
         size_t m = (size_t)(n ? n : 1);
@@ -610,6 +622,8 @@ out:
 cn_tensor *cn_opt_param(const cn_optimizer *o, int i) {
     return o && i >= 0 && i < o->n ? o->s[i].p : NULL;
 }
+
+int cn_opt_count(const cn_optimizer *o) { return o ? o->n : 0; }
 
 int cn_optimizer_zero_grad(cn_optimizer *o) {
     if (!o) return CN_EINVAL;

@@ -27,6 +27,11 @@ double cn_opt_state_init(cn_opt_alg alg, const cn_opt_hyper *h, int slot);
 void cn_opt_prepare(cn_opt_alg alg, const cn_opt_hyper *h, cn_dtype dt, int64_t t,
                     cn_optim_update *it);
 
+/* fn(ctx) runs at the start of every cn_optimizer_step; a negative return
+ * stops the step with that status (NULL removes it). */
+void cn_opt_set_pre_step(cn_optimizer *o, int (*fn)(void *ctx), void *ctx);
+int cn_opt_count(const cn_optimizer *o);
+
 /* Parameter i (borrowed), NULL if out of range. */
 cn_tensor *cn_opt_param(const cn_optimizer *o, int i);
 

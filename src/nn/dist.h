@@ -1,0 +1,20 @@
+/* The distributed layer's internal interface (dist.c): collectives on raw
+ * host buffers, for the data-parallel wrapper (ddp.c) and the training
+ * tools, which hold tensors' bytes already. */
+#ifndef CN_NN_DIST_H
+#define CN_NN_DIST_H
+
+#include "../core/core.h"
+
+bool cn_dist_initialized(void);
+/* In place over n elements of dt (f32, f64, i32, i64); scratch, if not
+ * NULL, holds at least n / size + 1 elements (else one is allocated). */
+int cn_dist_allreduce_raw(void *data, int64_t n, cn_dtype dt, cn_dist_op op, void *scratch);
+int cn_dist_broadcast_raw(void *data, size_t nbytes, int root);
+/* out: size x nbytes, rank order. */
+int cn_dist_allgather_raw(const void *in, size_t nbytes, void *out);
+/* An error naming the first rank whose value differs from rank 0's
+ * ("fn: rank 1's WHAT differs from rank 0's"). */
+int cn_dist_check_same(uint64_t value, const char *fn, const char *what);
+
+#endif
