@@ -1602,6 +1602,19 @@ int cn_dist_broadcast(cn_tensor *t, int root);  /* root's values to every rank *
 cn_tensor *cn_dist_allgather(cn_tensor *t);     /* [size, ...t's shape], rank order */
 int cn_dist_barrier(void);
 
+/* Messages between two ranks, as ops (differentiable: a model split over
+ * processes trains with cn_backward on each). cn_send sends t's values to
+ * rank dst and returns a token (an f32 scalar 0); cn_backward(token, NULL)
+ * on the sender receives t's gradient back and goes on from t. cn_recv
+ * receives a tensor of the given dtype and shape from rank src; token is
+ * NULL (a fresh one is made) or any f32 scalar; cn_backward through the
+ * result sends its gradient back to src. Tags 0 to 2^20 - 1 pair the two
+ * sides (gradients use tag + 2^20). CPU tensors; blocking until the peer
+ * takes or gives the message. In a static graph, keep the token among the
+ * program's outputs (nothing else uses it). */
+cn_tensor *cn_send(cn_tensor *t, int dst, int tag);
+cn_tensor *cn_recv(cn_tensor *token, cn_dtype dt, int ndim, const int64_t *shape, int src, int tag);
+
 /* Data-parallel training (PyTorch's DistributedDataParallel): made after
  * the optimiser, on every rank, it
  *   - checks that every rank has the same model (parameter names, shapes

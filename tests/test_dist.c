@@ -4,7 +4,8 @@
  * process training on the global batch (computed on every rank, no
  * communication), in eager mode (with and without overlapping the
  * averaging) and as a compiled training step; reruns give the same bits;
- * a rank with a different model is named in the error.
+ * a rank with a different model is named in the error; a model split over
+ * two ranks with send/recv gives one process's loss and gradients.
  *
  * With N ranks and per-rank batch b, one process with batch N b and
  * drop_last sees the same samples in the same steps; the gradients differ
@@ -204,6 +205,53 @@ static void test_data_parallel(void) {
     }
 }
 
+/* Two stages of a model on ranks 0 and 1 joined by send/recv: the loss and
+ * both stages' weight gradients equal one process's, to the bit (the same
+ * ops on the same values; the messages carry exact bytes). */
+static void test_send_recv(void) {
+    if (cn_dist_size() < 2) {
+        CHECK_ERROR(cn_send(cn_ones(CN_F32, CN_SHAPE(2)), 1, 0), "not another rank");
+        printf("skipped: one process (send and recv need two ranks)\n");
+        return;
+    }
+    int r = cn_dist_rank();
+    cn_manual_seed(11);
+    cn_tensor *x = cn_randn(CN_F64, CN_SHAPE(5, 4));
+    cn_tensor *w0 = cn_randn(CN_F64, CN_SHAPE(4, 3)), *w1 = cn_randn(CN_F64, CN_SHAPE(3, 2));
+    cn_set_requires_grad(w0, true);
+    cn_set_requires_grad(w1, true);
+    /* One process: both stages. */
+    cn_tensor *h = cn_tanh(cn_matmul(x, w0));
+    cn_tensor *loss = cn_sum(cn_square(cn_matmul(h, w1)), NULL, 0, false);
+    CHECK(cn_backward(loss, NULL) == 0);
+    cn_tensor *g0 = cn_clone(cn_get_grad(w0)), *g1 = cn_clone(cn_get_grad(w1));
+    double want = cn_item(loss);
+    cn_zero_grad(w0);
+    cn_zero_grad(w1);
+    if (r == 0) {
+        cn_tensor *tok = cn_send(cn_tanh(cn_matmul(x, w0)), 1, 7);
+        CHECK(tok && cn_requires_grad(tok) && cn_item(tok) == 0);
+        CHECK(cn_backward(tok, NULL) == 0);
+        CHECK_MSG(cn_get_grad(w0) && cn_equal(cn_get_grad(w0), g0),
+                  "stage 0's gradient differs from one process's");
+    } else if (r == 1) {
+        cn_tensor *hr = cn_recv(NULL, CN_F64, 2, (int64_t[]){5, 3}, 0, 7);
+        CHECK(hr && cn_requires_grad(hr));
+        cn_tensor *l = cn_sum(cn_square(cn_matmul(hr, w1)), NULL, 0, false);
+        CHECK(l && cn_item(l) == want);
+        CHECK(cn_backward(l, NULL) == 0);
+        CHECK_MSG(cn_get_grad(w1) && cn_equal(cn_get_grad(w1), g1),
+                  "stage 1's gradient differs from one process's");
+    }
+    /* What they refuse: no such rank, itself, a bad tag, a bad token. */
+    CHECK_ERROR(cn_send(x, cn_dist_size(), 0), "not another rank");
+    CHECK_ERROR(cn_send(x, r, 0), "not another rank");
+    CHECK_ERROR(cn_send(x, r == 0 ? 1 : 0, -1), "tag");
+    CHECK_ERROR(cn_recv(cn_ones(CN_F32, CN_SHAPE(2)), CN_F32, 1, (int64_t[]){2}, r == 0 ? 1 : 0, 0),
+                "token");
+    CHECK(cn_dist_barrier() == 0);
+}
+
 static void test_mismatch(void) {
     if (cn_dist_size() < 2) {
         printf("skipped: one process (a mismatch between ranks needs two)\n");
@@ -231,6 +279,7 @@ int main(int argc, char **argv) {
     make_data();
     RUN(test_collectives);
     RUN(test_data_parallel);
+    RUN(test_send_recv);
     RUN(test_mismatch);
     cn_release(data_x);
     cn_release(data_y);

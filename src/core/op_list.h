@@ -12,6 +12,10 @@ CN_OP(cast)
 CN_OP(slice_scatter)
 CN_OP(full_like)
 
+/* messages between the ranks of an MPI job (comm.c) */
+CN_OP(send)
+CN_OP(recv)
+
 /* unary elementwise (unary.c) */
 CN_OP(neg)
 CN_OP(abs)

@@ -233,7 +233,7 @@ static bool small_step(const cn_ir *ir, const cn_plan *pl, int s) {
     const cn_meta *m = &pl->meta[st->out];
     /* Device steps and transfers keep the order of their device's queue. */
     if (st->dev.kind != CN_DEVICE_CPU || (st->kind == IRS_OP && st->op == CN_OP_to)) return false;
-    if (st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_RANDOM)) return false;
+    if (st->kind == IRS_OP && (cn_ops[st->op]->flags & (CN_OPF_RANDOM | CN_OPF_COMM))) return false;
     if (st->op == CN_OP_matmul || st->op == CN_OP_conv2d || st->op == CN_OP_conv_transpose2d ||
         st->op == CN_OP_conv2d_weight_grad)
         return false;

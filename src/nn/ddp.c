@@ -20,7 +20,7 @@
  * hook and the pre-step run there); the communication thread sees only raw
  * host pointers recorded by them. */
 #include "nn.h"
-#include "dist.h"
+#include "../backend/dist.h"
 #include "optim.h"
 
 #include <pthread.h>

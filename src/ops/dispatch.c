@@ -140,7 +140,7 @@ static inline cn_tensor *kernel_run(cn_op_id id, cn_tensor *const *in, int nin,
     if (CN_LIKELY(dev.kind == CN_DEVICE_CPU && !(op->flags & CN_OPF_TRANSFER))) {
         cn_kernel_fn k = cn_backend_cpu.kernels[id];
         if (!out && !(out = cn_t_empty(m->dtype, m->ndim, m->shape))) return NULL;
-        if ((cn_shape_numel(m->ndim, m->shape) > 0 || (op->flags & CN_OPF_RANDOM)) &&
+        if ((cn_shape_numel(m->ndim, m->shape) > 0 || (op->flags & (CN_OPF_RANDOM | CN_OPF_COMM))) &&
             k(id, in, nin, a, out) < 0) {
             cn_release(out);
             return NULL;
@@ -163,7 +163,7 @@ static inline cn_tensor *kernel_run(cn_op_id id, cn_tensor *const *in, int nin,
                        op->name, cn_dev_name(dev), be->name);
     }
     if (!out && !(out = cn_t_empty_on(dev, m->dtype, m->ndim, m->shape))) return NULL;
-    if (cn_shape_numel(m->ndim, m->shape) > 0 || (op->flags & CN_OPF_RANDOM)) {
+    if (cn_shape_numel(m->ndim, m->shape) > 0 || (op->flags & (CN_OPF_RANDOM | CN_OPF_COMM))) {
         if (k(id, in, nin, a, out) < 0) {
             cn_release(out);
             return NULL;

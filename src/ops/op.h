@@ -90,8 +90,10 @@ enum {
     CN_OPF_NO_HALF = 1 << 6,     /* f16/bf16 inputs are not widened (the op handles them) */
     CN_OPF_FIRST_ORDER = 1 << 7, /* a gradient op whose own gradient is not supported: its
                                     vjp and jvp fail, saying so (grad_doc says why) */
-    CN_OPF_TRANSFER = 1 << 8     /* the output goes to the device in attributes i[0], i[1]
+    CN_OPF_TRANSFER = 1 << 8,    /* the output goes to the device in attributes i[0], i[1]
                                     (cn_to): no backend kernel, a copy between devices */
+    CN_OPF_COMM = 1 << 9         /* a message between ranks (send, recv): never folded,
+                                    merged or reordered, run even when empty */
 };
 
 struct cn_op_def {

@@ -26,7 +26,7 @@ static const struct {
     {CN_OPF_FLOAT_MATH, "float_math"}, {CN_OPF_PROMOTE, "promote"},
     {CN_OPF_NONDIFF, "nondiff"}, {CN_OPF_RANDOM, "random"},
     {CN_OPF_NO_HALF, "no_half"}, {CN_OPF_FIRST_ORDER, "first_order"},
-    {CN_OPF_TRANSFER, "transfer"},
+    {CN_OPF_TRANSFER, "transfer"}, {CN_OPF_COMM, "comm"},
 };
 
 static void flags_str(uint32_t flags, char *buf, size_t n) {

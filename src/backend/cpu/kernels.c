@@ -113,4 +113,8 @@ const cn_kernel_fn cn_cpu_kernels[CN_OP_COUNT] = {
 
     /* random (random.c) */
     [CN_OP_bernoulli] = cn_cpu_k_bernoulli,
+
+    /* messages between ranks (comm.c) */
+    [CN_OP_send] = cn_cpu_k_send,
+    [CN_OP_recv] = cn_cpu_k_recv,
 };

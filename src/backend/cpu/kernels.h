@@ -99,6 +99,8 @@ int cn_cpu_k_lstm_seq_backward(cn_op_id id, cn_tensor *const *in, int nin, const
                                cn_tensor *out);
 
 /* random.c */
+int cn_cpu_k_send(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);
+int cn_cpu_k_recv(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);
 int cn_cpu_k_bernoulli(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                        cn_tensor *out);
 

@@ -81,7 +81,7 @@ int cn_pass_cse(cn_ir *ir) {
     /* Topological order: when a step is reached its inputs are final. */
     for (int s = 0; s < ir->ns; s++) {
         ir_step *st = &ir->s[s];
-        if (st->kind != IRS_OP || (cn_ops[st->op]->flags & CN_OPF_RANDOM)) continue;
+        if (st->kind != IRS_OP || (cn_ops[st->op]->flags & (CN_OPF_RANDOM | CN_OPF_COMM))) continue;
         size_t h = step_hash(st) & (cap - 1);
         for (;; h = (h + 1) & (cap - 1)) {
             if (table[h] < 0) {

@@ -10,7 +10,7 @@
 /* Folding must not turn a cheap broadcast into a big constant. */
 static bool worth_folding(const cn_ir *ir, const ir_step *st) {
     const cn_op_def *d = cn_ops[st->op];
-    if (d->flags & CN_OPF_RANDOM) return false;
+    if (d->flags & (CN_OPF_RANDOM | CN_OPF_COMM)) return false;
     int64_t in_numel = 0;
     for (int i = 0; i < st->nin; i++) {
         const cn_tensor *t = ir->v[st->in[i]].t;

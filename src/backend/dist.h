@@ -1,6 +1,6 @@
-/* The distributed layer's internal interface (dist.c): collectives on raw
- * host buffers, for the data-parallel wrapper (ddp.c) and the training
- * tools, which hold tensors' bytes already. */
+/* MPI inside the library (dist.c): collectives and point-to-point messages
+ * on raw host buffers, for the data-parallel wrapper (src/nn/ddp.c) and the
+ * send/recv ops' kernels. */
 #ifndef CN_NN_DIST_H
 #define CN_NN_DIST_H
 
@@ -16,5 +16,9 @@ int cn_dist_allgather_raw(const void *in, size_t nbytes, void *out);
 /* An error naming the first rank whose value differs from rank 0's
  * ("fn: rank 1's WHAT differs from rank 0's"). */
 int cn_dist_check_same(uint64_t value, const char *fn, const char *what);
+/* One message of nbytes to / from rank peer with tag (tags below 2^20 are
+ * the ops' own; the library keeps the rest). Blocking. */
+int cn_dist_send_raw(const void *data, size_t nbytes, int peer, int tag);
+int cn_dist_recv_raw(void *data, size_t nbytes, int peer, int tag);
 
 #endif

@@ -8,15 +8,19 @@
  * library's tuning), and the traffic per rank is 2 (N - 1) / N of the
  * buffer, the optimum.
  *
+ * It sits with the backends (below the ops) because the send and recv ops
+ * kernels use its point-to-point calls (cn_dist_send_raw, _recv_raw).
+ *
  * Threads: every MPI call of the library goes through one lock, on a
  * communicator of its own (a duplicate of MPI_COMM_WORLD), so the
  * data-parallel wrapper's communication thread (ddp.c) and the caller's
  * thread can both use it. Without MPI in the build, or started without
  * mpirun, the job is one process: the collectives are identities. */
-#include "nn.h"
 #include "dist.h"
+#include "backend.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +256,70 @@ int cn_dist_allgather_raw(const void *in, size_t nbytes, void *out) {
     pthread_mutex_unlock(&mpi_lock);
     return err == MPI_SUCCESS ? CN_OK : mpi_fail("dist_allgather", "MPI_Allgather", err);
 #else
+    return CN_OK;
+#endif
+}
+
+/* Point-to-point: the lock is not held while waiting (a recv waits for its
+ * peer, which may need this process's communication thread meanwhile), so
+ * these poll with MPI_Test under the lock instead of blocking in MPI. */
+#ifdef CN_HAVE_MPI
+static int wait_req(const char *fn, const char *what, MPI_Request *req) {
+    for (;;) {
+        int done = 0;
+        pthread_mutex_lock(&mpi_lock);
+        int err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        pthread_mutex_unlock(&mpi_lock);
+        if (err != MPI_SUCCESS) return mpi_fail(fn, what, err);
+        if (done) return CN_OK;
+        sched_yield();
+    }
+}
+#endif
+
+static int p2p_check(const char *fn, size_t nbytes, int peer, int tag) {
+    if (peer < 0 || peer >= size_)
+        return cn_failc(CN_EINVAL, "%s: rank %d is not in the job (ranks 0 to %d)", fn, peer,
+                        size_ - 1);
+    if (peer == rank_)
+        return cn_failc(CN_EINVAL, "%s: rank %d to itself: send and recv go between two ranks",
+                        fn, peer);
+    if (tag < 0 || tag >= (1 << 21))
+        return cn_failc(CN_EINVAL, "%s: tag %d (0 to 2^20 - 1)", fn, tag);
+    if (nbytes > (size_t)1 << 30)
+        return cn_failc(CN_EUNSUPPORTED, "%s: %zu bytes in one message (at most 1 GiB)", fn,
+                        nbytes);
+    return CN_OK;
+}
+
+int cn_dist_send_raw(const void *data, size_t nbytes, int peer, int tag) {
+    int rc = p2p_check("send", nbytes, peer, tag);
+    if (rc < 0) return rc;
+#ifdef CN_HAVE_MPI
+    MPI_Request req;
+    pthread_mutex_lock(&mpi_lock);
+    int err = MPI_Isend(data, (int)nbytes, MPI_BYTE, peer, 1000 + tag, comm, &req);
+    pthread_mutex_unlock(&mpi_lock);
+    if (err != MPI_SUCCESS) return mpi_fail("send", "MPI_Isend", err);
+    return wait_req("send", "MPI_Isend", &req);
+#else
+    (void)data;
+    return CN_OK;
+#endif
+}
+
+int cn_dist_recv_raw(void *data, size_t nbytes, int peer, int tag) {
+    int rc = p2p_check("recv", nbytes, peer, tag);
+    if (rc < 0) return rc;
+#ifdef CN_HAVE_MPI
+    MPI_Request req;
+    pthread_mutex_lock(&mpi_lock);
+    int err = MPI_Irecv(data, (int)nbytes, MPI_BYTE, peer, 1000 + tag, comm, &req);
+    pthread_mutex_unlock(&mpi_lock);
+    if (err != MPI_SUCCESS) return mpi_fail("recv", "MPI_Irecv", err);
+    return wait_req("recv", "MPI_Irecv", &req);
+#else
+    (void)data;
     return CN_OK;
 #endif
 }
