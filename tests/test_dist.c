@@ -169,6 +169,23 @@ static void test_collectives(void) {
     CHECK(cn_dist_barrier() == 0);
 }
 
+/* NCCL on a GPU, as one process (two ranks on one GPU is not a job NCCL
+ * takes): the collectives run and leave the values as one rank's. */
+static void test_nccl_one_rank(void) {
+    if (cn_dist_size() != 1 || cn_device_count(CN_DEVICE_CUDA) == 0 ||
+        !strstr(cn_build_info(), "+nccl")) {
+        printf("skipped: NCCL needs one process and a CUDA device with a build with NCCL\n");
+        return;
+    }
+    cn_device g = CN_DEVICE(CN_DEVICE_CUDA, 0);
+    cn_tensor *t = cn_to(cn_arange(0, 10, 1, CN_F32), g);
+    CHECK(cn_dist_allreduce(t, CN_DIST_SUM) == 0 && cn_dist_allreduce(t, CN_DIST_MEAN) == 0 &&
+          cn_dist_broadcast(t, 0) == 0);
+    CHECK(t && cn_equal(cn_to(t, CN_CPU), cn_arange(0, 10, 1, CN_F32)));
+    cn_tensor *ag = cn_dist_allgather(t);
+    CHECK(ag && cn_dim(ag, 0) == 1 && cn_device_equal(cn_tensor_device(ag), g));
+}
+
 static void test_data_parallel(void) {
     static const char *const names[] = {"eager", "eager, no overlap", "static"};
     double ref[STEPS], dist[STEPS], again[STEPS];
@@ -278,6 +295,7 @@ int main(int argc, char **argv) {
     if (!cn_dist_available()) printf("(built without MPI: one process)\n");
     make_data();
     RUN(test_collectives);
+    RUN(test_nccl_one_rank);
     RUN(test_data_parallel);
     RUN(test_send_recv);
     RUN(test_mismatch);

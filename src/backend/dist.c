@@ -353,13 +353,17 @@ int cn_dist_check_same(uint64_t value, const char *fn, const char *what) {
 
 /* t as the collectives need it: on the CPU, contiguous, of a dtype they
  * handle. */
+/* 1: a CUDA tensor for NCCL (any rank count, one included: its path then
+ * runs on a single GPU too); 0: a CPU tensor for the ring. */
 static int check_tensor(const char *fn, const cn_tensor *t) {
     if (!t) return CN_EINVAL;
     if (!t->storage) return cn_failc(CN_EINVAL, "%s: a symbolic tensor (a static graph value)", fn);
+    if (!cn_is_contiguous(t)) return cn_failc(CN_EINVAL, "%s: a tensor that is not contiguous", fn);
+    if (t->storage->device_kind == CN_DEVICE_CUDA && cn_dist_nccl_available()) return 1;
     if (!cn_t_on_cpu(t))
         return cn_failc(CN_EUNSUPPORTED,
-                        "%s: a tensor on %s: the collectives work on CPU tensors (NCCL for CUDA "
-                        "devices is not built yet); move it with cn_to first",
+                        "%s: a tensor on %s: the collectives work on CPU tensors, and on CUDA "
+                        "devices in builds with NCCL; move it with cn_to first",
                         fn, cn_dev_name(cn_t_device(t)));
     if (!dist_dtype((cn_dtype)t->dtype))
         return cn_failc(CN_EUNSUPPORTED, "%s: dtype %s (f32, f64, i32, i64 only)", fn,
@@ -376,6 +380,11 @@ int cn_dist_allreduce(cn_tensor *t, cn_dist_op op) {
     int rc = check_tensor("dist_allreduce", t);
     if (rc < 0) return rc;
     if ((int)op < 0 || op > CN_DIST_MIN) return cn_failc(CN_EINVAL, "dist_allreduce: bad op %d", op);
+    if (rc == 1) {
+        rc = cn_dist_nccl_allreduce(t, op);
+        if (rc == CN_OK) cn_storage_bump(t->storage);
+        return rc;
+    }
     rc = cn_dist_allreduce_raw(tensor_data(t), cn_numel(t), (cn_dtype)t->dtype, op, NULL);
     if (rc == CN_OK) cn_storage_bump(t->storage);
     return rc;
@@ -384,6 +393,14 @@ int cn_dist_allreduce(cn_tensor *t, cn_dist_op op) {
 int cn_dist_broadcast(cn_tensor *t, int root) {
     int rc = check_tensor("dist_broadcast", t);
     if (rc < 0) return rc;
+    if (rc == 1) {
+        if (root < 0 || root >= size_)
+            return cn_failc(CN_EINVAL, "dist_broadcast: root %d is not a rank (the job has %d)",
+                            root, size_);
+        rc = cn_dist_nccl_broadcast(t, root);
+        if (rc == CN_OK) cn_storage_bump(t->storage);
+        return rc;
+    }
     rc = cn_dist_broadcast_raw(tensor_data(t), (size_t)cn_numel(t) * cn_dsize((cn_dtype)t->dtype),
                                root);
     if (rc == CN_OK) cn_storage_bump(t->storage);
@@ -391,11 +408,20 @@ int cn_dist_broadcast(cn_tensor *t, int root) {
 }
 
 cn_tensor *cn_dist_allgather(cn_tensor *t) {
-    if (check_tensor("dist_allgather", t) < 0) return NULL;
+    int kind = check_tensor("dist_allgather", t);
+    if (kind < 0) return NULL;
     int64_t shape[CN_MAX_DIMS];
     if (t->ndim + 1 > CN_MAX_DIMS) return cn_fail("dist_allgather: rank %d is too many", t->ndim);
     shape[0] = size_;
     memcpy(shape + 1, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    if (kind == 1) {
+        cn_tensor *o = cn_t_empty_on(cn_t_device(t), (cn_dtype)t->dtype, t->ndim + 1, shape);
+        if (o && cn_dist_nccl_allgather(t, o) < 0) {
+            cn_release(o);
+            o = NULL;
+        }
+        return o ? cn_scope_add(o) : NULL;
+    }
     cn_tensor *o = cn_t_empty((cn_dtype)t->dtype, t->ndim + 1, shape);
     if (!o) return NULL;
     if (cn_dist_allgather_raw(tensor_data(t), (size_t)cn_numel(t) * cn_dsize((cn_dtype)t->dtype),

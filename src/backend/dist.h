@@ -21,4 +21,11 @@ int cn_dist_check_same(uint64_t value, const char *fn, const char *what);
 int cn_dist_send_raw(const void *data, size_t nbytes, int peer, int tag);
 int cn_dist_recv_raw(void *data, size_t nbytes, int peer, int tag);
 
+/* The same collectives on CUDA tensors through NCCL (dist_nccl.c), in
+ * place on the device's stream; CN_EUNSUPPORTED without NCCL in the build. */
+bool cn_dist_nccl_available(void);
+int cn_dist_nccl_allreduce(cn_tensor *t, cn_dist_op op);
+int cn_dist_nccl_broadcast(cn_tensor *t, int root);
+int cn_dist_nccl_allgather(const cn_tensor *t, cn_tensor *out);
+
 #endif

@@ -33,6 +33,9 @@ const char *cn_build_info(void) {
 #ifdef CN_HAVE_MPI
            " +mpi"
 #endif
+#ifdef CN_HAVE_NCCL
+           " +nccl"
+#endif
 #ifdef __AVX2__
            " avx2"
 #endif

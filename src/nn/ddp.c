@@ -51,6 +51,7 @@ struct cn_ddp {
     cn_optimizer *opt;
     cn_dtype dt;
     bool overlap;
+    bool gpu; /* parameters on a CUDA device: NCCL in the step, no buckets */
     int np, nb;
     ddp_param *ps; /* bucket order: the optimiser's parameters reversed */
     ddp_bucket *bs;
@@ -183,9 +184,34 @@ static void on_grad_ready(cn_tensor *leaf, void *ctx) {
 }
 
 /* The optimiser's pre-step: every bucket released, all averaged. */
+/* CUDA parameters: each gradient averaged in place by NCCL on the
+ * device's stream (ordered with the step's kernels). */
+static int pre_step_gpu(cn_ddp *d) {
+    int rc = CN_OK;
+    double t0 = now_s();
+    for (int i = 0; i < d->np && rc == CN_OK; i++) {
+        cn_tensor *p = d->ps[i].p;
+        if (!p->grad) {
+            cn_tensor *z = cn_t_full_on(cn_t_device(p), (cn_dtype)p->dtype, p->ndim, p->shape, 0);
+            rc = z ? cn_set_grad(p, z) : CN_ENOMEM;
+            cn_release(z);
+            if (rc < 0) break;
+        }
+        rc = cn_dist_allreduce(p->grad, CN_DIST_MEAN);
+        d->st.bytes += cn_numel(p) * (int64_t)cn_dsize(d->dt);
+    }
+    d->st.comm_seconds += now_s() - t0;
+    if (rc == CN_OK) {
+        d->st.steps++;
+        d->st.buckets += d->np;
+    }
+    return rc;
+}
+
 static int pre_step(void *ctx) {
     cn_ddp *d = ctx;
     static const char fn[] = "ddp (optimizer_step)";
+    if (d->gpu) return pre_step_gpu(d);
     if (d->accumulated) {
         d->accumulated = false;
         return cn_failc(CN_ESTATE,
@@ -255,11 +281,7 @@ static int broadcast_state(const cn_module *m, bool buffers_only, const char *fn
         bool is_param = false;
         for (int j = 0; j < np && !is_param; j++) is_param = ps[j] == ts[i];
         if (is_param) continue;
-        if (!cn_t_on_cpu(ts[i]) || !cn_is_contiguous(ts[i]))
-            rc = cn_failc(CN_EUNSUPPORTED, "%s: model state that is not a contiguous CPU tensor "
-                                           "(data-parallel training runs on the CPU for now)", fn);
-        else
-            rc = cn_dist_broadcast(ts[i], 0);
+        rc = cn_dist_broadcast(ts[i], 0);
     }
     free(ts);
     free(ps);
@@ -303,11 +325,14 @@ cn_ddp *cn_ddp_new(cn_module *m, cn_optimizer *opt, const cn_ddp_opts *opts) {
                            "f32 or f64 parameters of one dtype", fn, cn_dtype_name(d->dt),
                            cn_dtype_name((cn_dtype)p->dtype));
         }
-        if (!cn_t_on_cpu(p)) {
+        bool gpu = p->storage && p->storage->device_kind == CN_DEVICE_CUDA &&
+                   cn_dist_nccl_available();
+        if (i == 0) d->gpu = gpu;
+        if (gpu != d->gpu || (!gpu && !cn_t_on_cpu(p))) {
             cn_ddp_free(d);
-            return cn_fail("%s: parameters on %s: data-parallel training runs on the CPU for now "
-                           "(NCCL for CUDA devices is not built yet)", fn,
-                           cn_dev_name(cn_t_device(p)));
+            return cn_fail("%s: parameters on %s: data-parallel training runs on the CPU, and on "
+                           "CUDA devices in builds with NCCL, with every parameter on one kind",
+                           fn, cn_dev_name(cn_t_device(p)));
         }
         ddp_param *q = &d->ps[i];
         q->p = p;
@@ -322,7 +347,7 @@ cn_ddp *cn_ddp_new(cn_module *m, cn_optimizer *opt, const cn_ddp_opts *opts) {
         b->count++;
         b->numel += q->n;
     }
-    for (int k = 0; k < d->nb; k++) {
+    for (int k = 0; k < d->nb && !d->gpu; k++) {
         ddp_bucket *b = &d->bs[k];
         if (b->numel > maxb) maxb = b->numel;
         b->buf = malloc((size_t)(b->numel ? b->numel : 1) * es);
@@ -340,6 +365,11 @@ cn_ddp *cn_ddp_new(cn_module *m, cn_optimizer *opt, const cn_ddp_opts *opts) {
     if (broadcast_state(m, false, fn) < 0) {
         cn_ddp_free(d);
         return NULL;
+    }
+    if (d->gpu) {
+        d->overlap = false; /* NCCL in the step (no buckets, no thread) */
+        cn_opt_set_pre_step(opt, pre_step, d);
+        return d;
     }
     if (pthread_create(&d->thread, NULL, comm_main, d) != 0) {
         cn_ddp_free(d);
@@ -359,9 +389,9 @@ void cn_ddp_free(cn_ddp *d) {
         pthread_cond_broadcast(&d->cv);
         pthread_mutex_unlock(&d->mu);
         pthread_join(d->thread, NULL);
-        cn_opt_set_pre_step(d->opt, NULL, NULL);
         if (d->overlap) cn_set_grad_ready_hook(NULL, NULL);
     }
+    if (d->running || d->gpu) cn_opt_set_pre_step(d->opt, NULL, NULL);
     for (int k = 0; k < d->nb; k++) free(d->bs[k].buf);
     free(d->bs);
     free(d->ps);
