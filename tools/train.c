@@ -506,9 +506,10 @@ int cn_tool_train(int argc, char **argv) {
                             "libopenmpi-dev openmpi-bin, and build with CHUTNEY_WITH_MPI)\n");
             return 2;
         }
-        if (a.on_device) {
-            fprintf(stderr, "chutney: --distributed runs on the CPU for now (NCCL for CUDA "
-                            "devices is not built yet); drop --device\n");
+        bool nccl = strstr(cn_build_info(), "+nccl") != NULL;
+        if (a.on_device && !(a.device.kind == CN_DEVICE_CUDA && nccl)) {
+            fprintf(stderr, "chutney: --distributed runs on the CPU, and on CUDA devices in "
+                            "builds with NCCL; drop --device\n");
             return 2;
         }
         if (cn_dist_init(NULL, NULL) < 0) {
@@ -517,6 +518,14 @@ int cn_tool_train(int argc, char **argv) {
         }
         a.rank = cn_dist_rank();
         a.nranks = cn_dist_size();
+        if (a.on_device) {
+            /* One GPU per rank: the rank's place among the ranks of its host. */
+            const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+            if (!lr) lr = getenv("SLURM_LOCALID");
+            int local = lr ? atoi(lr) : a.rank;
+            int n = cn_device_count(CN_DEVICE_CUDA);
+            a.device.index = n > 0 ? local % n : 0;
+        }
         /* Only rank 0 talks (its counts are the job's, summed over ranks). */
         if (a.rank != 0) a.quiet = true;
     }
