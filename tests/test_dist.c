@@ -21,9 +21,11 @@ static cn_tensor *data_x, *data_y;
 
 static void make_data(void) {
     cn_manual_seed(77);
+    cn_scope_begin();
     data_x = cn_retain(cn_randn(CN_F32, CN_SHAPE(NS, DIN)));
     cn_tensor *w = cn_randn(CN_F32, CN_SHAPE(DIN, NCLS));
     data_y = cn_retain(cn_argmax(cn_matmul(data_x, w), 1, false));
+    cn_scope_end();
 }
 
 static cn_module *make_model(int hidden) {

@@ -1,14 +1,78 @@
 /* The shared kernels compiled by NVRTC: the CUDA side of their dialect
  * (gpu.h: the kernels are written in OpenCL C's spelling, and this header
  * defines each of those names for CUDA C++), and the compiler call. NVRTC
- * needs no GPU, so the tests compile every kernel source here too. */
+ * needs no GPU, so the tests compile every kernel source here too.
+ *
+ * NVRTC is opened at run time, on the first compile (CN_NVRTC_SONAME, the
+ * toolkit's, else libnvrtc.so): linked in, its compiler's thread-local
+ * state is part of every thread of every program using Chutney, which
+ * costs memory and breaks the leak checker's scan of thread-local storage
+ * in the tests. */
 #include "cuda_backend.h"
 #include "cuda_nvrtc.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifndef CN_NVRTC_SONAME
+#define CN_NVRTC_SONAME "libnvrtc.so"
+#endif
+
+static struct {
+    nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int,
+                                 const char *const *, const char *const *);
+    nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
+    nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t *);
+    nvrtcResult (*GetProgramLog)(nvrtcProgram, char *);
+    nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t *);
+    nvrtcResult (*GetCUBIN)(nvrtcProgram, char *);
+    nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t *);
+    nvrtcResult (*GetPTX)(nvrtcProgram, char *);
+    nvrtcResult (*DestroyProgram)(nvrtcProgram *);
+    const char *(*GetErrorString)(nvrtcResult);
+    nvrtcResult (*GetNumSupportedArchs)(int *);
+    nvrtcResult (*GetSupportedArchs)(int *);
+} nv;
+static bool nv_ok;
+static char nv_why[256];
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
+
+static void nv_load(void) {
+    void *h = dlopen(CN_NVRTC_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(nv_why, sizeof nv_why, "no NVRTC (%s)", dlerror());
+        return;
+    }
+    struct {
+        void **slot;
+        const char *name;
+    } syms[] = {
+#define S(f) {(void **)&nv.f, "nvrtc" #f}
+        S(CreateProgram), S(CompileProgram), S(GetProgramLogSize), S(GetProgramLog),
+        S(GetCUBINSize), S(GetCUBIN), S(GetPTXSize), S(GetPTX), S(DestroyProgram),
+        S(GetErrorString), S(GetNumSupportedArchs), S(GetSupportedArchs),
+#undef S
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
+        void *p = dlsym(h, syms[i].name);
+        if (!p) {
+            snprintf(nv_why, sizeof nv_why, "NVRTC (%s) has no %s", CN_NVRTC_SONAME,
+                     syms[i].name);
+            return;
+        }
+        *syms[i].slot = p;
+    }
+    nv_ok = true;
+}
+
+static int nv_ready(void) {
+    pthread_once(&nv_once, nv_load);
+    return nv_ok ? CN_OK : cn_failc(CN_EUNSUPPORTED, "cuda: %s", nv_why);
+}
 
 static const char dialect[] =
     "#define CN_FP64 1\n"
@@ -92,6 +156,7 @@ static void log_excerpt(const char *log, char *out, size_t n) {
 }
 
 void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_t *size) {
+    if (nv_ready() < 0) return NULL;
     size_t nd = strlen(dialect), ns = strlen(src);
     char *full = malloc(nd + ns + 2);
     if (!full) {
@@ -102,10 +167,10 @@ void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_
     full[nd] = '\n';
     memcpy(full + nd + 1, src, ns + 1);
     nvrtcProgram prog;
-    nvrtcResult r = nvrtcCreateProgram(&prog, full, "chutney.cu", 0, NULL, NULL);
+    nvrtcResult r = nv.CreateProgram(&prog, full, "chutney.cu", 0, NULL, NULL);
     free(full);
     if (r != NVRTC_SUCCESS) {
-        cn_failc(CN_EUNSUPPORTED, "cuda: nvrtcCreateProgram: %s", nvrtcGetErrorString(r));
+        cn_failc(CN_EUNSUPPORTED, "cuda: nvrtcCreateProgram: %s", nv.GetErrorString(r));
         return NULL;
     }
     /* Options: the target; no contraction of a * b + c into one rounding
@@ -123,7 +188,7 @@ void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_
     if (opts && *opts) {
         ocopy = malloc(strlen(opts) + 1);
         if (!ocopy) {
-            nvrtcDestroyProgram(&prog);
+            nv.DestroyProgram(&prog);
             cn_failc(CN_ENOMEM, "cuda: out of memory compiling a kernel");
             return NULL;
         }
@@ -131,14 +196,14 @@ void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_
         for (char *tok = strtok(ocopy, " "); tok && argc < 40; tok = strtok(NULL, " "))
             argv[argc++] = tok;
     }
-    r = nvrtcCompileProgram(prog, argc, argv);
+    r = nv.CompileProgram(prog, argc, argv);
     free(ocopy);
     if (r != NVRTC_SUCCESS) {
         size_t len = 0;
         char excerpt[640] = "(no log)";
-        if (nvrtcGetProgramLogSize(prog, &len) == NVRTC_SUCCESS && len > 1) {
+        if (nv.GetProgramLogSize(prog, &len) == NVRTC_SUCCESS && len > 1) {
             char *log = malloc(len + 1);
-            if (log && nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS) {
+            if (log && nv.GetProgramLog(prog, log) == NVRTC_SUCCESS) {
                 log[len] = 0;
                 log_excerpt(log, excerpt, sizeof excerpt);
             }
@@ -151,20 +216,20 @@ void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_
             h++;
         }
         head[h] = 0;
-        nvrtcDestroyProgram(&prog);
+        nv.DestroyProgram(&prog);
         cn_failc(CN_EUNSUPPORTED, "cuda (%s): compiling a kernel failed (%s): %s: %s", arch,
-                 nvrtcGetErrorString(r), head, excerpt);
+                 nv.GetErrorString(r), head, excerpt);
         return NULL;
     }
     bool cubin = strncmp(arch, "sm_", 3) == 0;
     size_t n = 0;
-    r = cubin ? nvrtcGetCUBINSize(prog, &n) : nvrtcGetPTXSize(prog, &n);
+    r = cubin ? nv.GetCUBINSize(prog, &n) : nv.GetPTXSize(prog, &n);
     char *img = r == NVRTC_SUCCESS ? malloc(n + 1) : NULL;
-    if (img) r = cubin ? nvrtcGetCUBIN(prog, img) : nvrtcGetPTX(prog, img);
-    nvrtcDestroyProgram(&prog);
+    if (img) r = cubin ? nv.GetCUBIN(prog, img) : nv.GetPTX(prog, img);
+    nv.DestroyProgram(&prog);
     if (!img || r != NVRTC_SUCCESS) {
         free(img);
-        cn_failc(CN_ENOMEM, "cuda: reading a compiled kernel: %s", nvrtcGetErrorString(r));
+        cn_failc(CN_ENOMEM, "cuda: reading a compiled kernel: %s", nv.GetErrorString(r));
         return NULL;
     }
     img[n] = 0;
@@ -173,11 +238,12 @@ void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_
 }
 
 int cn_cuda_nvrtc_newest(int *arch) {
+    if (nv_ready() < 0) return CN_EUNSUPPORTED;
     int n = 0;
-    if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 256)
+    if (nv.GetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 256)
         return cn_failc(CN_EUNSUPPORTED, "cuda: NVRTC lists no architectures");
     int archs[256];
-    if (nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS)
+    if (nv.GetSupportedArchs(archs) != NVRTC_SUCCESS)
         return cn_failc(CN_EUNSUPPORTED, "cuda: NVRTC lists no architectures");
     int best = 0;
     for (int i = 0; i < n; i++)
