@@ -14,7 +14,7 @@
 #            GPU needed), and the conformance suite on every CUDA device,
 #            which reports "skipped: no CUDA device" where there is none;
 #            "skipped: no CUDA toolkit" where the build has no CUDA backend
-#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX, OpenCL, CUDA): the suite
+#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX, OpenCL, CUDA, MPI): the suite
 #   install  build/ installed into a temporary prefix, used from outside
 #   fuzz     build-fuzz/ (clang, ASan + UBSan): the ONNX loader's libFuzzer
 #            target for 20 s (`make fuzz`; skipped without clang's libFuzzer)
@@ -93,7 +93,7 @@ for stage in "${stages[@]}"; do
     bare)
         suite bare build-bare -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF \
             -DCHUTNEY_WITH_BLAS=OFF -DCHUTNEY_WITH_ZLIB=OFF -DCHUTNEY_WITH_STB=OFF -DCHUTNEY_WITH_DNNL=OFF \
-            -DCHUTNEY_WITH_OPENCL=OFF -DCHUTNEY_WITH_CUDA=OFF \
+            -DCHUTNEY_WITH_OPENCL=OFF -DCHUTNEY_WITH_CUDA=OFF -DCHUTNEY_WITH_MPI=OFF \
             -DCHUTNEY_WITH_ONNX=OFF
         ;;
     opencl)
