@@ -21,6 +21,10 @@ if ! command -v mpirun >/dev/null 2>&1 || ! "$CHUTNEY" devices | grep -q '+mpi';
     echo "skipped: no MPI (mpirun, and a build with CHUTNEY_WITH_MPI)"
     exit 77
 fi
+if ! "$CHUTNEY" train --model mlp --limit 64 --epochs 1 >/dev/null 2>"$tmp/data.err"; then
+    echo "skipped: this build cannot train on the data here: $(head -n 1 "$tmp/data.err")"
+    exit 77
+fi
 # CI runs as root; the ranks share 2 cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MPIRUN="mpirun --oversubscribe"
