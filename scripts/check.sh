@@ -15,6 +15,10 @@
 #            which reports "skipped: no CUDA device" where there is none;
 #            "skipped: no CUDA toolkit" where the build has no CUDA backend
 #   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX, OpenCL, CUDA, MPI): the suite
+#   python   build/ again: the Python binding (python/run_tests.sh: pip
+#            install ./python into build/python-venv against build/'s
+#            library, then pytest tests/python, PyTorch parity included);
+#            "skipped: no python3 with venv" where it cannot run
 #   install  build/ installed into a temporary prefix, used from outside
 #   fuzz     build-fuzz/ (clang, ASan + UBSan): the ONNX loader's libFuzzer
 #            target for 20 s (`make fuzz`; skipped without clang's libFuzzer)
@@ -24,7 +28,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 jobs=${JOBS:-2}
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(release asan opencl cuda bare install fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(release asan opencl cuda python bare install fuzz)
 
 total_run=0
 total_passed=0
@@ -139,6 +143,29 @@ for stage in "${stages[@]}"; do
             record cuda 1 0
         fi
         ;;
+    python)
+        note "python: the binding against build/"
+        if ! build build "${release_args[@]}"; then
+            record python 1 0 "(the build failed)"
+            continue
+        fi
+        if ! command -v python3 >/dev/null 2>&1; then
+            record python 0 0 "(skipped: no python3)"
+            continue
+        fi
+        CHUTNEY_BUILD_DIR=build sh python/run_tests.sh 2>&1 | tee "$log"
+        # pytest's summary: "N passed, M skipped in T s" or "F failed, N passed ...".
+        line=$(grep -E '[0-9]+ (passed|failed|errors?|skipped).* in [0-9.]+s' "$log" | tail -n 1)
+        if [ -z "$line" ]; then
+            record python 1 0 "(no pytest summary: the set-up failed)"
+        else
+            p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+')
+            f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+')
+            e=$(grep -oE '[0-9]+ errors?' <<<"$line" | grep -oE '[0-9]+')
+            p=${p:-0} f=${f:-0} e=${e:-0}
+            record python $((p + f + e)) "$p"
+        fi
+        ;;
     install)
         note "install: build/ used from outside the tree"
         if ! build build "${release_args[@]}"; then
@@ -168,7 +195,7 @@ for stage in "${stages[@]}"; do
         fi
         ;;
     *)
-        echo "check.sh: unknown stage '$stage' (release, asan, opencl, cuda, bare, install, fuzz)" >&2
+        echo "check.sh: unknown stage '$stage' (release, asan, opencl, cuda, python, bare, install, fuzz)" >&2
         exit 2
         ;;
     esac

@@ -1,0 +1,100 @@
+"""Chutney: a deep-learning framework in C11, with PyTorch's names.
+
+    import chutney
+    x = chutney.randn(64, 784)
+    w = chutney.zeros(784, 10, requires_grad=True)
+    loss = chutney.nn.functional.cross_entropy(x @ w, chutney.randint(0, 10, (64,)))
+    loss.backward()
+
+Tensors, their ops and autograd are the C library's (chutney._C, written
+against the CPython C API); chutney.nn, chutney.optim and chutney.utils.data
+wrap its modules, optimisers and loaders in PyTorch's classes. docs/python.md
+in the repository says what exists and what does not yet.
+"""
+
+from chutney import _C
+from chutney._C import (  # noqa: F401  (re-exported)
+    Tensor,
+    Size,
+    dtype,
+    device,
+    tensor,
+    as_tensor,
+    from_numpy,
+    empty,
+    zeros,
+    ones,
+    full,
+    rand,
+    randn,
+    empty_like,
+    zeros_like,
+    ones_like,
+    full_like,
+    rand_like,
+    randn_like,
+    arange,
+    linspace,
+    eye,
+    randint,
+    randperm,
+    normal,
+    manual_seed,
+    get_rng_state,
+    set_rng_state,
+    cat,
+    concat,
+    stack,
+    where,
+    is_grad_enabled,
+    device_count,
+    synchronize,
+    get_default_device,
+    set_default_device,
+    memory_stats,
+    empty_cache,
+    set_num_threads,
+    get_num_threads,
+    build_info,
+    load_npy,
+    save_npy,
+    __version__,
+)
+from chutney._functions import *  # noqa: F401,F403  (chutney.exp(x), chutney.sum(x, dim), ...)
+from chutney._functions import __all__ as _function_names
+from chutney.autograd import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: F401
+from chutney.serialization import save, load  # noqa: F401
+from chutney import autograd, nn, optim, utils  # noqa: F401
+
+# The dtypes under PyTorch's names and aliases. Assigned last: they shadow the
+# builtins float, int and bool in this module, as in torch.
+float32 = _C.float32
+float64 = _C.float64
+float16 = _C.float16
+bfloat16 = _C.bfloat16
+int32 = _C.int32
+int64 = _C.int64
+uint8 = _C.uint8
+double = _C.double
+half = _C.half
+long = _C.long
+float = _C.float  # noqa: A001
+int = _C.int  # noqa: A001
+bool = _C.bool  # noqa: A001
+
+
+def get_default_dtype():
+    """The dtype of floating-point tensors made from Python numbers: float32."""
+    return _C.float32
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(t):
+    return t.is_floating_point()
+
+
+def numel(t):
+    return t.numel()

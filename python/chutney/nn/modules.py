@@ -1,0 +1,964 @@
+"""torch.nn's Module and layers.
+
+Module is plain Python, as in PyTorch: parameters (nn.Parameter), buffers
+and submodules assigned as attributes are registered, and parameters(),
+state_dict(), train()/eval(), to() walk them. The layers with parameters
+(Linear, Conv*, BatchNorm*, LayerNorm, Embedding, RNN/LSTM/GRU) are the C
+library's modules (_C.CModule), initialised as PyTorch 1.13 does from the
+library's generator (chutney.manual_seed); their parameters are exposed as
+nn.Parameter objects that are the library's own tensors, so an optimiser,
+state_dict() and load_state_dict() reach the same memory the layer
+computes with. Layers without parameters call nn.functional.
+"""
+
+from collections import OrderedDict
+
+from chutney import _C
+from chutney.autograd import no_grad
+from chutney.nn import functional as F
+
+Tensor = _C.Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that is a module parameter: a leaf that requires a gradient
+    (by default), sharing the given tensor's memory."""
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            data = _C.empty(0)
+        return Tensor._make_subclass(cls, data, requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + Tensor.__repr__(self)
+
+    def __reduce_ex__(self, proto):
+        raise TypeError("Parameter objects cannot be pickled; save a state_dict with chutney.save")
+
+
+def _addindent(s, n):
+    lines = s.split("\n")
+    if len(lines) == 1:
+        return s
+    return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
+
+
+class Module:
+    """Base class of all layers and models (torch.nn.Module)."""
+
+    training: bool
+
+    def __init__(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---- registration through attributes ----
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            s = d.get(store)
+            if s is not None and name in s:
+                return s[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def _check_fixed(self, name, value):
+        fixed = self.__dict__.get("_c_names")
+        if fixed and name in fixed:
+            current = self._parameters.get(name, self._buffers.get(name))
+            if value is not current:
+                raise RuntimeError(
+                    f"{type(self).__name__}.{name} is a tensor of the library's layer and cannot be "
+                    f"replaced; copy into it instead: with chutney.no_grad(): "
+                    f"layer.{name}.copy_(new)")
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params = d.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._check_fixed(name, value)
+            for store in (d, self._buffers, self._modules):
+                store.pop(name, None)
+            params[name] = value
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                "(nn.Parameter or None expected)")
+            self._check_fixed(name, value)
+            params[name] = value
+        elif isinstance(value, Module):
+            modules = d.get("_modules")
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            for store in (d, self._parameters, self._buffers):
+                store.pop(name, None)
+            modules[name] = value
+        elif d.get("_modules") is not None and name in self._modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}'")
+            self._modules[name] = value
+        elif d.get("_buffers") is not None and name in self._buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}'")
+            self._check_fixed(name, value)
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        for store in ("_parameters", "_buffers", "_modules"):
+            s = self.__dict__.get(store)
+            if s is not None and name in s:
+                self._check_fixed(name, None)
+                del s[name]
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        keys = set(super().__dir__())
+        for store in ("_parameters", "_buffers", "_modules"):
+            keys.update(self.__dict__.get(store, {}))
+        return sorted(keys)
+
+    def register_parameter(self, name, param):
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' as parameter '{name}'")
+        if "." in name or name == "":
+            raise KeyError(f"parameter name can't contain '.' or be empty: {name!r}")
+        self._check_fixed(name, param)
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' as buffer '{name}'")
+        if "." in name or name == "":
+            raise KeyError(f"buffer name can't contain '.' or be empty: {name!r}")
+        self._check_fixed(name, tensor)
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if "." in name or name == "":
+            raise KeyError(f"module name can't contain '.' or be empty: {name!r}")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target):
+        m = self
+        for part in target.split(".") if target else []:
+            m = m._modules[part]
+        return m
+
+    # ---- walking the tree ----
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is None:
+                continue
+            yield from m.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, store, prefix, recurse, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mprefix, m in mods:
+            for name, v in getattr(m, store).items():
+                if v is None or (remove_duplicate and id(v) in seen):
+                    continue
+                seen.add(id(v))
+                yield mprefix + ("." if mprefix else "") + name, v
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # ---- modes and gradients ----
+
+    def _set_training(self, mode):
+        object.__setattr__(self, "training", mode)
+
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self._set_training(mode)
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=False):
+        """Clear the gradients: to None with set_to_none, else to zeros
+        (PyTorch 1.13's default)."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                with no_grad():
+                    p.grad.zero_()
+
+    # ---- state ----
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent:
+                destination[prefix + name] = b if keep_vars else b.detach()
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """Parameters and persistent buffers by dotted name, module by module
+        (depth first), as torch; the tensors share the module's memory."""
+        if destination is None:
+            destination = OrderedDict()
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, m in self._modules.items():
+            if m is not None:
+                m.state_dict(destination, prefix + name + ".", keep_vars)
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy the values of state_dict into the parameters and buffers (in
+        place). strict: every name must match both ways. Shapes must match.
+        Returns (missing_keys, unexpected_keys)."""
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        if strict:
+            if missing:
+                errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
+            if unexpected:
+                errors.append("Unexpected key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in unexpected))
+        for k, t in own.items():
+            if k in state_dict:
+                v = state_dict[k]
+                if not isinstance(v, Tensor):
+                    errors.append(f'"{k}" is a {type(v).__name__}, not a Tensor')
+                elif tuple(v.shape) != tuple(t.shape):
+                    errors.append(f"size mismatch for {k}: copying a param with shape "
+                                  f"{tuple(v.shape)} from checkpoint, the shape in current model "
+                                  f"is {tuple(t.shape)}.")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" +
+                               "\n\t".join(errors))
+        with no_grad():
+            for k, t in own.items():
+                if k in state_dict:
+                    t.copy_(state_dict[k])
+        return missing, unexpected
+
+    # ---- devices and dtypes ----
+
+    def _move_python_tensors(self, device, dtype):
+        fixed = self.__dict__.get("_c_names", ())
+        with no_grad():
+            for name, p in list(self._parameters.items()):
+                if p is None or name in fixed:
+                    continue
+                q = p.detach().to(device=device, dtype=dtype if p.is_floating_point() else None)
+                if q is not p:
+                    new = Parameter(q, requires_grad=p.requires_grad)
+                    if p.grad is not None:
+                        new.grad = p.grad.to(device=device, dtype=new.dtype)
+                    self._parameters[name] = new
+            for name, b in list(self._buffers.items()):
+                if b is None or name in fixed:
+                    continue
+                self._buffers[name] = b.to(device=device,
+                                           dtype=dtype if b.is_floating_point() else None)
+
+    def to(self, *args, **kwargs):
+        """to(device), to(dtype), to(tensor): moves parameters and buffers.
+        Layers of the library move in place; parameters of Python modules
+        are replaced by moved ones (make optimisers after moving, as in
+        PyTorch)."""
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, _C.dtype):
+                dtype = a
+            elif a is not None:
+                device = a
+        if dtype is not None and dtype != _C.float32:
+            for m in self.modules():
+                if m.__dict__.get("_c") is not None:
+                    raise NotImplementedError(
+                        f"{type(m).__name__}: the library's layers are float32; converting them to "
+                        f"{dtype} is not supported")
+        for m in self.modules():
+            if device is not None and m.__dict__.get("_c") is not None:
+                m._c.to(device)
+            m._move_python_tensors(device, dtype)
+        return self
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        return self.to(dtype=_C.float32)
+
+    def double(self):
+        return self.to(dtype=_C.float64)
+
+    # ---- printing ----
+
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines = extra.split("\n")
+        children = [f"({k}): " + _addindent(repr(m), 2) for k, m in self._modules.items()]
+        main = type(self).__name__ + "("
+        if lines and not children and len(lines) == 1:
+            return main + lines[0] + ")"
+        body = lines + children
+        if not body:
+            return main + ")"
+        return main + "\n  " + "\n  ".join(body) + "\n)"
+
+
+class _CLayer(Module):
+    """A layer of the C library: forward is the library's, its parameters and
+    buffers are registered under the library's names (PyTorch's)."""
+
+    def _init_c(self, c, device=None, dtype=None):
+        object.__setattr__(self, "_c", c)
+        names = []
+        for name, t, is_param in c.state(Parameter):
+            (self._parameters if is_param else self._buffers)[name] = t
+            names.append(name)
+        object.__setattr__(self, "_c_names", frozenset(names))
+        if dtype is not None and dtype != _C.float32:
+            raise NotImplementedError(f"{type(self).__name__}: the library's layers are float32")
+        if device is not None:
+            self.to(device)
+
+    def _set_training(self, mode):
+        object.__setattr__(self, "training", mode)
+        self._c.train(mode)
+
+    def forward(self, x):
+        return self._c.forward(x)
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+class Linear(_CLayer):
+    """y = x W^T + b; weight [out_features, in_features], bias [out_features]."""
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self._init_c(_C._nn_linear(in_features, out_features, bias), device, dtype)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+    @property
+    def bias(self):
+        return self._parameters.get("bias")
+
+
+class _ConvNd(_CLayer):
+    _kind = None
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None,
+                 output_padding=0):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"padding_mode='{padding_mode}' (only 'zeros' is supported)")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = kernel_size, stride
+        self.padding, self.dilation, self.groups = padding, dilation, groups
+        self.output_padding = output_padding
+        make = getattr(_C, self._kind)
+        self._init_c(make(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                          bias, output_padding), device, dtype)
+
+    @property
+    def bias(self):
+        return self._parameters.get("bias")
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self._fmt(self.kernel_size)}, "
+             f"stride={self._fmt(self.stride)}")
+        if self.padding not in (0, (0, 0), [0, 0]):
+            s += f", padding={self._fmt(self.padding)}"
+        if self.dilation not in (1, (1, 1), [1, 1]):
+            s += f", dilation={self._fmt(self.dilation)}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+    def _fmt(self, v):
+        return v if isinstance(v, str) else tuple(v) if isinstance(v, (tuple, list)) else self._nd(v)
+
+
+class Conv1d(_ConvNd):
+    _kind = "_nn_conv1d"
+
+    def _nd(self, v):
+        return (v,)
+
+
+class Conv2d(_ConvNd):
+    _kind = "_nn_conv2d"
+
+    def _nd(self, v):
+        return (v, v)
+
+
+class ConvTranspose2d(_ConvNd):
+    _kind = "_nn_conv_transpose2d"
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                         bias, padding_mode, device, dtype, output_padding)
+
+    def _nd(self, v):
+        return (v, v)
+
+
+class _BatchNorm(_CLayer):
+    _dims = 2
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, device=None, dtype=None):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self._init_c(_C._nn_batch_norm(self._dims, num_features, eps, momentum, affine,
+                                       track_running_stats), device, dtype)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    _dims = 1
+
+
+class BatchNorm2d(_BatchNorm):
+    _dims = 2
+
+
+class LayerNorm(_CLayer):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self._init_c(_C._nn_layer_norm(self.normalized_shape, eps, elementwise_affine), device,
+                     dtype)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class Embedding(_CLayer):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = padding_idx
+        self._init_c(_C._nn_embedding(num_embeddings, embedding_dim, padding_idx), device, dtype)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
+
+
+class _RNNBase(_CLayer):
+    _mode = "RNN"
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.nonlinearity, self.batch_first = nonlinearity, batch_first
+        self.dropout, self.bidirectional = dropout, bidirectional
+        self._init_c(_C._nn_rnn(self._mode, input_size, hidden_size, num_layers, nonlinearity,
+                                bias, batch_first, dropout, bidirectional), device, dtype)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+    def forward(self, input, hx=None):
+        out, h, _ = self._c.rnn_forward(input, hx)
+        return out, h
+
+
+class RNN(_RNNBase):
+    _mode = "RNN"
+
+
+class GRU(_RNNBase):
+    _mode = "GRU"
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, num_layers, "tanh", bias, batch_first, dropout,
+                         bidirectional, device, dtype)
+
+
+class LSTM(_RNNBase):
+    _mode = "LSTM"
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, num_layers, "tanh", bias, batch_first, dropout,
+                         bidirectional, device, dtype)
+
+    def forward(self, input, hx=None):
+        h0, c0 = hx if hx is not None else (None, None)
+        out, h, c = self._c.rnn_forward(input, h0, c0)
+        return out, (h, c)
+
+
+# ---- layers without parameters ----
+
+class Identity(Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class _Activation(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class ReLU(_Activation):
+    def forward(self, x):
+        return x.relu()
+
+
+class Tanh(Module):
+    def forward(self, x):
+        return x.tanh()
+
+
+class Sigmoid(Module):
+    def forward(self, x):
+        return x.sigmoid()
+
+
+class SiLU(_Activation):
+    def forward(self, x):
+        return x.silu()
+
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return x.gelu(approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate='{self.approximate}'"
+
+
+class LeakyReLU(_Activation):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__(inplace)
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return x.leaky_relu(self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
+
+
+class ELU(_Activation):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__(inplace)
+        self.alpha = alpha
+
+    def forward(self, x):
+        return x.elu(self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
+class Softplus(Module):
+    def __init__(self, beta=1, threshold=20):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x):
+        return x.softplus(self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        self.min_val, self.max_val = min_val, max_val
+
+    def forward(self, x):
+        return x.hardtanh(self.min_val, self.max_val)
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return x.softmax(self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    def forward(self, x):
+        return x.log_softmax(self.dim)
+
+
+class Flatten(Module):
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x):
+        shape = list(x.shape)
+        d = self.dim % len(shape)
+        return x.reshape(shape[:d] + list(self.unflattened_size) + shape[d + 1:])
+
+
+class Dropout(Module):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace=False"
+
+
+class MaxPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, x):
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+    def extra_repr(self):
+        stride = self.stride if self.stride is not None else self.kernel_size
+        return (f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, x):
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self):
+        stride = self.stride if self.stride is not None else self.kernel_size
+        return f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+# ---- containers ----
+
+class Sequential(Module):
+    """Modules applied in order; Sequential(OrderedDict(name=module)) names them."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for name, m in args[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[idx]))
+        n = len(self._modules)
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} is out of range")
+        return list(self._modules.values())[idx % n]
+
+    def append(self, module):
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+
+class ModuleList(Module):
+    def __init__(self, modules=None):
+        super().__init__()
+        for m in modules or []:
+            self.append(m)
+
+    def append(self, module):
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ModuleList(list(self._modules.values())[idx])
+        n = len(self._modules)
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} is out of range")
+        return list(self._modules.values())[idx % n]
+
+
+class ModuleDict(Module):
+    def __init__(self, modules=None):
+        super().__init__()
+        for k, m in (modules or {}).items():
+            self.add_module(k, m)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+
+# ---- losses ----
+
+class _Loss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+
+class CrossEntropyLoss(_Loss):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        super().__init__(reduction)
+        self.register_buffer("weight", weight)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(_Loss):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
+        super().__init__(reduction)
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class BCELoss(_Loss):
+    def __init__(self, weight=None, reduction="mean"):
+        super().__init__(reduction)
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    def __init__(self, weight=None, reduction="mean", pos_weight=None):
+        super().__init__(reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                  reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)

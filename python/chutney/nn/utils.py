@@ -1,0 +1,21 @@
+"""torch.nn.utils: gradient clipping, in place on the .grad of each parameter."""
+
+from chutney import _C
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
+    """Scale the gradients so their norm_type-norm is at most max_norm;
+    returns the norm before clipping (a 0-d tensor)."""
+    if isinstance(parameters, _C.Tensor):
+        parameters = [parameters]
+    return _C.clip_grad_norm_(list(parameters), float(max_norm), norm_type)
+
+
+def clip_grad_value_(parameters, clip_value):
+    if isinstance(parameters, _C.Tensor):
+        parameters = [parameters]
+    _C.clip_grad_value_(list(parameters), float(clip_value))
+
+
+def parameters_to_vector(parameters):
+    return _C.cat([p.reshape(-1) for p in parameters])

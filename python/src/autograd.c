@@ -1,0 +1,373 @@
+/* Autograd: requires_grad, .grad, .is_leaf, .data, backward(), and the
+ * functions under chutney.autograd (grad, forward-mode duals) and
+ * nn.utils (gradient clipping). Recording is per thread, as in the library. */
+#include "common.h"
+
+#include <math.h>
+#include <string.h>
+
+#define KW (METH_VARARGS | METH_KEYWORDS)
+#define FN(f) (PyCFunction)(void (*)(void))(f)
+
+static PyObject *get_requires_grad(PyObject *self, void *c) {
+    return PyBool_FromLong(cn_requires_grad(TT(self)));
+}
+
+static int set_requires_grad(PyObject *self, PyObject *v, void *c) {
+    if (!v) {
+        PyErr_SetString(PyExc_TypeError, "requires_grad cannot be deleted");
+        return -1;
+    }
+    int b = PyObject_IsTrue(v);
+    if (b < 0) return -1;
+    cn_tensor *t = TT(self);
+    if (!cn_is_leaf(t)) {
+        if (!b) {
+            PyErr_SetString(PyExc_RuntimeError, "you can only change requires_grad flags of leaf "
+                                                "variables; use .detach() for a tensor without history");
+            return -1;
+        }
+        return 0; /* already requires grad */
+    }
+    int rc;
+    CNPY_INT(rc, cn_set_requires_grad(t, b));
+    return rc < 0 ? cnpy_raise_int(rc) : 0;
+}
+
+static PyObject *get_grad(PyObject *self, void *c) { return cnpy_wrap_borrowed(cn_get_grad(TT(self))); }
+
+static int set_grad(PyObject *self, PyObject *v, void *c) {
+    cn_tensor *g = NULL;
+    if (v && v != Py_None) {
+        if (!Tensor_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "grad must be a Tensor or None");
+            return -1;
+        }
+        g = TT(v);
+    }
+    int rc;
+    CNPY_INT(rc, cn_set_grad(TT(self), g));
+    return rc < 0 ? cnpy_raise_int(rc) : 0;
+}
+
+static PyObject *get_is_leaf(PyObject *self, void *c) { return PyBool_FromLong(cn_is_leaf(TT(self))); }
+
+/* .data: the same memory without history (a detached alias). */
+static PyObject *get_data(PyObject *self, void *c) { return cnpy_wrap(CNPY_CALL(cn_detach(TT(self)))); }
+
+static int set_data(PyObject *self, PyObject *v, void *c) {
+    /* Not a storage swap (the library has none): the values are copied in,
+     * which is what `p.data = new` is mostly used for. */
+    if (!v || !Tensor_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "data must be a Tensor");
+        return -1;
+    }
+    cn_tensor *t = TT(self), *s = TT(v);
+    if (cn_ndim(t) != cn_ndim(s) ||
+        memcmp(cn_shape(t), cn_shape(s), (size_t)cn_ndim(t) * sizeof(int64_t)) != 0) {
+        PyErr_SetString(PyExc_NotImplementedError, "assigning .data of another shape is not supported "
+                                                   "(the values are copied in place)");
+        return -1;
+    }
+    bool prev = cn_set_grad_enabled(false);
+    int rc;
+    CNPY_INT(rc, cn_copy_(t, s));
+    cn_set_grad_enabled(prev);
+    return rc < 0 ? cnpy_raise_int(rc) : 0;
+}
+
+/* grad_fn: None for leaves and tensors without history; otherwise a marker
+ * (the library does not expose its graph nodes). */
+static PyObject *get_grad_fn(PyObject *self, void *c) {
+    cn_tensor *t = TT(self);
+    if (cn_is_leaf(t) || !cn_requires_grad(t)) Py_RETURN_NONE;
+    return PyUnicode_FromString("<op>");
+}
+
+PyGetSetDef cnpy_autograd_getset[] = {
+    {"requires_grad", get_requires_grad, set_requires_grad, "is a gradient recorded for it?", NULL},
+    {"grad", get_grad, set_grad, "the accumulated gradient of a leaf, or None", NULL},
+    {"is_leaf", get_is_leaf, NULL, "made by the user (or detached), not by an op", NULL},
+    {"data", get_data, set_data, "the same memory without history", NULL},
+    {"grad_fn", get_grad_fn, NULL, "None for leaves; a marker for recorded results", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyObject *m_requires_grad_(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"requires_grad", NULL};
+    int b = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:requires_grad_", kwlist, &b)) return NULL;
+    if (set_requires_grad(self, b ? Py_True : Py_False, NULL) < 0) return NULL;
+    Py_INCREF(self);
+    return self;
+}
+
+/* backward(gradient=None, retain_graph=None, create_graph=False) */
+static PyObject *m_backward(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"gradient", "retain_graph", "create_graph", "inputs", NULL};
+    PyObject *grad = Py_None, *retain = Py_None, *inputs = Py_None;
+    int create = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOpO:backward", kwlist, &grad, &retain, &create,
+                                     &inputs))
+        return NULL;
+    if (inputs != Py_None) {
+        PyErr_SetString(PyExc_NotImplementedError, "backward(inputs=...) is not supported; use "
+                                                   "chutney.autograd.grad");
+        return NULL;
+    }
+    cn_tensor *t = TT(self);
+    if (!cn_requires_grad(t)) {
+        PyErr_SetString(PyExc_RuntimeError, "element 0 of tensors does not require grad and does not "
+                                            "have a grad_fn");
+        return NULL;
+    }
+    cn_tensor *seed = NULL;
+    if (grad != Py_None) {
+        seed = cnpy_as_tensor(grad, t);
+        if (!seed) return NULL;
+    }
+    unsigned flags = 0;
+    int r = retain == Py_None ? create : PyObject_IsTrue(retain);
+    if (r < 0) {
+        cn_release(seed);
+        return NULL;
+    }
+    if (r) flags |= CN_GRAD_RETAIN_GRAPH;
+    if (create) flags |= CN_GRAD_CREATE_GRAPH;
+    int rc;
+    CNPY_INT_NOGIL(rc, cn_backward_ex(t, seed, flags));
+    cn_release(seed);
+    if (rc < 0) return cnpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_retain_grad(PyObject *self, PyObject *u) {
+    if (cn_is_leaf(TT(self))) Py_RETURN_NONE;
+    PyErr_SetString(PyExc_NotImplementedError,
+                    "retain_grad() on a non-leaf is not supported: use chutney.autograd.grad(y, x)");
+    return NULL;
+}
+
+PyMethodDef cnpy_autograd_methods[] = {
+    {"requires_grad_", FN(m_requires_grad_), KW, NULL},
+    {"backward", FN(m_backward), KW, "backward(gradient=None, retain_graph=None, create_graph=False)"},
+    {"retain_grad", m_retain_grad, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ---- functions ---- */
+
+static PyObject *f_set_grad_enabled(PyObject *m, PyObject *arg) {
+    int b = PyObject_IsTrue(arg);
+    if (b < 0) return NULL;
+    return PyBool_FromLong(cn_set_grad_enabled(b));
+}
+
+static PyObject *f_is_grad_enabled(PyObject *m, PyObject *u) { return PyBool_FromLong(cn_is_grad_enabled()); }
+
+static int as_tensor_array(PyObject *o, cn_tensor ***out, Py_ssize_t *n, bool allow_none,
+                           const char *what) {
+    PyObject *fast;
+    if (Tensor_Check(o)) {
+        fast = PyTuple_Pack(1, o);
+    } else {
+        fast = PySequence_Fast(o, what);
+    }
+    if (!fast) return -1;
+    *n = PySequence_Fast_GET_SIZE(fast);
+    *out = PyMem_Calloc((size_t)(*n ? *n : 1), sizeof **out);
+    if (!*out) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    cnpy_wait_idle(); /* the sequence may have been a generator: Python code ran */
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(fast, i);
+        if (x == Py_None && allow_none) continue;
+        if (!Tensor_Check(x)) {
+            PyErr_Format(PyExc_TypeError, "%s: expected Tensors, got %s", what, Py_TYPE(x)->tp_name);
+            PyMem_Free(*out);
+            Py_DECREF(fast);
+            return -1;
+        }
+        (*out)[i] = cn_retain(TT(x));
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static void release_array(cn_tensor **a, Py_ssize_t n) {
+    if (!a) return;
+    for (Py_ssize_t i = 0; i < n; i++) cn_release(a[i]);
+    PyMem_Free(a);
+}
+
+/* _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused) */
+static PyObject *f_grad(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"outputs", "inputs", "grad_outputs", "retain_graph", "create_graph",
+                             "allow_unused", NULL};
+    PyObject *outs, *ins, *gouts = Py_None, *retain = Py_None;
+    int create = 0, unused = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOpp:grad", kwlist, &outs, &ins, &gouts, &retain,
+                                     &create, &unused))
+        return NULL;
+    cn_tensor **o = NULL, **in = NULL, **seeds = NULL, **grads = NULL;
+    Py_ssize_t no = 0, ni = 0, ns = 0;
+    PyObject *res = NULL;
+    if (as_tensor_array(outs, &o, &no, false, "grad: outputs") < 0) return NULL;
+    if (as_tensor_array(ins, &in, &ni, false, "grad: inputs") < 0) goto done;
+    if (gouts != Py_None) {
+        if (as_tensor_array(gouts, &seeds, &ns, true, "grad: grad_outputs") < 0) goto done;
+        if (ns != no) {
+            PyErr_Format(PyExc_ValueError, "grad: %zd grad_outputs for %zd outputs", ns, no);
+            goto done;
+        }
+        /* None seeds: ones for one-element outputs. */
+        for (Py_ssize_t i = 0; i < ns; i++)
+            if (!seeds[i]) {
+                seeds[i] = CNPY_CALL(cn_ones_like(o[i]));
+                if (!seeds[i]) {
+                    cnpy_raise(0);
+                    goto done;
+                }
+            }
+    }
+    if (no > INT32_MAX || ni > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "grad: too many tensors");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < ni; i++)
+        if (!cn_requires_grad(in[i])) {
+            PyErr_Format(PyExc_RuntimeError, "grad: input %zd does not require grad", i);
+            goto done;
+        }
+    grads = PyMem_Calloc((size_t)(ni ? ni : 1), sizeof *grads);
+    if (!grads) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    unsigned flags = 0;
+    int r = retain == Py_None ? create : PyObject_IsTrue(retain);
+    if (r < 0) goto done;
+    if (r) flags |= CN_GRAD_RETAIN_GRAPH;
+    if (create) flags |= CN_GRAD_CREATE_GRAPH;
+    if (unused) flags |= CN_GRAD_ALLOW_UNUSED;
+    int rc;
+    cnpy_nogil_begin();
+    cn_scope_begin();
+    rc = cn_grad(o, seeds, (int)no, in, (int)ni, grads, flags);
+    for (Py_ssize_t i = 0; rc >= 0 && i < ni; i++) cn_keep(grads[i]);
+    cn_scope_end();
+    cnpy_nogil_end();
+    if (rc < 0) {
+        cnpy_raise(rc);
+        goto done;
+    }
+    res = PyTuple_New(ni);
+    if (!res) goto done;
+    for (Py_ssize_t i = 0; i < ni; i++) {
+        PyObject *g;
+        if (grads[i]) {
+            g = cnpy_wrap(grads[i]);
+            grads[i] = NULL;
+        } else {
+            Py_INCREF(Py_None);
+            g = Py_None;
+        }
+        if (!g) {
+            Py_CLEAR(res);
+            goto done;
+        }
+        PyTuple_SET_ITEM(res, i, g);
+    }
+done:
+    release_array(o, no);
+    release_array(in, ni);
+    release_array(seeds, ns);
+    release_array(grads, ni);
+    return res;
+}
+
+/* Forward mode: the dual region and tangents (autograd.forward_ad). */
+static PyObject *f_dual_begin(PyObject *m, PyObject *u) {
+    cn_dual_begin();
+    Py_RETURN_NONE;
+}
+static PyObject *f_dual_end(PyObject *m, PyObject *u) {
+    cn_dual_end();
+    Py_RETURN_NONE;
+}
+static PyObject *f_set_tangent(PyObject *m, PyObject *args) {
+    PyObject *t, *tan;
+    if (!PyArg_ParseTuple(args, "O!O!:set_tangent", &Tensor_Type, &t, &Tensor_Type, &tan)) return NULL;
+    int rc;
+    CNPY_INT(rc, cn_set_tangent(TT(t), TT(tan)));
+    if (rc < 0) return cnpy_raise(rc);
+    Py_RETURN_NONE;
+}
+static PyObject *f_get_tangent(PyObject *m, PyObject *t) {
+    if (!Tensor_Check(t)) {
+        PyErr_SetString(PyExc_TypeError, "get_tangent: expected a Tensor");
+        return NULL;
+    }
+    return cnpy_wrap_borrowed(cn_get_tangent(TT(t)));
+}
+
+/* clip_grad_norm_(params, max_norm, norm_type=2) -> total norm */
+static PyObject *f_clip_grad_norm(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"parameters", "max_norm", "norm_type", NULL};
+    PyObject *params, *nt = NULL;
+    double max_norm, norm_type = 2;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Od|O:clip_grad_norm_", kwlist, &params, &max_norm, &nt))
+        return NULL;
+    if (nt) {
+        if (PyUnicode_Check(nt) && PyUnicode_CompareWithASCIIString(nt, "inf") == 0) norm_type = INFINITY;
+        else if ((norm_type = PyFloat_AsDouble(nt)) == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    PyObject *lst = PySequence_List(params);
+    if (!lst) return NULL;
+    cn_tensor **ps;
+    Py_ssize_t n;
+    int rc = as_tensor_array(lst, &ps, &n, false, "clip_grad_norm_");
+    Py_DECREF(lst);
+    if (rc < 0) return NULL;
+    double total = 0;
+    CNPY_INT(rc, cn_clip_grad_norm(ps, (int)n, max_norm, norm_type, &total));
+    release_array(ps, n);
+    if (rc < 0) return cnpy_raise(rc);
+    return cnpy_wrap(CNPY_CALL(cn_scalar(CN_F32, total)));
+}
+
+static PyObject *f_clip_grad_value(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"parameters", "clip_value", NULL};
+    PyObject *params;
+    double clip;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Od:clip_grad_value_", kwlist, &params, &clip)) return NULL;
+    PyObject *lst = PySequence_List(params);
+    if (!lst) return NULL;
+    cn_tensor **ps;
+    Py_ssize_t n;
+    int rc = as_tensor_array(lst, &ps, &n, false, "clip_grad_value_");
+    Py_DECREF(lst);
+    if (rc < 0) return NULL;
+    CNPY_INT(rc, cn_clip_grad_value(ps, (int)n, clip));
+    release_array(ps, n);
+    if (rc < 0) return cnpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+PyMethodDef cnpy_autograd_functions[] = {
+    {"_set_grad_enabled", f_set_grad_enabled, METH_O, "returns the previous setting"},
+    {"is_grad_enabled", f_is_grad_enabled, METH_NOARGS, NULL},
+    {"_grad", FN(f_grad), KW, NULL},
+    {"_dual_begin", f_dual_begin, METH_NOARGS, NULL},
+    {"_dual_end", f_dual_end, METH_NOARGS, NULL},
+    {"_set_tangent", f_set_tangent, METH_VARARGS, NULL},
+    {"_get_tangent", f_get_tangent, METH_O, NULL},
+    {"clip_grad_norm_", FN(f_clip_grad_norm), KW, NULL},
+    {"clip_grad_value_", FN(f_clip_grad_value), KW, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+int cnpy_autograd_init(PyObject *m) { return 0; }
