@@ -25,29 +25,6 @@ static bool tf32_on(void) {
     return tf32 == 1;
 }
 
-/* How cuBLAS reads a rows x cols row-major operand with strides (rs, cs):
- * *trans false when its rows are contiguous (cuBLAS sees its transpose:
- * "no transpose" in the swapped product), true when its columns are;
- * false overall when neither. */
-static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans,
-                        int64_t *ld) {
-    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
-    int64_t ers = rows == 1 ? c1 : rs, ecs = cols == 1 ? 1 : cs;
-    if (ecs == 1 && ers >= c1) {
-        *trans = false;
-        *ld = ers;
-        return true;
-    }
-    ers = rows == 1 ? 1 : rs;
-    ecs = cols == 1 ? r1 : cs;
-    if (ers == 1 && ecs >= r1) {
-        *trans = true;
-        *ld = ecs;
-        return true;
-    }
-    return false;
-}
-
 static const char *status_name(cublasStatus_t s) { return cublasGetStatusString(s); }
 
 /* d's handle on its stream (under d->blas_lock). NULL after cn_fail. */
@@ -72,8 +49,8 @@ int cn_cuda_gemm_cublas(const char *fn, cn_gpu_dev *g, const cn_gpu_gemm *p) {
     if ((p->dt != CN_F32 && p->dt != CN_F64) || p->k == 0) return 1;
     bool ta, tb;
     int64_t lda, ldb;
-    if (!blas_layout(p->m, p->k, p->rsa, p->csa, &ta, &lda) ||
-        !blas_layout(p->k, p->n, p->rsb, p->csb, &tb, &ldb) || p->ldc < p->n)
+    if (!cn_gpu_blas_layout(p->m, p->k, p->rsa, p->csa, &ta, &lda) ||
+        !cn_gpu_blas_layout(p->k, p->n, p->rsb, p->csb, &tb, &ldb) || p->ldc < p->n)
         return 1;
     int64_t ldc = p->ldc > 0 ? p->ldc : 1;
     if (p->m > INT_MAX || p->n > INT_MAX || p->k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||

@@ -142,19 +142,6 @@ static const char dialect[] =
 
 const char *cn_cuda_dialect(void) { return dialect; }
 
-/* The first lines of a log that fit in n bytes, from its first error. */
-static void log_excerpt(const char *log, char *out, size_t n) {
-    const char *start = log;
-    const char *e = strstr(log, "error");
-    if (e) {
-        while (e > log && e[-1] != '\n') e--;
-        start = e;
-    }
-    size_t k = 0;
-    for (const char *p = start; *p && k + 1 < n; p++) out[k++] = *p == '\n' ? ' ' : *p;
-    out[k] = 0;
-}
-
 void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_t *size) {
     if (nv_ready() < 0) return NULL;
     size_t nd = strlen(dialect), ns = strlen(src);
@@ -205,17 +192,12 @@ void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_
             char *log = malloc(len + 1);
             if (log && nv.GetProgramLog(prog, log) == NVRTC_SUCCESS) {
                 log[len] = 0;
-                log_excerpt(log, excerpt, sizeof excerpt);
+                cn_gpu_log_excerpt(log, excerpt, sizeof excerpt);
             }
             free(log);
         }
         char head[96];
-        size_t h = 0;
-        while (src[h] && src[h] != '\n' && h + 1 < sizeof head) {
-            head[h] = src[h];
-            h++;
-        }
-        head[h] = 0;
+        cn_gpu_source_head(src, head, sizeof head);
         nv.DestroyProgram(&prog);
         cn_failc(CN_EUNSUPPORTED, "cuda (%s): compiling a kernel failed (%s): %s: %s", arch,
                  nv.GetErrorString(r), head, excerpt);

@@ -226,24 +226,13 @@ static CUdeviceptr dptr(const cn_storage *s, size_t off) {
     return (CUdeviceptr)(uintptr_t)s->data + off;
 }
 
-/* ---- byte copies ---- */
-
-static bool range_ok(const char *fn, const cn_storage *s, size_t off, size_t n) {
-    if (off > s->nbytes || n > s->nbytes - off) {
-        cn_failc(CN_EINVAL, "%s: bytes [%zu, %zu) are outside the %zu-byte storage on %s", fn,
-                 off, off + n, s->nbytes, cn_dev_name(cn_storage_device(s)));
-        return false;
-    }
-    return true;
-}
-
 /* From pageable host memory the driver stages the bytes before returning,
  * so the caller may reuse src at once even when the copy is asynchronous. */
 int cn_cuda_write(cn_storage *dst, size_t dst_off, const void *src, size_t n, bool async) {
     if (n == 0) return CN_OK;
     cn_cuda_dev *d = cn_cuda_dev_of(dst);
     if (!d) return CN_EINVAL;
-    if (!range_ok("cuda write", dst, dst_off, n)) return CN_EINVAL;
+    if (!cn_gpu_range_ok("cuda write", dst, dst_off, n)) return CN_EINVAL;
     int rc = cn_cuda_enter("cuda write", d);
     if (rc < 0) return rc;
     CUresult r = cn_cu()->MemcpyHtoDAsync(dptr(dst, dst_off), src, n, d->stream);
@@ -255,7 +244,7 @@ int cn_cuda_read(const cn_storage *src, size_t src_off, void *dst, size_t n) {
     if (n == 0) return CN_OK;
     cn_cuda_dev *d = cn_cuda_dev_of(src);
     if (!d) return CN_EINVAL;
-    if (!range_ok("cuda read", src, src_off, n)) return CN_EINVAL;
+    if (!cn_gpu_range_ok("cuda read", src, src_off, n)) return CN_EINVAL;
     int rc = cn_cuda_enter("cuda read", d);
     if (rc < 0) return rc;
     CUresult r = cn_cu()->MemcpyDtoHAsync(dst, dptr(src, src_off), n, d->stream);
@@ -268,7 +257,8 @@ int cn_cuda_copy_bytes(cn_storage *dst, size_t dst_off, const cn_storage *src, s
     if (n == 0) return CN_OK;
     cn_cuda_dev *dd = cn_cuda_dev_of(dst), *sd = cn_cuda_dev_of(src);
     if (!dd || !sd) return CN_EINVAL;
-    if (!range_ok("cuda copy", dst, dst_off, n) || !range_ok("cuda copy", src, src_off, n))
+    if (!cn_gpu_range_ok("cuda copy", dst, dst_off, n) ||
+        !cn_gpu_range_ok("cuda copy", src, src_off, n))
         return CN_EINVAL;
     if (dd == sd) {
         int rc = cn_cuda_enter("cuda copy", dd);

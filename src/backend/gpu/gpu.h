@@ -99,6 +99,15 @@ cn_gpu_kernel cn_gpu_kernel_get(cn_gpu_dev *dev, const char *source, const char 
  * every device kind (the CUDA tests compile what OpenCL ran). */
 void cn_gpu_sources_foreach(void (*fn)(const char *src, const char *opts, void *ctx), void *ctx);
 
+/* For the runtimes' build errors: the first lines of a compiler log that
+ * fit in n bytes, from its first line containing "error"; and the first
+ * line of a generated source (a comment naming the kernel family). */
+void cn_gpu_log_excerpt(const char *log, char *out, size_t n);
+void cn_gpu_source_head(const char *src, char *out, size_t n);
+/* For the runtimes' byte copies: false after cn_fail naming fn when bytes
+ * [off, off + n) are not inside s. */
+bool cn_gpu_range_ok(const char *fn, const cn_storage *s, size_t off, size_t n);
+
 /* Issues k (see cn_gpu_runtime.launch). */
 static inline int cn_gpu_launch(const char *fn, cn_gpu_dev *dev, cn_gpu_kernel k, int nargs,
                                 const cn_gpu_arg *args, unsigned dims, const size_t *global,

@@ -57,6 +57,13 @@ typedef struct cn_gpu_gemm {
     bool accumulate;
 } cn_gpu_gemm;
 
+/* How a vendor BLAS reads a rows x cols row-major operand with strides
+ * (rs, cs): *trans false when its rows are contiguous (leading dimension
+ * rs), true when its columns are (leading dimension cs); false when
+ * neither (the plain kernel then runs). For the runtimes' gemm hooks. */
+bool cn_gpu_blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans,
+                        int64_t *ld);
+
 /* Returns 0 or a negative status after cn_fail naming fn. */
 int cn_gpu_gemm_run(const char *fn, cn_gpu_dev *dev, const cn_gpu_gemm *g);
 /* Forces the plain GEMM kernel even where a vendor BLAS applies (tests);

@@ -154,6 +154,25 @@ static int gemm_plain(const char *fn, cn_gpu_dev *dev, const cn_gpu_gemm *g) {
 
 /* ---- the GEMM ---- */
 
+bool cn_gpu_blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans,
+                        int64_t *ld) {
+    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+    int64_t ers = rows == 1 ? c1 : rs, ecs = cols == 1 ? 1 : cs;
+    if (ecs == 1 && ers >= c1) {
+        *trans = false;
+        *ld = ers;
+        return true;
+    }
+    ers = rows == 1 ? 1 : rs;
+    ecs = cols == 1 ? r1 : cs;
+    if (ers == 1 && ecs >= r1) {
+        *trans = true;
+        *ld = ecs;
+        return true;
+    }
+    return false;
+}
+
 static bool force_plain;
 
 bool cn_gpu_gemm_force_plain(bool on) {

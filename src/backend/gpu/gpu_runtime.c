@@ -48,6 +48,38 @@ int cn_gpu_check_dtype(const char *fn, const cn_gpu_dev *dev, cn_dtype dt) {
     return CN_OK;
 }
 
+/* ---- what the runtimes share ---- */
+
+void cn_gpu_log_excerpt(const char *log, char *out, size_t n) {
+    const char *start = log;
+    const char *e = strstr(log, "error");
+    if (e) {
+        while (e > log && e[-1] != '\n') e--;
+        start = e;
+    }
+    size_t k = 0;
+    for (const char *p = start; *p && k + 1 < n; p++) out[k++] = *p == '\n' ? ' ' : *p;
+    out[k] = 0;
+}
+
+void cn_gpu_source_head(const char *src, char *out, size_t n) {
+    size_t h = 0;
+    while (src[h] && src[h] != '\n' && h + 1 < n) {
+        out[h] = src[h];
+        h++;
+    }
+    out[h] = 0;
+}
+
+bool cn_gpu_range_ok(const char *fn, const cn_storage *s, size_t off, size_t n) {
+    if (off > s->nbytes || n > s->nbytes - off) {
+        cn_failc(CN_EINVAL, "%s: bytes [%zu, %zu) are outside the %zu-byte storage on %s", fn,
+                 off, off + n, s->nbytes, cn_dev_name(cn_storage_device(s)));
+        return false;
+    }
+    return true;
+}
+
 /* ---- byte copies, through the device's backend ---- */
 
 int cn_gpu_write(cn_storage *dst, size_t dst_off, const void *src, size_t n, bool async) {

@@ -10,25 +10,15 @@
 
 #include <stdlib.h>
 
-/* How BLAS reads a rows x cols operand with strides (rs, cs): row-major,
- * transposed or not, and its leading dimension; false if it cannot. */
+/* A BLAS layout (cn_gpu_blas_layout) as CLBlast's arguments. */
 static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, CLBlastTranspose *tr,
                         size_t *ld) {
-    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
-    int64_t ers = rows == 1 ? c1 : rs, ecs = cols == 1 ? 1 : cs;
-    if (ecs == 1 && ers >= c1) {
-        *tr = CLBlastTransposeNo;
-        *ld = (size_t)ers;
-        return true;
-    }
-    ers = rows == 1 ? 1 : rs;
-    ecs = cols == 1 ? r1 : cs;
-    if (ers == 1 && ecs >= r1) {
-        *tr = CLBlastTransposeYes;
-        *ld = (size_t)ecs;
-        return true;
-    }
-    return false;
+    bool t;
+    int64_t l;
+    if (!cn_gpu_blas_layout(rows, cols, rs, cs, &t, &l)) return false;
+    *tr = t ? CLBlastTransposeYes : CLBlastTransposeNo;
+    *ld = (size_t)l;
+    return true;
 }
 
 /* 0 when CLBlast did the product, 1 when it does not apply or failed (the

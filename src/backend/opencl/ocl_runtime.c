@@ -209,20 +209,6 @@ static const char dialect[] =
     "#define CN_FN inline\n"
     "#define CN_GROUP_SIZE(x, y) __attribute__((reqd_work_group_size(x, y, 1)))\n";
 
-/* The first lines of a build log that fit in n bytes, errors first: the
- * log is scanned for the first line containing "error" and starts there. */
-static void log_excerpt(const char *log, char *out, size_t n) {
-    const char *start = log;
-    const char *e = strstr(log, "error");
-    if (e) {
-        while (e > log && e[-1] != '\n') e--;
-        start = e;
-    }
-    size_t k = 0;
-    for (const char *p = start; *p && k + 1 < n; p++) out[k++] = *p == '\n' ? ' ' : *p;
-    out[k] = 0;
-}
-
 /* NULL after cn_fail. */
 static void *build(cn_gpu_dev *g, const char *src, const char *opts) {
     cn_ocl_dev *dev = (cn_ocl_dev *)g;
@@ -247,17 +233,11 @@ static void *build(cn_gpu_dev *g, const char *src, const char *opts) {
             log[0] = 0;
             clGetProgramBuildInfo(p, dev->id, CL_PROGRAM_BUILD_LOG, len, log, NULL);
             log[len] = 0;
-            if (log[0]) log_excerpt(log, excerpt, sizeof excerpt);
+            if (log[0]) cn_gpu_log_excerpt(log, excerpt, sizeof excerpt);
             free(log);
         }
-        /* The first line of the source names the kernel family (a comment). */
         char head[96];
-        size_t h = 0;
-        while (src[h] && src[h] != '\n' && h + 1 < sizeof head) {
-            head[h] = src[h];
-            h++;
-        }
-        head[h] = 0;
+        cn_gpu_source_head(src, head, sizeof head);
         cn_failc(CN_EUNSUPPORTED, "%s (%s): building a kernel failed (%s): %s: %s", g->label,
                  g->name, cn_ocl_err_name(err), head, excerpt);
         clReleaseProgram(p);
@@ -336,22 +316,11 @@ static void mem_free(cn_gpu_dev *g, cn_gpu_buf m) {
     clReleaseMemObject((cl_mem)m);
 }
 
-/* ---- byte copies ---- */
-
-static bool range_ok(const char *fn, const cn_storage *s, size_t off, size_t n) {
-    if (off > s->nbytes || n > s->nbytes - off) {
-        cn_failc(CN_EINVAL, "%s: bytes [%zu, %zu) are outside the %zu-byte storage on %s", fn,
-                 off, off + n, s->nbytes, cn_dev_name(cn_storage_device(s)));
-        return false;
-    }
-    return true;
-}
-
 int cn_ocl_write(cn_storage *dst, size_t dst_off, const void *src, size_t n, bool async) {
     if (n == 0) return CN_OK;
     cn_ocl_dev *d = cn_ocl_dev_of(dst);
     if (!d) return CN_EINVAL;
-    if (!range_ok("opencl write", dst, dst_off, n)) return CN_EINVAL;
+    if (!cn_gpu_range_ok("opencl write", dst, dst_off, n)) return CN_EINVAL;
     cl_int err = clEnqueueWriteBuffer(d->queue, (cl_mem)dst->data, async ? CL_FALSE : CL_TRUE,
                                       dst_off, n, src, 0, NULL, NULL);
     if (err != CL_SUCCESS) return cn_ocl_fail("opencl write", "clEnqueueWriteBuffer", err);
@@ -363,7 +332,7 @@ int cn_ocl_read(const cn_storage *src, size_t src_off, void *dst, size_t n) {
     if (n == 0) return CN_OK;
     cn_ocl_dev *d = cn_ocl_dev_of(src);
     if (!d) return CN_EINVAL;
-    if (!range_ok("opencl read", src, src_off, n)) return CN_EINVAL;
+    if (!cn_gpu_range_ok("opencl read", src, src_off, n)) return CN_EINVAL;
     cl_int err = clEnqueueReadBuffer(d->queue, (cl_mem)src->data, CL_TRUE, src_off, n, dst, 0,
                                      NULL, NULL);
     if (err != CL_SUCCESS) return cn_ocl_fail("opencl read", "clEnqueueReadBuffer", err);
@@ -375,7 +344,8 @@ int cn_ocl_copy_bytes(cn_storage *dst, size_t dst_off, const cn_storage *src, si
     if (n == 0) return CN_OK;
     cn_ocl_dev *dd = cn_ocl_dev_of(dst), *sd = cn_ocl_dev_of(src);
     if (!dd || !sd) return CN_EINVAL;
-    if (!range_ok("opencl copy", dst, dst_off, n) || !range_ok("opencl copy", src, src_off, n))
+    if (!cn_gpu_range_ok("opencl copy", dst, dst_off, n) ||
+        !cn_gpu_range_ok("opencl copy", src, src_off, n))
         return CN_EINVAL;
     if (dd == sd) {
         cl_int err = clEnqueueCopyBuffer(dd->queue, (cl_mem)src->data, (cl_mem)dst->data, src_off,
