@@ -112,6 +112,24 @@ typedef struct cn_stats {
 const char *cn_version(void);
 /* What this build was compiled with, e.g. "openblas threads". */
 const char *cn_build_info(void);
+/* Every optional part a build may have, present or not, one by one: i
+ * from 0 to cn_build_feature_count() - 1 (`chutney --version` lists them).
+ * name is short ("onnx", "openblas", "cuda", ...), what says what it
+ * gives; both static strings. */
+typedef struct cn_build_feature {
+    const char *name;
+    const char *what;
+    bool enabled;
+} cn_build_feature;
+int cn_build_feature_count(void);
+int cn_build_feature_get(int i, cn_build_feature *out);
+/* The instruction set the CPU kernels' hot loops run with now: "default"
+ * (the build's own target), "avx2" (AVX2 + FMA) or "avx512" (AVX-512 F,
+ * BW, CD, DQ, VL); the best this build and CPU have unless CN_ISA in the
+ * environment lowered it. cn_cpu_isa_available: whether the level so named
+ * is compiled in this build and this CPU runs it. */
+const char *cn_cpu_isa(void);
+bool cn_cpu_isa_available(const char *name);
 
 /* The thread-local message of the last failure ("" if none). */
 const char *cn_last_error(void);
@@ -150,11 +168,36 @@ typedef struct cn_device {
 #define CN_DEVICE(k, i) ((cn_device){(k), (i)})
 #define CN_CPU CN_DEVICE(CN_DEVICE_CPU, 0)
 
-/* "cpu", "cpu:0", "opencl", "opencl:1", "cuda:0" (no index: 0). Returns 0,
- * or CN_EINVAL naming what is wrong (the device need not exist: that is
+/* A device of one process of an MPI job (docs/distributed.md): "rank:1/cpu:0"
+ * is cpu:0 of rank 1. The rank rides in the upper bits of kind (kind =
+ * KIND | (rank + 1) << CN_DEVICE_RANK_SHIFT), so cn_device keeps its two
+ * fields and its size, and a plain device (upper bits 0) means "this
+ * process", as always. Code that knows nothing of ranks sees a kind it does
+ * not know and refuses it rather than running on a device of its own.
+ * Devices of another rank only place the steps of a static graph: built
+ * inside cn_device_scope_begin(rank device) ... _end(), cn_compile and
+ * cn_compile_train_step cut the graph into per-rank programs joined by
+ * send/recv steps (docs/graph-passes.md, "Placement"). Used eagerly (an op
+ * computed inside such a scope, cn_to, cn_zeros_on, cn_set_default_device)
+ * they fail, naming the device; a device of this process's own rank is
+ * simply the local device. Tensors made inside a scope of a rank device
+ * (parameters, constants) are made on this process's device of that kind:
+ * every rank holds every parameter. */
+#define CN_DEVICE_RANK_SHIFT 8
+#define CN_DEVICE_ON_RANK(r, k, i) \
+    ((cn_device){(int32_t)((k) | (((r) + 1) << CN_DEVICE_RANK_SHIFT)), (i)})
+/* R for a device "rank:R/...", -1 for a device of this process. */
+int cn_device_rank(cn_device d);
+/* d without its rank ("rank:1/cpu:0" -> "cpu:0"). */
+cn_device cn_device_local(cn_device d);
+
+/* "cpu", "cpu:0", "opencl", "opencl:1", "cuda:0" (no index: 0), and with a
+ * rank in front, "rank:1/cpu:0" ("rank:1" alone: "rank:1/cpu:0"). Returns
+ * 0, or CN_EINVAL naming what is wrong (the device need not exist: that is
  * checked where it is used). */
 int cn_device_parse(const char *s, cn_device *out);
-/* "opencl:0" into buf (32 bytes are always enough); returns buf. */
+/* "opencl:0" or "rank:1/opencl:0" into buf (48 bytes are always enough);
+ * returns buf. */
 char *cn_device_str(cn_device d, char *buf, size_t n);
 bool cn_device_equal(cn_device a, cn_device b);
 /* Devices of a kind this build and machine have (0 when none: no platform,
@@ -201,7 +244,11 @@ void cn_event_free(cn_event *e);
  * CPU unless set). Per thread. A static graph's ops built inside a scope
  * run on its device when compiled, whatever their inputs' device (their
  * inputs are transferred); outside any scope they follow their inputs (the
- * default device does not place them). */
+ * default device does not place them). A scope may name a device of
+ * another rank ("rank:1/cpu:0", above): its graph steps then run in that
+ * process, and eager ops inside it fail (views aside: modules take views
+ * of their parameters while a graph is traced). The default device must
+ * be one of this process. */
 int cn_set_default_device(cn_device d);
 cn_device cn_get_default_device(void);
 int cn_device_scope_begin(cn_device d); /* scopes nest (up to 64) */
@@ -744,6 +791,17 @@ cn_tensor *cn_program_input(const cn_program *p, int i);
  * run's (docs/graph-passes.md, "Placement"). */
 int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
            cn_tensor **outputs, int noutputs);
+/* A graph built under scopes of rank devices ("rank:1/cpu:0") is cut into
+ * per-rank programs: every rank builds the same graph with the same code
+ * and compiles it; each keeps its own steps, and every value one rank
+ * computes and another reads travels as a send/recv pair inserted by
+ * cn_compile (docs/distributed.md). Every rank calls cn_run as often, in
+ * the same order, feeding every placeholder. An output computed on another
+ * rank is NULL in that run's outputs (cn_run still returns 0): the loss of
+ * a pipeline is read on the rank of its last stage. This gives the rank
+ * that computes output i, or -1 when every rank does (values of inputs
+ * and constants only, or a program that is not split). */
+int cn_program_output_rank(const cn_program *p, int i);
 
 /* Output i is written into t on every run (t must have the output's dtype
  * and sizes; contiguous t is written by the step itself, no copy) and
@@ -760,6 +818,13 @@ int cn_program_bind_output(cn_program *p, int i, cn_tensor *t);
  * outlive the program; create it before building the graph (see
  * cn_optimizer). */
 typedef struct cn_optimizer cn_optimizer; /* (the Optimisers section) */
+/* Split over ranks (cn_program_output_rank): the gradient steps run where
+ * the forward steps they differentiate ran; each rank gets the gradients
+ * of the parameters its own steps read (one read on several ranks gets its
+ * summed gradient on each). A parameter only other ranks read gets no
+ * gradient on this rank: its .grad is NULL, so the optimiser (built over
+ * every parameter on every rank, so the graphs match) leaves it as it is;
+ * its trained values live on the ranks that read it. */
 cn_program *cn_compile_train_step(cn_graph *g, cn_tensor *const *outputs, int noutputs,
                                   cn_optimizer *opt, const cn_compile_opts *opts);
 
@@ -781,6 +846,12 @@ typedef struct cn_program_stats {
     int ndevice_steps[CN_DEVICE_KIND_COUNT];
     int ntransfers;
     int nfallbacks;
+    /* A program split over the ranks of an MPI job (devices "rank:R/...",
+     * docs/distributed.md): the rank whose part this is (-1: not split),
+     * and its send and recv steps (counted in ndevice_steps too). */
+    int rank;
+    int nsends;
+    int nrecvs;
 } cn_program_stats;
 int cn_program_stats_get(const cn_program *p, cn_program_stats *stats);
 /* The steps as text, one per line. */
@@ -941,6 +1012,92 @@ int cn_load_safetensors_into(const char *path, const char *const *names,
                              cn_tensor *const *tensors, int n, unsigned flags);
 
 /* ------------------------------------------------------------------------ */
+/* Text: a byte-level BPE tokenizer, and token windows for language models  */
+/* ------------------------------------------------------------------------ */
+/* docs/text.md describes the algorithm, the pre-tokenisation and the file
+ * format. Ids 0-255 are the bytes, 256 + i is merge i, and the special
+ * tokens come last. Any bytes encode and decode back exactly (invalid UTF-8
+ * included). A tokenizer is immutable once made: any number of threads may
+ * encode and decode with one at the same time. */
+typedef struct cn_tokenizer cn_tokenizer;
+#define CN_EOT_TOKEN "<|endoftext|>"
+typedef struct cn_bpe_train_opts {
+    /* Special tokens (ids after the merges, in this order); never learned
+     * from: training cuts the text where they occur. special_tokens NULL:
+     * one, CN_EOT_TOKEN; non-NULL with n_special 0: none. */
+    const char *const *special_tokens;
+    int n_special;
+    int64_t min_frequency; /* a pair must occur this often to be merged (0: 2) */
+} cn_bpe_train_opts;
+/* Learns vocab_size - 256 - (special tokens) merges from text (fewer if no
+ * pair is left that occurs min_frequency times). Deterministic: ties go to
+ * the smallest (left, right) pair of ids. opts may be NULL. */
+cn_tokenizer *cn_bpe_train(const char *text, size_t len, int vocab_size,
+                           const cn_bpe_train_opts *opts);
+cn_tokenizer *cn_bpe_train_file(const char *path, int vocab_size, const cn_bpe_train_opts *opts);
+void cn_tokenizer_free(cn_tokenizer *tok);
+/* 256 + merges + special tokens. */
+int cn_tokenizer_vocab_size(const cn_tokenizer *tok);
+int cn_tokenizer_num_merges(const cn_tokenizer *tok);
+int cn_tokenizer_num_special(const cn_tokenizer *tok);
+/* Merge i joins *left and *right (either may be NULL); returns its id, 256 + i. */
+int cn_tokenizer_merge(const cn_tokenizer *tok, int i, int32_t *left, int32_t *right);
+/* The bytes of token id: *len of them, not NUL-terminated (borrowed). */
+const char *cn_tokenizer_token(const cn_tokenizer *tok, int32_t id, size_t *len);
+/* The id of a special token by its text (CN_EOT_TOKEN, ...), or < 0. */
+int32_t cn_tokenizer_special_id(const cn_tokenizer *tok, const char *name);
+
+enum {
+    /* Encode the special tokens' texts found in the input as their ids
+     * (without it they are plain text, like any other bytes). */
+    CN_TOKENIZE_SPECIAL = 1 << 0
+};
+/* text[0, len) -> *n ids in *ids (malloc'd: free() it). */
+int cn_tokenizer_encode(const cn_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                        int32_t **ids, size_t *n);
+/* The same as an i64 [n] tensor (current scope). */
+cn_tensor *cn_tokenizer_encode_tensor(const cn_tokenizer *tok, const char *text, size_t len,
+                                      unsigned flags);
+/* A whole file's bytes, encoded: i64 [n]. */
+cn_tensor *cn_tokenizer_encode_file(const cn_tokenizer *tok, const char *path, unsigned flags);
+/* ids -> *len bytes in *text (malloc'd, with a NUL after them: free() it).
+ * An id outside the vocabulary is an error naming it. */
+int cn_tokenizer_decode(const cn_tokenizer *tok, const int32_t *ids, size_t n, char **text,
+                        size_t *len);
+/* The same from an integer tensor of any shape (its elements in order). */
+int cn_tokenizer_decode_tensor(const cn_tokenizer *tok, const cn_tensor *ids, char **text,
+                               size_t *len);
+
+/* The tokenizer as its text format (docs/text.md; printable ASCII), and
+ * back. A file is written atomically, as cn_save_safetensors does. A
+ * corrupt or truncated text is an error naming the line, never a crash. */
+int cn_tokenizer_save(const cn_tokenizer *tok, const char *path);
+cn_tokenizer *cn_tokenizer_load(const char *path);
+char *cn_tokenizer_to_string(const cn_tokenizer *tok, size_t *len); /* malloc'd; len may be NULL */
+cn_tokenizer *cn_tokenizer_from_string(const char *s, size_t len);
+/* In a checkpoint, the tokenizer travels as the metadata string under this
+ * key: pass cn_tokenizer_to_string's text as its value to
+ * cn_save_safetensors, and read it back with cn_tokenizer_from_checkpoint. */
+#define CN_TOKENIZER_METADATA_KEY "tokenizer"
+cn_tokenizer *cn_tokenizer_from_checkpoint(const cn_checkpoint *c);
+
+/* Token streams (a 1-D integer tensor, e.g. from cn_tokenizer_encode_file).
+ * The last floor(n x val_fraction) tokens are the validation part; both
+ * parts are views (current scope). */
+int cn_text_split(cn_tensor *tokens, double val_fraction, cn_tensor **train, cn_tensor **val);
+/* Non-overlapping windows: inputs[i] = tokens[offset + iT, +T), targets[i]
+ * the same one token later; both [W, T] with W = (n - offset - 1) / T, views
+ * of tokens (no copy; current scope). Feed them to cn_loader_new for
+ * shuffled batches, or use cn_text_loader_new. */
+int cn_text_windows(cn_tensor *tokens, int64_t T, int64_t offset, cn_tensor **inputs,
+                    cn_tensor **targets);
+/* A cn_loader over the windows of tokens (offset 0, tokens cast to i64 if
+ * they are not): cn_loader_next gives batch[0] = inputs and batch[1] =
+ * targets, i64 [B, T], every window once per epoch, in the order opts
+ * (seed, shuffle) fix. */
+cn_loader *cn_text_loader_new(cn_tensor *tokens, int64_t T, const cn_loader_opts *opts);
+
+/* ------------------------------------------------------------------------ */
 /* ONNX                                                                     */
 /* ------------------------------------------------------------------------ */
 /* Import of ONNX models (opsets 6 to 17, the default domain) into a static
@@ -1006,6 +1163,10 @@ cn_graph *cn_onnx_graph(const cn_onnx_model *m);
  * inspection (`chutney info`). */
 int cn_onnx_opset(const cn_onnx_model *m);
 int64_t cn_onnx_num_params(const cn_onnx_model *m);
+/* The elements of the floating-point initializers only: the weights, as
+ * cn_module_num_params and `chutney export` count them, without the integer
+ * shapes and indices a graph also keeps as initializers. */
+int64_t cn_onnx_num_weights(const cn_onnx_model *m);
 int cn_onnx_num_nodes(const cn_onnx_model *m);
 const char *cn_onnx_node_op(const cn_onnx_model *m, int i);
 
@@ -1611,7 +1772,9 @@ int cn_dist_barrier(void);
  * result sends its gradient back to src. Tags 0 to 2^20 - 1 pair the two
  * sides (gradients use tag + 2^20). CPU tensors; blocking until the peer
  * takes or gives the message. In a static graph, keep the token among the
- * program's outputs (nothing else uses it). */
+ * program's outputs (nothing else uses it), or better, build the graph
+ * under device scopes of ranks ("rank:1/cpu:0", the Devices section) and
+ * let cn_compile insert the messages. */
 cn_tensor *cn_send(cn_tensor *t, int dst, int tag);
 cn_tensor *cn_recv(cn_tensor *token, cn_dtype dt, int ndim, const int64_t *shape, int src, int tag);
 

@@ -56,6 +56,8 @@ PEER_INCLUDES = [
     ("src/data/idx.c", "src/io/fileio.h"),
     ("src/data/image.c", "src/io/fileio.h"),
     ("src/data/loader.c", "src/io/fileio.h"),
+    # The tokenizer's files: atomic writes and whole-file reads.
+    ("src/data/bpe_file.c", "src/io/fileio.h"),
 ]
 # ---------------------------------------------------------------------------
 
