@@ -238,17 +238,42 @@ static void test_batch_norm_steps(void) {
     CHECK_ERROR(cn_module_forward(bn, x), "more than one value per channel");
     CHECK_ERROR(cn_module_forward(bn, cn_zeros(CN_F32, CN_SHAPE(4, 3))), "with C = 2");
     CHECK_ERROR(cn_module_forward(bn, cn_zeros(CN_F32, CN_SHAPE(4, 2, 2, 2))), "[N, C] or [N, C, L]");
-    /* A static graph in training mode normalises with batch statistics but
-     * leaves the buffers alone. */
+    /* A static graph in training mode normalises with batch statistics and
+     * updates the buffers on every run, as eager calls do (graph effects),
+     * here with an unknown batch size (the unbiased variance from x). */
     cn_graph *g = cn_graph_new();
     cn_tensor *ph = cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 2));
     cn_tensor *sy = cn_module_forward(bn, ph);
+    cn_module_train(bn, false);
+    cn_tensor *sy_eval = cn_module_forward(bn, ph);
+    cn_module_train(bn, true);
     cn_program *p = cn_compile(g, &sy, 1, NULL);
-    cn_tensor *xv = th_make(CN_F32, 2, (int64_t[]){4, 2}, &b1[0][0], TH_CONTIG), *out;
-    CHECK_EQ_INT(cn_run(p, &ph, &xv, 1, &out, 1), 0);
-    CHECK_CLOSE(th_at(out, 0), (1 - 3) / sqrt(3.5 + 1e-5), 1e-5, 1e-6);
-    CHECK_EQ_INT(cn_get_int(cn_module_find(bn, "num_batches_tracked"), NULL), 2);
-    CHECK_CLOSE(th_at(cn_module_find(bn, "running_mean"), 0), rm[0], 1e-6, 1e-7);
+    cn_program *pe = cn_compile(g, &sy_eval, 1, NULL);
+    for (int run = 0; run < 2; run++) {
+        double (*b)[2] = run ? b2 : b1;
+        cn_tensor *xv = th_make(CN_F32, 2, (int64_t[]){4, 2}, &b[0][0], TH_CONTIG), *out;
+        CHECK_EQ_INT(cn_run(p, &ph, &xv, 1, &out, 1), 0);
+        for (int c = 0; c < 2; c++) {
+            double m = 0, v = 0;
+            for (int i = 0; i < 4; i++) m += b[i][c] / 4;
+            for (int i = 0; i < 4; i++) v += (b[i][c] - m) * (b[i][c] - m);
+            CHECK_CLOSE(th_at(out, c), (b[0][c] - m) / sqrt(v / 4 + 1e-5), 1e-5, 1e-6);
+            rm[c] = 0.5 * rm[c] + 0.5 * m;
+            rv[c] = 0.5 * rv[c] + 0.5 * v / 3;
+        }
+        CHECK_EQ_INT(cn_get_int(cn_module_find(bn, "num_batches_tracked"), NULL), 3 + run);
+        for (int c = 0; c < 2; c++) {
+            CHECK_CLOSE(th_at(cn_module_find(bn, "running_mean"), c), rm[c], 1e-6, 1e-6);
+            CHECK_CLOSE(th_at(cn_module_find(bn, "running_var"), c), rv[c], 1e-6, 1e-6);
+        }
+        /* The evaluation program of the same graph reads the statistics as
+         * they are now (not folded at compile time) and writes nothing. */
+        CHECK_EQ_INT(cn_run(pe, &ph, &xv, 1, &out, 1), 0);
+        for (int c = 0; c < 2; c++)
+            CHECK_CLOSE(th_at(out, c), (b[0][c] - rm[c]) / sqrt(rv[c] + 1e-5), 1e-5, 1e-6);
+        CHECK_EQ_INT(cn_get_int(cn_module_find(bn, "num_batches_tracked"), NULL), 3 + run);
+    }
+    cn_program_free(pe);
     cn_program_free(p);
     cn_graph_free(g);
     cn_module_free(bn);
@@ -418,6 +443,45 @@ static void test_layer_errors(void) {
     CHECK_ERROR(cn_nn_batch_norm2d(-1, NULL), "num_features");
 }
 
+/* Composite functions called with no scope open hand back only their
+ * result: the caller releases it and nothing else stays alive (the ASan
+ * stage's leak check fails this test otherwise). */
+static void test_composites_without_a_scope(void) {
+    cn_scope_end(); /* RUN's scope: depth 0 from here */
+    CHECK_EQ_INT(cn_scope_depth(), 0);
+    cn_tensor *x = cn_randn(CN_F32, CN_SHAPE(4, 3));
+    cn_tensor *p = cn_sigmoid(x), *y = cn_full(CN_F32, CN_SHAPE(4, 3), 1);
+    cn_tensor *t = cn_full(CN_I64, CN_SHAPE(4), 2);
+    cn_tensor *r[] = {
+        cn_mse_loss(x, y, CN_REDUCTION_MEAN),
+        cn_l1_loss(x, y, CN_REDUCTION_SUM),
+        cn_cross_entropy(x, t, CN_REDUCTION_MEAN, 0.1),
+        cn_nll_loss(x, t, CN_REDUCTION_NONE),
+        cn_bce_with_logits(x, y, NULL, CN_REDUCTION_MEAN),
+        cn_bce_loss(p, y, CN_REDUCTION_MEAN),
+        cn_dropout(x, 0.5, true),
+    };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        CHECK(r[i] != NULL);
+        CHECK_EQ_INT(cn_scope_depth(), 0);
+        cn_release(r[i]);
+    }
+    /* mse by hand: mean((x - 1)^2). */
+    cn_tensor *mse = cn_mse_loss(x, y, CN_REDUCTION_MEAN);
+    double want = 0;
+    for (int i = 0; i < 12; i++) {
+        double d = th_at(x, i) - 1;
+        want += d * d / 12;
+    }
+    CHECK_CLOSE(cn_item(mse), want, 1e-6, 1e-7);
+    cn_release(mse);
+    cn_release(x);
+    cn_release(p);
+    cn_release(y);
+    cn_release(t);
+    cn_scope_begin();
+}
+
 static void test_loss_errors(void) {
     cn_tensor *x = cn_randn(CN_F32, CN_SHAPE(4, 3));
     cn_tensor *t = cn_full(CN_I64, CN_SHAPE(4), 1);
@@ -457,6 +521,7 @@ int main(void) {
     RUN(test_moved_parameters);
     RUN(test_rnn_api);
     RUN(test_layer_errors);
+    RUN(test_composites_without_a_scope);
     RUN(test_loss_errors);
     return th_summary();
 }

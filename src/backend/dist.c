@@ -84,6 +84,7 @@ int cn_dist_init(int *argc, char ***argv) {
     (void)argc, (void)argv;
 #endif
     inited = true;
+    cn_device_set_job(rank_, size_); /* devices "rank:R/..." of this rank are local */
     return CN_OK;
 }
 
@@ -97,6 +98,7 @@ int cn_dist_finalize(void) {
     inited = false;
     rank_ = 0;
     size_ = 1;
+    cn_device_set_job(0, 1);
     return CN_OK;
 }
 

@@ -25,6 +25,13 @@ static const char *const kind_builds[CN_DEVICE_KIND_COUNT] = {
 };
 
 const cn_backend *cn_backend_for(cn_device d, const char *fn) {
+    /* A rank device: this process's own is the local device (callers use
+     * only d.index then); another rank's has no storage here. */
+    d = cn_device_here(d);
+    if (cn_device_remote(d)) {
+        cn_fail_remote_device(fn, d);
+        return NULL;
+    }
     if (d.kind < 0 || d.kind >= CN_DEVICE_KIND_COUNT || d.index < 0) {
         cn_fail("%s: %s is not a device", fn, cn_dev_name(d));
         return NULL;
@@ -58,6 +65,8 @@ cn_storage *cn_storage_new_on(cn_device d, size_t nbytes) {
 
 cn_tensor *cn_t_empty_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape) {
     if (d.kind == CN_DEVICE_CPU) return cn_t_empty(dt, ndim, shape);
+    d = cn_device_here(d); /* (storage records the local device) */
+    if (d.kind == CN_DEVICE_CPU) return cn_t_empty(dt, ndim, shape);
     if (!cn_check_shape("empty", ndim, shape)) return NULL;
     int64_t numel = cn_shape_numel(ndim, shape);
     cn_storage *s = cn_storage_new_on(d, (size_t)numel * cn_dsize(dt));
@@ -77,6 +86,7 @@ cn_tensor *cn_t_empty_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shap
 }
 
 cn_tensor *cn_t_full_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape, double v) {
+    d = cn_device_here(d);
     if (d.kind == CN_DEVICE_CPU) return cn_t_full(dt, ndim, shape, v);
     cn_tensor *t = cn_t_empty_on(d, dt, ndim, shape);
     if (t && cn_shape_numel(ndim, shape) > 0 && cn_backend_of(t)->fill(t, v) < 0) {
@@ -223,6 +233,7 @@ int cn_transfer(cn_tensor *dst, const cn_tensor *src, bool async) {
 }
 
 cn_tensor *cn_t_to(cn_tensor *t, cn_device d, bool async) {
+    d = cn_device_here(d);
     if (cn_device_equal(cn_t_device(t), d)) return cn_retain(t);
     if (!cn_backend_for(d, "to")) return NULL;
     cn_tensor *o = cn_t_empty_on(d, (cn_dtype)t->dtype, t->ndim, t->shape);

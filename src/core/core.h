@@ -111,7 +111,10 @@ static inline void cn_storage_bump(cn_storage *s) {
 enum {
     CN_TF_SYMBOLIC = 1 << 0,   /* a value of a static graph: no storage */
     CN_TF_PLACEHOLDER = 1 << 1,/* a graph input, fed at run time */
-    CN_TF_LEAF = 1 << 2        /* created by the user, not by an op */
+    CN_TF_LEAF = 1 << 2,       /* created by the user, not by an op */
+    /* State a compiled program writes on every run (BatchNorm's running
+     * statistics, graph effects): never folded into a constant. */
+    CN_TF_STATE = 1 << 3
 };
 
 struct cn_tensor {
@@ -210,13 +213,35 @@ static inline bool cn_t_on_cpu(const cn_tensor *t) {
 int cn_require_cpu(const char *fn, const cn_tensor *t);
 
 /* ---- devices (device.c) ---- */
-/* Where creation functions put tensors: the innermost device scope, else
- * the thread's default device. */
+/* Where creation functions put tensors: the innermost device scope (a
+ * rank device's local part: every rank holds every parameter), else the
+ * thread's default device. Graph-only scopes do not count. */
 cn_device cn_current_device(void);
 /* Is a device scope open on this thread (cn_device_scope_begin)? Sets *d to
  * the innermost one when it is (d may be NULL). The default device does not
  * count: static programs place a step explicitly only inside a scope. */
 bool cn_device_scope_active(cn_device *d);
+/* A scope that places graph nodes only (cn_device_scope_active sees it,
+ * creation functions and the eager check below do not): autograd opens one
+ * around the rules of a node built on a rank device, so its gradient steps
+ * run on the same rank. Closed with cn_device_scope_end. */
+int cn_device_scope_begin_graph(cn_device d);
+/* The process's place in an MPI job, for devices "rank:R/..." (set by
+ * cn_dist_init and cn_dist_finalize, below core). */
+void cn_device_set_job(int rank, int size);
+int cn_device_job_rank(void);
+/* d, or its local part when it names this process's own rank. */
+cn_device cn_device_here(cn_device d);
+/* Does d name a device of another process of the job? */
+static inline bool cn_device_remote(cn_device d) {
+    return (d.kind >> CN_DEVICE_RANK_SHIFT) > 0 &&
+           (d.kind >> CN_DEVICE_RANK_SHIFT) - 1 != cn_device_job_rank();
+}
+/* The error for a device of another rank used eagerly (fn: what used it). */
+int cn_fail_remote_device(const char *fn, cn_device d);
+/* Fails (as above) when the innermost real scope is a device of another
+ * rank: eager ops cannot run there. */
+int cn_check_eager_scope(const char *fn);
 /* cn_device_str into a thread-local buffer, for messages (two at a time). */
 const char *cn_dev_name(cn_device d);
 

@@ -265,6 +265,12 @@ static int rule_failed(const char *fn, const cn_op_def *op) {
     return cn_failc(CN_EINVAL, "%s: in the gradient of %s: %s", fn, op->name, msg);
 }
 
+/* Was graph node n built inside a scope of a rank device ("rank:1/cpu:0"; the
+ * graph layer keeps the scope in n->extra)? */
+static bool on_rank_device(const cn_node *n) {
+    return n->extra && cn_device_rank(*(const cn_device *)n->extra) >= 0;
+}
+
 /* Every needed input gradient of node n (output v) from one vjp_multi
  * call, checked and added into the walk's sums as vjp's results are. */
 static int walk_vjp_multi(walk *w, const cn_op_def *op, const cn_node *n, value *v,
@@ -493,19 +499,27 @@ static int run_engine(const engine_args *e) {
                 goto out;
             }
         }
+        /* A graph node built on a rank device: its gradient steps run on
+         * that rank too (the data they read is there). */
+        bool coloc = on_rank_device(n);
         if (op->vjp_multi) {
-            if ((rc = walk_vjp_multi(&w, op, n, v, e->fn)) < 0) goto out;
+            if (coloc) cn_device_scope_begin_graph(*(const cn_device *)n->extra);
+            rc = walk_vjp_multi(&w, op, n, v, e->fn);
+            if (coloc) cn_device_scope_end();
+            if (rc < 0) goto out;
         } else for (int i = 0; i < n->nin; i++) {
             cn_tensor *x = n->in[i];
             int32_t j = map_get(&w.map, x);
             if (j < 0 || !w.v[j].needed || !x->requires_grad) continue;
             if (op->vjp_add && !create && x->storage && add_in_place(&w.v[j].grad, op, n, i, v->grad))
                 continue;
+            if (coloc) cn_device_scope_begin_graph(*(const cn_device *)n->extra);
             cn_scope_begin();
             cn_tensor *gi = op->vjp(n->in, n->nin, &n->attrs, v->t, v->grad, i);
             gi = checked_grad(op, i, x, gi);
             cn_retain(gi);
             cn_scope_end();
+            if (coloc) cn_device_scope_end();
             if (!gi) {
                 rc = rule_failed(e->fn, op);
                 goto out;

@@ -3,7 +3,9 @@
  * as a box with its op and result shape; fused steps list their ops. When
  * the program has steps off the CPU or transfers, each step also shows its
  * device (fallbacks to the CPU in salmon), and transfer steps are light blue
- * parallelograms "to DEVICE". */
+ * parallelograms "to DEVICE". One rank's part of a program split over
+ * ranks names the rank with each device ("rank:1/cpu:0"), its send and
+ * recv steps their peer and tag, and outputs of other ranks are dashed. */
 #include "ir.h"
 
 #include <stdlib.h>
@@ -38,7 +40,7 @@ int ir_write_dot(const cn_ir *ir, FILE *f) {
         if (st->kind == IRS_OP && st->op == CN_OP_to) {
             fprintf(f, "  v%d [shape=parallelogram, style=filled, fillcolor=lightblue, "
                        "label=\"to %s\\n%s\"];\n",
-                    st->out, cn_dev_name(st->dev), cn_shape_str(ot, b, sizeof b));
+                    st->out, ir_dev_name(ir, st->dev), cn_shape_str(ot, b, sizeof b));
             goto edges;
         }
         fprintf(f, "  v%d [shape=box, ", st->out);
@@ -53,7 +55,10 @@ int ir_write_dot(const cn_ir *ir, FILE *f) {
             fprintf(f, "label=\"%s", cn_ops[st->op]->name);
         }
         fprintf(f, "\\n%s", cn_shape_str(ot, b, sizeof b));
-        if (devices) fprintf(f, "\\n@%s%s", cn_dev_name(st->dev), st->fallback ? " (fallback)" : "");
+        if (devices) fprintf(f, "\\n@%s%s", ir_dev_name(ir, st->dev), st->fallback ? " (fallback)" : "");
+        if (st->kind == IRS_OP && (st->op == CN_OP_send || st->op == CN_OP_recv))
+            fprintf(f, "\\n%s rank %d, tag %d", st->op == CN_OP_send ? "to" : "from",
+                    (int)st->attrs.i[0], (int)st->attrs.i[1]);
         fprintf(f, "\"];\n");
     edges:
         for (int i = 0; i < st->nin; i++) {
@@ -67,6 +72,11 @@ int ir_write_dot(const cn_ir *ir, FILE *f) {
     }
     for (int o = 0; o < ir->noutputs; o++) {
         int32_t v = ir->outputs[o];
+        if (ir->out_remote && ir->out_remote[o]) { /* computed on another rank */
+            fprintf(f, "  out%d [shape=ellipse, style=dashed, label=\"output %d\\non rank %d\"];\n",
+                    o, o, (int)ir->out_rank[o]);
+            continue;
+        }
         if (ir->v[v].kind != IRV_STEP && !shown[v]) {
             label_value(ir, v, f);
             shown[v] = 1;

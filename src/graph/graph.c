@@ -6,13 +6,16 @@
  * backward walk and every later pass see one IR.
  *
  * Programs (cn_compile, cn_run) are in program.c. */
-#include "ir.h"
+#include "effects.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 
 
-static void graph_destroy(cn_graph_head *h) { free(h); }
+static void graph_destroy(cn_graph_head *h) {
+    free(((cn_graph *)h)->effects); /* empty: its tensors held h */
+    free(h);
+}
 
 static uint64_t graph_counter;
 
@@ -25,8 +28,16 @@ cn_graph *cn_graph_new(void) {
     return g;
 }
 
-void cn_graph_free(cn_graph *g) {
+void cn_graph_unref(cn_graph *g) {
     if (g && --g->head.refcount == 0) graph_destroy(&g->head);
+}
+
+/* The caller's handle goes: so do the effects, whose tensors would
+ * otherwise keep the graph alive (effects.h). */
+void cn_graph_free(cn_graph *g) {
+    if (!g) return;
+    cn_graph_clear_effects(g);
+    cn_graph_unref(g);
 }
 
 bool cn_is_symbolic_tensor(const cn_tensor *t) { return t && cn_is_symbolic(t); }

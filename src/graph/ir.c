@@ -87,6 +87,8 @@ void ir_free(cn_ir *ir) {
     free(ir->inputs);
     free(ir->outputs);
     free(ir->assume);
+    free(ir->out_rank);
+    free(ir->out_remote);
     free(ir);
 }
 
@@ -296,13 +298,24 @@ static void print_attrs(const cn_op_def *d, const cn_attrs *a, FILE *f) {
     if (any) fputc('}', f);
 }
 
+/* A device of the program: with its rank when the program is one rank's
+ * part of a split ("rank:1/cpu:0"). */
+const char *ir_dev_name(const cn_ir *ir, cn_device d) {
+    return cn_dev_name(ir->split ? CN_DEVICE_ON_RANK(ir->rank, d.kind, d.index) : d);
+}
+
 /* " [opencl:0]" after a step: where it runs; a transfer "[cpu:0 -> opencl:0]",
- * a step that fell back "[cpu:0, fallback]". */
+ * a step that fell back "[cpu:0, fallback]"; a message between ranks
+ * "[rank:0/cpu:0 -> rank:1]" (send), "[rank:0 -> rank:1/cpu:0]" (recv). */
 static void print_device(const cn_ir *ir, const ir_step *st, FILE *f) {
     if (st->kind == IRS_OP && st->op == CN_OP_to)
-        fprintf(f, " [%s -> %s]", cn_dev_name(ir->v[st->in[0]].dev), cn_dev_name(st->dev));
+        fprintf(f, " [%s -> %s]", ir_dev_name(ir, ir->v[st->in[0]].dev), ir_dev_name(ir, st->dev));
+    else if (st->kind == IRS_OP && st->op == CN_OP_send)
+        fprintf(f, " [%s -> rank:%d]", ir_dev_name(ir, st->dev), (int)st->attrs.i[0]);
+    else if (st->kind == IRS_OP && st->op == CN_OP_recv)
+        fprintf(f, " [rank:%d -> %s]", (int)st->attrs.i[0], ir_dev_name(ir, st->dev));
     else
-        fprintf(f, " [%s%s]", cn_dev_name(st->dev), st->fallback ? ", fallback" : "");
+        fprintf(f, " [%s%s]", ir_dev_name(ir, st->dev), st->fallback ? ", fallback" : "");
 }
 
 void ir_print(const cn_ir *ir, FILE *f) {
@@ -332,6 +345,11 @@ void ir_print(const cn_ir *ir, FILE *f) {
         fputc('\n', f);
     }
     fprintf(f, "outputs:");
-    for (int o = 0; o < ir->noutputs; o++) fprintf(f, " %%%d", ir->outputs[o]);
+    for (int o = 0; o < ir->noutputs; o++) {
+        if (ir->out_remote && ir->out_remote[o]) /* computed on another rank, not sent here */
+            fprintf(f, " (on rank:%d)", (int)ir->out_rank[o]);
+        else
+            fprintf(f, " %%%d", ir->outputs[o]);
+    }
     fputc('\n', f);
 }

@@ -17,9 +17,14 @@
 
 #include <stdio.h>
 
+struct cn_graph_effect;
+
 struct cn_graph {
     cn_graph_head head; /* first: the core releases it */
     uint64_t id;
+    /* Writes a program makes besides its outputs (effects.h). */
+    struct cn_graph_effect *effects;
+    int neffects, ecap;
 };
 
 enum { IRV_INPUT, IRV_CONST, IRV_STEP };
@@ -84,6 +89,15 @@ typedef struct cn_ir {
     int noutputs;
     ir_assumption *assume;
     int nassume, acap;
+    /* Split over the ranks of an MPI job (passes/split.c): split is set when
+     * some step had a rank device; rank is then the process whose steps
+     * these are. Per output: the rank computing it (-1: every rank), and
+     * whether it is remote (computed on another rank and not sent here:
+     * outputs[o] is then a placeholder constant and cn_run hands back NULL). */
+    bool split;
+    int rank;
+    int32_t *out_rank;
+    uint8_t *out_remote;
 } cn_ir;
 
 /* Build the IR of the nodes the outputs depend on (depth-first post-order). */
@@ -107,6 +121,9 @@ static inline bool ir_is_const(const cn_ir *ir, int32_t id) { return ir->v[id].k
 void ir_print(const cn_ir *ir, FILE *f);
 /* Graphviz DOT (dot.c). */
 int ir_write_dot(const cn_ir *ir, FILE *f);
+/* cn_dev_name of a device of the program, "rank:R/..." when it is one
+ * rank's part of a split program. */
+const char *ir_dev_name(const cn_ir *ir, cn_device d);
 
 /* ---- passes (src/graph/passes/) ----
  * Each returns the number of rewrites (>= 0) or < 0 after cn_fail. */
@@ -115,6 +132,21 @@ int cn_pass_simplify(cn_ir *ir); /* algebraic identities */
 int cn_pass_cse(cn_ir *ir);      /* common subexpressions */
 int cn_pass_dce(cn_ir *ir);      /* dead steps and values; compacts */
 int cn_pass_fuse(cn_ir *ir);     /* elementwise chains and GEMM epilogues */
+
+/* Split over ranks (passes/split.c), before placement: every step gets a
+ * rank, from its scope's rank device ("rank:1/cpu:0"), else from its first
+ * input that has one, else none (it reads inputs and constants only, which
+ * every rank has: it runs on each rank that needs it). The steps of other
+ * ranks are dropped; every value computed on rank a and read on rank b
+ * becomes a send step on a, right after its producer, and a recv step on b
+ * at the same place, paired by a tag numbering the crossings in step
+ * order: the same IR on every rank gives the same tags and the same order
+ * of messages on both sides. out_param[o] (NULL, or NULL entries) names the
+ * parameter whose gradient output o is: it is sent to every rank that
+ * reads the parameter. Scopes keep only their local device. Returns the
+ * number of send and recv steps, 0 when no step has a rank, or < 0 after
+ * cn_fail (a rank outside the job, sizes not known at a cut). */
+int cn_pass_split(cn_ir *ir, int me, int size, cn_tensor *const *out_param);
 
 /* Placement (passes/place.c): assign every step a device and insert the
  * transfer steps its inputs need. vdev[v] is the device of each input and

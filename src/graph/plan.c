@@ -171,7 +171,14 @@ static size_t value_bytes(const cn_meta *m);
  * allocates (ties: build order). The backward pass of a network is built
  * layer by layer with each layer's weight gradient last; run as built, the
  * activations a weight gradient reads stay alive through the next layer's
- * backward. Writes rank[s] = position of step s. */
+ * backward. Messages between ranks (send, recv) keep their order in the
+ * IR, which is the order every rank agrees on (passes/split.c): each waits
+ * for the one before it as for an input. Writes rank[s] = position of
+ * step s. */
+static bool is_comm_step(const ir_step *st) {
+    return st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_COMM);
+}
+
 static int greedy_order(const cn_ir *ir, const cn_plan *pl, const int32_t *root, int32_t *rank) {
     int ns = ir->ns, nv = ir->nv;
     int32_t *left = calloc((size_t)(nv ? nv : 1), sizeof *left);   /* readers of a root not yet run */
@@ -192,6 +199,13 @@ static int greedy_order(const cn_ir *ir, const cn_plan *pl, const int32_t *root,
     }
     for (int o = 0; o < ir->noutputs; o++)
         if (root[ir->outputs[o]] >= 0) left[root[ir->outputs[o]]] += 1 << 20; /* never freed */
+    int32_t next_comm = -1; /* the first comm step not yet run */
+    for (int s = 0, prev = -1; s < ns; s++)
+        if (is_comm_step(&ir->s[s])) {
+            if (prev >= 0) waiting[s]++;
+            else next_comm = s;
+            prev = s;
+        }
     for (int k = 0; k < ns; k++) {
         int best = -1;
         int64_t best_gain = 0;
@@ -213,6 +227,12 @@ static int greedy_order(const cn_ir *ir, const cn_plan *pl, const int32_t *root,
         const ir_step *st = &ir->s[best];
         done[best] = 1;
         rank[best] = k;
+        if (best == next_comm) { /* the next one may go */
+            next_comm = -1;
+            for (int s = best + 1; s < ns && next_comm < 0; s++)
+                if (is_comm_step(&ir->s[s])) next_comm = s;
+            if (next_comm >= 0) waiting[next_comm]--;
+        }
         for (int i = 0; i < st->nin; i++)
             if (root[st->in[i]] >= 0) left[root[st->in[i]]]--;
         /* Its readers wait for one input fewer (per use). */

@@ -6,6 +6,7 @@
  * change) and executes each step on its placed device. */
 #include "plan.h"
 #include "program.h"
+#include "effects.h"
 
 #include <stdlib.h>
 
@@ -15,6 +16,9 @@ struct cn_program {
     int noutputs, ninputs;
     int nuser;           /* outputs cn_run hands back (the rest are gradients) */
     cn_tensor **out_sym; /* retained: the graph's outputs, to rebuild from */
+    cn_tensor **out_param; /* per output: the parameter whose gradient it is
+                              (retained), or NULL; split programs send it to
+                              every rank reading the parameter (passes/split.c) */
     cn_tensor **bound;   /* per output: the tensor it is written into, or NULL */
     cn_tensor **direct;  /* per value, during a run: the bound tensor its step writes */
     /* A training step: the optimiser update, run after the steps. */
@@ -162,6 +166,16 @@ static int build(cn_program *p) {
         trace_pass(p, "fuse", n);
         if ((n = cn_pass_dce(ir)) < 0) return n;
     }
+    /* Steps on rank devices: keep this rank's, with a send or recv step at
+     * every cut (passes/split.c), after the passes, so every rank splits
+     * the same program; then drop what this rank does not need. */
+    int nsplit = cn_pass_split(ir, cn_dist_rank(), cn_dist_size(), p->out_param);
+    if (nsplit < 0) return nsplit;
+    if (ir->split) {
+        if (p->opts.trace) fprintf(p->opts.trace, "== split: rank %d of %d, %d send/recv steps\n",
+                                   ir->rank, cn_dist_size(), nsplit);
+        if (trace_pass(p, "dce", cn_pass_dce(ir)) < 0) return -1;
+    }
     /* Placed for inputs on the program's device (that of its constants)
      * until a run feeds them elsewhere. */
     free(p->place_key);
@@ -186,10 +200,12 @@ void cn_program_free(cn_program *p) {
     if (p->live && p->ir)
         for (int i = 0; i < p->ir->nv && i < p->place_nv; i++) cn_release(p->live[i]);
     for (int i = 0; i < p->noutputs; i++) {
-        cn_release(p->out_sym[i]);
+        if (p->out_sym) cn_release(p->out_sym[i]);
         if (p->bound) cn_release(p->bound[i]);
+        if (p->out_param) cn_release(p->out_param[i]);
     }
     free(p->bound);
+    free(p->out_param);
     free(p->direct);
     for (int i = 0; i < p->ninputs; i++) cn_release(p->in_sym[i]);
     free(p->out_sym);
@@ -202,12 +218,17 @@ void cn_program_free(cn_program *p) {
     free(p->left);
     free(p->vdev);
     free(p->place_key);
-    cn_graph_free(p->graph);
+    cn_graph_unref(p->graph);
     free(p);
 }
 
 cn_program *cn_compile(cn_graph *g, cn_tensor *const *outputs, int noutputs,
                        const cn_compile_opts *opts) {
+    return cn_compile_params(g, outputs, noutputs, NULL, opts);
+}
+
+cn_program *cn_compile_params(cn_graph *g, cn_tensor *const *outputs, int noutputs,
+                              cn_tensor *const *params, const cn_compile_opts *opts) {
     if (!g) return cn_fail("compile: graph is NULL");
     if (!outputs || noutputs < 1) return cn_fail("compile: no outputs given");
     for (int i = 0; i < noutputs; i++) {
@@ -217,16 +238,42 @@ cn_program *cn_compile(cn_graph *g, cn_tensor *const *outputs, int noutputs,
     }
     if (opts && (opts->opt_level < 0 || opts->opt_level > 2))
         return cn_fail("compile: opt_level %d is out of range (0..2)", opts->opt_level);
+    /* The state these outputs' computation writes (effects.h): more
+     * outputs, each bound to its target. */
+    const cn_graph_effect **fx;
+    int nfx;
+    if (cn_graph_effects_for(g, outputs, noutputs, &fx, &nfx) < 0)
+        return cn_fail("compile: out of memory");
     cn_program *p = calloc(1, sizeof *p);
-    if (!p) return cn_fail("compile: out of memory");
+    if (!p) {
+        free(fx);
+        return cn_fail("compile: out of memory");
+    }
     p->graph = g;
     g->head.refcount++;
     p->opts = opts ? *opts : (cn_compile_opts){.opt_level = 2};
-    p->noutputs = p->nuser = noutputs;
-    p->out_sym = malloc(sizeof *p->out_sym * (size_t)noutputs);
-    p->bound = calloc((size_t)noutputs, sizeof *p->bound);
-    if (!p->out_sym || !p->bound) goto oom;
+    p->nuser = noutputs;
+    p->noutputs = noutputs + nfx;
+    p->out_sym = calloc((size_t)p->noutputs, sizeof *p->out_sym); /* (freed on failure) */
+    p->bound = calloc((size_t)p->noutputs, sizeof *p->bound);
+    if (!p->out_sym || !p->bound) {
+        free(fx);
+        goto oom;
+    }
     for (int i = 0; i < noutputs; i++) p->out_sym[i] = cn_retain(outputs[i]);
+    if (params) {
+        p->out_param = calloc((size_t)p->noutputs, sizeof *p->out_param);
+        if (!p->out_param) {
+            free(fx);
+            goto oom;
+        }
+        for (int i = 0; i < noutputs; i++) p->out_param[i] = params[i] ? cn_retain(params[i]) : NULL;
+    }
+    for (int i = 0; i < nfx; i++) {
+        p->out_sym[noutputs + i] = cn_retain(fx[i]->value);
+        p->bound[noutputs + i] = cn_retain(fx[i]->target);
+    }
+    free(fx);
     if (build(p) < 0) {
         cn_program_free(p);
         return NULL;
@@ -251,6 +298,17 @@ cn_tensor *cn_program_input(const cn_program *p, int i) {
     return p->in_sym[i];
 }
 
+int cn_program_output_rank(const cn_program *p, int i) {
+    if (!p || i < 0 || i >= p->nuser)
+        return cn_failc(CN_EINVAL, "program_output_rank: output %d out of range", i);
+    return p->ir->out_rank ? p->ir->out_rank[i] : -1;
+}
+
+/* Computed on another rank and not sent here (cn_run hands back NULL)? */
+static bool remote_output(const cn_ir *ir, int o) { return ir->out_remote && ir->out_remote[o]; }
+
+bool cn_program_output_here(const cn_program *p, int i) { return !remote_output(p->ir, i); }
+
 int cn_program_stats_get(const cn_program *p, cn_program_stats *st) {
     if (!p || !st) return cn_failc(CN_EINVAL, "program_stats: NULL argument");
     memset(st, 0, sizeof *st);
@@ -261,7 +319,10 @@ int cn_program_stats_get(const cn_program *p, cn_program_stats *st) {
         if (is->kind == IRS_OP && is->op == CN_OP_to) st->ntransfers++;
         else if ((unsigned)is->dev.kind < CN_DEVICE_KIND_COUNT) st->ndevice_steps[is->dev.kind]++;
         st->nfallbacks += is->fallback;
+        st->nsends += is->kind == IRS_OP && is->op == CN_OP_send;
+        st->nrecvs += is->kind == IRS_OP && is->op == CN_OP_recv;
     }
+    st->rank = p->ir->split ? p->ir->rank : -1;
     st->ncompiles = p->ncompiles;
     if (p->plan) {
         st->nlevels = p->plan->ngroups;
@@ -478,7 +539,7 @@ static int bind_direct(cn_program *p) {
     for (int o = 0; o < p->noutputs; o++) {
         cn_tensor *t = p->bound[o];
         int32_t v = ir->outputs[o];
-        if (!t) continue;
+        if (!t || remote_output(ir, o)) continue;
         const cn_meta *m = ir->v[v].kind == IRV_STEP ? &p->plan->meta[v] : NULL;
         const cn_tensor *src = m ? NULL : p->live[v];
         int nd = m ? m->ndim : src->ndim;
@@ -638,6 +699,7 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
     cn_set_grad_enabled(prev);
     for (int o = 0; o < p->noutputs && rc == CN_OK; o++) {
         cn_tensor *b = p->bound[o], *v = p->live[ir->outputs[o]];
+        if (remote_output(ir, o)) continue; /* another rank's: nothing to write */
         if (b && v != b && cn_transfer(b, v, false) < 0) rc = CN_EINVAL;
         else if (b) cn_storage_bump(b->storage);
     }
@@ -645,7 +707,8 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
     if (rc == CN_OK)
         for (int o = 0; o < noutputs; o++) {
             cn_tensor *b = p->bound[o];
-            outputs[o] = cn_scope_add(cn_retain(b ? b : p->live[ir->outputs[o]]));
+            if (!remote_output(ir, o)) /* (another rank's: NULL) */
+                outputs[o] = cn_scope_add(cn_retain(b ? b : p->live[ir->outputs[o]]));
         }
 out:
     memset(p->direct, 0, sizeof *p->direct * (size_t)ir->nv);

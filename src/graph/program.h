@@ -11,4 +11,12 @@
 void cn_program_attach_step(cn_program *p, int nuser, cn_tensor *const *bound, int nbound,
                             int (*after_run)(void *ctx), void *ctx);
 
+/* cn_compile, where outputs[i] is the gradient of params[i] (NULL for
+ * others): a program split over ranks sends it to every rank whose steps
+ * read that parameter (passes/split.c). */
+cn_program *cn_compile_params(cn_graph *g, cn_tensor *const *outputs, int noutputs,
+                              cn_tensor *const *params, const cn_compile_opts *opts);
+/* Does this rank get output i (false: another rank computes it)? */
+bool cn_program_output_here(const cn_program *p, int i);
+
 #endif

@@ -212,7 +212,17 @@ H(h_slice) {
         int64_t st = nst >= 0 ? steps[i] : 1;
         if (st == 0) return onnx_bad(c, "step 0");
         int64_t s = starts[i], e = ends[i], dim = cn_dim(x, a);
-        if (dim < 0) return onnx_unsup(c, "slicing an axis of unknown size (give concrete input shapes)");
+        if (dim < 0) {
+            /* Forward slices from a start counted from the front need no
+             * size: to the end (an end past any size), or a fixed window,
+             * checked at run time against the axis (ONNX would clamp a
+             * window longer than the axis; this fails instead). */
+            if (st != 1 || s < 0 || e < s)
+                return onnx_unsup(c, "this slice of an axis of unknown size (give concrete input "
+                                     "shapes)");
+            y = e >= INT32_MAX ? cn_slice(y, a, s, CN_END, 1) : cn_narrow(y, a, s, e - s);
+            continue;
+        }
         /* ONNX's clamping, done here so that cn_slice sees plain bounds;
          * an end of -1 after clamping a backward slice means "through 0". */
         if (s < 0) s += dim;

@@ -13,8 +13,9 @@ cn_tensor *cn_dropout(cn_tensor *x, double p, bool training) {
     if (!training || p == 0) return cn_scope_add(cn_retain(x));
     /* p = 1 drops everything; multiplying keeps the gradient's shape and NaNs as PyTorch. */
     if (p == 1) return cn_mul_scalar(x, 0);
+    cn_scope_begin();
     cn_tensor *keep = cn_bernoulli(cn_nn_full_like(x, 1 - p));
-    return cn_mul(x, cn_mul_scalar(keep, 1 / (1 - p)));
+    return cn_nn_scope_result(cn_mul(x, cn_mul_scalar(keep, 1 / (1 - p))));
 }
 
 typedef struct dropout_mod {

@@ -19,12 +19,14 @@ static cn_tensor *reduce(cn_tensor *l, cn_reduction r) {
 
 cn_tensor *cn_mse_loss(cn_tensor *input, cn_tensor *target, cn_reduction reduction) {
     if (!input || !target || bad_reduction("mse_loss", reduction)) return NULL;
-    return reduce(cn_square(cn_sub(input, target)), reduction);
+    cn_scope_begin();
+    return cn_nn_scope_result(reduce(cn_square(cn_sub(input, target)), reduction));
 }
 
 cn_tensor *cn_l1_loss(cn_tensor *input, cn_tensor *target, cn_reduction reduction) {
     if (!input || !target || bad_reduction("l1_loss", reduction)) return NULL;
-    return reduce(cn_abs(cn_sub(input, target)), reduction);
+    cn_scope_begin();
+    return cn_nn_scope_result(reduce(cn_abs(cn_sub(input, target)), reduction));
 }
 
 /* ---- classification ---- */
@@ -157,11 +159,13 @@ static cn_tensor *class_entry(const char *fn, cn_tensor *x, cn_tensor *target,
 }
 
 cn_tensor *cn_cross_entropy_ex(cn_tensor *logits, cn_tensor *target, const cn_class_loss_opts *o) {
-    return class_entry("cross_entropy", logits, target, o, true);
+    cn_scope_begin();
+    return cn_nn_scope_result(class_entry("cross_entropy", logits, target, o, true));
 }
 
 cn_tensor *cn_nll_loss_ex(cn_tensor *log_probs, cn_tensor *target, const cn_class_loss_opts *o) {
-    return class_entry("nll_loss", log_probs, target, o, false);
+    cn_scope_begin();
+    return cn_nn_scope_result(class_entry("nll_loss", log_probs, target, o, false));
 }
 
 cn_tensor *cn_cross_entropy(cn_tensor *logits, cn_tensor *target, cn_reduction reduction,
@@ -177,9 +181,8 @@ cn_tensor *cn_nll_loss(cn_tensor *log_probs, cn_tensor *target, cn_reduction red
 
 /* ---- binary ---- */
 
-cn_tensor *cn_bce_with_logits(cn_tensor *x, cn_tensor *y, cn_tensor *pos_weight,
-                              cn_reduction reduction) {
-    if (!x || !y || bad_reduction("bce_with_logits", reduction)) return NULL;
+static cn_tensor *bce_with_logits(cn_tensor *x, cn_tensor *y, cn_tensor *pos_weight,
+                                  cn_reduction reduction) {
     /* softplus without its linear cut-off is max(x, 0) + log1p(e^-|x|), and
      * its derivative is sigmoid(x) exactly, so the gradient is sigmoid(x) - y. */
     cn_tensor *l;
@@ -193,6 +196,13 @@ cn_tensor *cn_bce_with_logits(cn_tensor *x, cn_tensor *y, cn_tensor *pos_weight,
     return reduce(l, reduction);
 }
 
+cn_tensor *cn_bce_with_logits(cn_tensor *x, cn_tensor *y, cn_tensor *pos_weight,
+                              cn_reduction reduction) {
+    if (!x || !y || bad_reduction("bce_with_logits", reduction)) return NULL;
+    cn_scope_begin();
+    return cn_nn_scope_result(bce_with_logits(x, y, pos_weight, reduction));
+}
+
 /* log(p) clamped below at -100 as PyTorch, without a 0 * inf in the
  * gradient where p = 0: the log only sees positive values. */
 static cn_tensor *clamped_log(cn_tensor *p) {
@@ -203,7 +213,8 @@ static cn_tensor *clamped_log(cn_tensor *p) {
 
 cn_tensor *cn_bce_loss(cn_tensor *p, cn_tensor *y, cn_reduction reduction) {
     if (!p || !y || bad_reduction("bce_loss", reduction)) return NULL;
+    cn_scope_begin();
     cn_tensor *a = cn_mul(y, clamped_log(p));
     cn_tensor *b = cn_mul(cn_rsub_scalar(y, 1), clamped_log(cn_rsub_scalar(p, 1)));
-    return reduce(cn_neg(cn_add(a, b)), reduction);
+    return cn_nn_scope_result(reduce(cn_neg(cn_add(a, b)), reduction));
 }

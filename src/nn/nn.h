@@ -31,4 +31,16 @@ int cn_nn_init_default(cn_tensor *weight, cn_tensor *bias);
  * (full_like), so it follows the unknown sizes of a static graph. */
 cn_tensor *cn_nn_full_like(cn_tensor *x, double value);
 
+/* Composite public functions (losses, dropout) build their result from
+ * several ops: they run in a scope of their own and hand back only the
+ * result, so their temporaries are released even when the caller has no
+ * scope open (where they would otherwise be owned by nobody).
+ *     cn_scope_begin();
+ *     return cn_nn_scope_result(loss_of(...));                        */
+static inline cn_tensor *cn_nn_scope_result(cn_tensor *y) {
+    cn_keep(y);
+    cn_scope_end();
+    return y;
+}
+
 #endif

@@ -2,6 +2,7 @@
  * their gradients (through the batch statistics too) come from the ops'
  * rules. */
 #include "nn.h"
+#include "../graph/effects.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -35,15 +36,42 @@ static int bn_update(bn_mod *b, cn_tensor *mean, cn_tensor *var, int64_t n) {
     return rc;
 }
 
-/* eps as a value of x's graph when x is symbolic. In evaluation mode the
- * statistics and the affine parameters are all data; without a symbolic
- * operand, scale and shift would be computed once while tracing and frozen
- * into the graph, whereas a graph must read the buffers' and parameters'
- * values at run time (they change with training). */
-static cn_tensor *eps_of(cn_tensor *x, double eps) {
-    if (!cn_is_symbolic(x)) return cn_scalar(CN_F32, eps);
+/* A scalar as a value of x's graph when x is symbolic. In evaluation mode
+ * the statistics and the affine parameters are all data; without a
+ * symbolic operand, scale and shift would be computed once while tracing
+ * and frozen into the graph, whereas a graph must read the buffers' and
+ * parameters' values at run time (they change with training). */
+static cn_tensor *scalar_of(cn_tensor *x, double v) {
+    if (!cn_is_symbolic(x)) return cn_scalar(CN_F32, v);
     cn_tensor *one = cn_reshape(cn_narrow(cn_reshape(x, 1, (int64_t[]){-1}), 0, 0, 1), 0, NULL);
-    return cn_nn_full_like(one, eps);
+    return cn_nn_full_like(one, v);
+}
+
+/* bn_update for a static graph: the same arithmetic as graph effects, so
+ * every run of a program built from this forward updates the statistics
+ * as an eager call does (effects.h). Every term reads the buffers through
+ * a symbolic operand, so they are read at run time, not frozen. n < 0 (an
+ * unknown batch size): the unbiased variance is computed from x. */
+static int bn_update_effects(bn_mod *b, cn_tensor *x, const int *axes, int nax, cn_tensor *mean,
+                             cn_tensor *var, int64_t n) {
+    cn_module *m = &b->base;
+    cn_tensor *rm = cn_nn_b(m, BN_MEAN), *rv = cn_nn_b(m, BN_VAR), *nb = cn_nn_b(m, BN_COUNT);
+    cn_no_grad_begin();
+    cn_tensor *count = cn_add(nb, cn_cast(scalar_of(x, 1), (cn_dtype)nb->dtype));
+    cn_tensor *f = b->momentum < 0 ? cn_reciprocal(cn_cast(count, CN_F32))
+                                   : scalar_of(x, b->momentum);
+    cn_tensor *keep = cn_sub(scalar_of(x, 1), f);
+    cn_tensor *bm = cn_reshape(mean, 1, &b->C);
+    cn_tensor *bv = n >= 0 ? cn_mul_scalar(cn_reshape(var, 1, &b->C), (double)n / (double)(n - 1))
+                           : cn_reshape(cn_var(x, axes, nax, 1, true), 1, &b->C);
+    cn_tensor *nm = cn_add(cn_mul(rm, keep), cn_mul(bm, f));
+    cn_tensor *nv = cn_add(cn_mul(rv, keep), cn_mul(bv, f));
+    cn_no_grad_end();
+    if (!count || !nm || !nv) return CN_EINVAL;
+    int rc = cn_graph_add_effect(nb, count, var);
+    if (rc == CN_OK) rc = cn_graph_add_effect(rm, nm, var);
+    if (rc == CN_OK) rc = cn_graph_add_effect(rv, nv, var);
+    return rc;
 }
 
 static cn_tensor *bn_forward(cn_module *m, cn_tensor *x) {
@@ -72,7 +100,9 @@ static cn_tensor *bn_forward(cn_module *m, cn_tensor *x) {
         mean = cn_mean(x, axes, nax, true);
         var = cn_var(x, axes, nax, 0, true);
         if (!var) return NULL;
-        if (m->training && b->track && !cn_is_symbolic(x) && bn_update(b, mean, var, n) < 0)
+        if (m->training && b->track &&
+            (cn_is_symbolic(x) ? bn_update_effects(b, x, axes, nax, mean, var, n)
+                               : bn_update(b, mean, var, n)) < 0)
             return NULL;
     } else {
         mean = cn_reshape(cn_nn_b(m, BN_MEAN), x->ndim, bshape);
@@ -80,7 +110,7 @@ static cn_tensor *bn_forward(cn_module *m, cn_tensor *x) {
     }
     /* y = x * scale + shift with scale = w / sqrt(var + eps), shift = b - mean * scale:
      * two passes over x instead of four. */
-    cn_tensor *scale = cn_rsqrt(cn_add(var, eps_of(x, b->eps)));
+    cn_tensor *scale = cn_rsqrt(cn_add(var, scalar_of(x, b->eps)));
     if (b->affine) scale = cn_mul(scale, cn_reshape(cn_nn_p(m, 0), x->ndim, bshape));
     cn_tensor *shift = cn_neg(cn_mul(mean, scale));
     if (b->affine) shift = cn_add(shift, cn_reshape(cn_nn_p(m, 1), x->ndim, bshape));

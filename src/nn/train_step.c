@@ -45,10 +45,22 @@ cn_program *cn_compile_train_step(cn_graph *g, cn_tensor *const *outputs, int no
         params[nout - noutputs] = params[i];
         outs[nout++] = outs[noutputs + i];
     }
-    if (rc == 0) p = cn_compile(g, outs, nout, opts);
+    /* Which parameter each gradient output belongs to: split over ranks,
+     * it goes to every rank reading the parameter. */
+    cn_tensor **outp = rc == 0 ? calloc((size_t)nout, sizeof *outp) : NULL;
+    if (rc == 0 && !outp) rc = cn_failc(CN_ENOMEM, "compile_train_step: out of memory");
+    for (int i = noutputs; rc == 0 && i < nout; i++) outp[i] = params[i - noutputs];
+    if (rc == 0) p = cn_compile_params(g, outs, nout, outp, opts);
+    free(outp);
     cn_scope_end();
     if (!p) goto out;
-    for (int i = noutputs; i < nout; i++) params[i - noutputs] = cn_get_grad(params[i - noutputs]);
+    for (int i = noutputs; i < nout; i++) {
+        cn_tensor *q = params[i - noutputs];
+        /* Another rank's parameter: no gradient here, so the optimiser
+         * leaves this copy as it is. */
+        if (!cn_program_output_here(p, i)) cn_set_grad(q, NULL);
+        params[i - noutputs] = cn_get_grad(q);
+    }
     cn_program_attach_step(p, noutputs, params, nout - noutputs, optimizer_step, opt);
 out:
     free(params);

@@ -11,6 +11,11 @@ static cn_device attr_device(const cn_attrs *a) {
 
 static int to_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a, cn_meta *m) {
     (void)nin;
+    /* (cn_to gives a device of this rank as the local one.) Another rank's
+     * holds nothing here, in a graph too: a scope places steps there. */
+    if (a->i[0] >= 0 && a->i[0] <= INT32_MAX && a->i[1] >= 0 && a->i[1] <= INT32_MAX &&
+        cn_device_remote(attr_device(a)))
+        return cn_fail_remote_device(op->name, attr_device(a));
     if (a->i[0] < 0 || a->i[0] >= CN_DEVICE_KIND_COUNT || a->i[1] < 0 || a->i[1] > INT32_MAX)
         return cn_failc(CN_EINVAL, "%s: device kind %" PRId64 " index %" PRId64
                                    " is not a device", op->name, a->i[0], a->i[1]);
@@ -50,6 +55,7 @@ const cn_op_def cn_opdef_to = {
 
 static cn_tensor *to_impl(cn_tensor *t, cn_device d, bool async) {
     if (!t) return NULL;
+    d = cn_device_here(d);
     if (cn_device_equal(cn_t_device(t), d) && !cn_is_symbolic(t))
         return cn_scope_add(cn_retain(t));
     cn_attrs a = {0};

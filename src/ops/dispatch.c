@@ -308,6 +308,10 @@ cn_tensor *cn_op_run(cn_op_id id, cn_tensor *const *in_orig, int nin, const cn_a
         out = cn_view_run(op, in[0], &a, &m, NULL);
         if (!out) goto done;
     } else {
+        /* Computing inside a scope of another rank's device: nothing runs
+         * there eagerly (views pass: modules view their parameters while a
+         * graph is traced, and compute nothing). */
+        if (CN_UNLIKELY(cn_check_eager_scope(op->name) < 0)) goto done;
         out = kernel_run(id, in, nin, &a, &m, dev, NULL);
         if (!out) goto done;
     }

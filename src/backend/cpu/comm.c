@@ -12,7 +12,8 @@ int cn_cpu_k_send(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                               (size_t)cn_shape_numel(x->ndim, x->shape) * es, (int)a->i[0],
                               (int)a->i[1]);
     cn_release(x);
-    if (rc == CN_OK) *(float *)out->storage->data = 0.0f;
+    /* (At out's offset: in a program the token lives in the planned arena.) */
+    if (rc == CN_OK) ((float *)out->storage->data)[out->offset] = 0.0f;
     return rc;
 }
 

@@ -146,7 +146,7 @@ int cn_ocl_device_info(int index, cn_device_info *info) {
         clGetPlatformInfo(d->platform, CL_PLATFORM_VERSION, sizeof pv, pv, NULL);
     pv[sizeof pv - 1] = 0;
     info_str(d->id, CL_DRIVER_VERSION, dv, sizeof dv);
-    snprintf(info->driver, sizeof info->driver, "%.60s, driver %s", pv, dv);
+    snprintf(info->driver, sizeof info->driver, "%.60s, driver %.50s", pv, dv);
     cl_ulong mem = 0;
     clGetDeviceInfo(d->id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
     info->memory_bytes = mem;

@@ -1,7 +1,7 @@
 /* Constant folding: a step whose inputs are all constants runs once, at
  * compile time, and its result becomes a constant. Parameters (tensors that
  * require a gradient) are not constants: an optimiser moves them between
- * runs. Every other tensor folded is an assumption of the program, which is
+ * runs; nor is state programs write (CN_TF_STATE). Every other tensor folded is an assumption of the program, which is
  * rebuilt if the tensor is written later (cn_run checks the versions). */
 #include "pass_util.h"
 
@@ -14,7 +14,7 @@ static bool worth_folding(const cn_ir *ir, const ir_step *st) {
     int64_t in_numel = 0;
     for (int i = 0; i < st->nin; i++) {
         const cn_tensor *t = ir->v[st->in[i]].t;
-        if (ir->v[st->in[i]].kind != IRV_CONST || t->requires_grad) return false;
+        if (ir->v[st->in[i]].kind != IRV_CONST || !pass_fixed(t)) return false;
         in_numel += cn_shape_numel(t->ndim, t->shape);
     }
     const cn_tensor *o = ir->v[st->out].t;

@@ -4,11 +4,18 @@
 
 #include "../ir.h"
 
-/* A constant with one element whose value a rewrite may read: not a
- * parameter (requires_grad: an optimiser moves it between runs). Sets *v. */
+/* May a pass rely on the contents of this constant? Not of a parameter
+ * (requires_grad: an optimiser moves it between runs) nor of state a
+ * program writes (running statistics). */
+static inline bool pass_fixed(const cn_tensor *t) {
+    return !t->requires_grad && !(t->flags & CN_TF_STATE);
+}
+
+/* A constant with one element whose value a rewrite may read (pass_fixed).
+ * Sets *v. */
 static inline bool pass_const_scalar(const cn_ir *ir, int32_t id, double *v) {
     const cn_tensor *t = ir->v[id].t;
-    if (ir->v[id].kind != IRV_CONST || t->requires_grad || !cn_t_on_cpu(t)) return false;
+    if (ir->v[id].kind != IRV_CONST || !pass_fixed(t) || !cn_t_on_cpu(t)) return false;
     if (cn_shape_numel(t->ndim, t->shape) != 1) return false;
     *v = cn_load_f64(cn_t_ptr(t), (cn_dtype)t->dtype, 0);
     return true;

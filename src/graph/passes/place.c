@@ -52,6 +52,7 @@ int ir_unplace(cn_ir *ir) {
 }
 
 bool ir_shows_devices(const cn_ir *ir) {
+    if (ir->split) return true; /* every step names its rank */
     for (int s = 0; s < ir->ns; s++) {
         const ir_step *st = &ir->s[s];
         if (st->kind == IRS_DEAD) continue;
