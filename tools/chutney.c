@@ -13,6 +13,7 @@ typedef struct command {
 static const command commands[] = {
     {"train", cn_tool_train, "train a model on Fashion-MNIST (train --help for options)"},
     {"eval", cn_tool_eval, "test accuracy of a checkpoint written by train --save"},
+    {"predict", cn_tool_predict, "classify image files with a checkpoint (predict --help)"},
     {"graph", cn_tool_graph, "write a model's graph as Graphviz DOT (graph --help)"},
     {"ops", cn_tool_ops, "list the op table (--markdown: the text of docs/ops.md)"},
     {"run", cn_tool_run, "run an ONNX model on .npy inputs (run --help for options)"},
@@ -25,26 +26,69 @@ static const command commands[] = {
 static void usage(FILE *f) {
     fprintf(f, "usage: chutney <command> [options]\n\ncommands:\n");
     for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "  %-12s %s\n", "--version", "print the version and the build configuration");
+    fprintf(f, "  %-12s %s\n", "help CMD", "a command's options (the same as CMD --help)");
+    fprintf(f, "  %-12s %s\n", "--version", "the version, the optional features built in, the CPU code in use");
     fprintf(f, "  %-12s %s\n", "--help", "print this help");
+    fprintf(f, "\nExit status: 0 done, 1 a failure (data, files, device), 2 a bad command line.\n");
+}
+
+/* The version line (as before: scripts grep it for "+mpi"), then every
+ * optional feature with yes or no, then the CPU code the kernels run. */
+static int version(void) {
+    printf("%s\n\nfeatures:\n", cn_build_info());
+    for (int i = 0; i < cn_build_feature_count(); i++) {
+        cn_build_feature f;
+        if (cn_build_feature_get(i, &f) == 0)
+            printf("  %-10s %-4s %s\n", f.name, f.enabled ? "yes" : "no", f.what);
+    }
+    static const char *const levels[] = {"default", "avx2", "avx512"};
+    printf("\ncpu: %s code in use (this CPU and build run:", cn_cpu_isa());
+    for (int l = 0; l < 3; l++)
+        if (cn_cpu_isa_available(levels[l])) printf(" %s", levels[l]);
+    printf("; CN_ISA=default|avx2|avx512 lowers it)\nthreads: %d\n", cn_get_num_threads());
+    return 0;
+}
+
+static const command *find_command(const char *name) {
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (strcmp(name, commands[i].name) == 0) return &commands[i];
+    return NULL;
+}
+
+static int unknown_command(const char *name) {
+    const char *names[NCOMMANDS + 3];
+    for (int i = 0; i < NCOMMANDS; i++) names[i] = commands[i].name;
+    names[NCOMMANDS] = "help";
+    names[NCOMMANDS + 1] = "--help";
+    names[NCOMMANDS + 2] = "--version";
+    return cn_tool_unknown_command(name, names, NCOMMANDS + 3);
+}
+
+/* `chutney help [CMD]`: the command's own --help. */
+static int help(int argc, char **argv) {
+    if (argc < 3) {
+        usage(stdout);
+        return 0;
+    }
+    const command *c = find_command(argv[2]);
+    if (!c) return unknown_command(argv[2]);
+    char help_opt[] = "--help"; /* commands take char **: a literal is read-only */
+    char *args[] = {argv[2], help_opt, NULL};
+    return c->run(2, args);
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        return CN_TOOL_USAGE;
     }
-    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-        printf("%s\n", cn_build_info());
-        return 0;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) return version();
+    if (strcmp(argv[1], "help") == 0) return help(argc, argv);
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(stdout);
         return 0;
     }
-    for (int i = 0; i < NCOMMANDS; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "chutney: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    const command *c = find_command(argv[1]);
+    if (c) return c->run(argc - 1, argv + 1);
+    return unknown_command(argv[1]);
 }

@@ -19,9 +19,8 @@ int cn_tool_devices(int argc, char **argv) {
                    "a GPU's compute capability), and for each kind without devices, why.\n");
             return 0;
         } else {
-            fprintf(stderr, "devices: unknown option '%s' (usage: chutney devices [--json])\n",
-                    argv[i]);
-            return 2;
+            static const char *const opts[] = {"--json", "--help"};
+            return cn_tool_unknown_option("devices", argv[i], opts, 2);
         }
     }
     if (json) printf("[");

@@ -15,42 +15,70 @@ static void export_usage(FILE *f) {
             "[N, 1, 28, 28] f32, output 'logits' [N, 10]. --load takes the weights of\n"
             "a checkpoint written by `chutney train --save` (without it the weights\n"
             "are the model's random initialisation). The batch size N is symbolic\n"
-            "unless --batch fixes it.\n");
+            "unless --batch fixes it. `chutney info MODEL.onnx` then counts the same\n"
+            "parameters.\n"
+            "Exit status: 0 done, 1 a failure (files), 2 a bad command line.\n");
+}
+
+static const char *const export_options[] = {"--model", "--load", "--output", "--batch", "--help"};
+
+typedef struct export_args {
+    const char *model, *load, *out;
+    int64_t batch; /* -1: symbolic */
+} export_args;
+
+/* Option k with its value v into e: 0, or the exit status after a message. */
+static int export_option(export_args *e, const char *k, const char *v) {
+    if (!strcmp(k, "--model")) {
+        e->model = v;
+        return cn_tool_choice("export", k, "model", v, cn_tool_models, 3) < 0 ? CN_TOOL_USAGE : 0;
+    }
+    if (!strcmp(k, "--batch")) {
+        long long n;
+        if (!cn_tool_int("export", k, v, 1, INT32_MAX, &n)) return CN_TOOL_USAGE;
+        e->batch = n;
+    } else if (!strcmp(k, "--load")) e->load = v;
+    else e->out = v;
+    return 0;
+}
+
+/* 0: go on; -1: --help was printed; else the exit status. Files are
+ * checked here, before the model is built and traced. */
+static int export_args_parse(int argc, char **argv, export_args *e) {
+    *e = (export_args){.batch = -1};
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            export_usage(stdout);
+            return -1;
+        }
+        bool known = false;
+        for (int o = 0; o < 4; o++) known |= !strcmp(k, export_options[o]);
+        if (!known) return cn_tool_unknown_option("export", k, export_options, 5);
+        if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
+            return cn_tool_missing_value("export", k, !strcmp(k, "--model") ? "mlp, cnn or lstm"
+                                                      : !strcmp(k, "--batch") ? "a batch size (1 or more)"
+                                                                               : "a file name");
+        int rc = export_option(e, k, argv[++i]);
+        if (rc) return rc;
+    }
+    if (!e->model || !e->out) {
+        fprintf(stderr, "chutney export: export needs --model and --output\n");
+        export_usage(stderr);
+        return CN_TOOL_USAGE;
+    }
+    if ((e->load && !cn_tool_readable("export", "--load", e->load)) ||
+        !cn_tool_writable("export", "--output", e->out))
+        return CN_TOOL_FAILED;
+    return 0;
 }
 
 int cn_tool_export(int argc, char **argv) {
-    const char *model = NULL, *load = NULL, *out = NULL;
-    int64_t batch = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(k, "--model") && v) model = argv[++i];
-        else if (!strcmp(k, "--load") && v) load = argv[++i];
-        else if (!strcmp(k, "--output") && v) out = argv[++i];
-        else if (!strcmp(k, "--batch") && v) {
-            char *end;
-            batch = strtoll(argv[++i], &end, 10);
-            if (*end || batch < 1) {
-                fprintf(stderr, "chutney: bad value '%s' for --batch\n", v);
-                return 2;
-            }
-        } else if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            export_usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "chutney: unknown option or missing value: '%s'\n", k);
-            export_usage(stderr);
-            return 2;
-        }
-    }
-    if (!model || !out) {
-        fprintf(stderr, "chutney: export needs --model and --output\n");
-        export_usage(stderr);
-        return 2;
-    }
-    if (!cn_tool_known_model(model)) {
-        fprintf(stderr, "chutney: unknown model '%s' (choose mlp, cnn or lstm)\n", model);
-        return 2;
-    }
+    export_args e;
+    int prc = export_args_parse(argc, argv, &e);
+    if (prc) return prc < 0 ? 0 : prc;
+    const char *model = e.model, *load = e.load, *out = e.out;
+    int64_t batch = e.batch;
     cn_module *m = cn_tool_make_model(model);
     int epochs = 0, rc = 1;
     if (!m || (load && cn_tool_load_checkpoint(load, model, m, NULL, &epochs) < 0)) {

@@ -20,7 +20,8 @@ static void graph_usage(FILE *f) {
             "--text prints the steps as text instead; --png FILE renders the DOT\n"
             "with Graphviz's dot (apt-get install graphviz).\n"
             "--device DEV (opencl:0, ...) places the model there: each step then shows\n"
-            "its device, and transfer steps (to) and CPU fallbacks stand out.\n");
+            "its device, and transfer steps (to) and CPU fallbacks stand out.\n"
+            "Parameters are labelled with their names (1.weight, ...).\n");
 }
 
 /* dot -Tpng: through a temporary file, so a missing dot is reported. */
@@ -62,56 +63,112 @@ static int render_png(cn_program *p, const char *png) {
     return rc;
 }
 
+static const char *const graph_options[] = {"--model", "--train",  "--optimized", "-O", "--device",
+                                            "--text",  "--output", "--png",       "--help"};
+#define NGRAPH_OPTIONS (int)(sizeof graph_options / sizeof graph_options[0])
+
+typedef struct graph_args {
+    const char *model, *out_path, *png, *device;
+    bool train, text;
+    int level;
+} graph_args;
+
+/* What an option that takes a value takes (NULL: a flag or not an option). */
+static const char *graph_value(const char *k) {
+    if (!strcmp(k, "--model")) return "mlp, cnn or lstm";
+    if (!strcmp(k, "-O")) return "an optimisation level: 0, 1 or 2";
+    if (!strcmp(k, "--device")) return "a device such as cpu, opencl:0 or cuda:0";
+    if (!strcmp(k, "--output") || !strcmp(k, "--png")) return "a file name";
+    return NULL;
+}
+
+static int graph_flag(graph_args *g, const char *k) {
+    if (!strcmp(k, "--train")) g->train = true;
+    else if (!strcmp(k, "--text")) g->text = true;
+    else if (!strcmp(k, "--optimized")) g->level = 2;
+    else return cn_tool_unknown_option("graph", k, graph_options, NGRAPH_OPTIONS);
+    return 0;
+}
+
+static int graph_value_option(graph_args *g, const char *k, const char *v) {
+    if (!strcmp(k, "--model")) {
+        g->model = v;
+        return cn_tool_choice("graph", k, "model", v, cn_tool_models, 3) < 0 ? CN_TOOL_USAGE : 0;
+    }
+    if (!strcmp(k, "-O")) {
+        long long level;
+        if (!cn_tool_int("graph", k, v, 0, 2, &level)) return CN_TOOL_USAGE;
+        g->level = (int)level;
+    } else if (!strcmp(k, "--device")) g->device = v;
+    else if (!strcmp(k, "--output")) g->out_path = v;
+    else g->png = v;
+    return 0;
+}
+
+/* 0: go on; -1: --help was printed; else the exit status. */
+static int graph_args_parse(int argc, char **argv, graph_args *g) {
+    *g = (graph_args){0};
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i], *what = graph_value(k);
+        int rc;
+        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            graph_usage(stdout);
+            return -1;
+        }
+        if (!what) rc = graph_flag(g, k);
+        else if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
+            rc = cn_tool_missing_value("graph", k, what);
+        else rc = graph_value_option(g, k, argv[++i]);
+        if (rc) return rc;
+    }
+    if (!g->model) {
+        fprintf(stderr, "chutney graph: --model is required: mlp, cnn or lstm (or give a MODEL.onnx)\n");
+        graph_usage(stderr);
+        return CN_TOOL_USAGE;
+    }
+    return 0;
+}
+
+/* Where the drawing goes, checked before the model is built. */
+static bool outputs_ok(const graph_args *g) {
+    return (!g->out_path || cn_tool_writable("graph", "--output", g->out_path)) &&
+           (!g->png || cn_tool_writable("graph", "--png", g->png));
+}
+
+/* The parameters named as the module names them ("1.weight"), so the DOT
+ * shows which box is which weight. */
+static void name_parameters(cn_module *m) {
+    cn_tensor **params = NULL;
+    const char **names = NULL;
+    int np = cn_module_parameters(m, &params, &names);
+    for (int i = 0; i < np; i++) cn_set_name(params[i], names[i]);
+    free(params);
+    free(names);
+}
+
 int cn_tool_graph(int argc, char **argv) {
     if (argc > 1 && argv[1][0] != '-') return cn_tool_onnx_graph(argc, argv); /* a model file */
-    const char *model = NULL, *out_path = NULL, *png = NULL, *device = NULL;
-    bool train = false, text = false;
-    int level = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(k, "--model") && v) model = argv[++i];
-        else if (!strcmp(k, "--output") && v) out_path = argv[++i];
-        else if (!strcmp(k, "--png") && v) png = argv[++i];
-        else if (!strcmp(k, "--device") && v) device = argv[++i];
-        else if (!strcmp(k, "--train")) train = true;
-        else if (!strcmp(k, "--text")) text = true;
-        else if (!strcmp(k, "--optimized")) level = 2;
-        else if (!strcmp(k, "-O") && v) {
-            char *end;
-            level = (int)strtol(argv[++i], &end, 10);
-            if (*end || level < 0 || level > 2) {
-                fprintf(stderr, "chutney: -O takes 0, 1 or 2\n");
-                return 2;
-            }
-        } else if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            graph_usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "chutney: unknown option or missing value: '%s'\n", k);
-            graph_usage(stderr);
-            return 2;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "chutney: --model is required\n");
-        graph_usage(stderr);
-        return 2;
-    }
-    cn_device dev = CN_CPU;
-    if (device && cn_device_parse(device, &dev) < 0) {
-        fprintf(stderr, "chutney: %s\n", cn_last_error());
-        return 2;
-    }
+    graph_args ga;
+    int prc = graph_args_parse(argc, argv, &ga);
+    if (prc) return prc < 0 ? 0 : prc;
+    const char *model = ga.model, *out_path = ga.out_path, *png = ga.png;
+    bool train = ga.train, text = ga.text;
+    int level = ga.level;
+    cn_device dev;
+    int drc = cn_tool_device("chutney graph", ga.device, &dev);
+    if (drc) return drc;
+    if (!outputs_ok(&ga)) return CN_TOOL_FAILED;
     cn_module *m = cn_tool_make_model(model);
     if (!m) {
-        fprintf(stderr, "chutney: %s\n", cn_tool_error());
-        return 2;
+        fprintf(stderr, "chutney graph: %s\n", cn_tool_error());
+        return CN_TOOL_FAILED;
     }
+    name_parameters(m);
     /* Before the optimiser takes the parameters into its flat buffer. */
     if (cn_module_to(m, dev) < 0) {
-        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        fprintf(stderr, "chutney graph: %s\n", cn_last_error());
         cn_module_free(m);
-        return 2;
+        return CN_TOOL_FAILED;
     }
     cn_tensor **params = NULL;
     int np = cn_module_parameters(m, &params, NULL);

@@ -21,8 +21,17 @@ static cn_tensor *lstm_classifier_forward(cn_module *m, cn_tensor *x) {
 static const cn_module_vtable lstm_classifier_vt = {"LSTMClassifier", lstm_classifier_forward,
                                                     NULL};
 
+const char *const cn_tool_models[3] = {"mlp", "cnn", "lstm"};
+
+/* Fashion-MNIST's labels 0..9 (github.com/zalandoresearch/fashion-mnist). */
+const char *const cn_tool_fashion_classes[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress",
+                                                 "Coat",        "Sandal",  "Shirt",    "Sneaker",
+                                                 "Bag",         "Ankle boot"};
+
 bool cn_tool_known_model(const char *name) {
-    return !strcmp(name, "mlp") || !strcmp(name, "cnn") || !strcmp(name, "lstm");
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, cn_tool_models[i])) return true;
+    return false;
 }
 
 cn_module *cn_tool_make_model(const char *name) {

@@ -64,20 +64,17 @@ static int supported_ops_markdown(FILE *f) {
 }
 
 static int run_usage(FILE *f) {
-    fprintf(f, "usage: chutney run MODEL.onnx --input NAME=FILE.npy [--input ...] --output-dir DIR "
-               "[--threads T] [--bench N] [--device DEV]\n"
-               "--device cpu (the default), opencl or opencl:N: where the model runs "
-               "(`chutney devices` lists them)\n");
-    return 2;
-}
-
-static bool parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
+    fprintf(f, "usage: chutney run MODEL.onnx --input NAME=FILE.npy [--input ...] --output-dir DIR\n"
+               "                   [--threads T] [--bench N] [--device DEV]\n"
+               "\n"
+               "Runs the model on the .npy inputs (one --input per model input; `chutney info\n"
+               "MODEL.onnx` lists them, and a wrong name lists them too) and writes\n"
+               "DIR/<output name>.npy for every output. --bench N times N more runs.\n"
+               "--device cpu (the default), opencl or opencl:N: where the model runs\n"
+               "(`chutney devices` lists them).\n"
+               "Exit status: 0 done, 1 a failure (files, the model), 2 a bad command line\n"
+               "(an option, or an input name the model does not have).\n");
+    return CN_TOOL_USAGE;
 }
 
 static double now_s(void) {
@@ -105,182 +102,15 @@ static void file_name(const char *name, char *buf, size_t n) {
     buf[k] = '\0';
 }
 
-int cn_tool_run(int argc, char **argv) {
-    const char *model = NULL, *outdir = NULL, *device_name = NULL;
-    const char *names[MAX_INPUTS], *files[MAX_INPUTS];
-    int nin = 0;
-    long threads = 0, bench = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            run_usage(stdout);
-            return 0;
-        }
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "--input")) {
-            if (!has_val) return fprintf(stderr, "chutney run: --input needs NAME=FILE.npy\n"), 2;
-            char *v = argv[++i], *eq = strchr(v, '=');
-            if (!eq || eq == v || !eq[1])
-                return fprintf(stderr, "chutney run: bad --input '%s' (expected NAME=FILE.npy)\n", v), 2;
-            if (nin == MAX_INPUTS) return fprintf(stderr, "chutney run: too many --input\n"), 2;
-            *eq = '\0';
-            for (int k = 0; k < nin; k++)
-                if (!strcmp(names[k], v))
-                    return fprintf(stderr, "chutney run: input '%s' given twice\n", v), 2;
-            names[nin] = v;
-            files[nin++] = eq + 1;
-        } else if (!strcmp(a, "--output-dir")) {
-            if (!has_val) return fprintf(stderr, "chutney run: --output-dir needs a directory\n"), 2;
-            outdir = argv[++i];
-        } else if (!strcmp(a, "--threads")) {
-            if (!has_val || !parse_int(argv[++i], 1, 256, &threads))
-                return fprintf(stderr, "chutney run: --threads needs a number from 1 to 256\n"), 2;
-        } else if (!strcmp(a, "--device")) {
-            if (!has_val) return fprintf(stderr, "chutney run: --device needs a device (cpu, opencl:0, ...)\n"), 2;
-            device_name = argv[++i];
-        } else if (!strcmp(a, "--bench")) {
-            if (!has_val || !parse_int(argv[++i], 1, 1000000, &bench))
-                return fprintf(stderr, "chutney run: --bench needs a positive number of runs\n"), 2;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "chutney run: unknown option '%s'\n", a);
-            return run_usage(stderr);
-        } else if (!model) model = a;
-        else return fprintf(stderr, "chutney run: unexpected argument '%s'\n", a), 2;
-    }
-    if (!model) {
-        fprintf(stderr, "chutney run: no model given\n");
-        return run_usage(stderr);
-    }
-    if (!outdir) {
-        fprintf(stderr, "chutney run: --output-dir is required\n");
-        return run_usage(stderr);
-    }
-    cn_device dev;
-    int drc = cn_tool_device("chutney run", device_name, &dev);
-    if (drc) return drc;
-    bool on_device = dev.kind != CN_DEVICE_CPU;
-    if (threads) cn_set_num_threads((int)threads);
-
-    int status = 1;
-    cn_scope_begin();
-    cn_tensor *vals[MAX_INPUTS];
-    cn_onnx_input_shape shapes[MAX_INPUTS];
-    for (int i = 0; i < nin; i++) {
-        vals[i] = cn_load_npy(files[i]);
-        if (!vals[i]) {
-            fprintf(stderr, "chutney run: input '%s': %s\n", names[i], cn_last_error());
-            goto done;
-        }
-        shapes[i].name = names[i];
-        shapes[i].ndim = cn_ndim(vals[i]);
-        for (int d = 0; d < shapes[i].ndim; d++) shapes[i].shape[d] = cn_dim(vals[i], d);
-        if (on_device && !(vals[i] = cn_to(vals[i], dev))) {
-            fprintf(stderr, "chutney run: input '%s': %s\n", names[i], cn_last_error());
-            goto done;
-        }
-    }
-    cn_onnx_load_opts opts = {.shapes = shapes, .nshapes = nin};
-    cn_onnx_model *m = cn_onnx_load(model, &opts);
-    if (!m) {
-        fprintf(stderr, "chutney run: %s\n", cn_last_error());
-        goto done;
-    }
-    int mi = cn_onnx_num_inputs(m), mo = cn_onnx_num_outputs(m);
-    cn_tensor *feed[MAX_INPUTS];
-    if (mi > MAX_INPUTS) {
-        fprintf(stderr, "chutney run: the model has %d inputs (at most %d)\n", mi, MAX_INPUTS);
-        goto free_model;
-    }
-    for (int i = 0; i < mi; i++) {
-        feed[i] = NULL;
-        for (int k = 0; k < nin; k++)
-            if (!strcmp(names[k], cn_onnx_input_name(m, i))) feed[i] = vals[k];
-        if (!feed[i]) {
-            fprintf(stderr, "chutney run: missing --input for the model's input '%s'\n",
-                    cn_onnx_input_name(m, i));
-            goto free_model;
-        }
-        if (cn_tensor_dtype(feed[i]) != cn_tensor_dtype(cn_onnx_input(m, i))) {
-            fprintf(stderr, "chutney run: input '%s' is %s in the model, the file holds %s\n",
-                    cn_onnx_input_name(m, i), cn_dtype_name(cn_tensor_dtype(cn_onnx_input(m, i))),
-                    cn_dtype_name(cn_tensor_dtype(feed[i])));
-            goto free_model;
-        }
-    }
-    cn_tensor **outs = calloc((size_t)mo + 1, sizeof *outs);
-    if (!outs) goto free_model;
-    if (cn_onnx_run(m, feed, outs) < 0) {
-        fprintf(stderr, "chutney run: %s\n", cn_last_error());
-        goto free_outs;
-    }
-    if (mkdir(outdir, 0777) < 0 && errno != EEXIST) {
-        fprintf(stderr, "chutney run: cannot create '%s': %s\n", outdir, strerror(errno));
-        goto free_outs;
-    }
-    for (int o = 0; o < mo; o++) {
-        char fn[256], path[4096];
-        file_name(cn_onnx_output_name(m, o), fn, sizeof fn);
-        snprintf(path, sizeof path, "%s/%s.npy", outdir, fn);
-        if (on_device && !(outs[o] = cn_to(outs[o], CN_CPU))) {
-            fprintf(stderr, "chutney run: %s\n", cn_last_error());
-            goto free_outs;
-        }
-        if (cn_save_npy(path, outs[o]) < 0) {
-            fprintf(stderr, "chutney run: %s\n", cn_last_error());
-            goto free_outs;
-        }
-        char sb[160];
-        printf("%s: %s -> %s\n", cn_onnx_output_name(m, o), cn_shape_str(outs[o], sb, sizeof sb), path);
-    }
-    if (bench > 0) {
-        double *t = malloc(sizeof *t * (size_t)bench);
-        if (!t) goto free_outs;
-        bool ok = true;
-        for (long r = 0; r < bench && ok; r++) {
-            cn_scope_begin();
-            double t0 = now_s();
-            ok = cn_onnx_run(m, feed, outs) == 0 && (!on_device || cn_device_synchronize(dev) == 0);
-            t[r] = now_s() - t0;
-            cn_scope_end();
-        }
-        if (!ok) {
-            fprintf(stderr, "chutney run: %s\n", cn_last_error());
-            free(t);
-            goto free_outs;
-        }
-        qsort(t, (size_t)bench, sizeof *t, cmp_double);
-        printf("bench: %ld runs on %d threads: median %.3f ms (min %.3f, max %.3f)\n", bench,
-               cn_get_num_threads(), 1e3 * t[bench / 2], 1e3 * t[0], 1e3 * t[bench - 1]);
-        free(t);
-    }
-    status = 0;
-free_outs:
-    free(outs);
-free_model:
-    cn_onnx_free(m);
-done:
-    cn_scope_end();
-    return status;
-}
-
-static void print_value(const char *name, cn_tensor *t) {
-    printf("  %-24s %-5s [", name, cn_dtype_name(cn_tensor_dtype(t)));
+/* One value of a model: name, dtype, shape ('?' where unknown). */
+static void print_value(FILE *f, const char *name, cn_tensor *t) {
+    fprintf(f, "  %-24s %-5s [", name, cn_dtype_name(cn_tensor_dtype(t)));
     for (int d = 0; d < cn_ndim(t); d++) {
         int64_t s = cn_dim(t, d);
-        if (s < 0) printf("%s?", d ? ", " : "");
-        else printf("%s%lld", d ? ", " : "", (long long)s);
+        if (s < 0) fprintf(f, "%s?", d ? ", " : "");
+        else fprintf(f, "%s%lld", d ? ", " : "", (long long)s);
     }
-    printf("]\n");
-}
-
-typedef struct op_count {
-    const char *op;
-    int n;
-} op_count;
-
-static int cmp_count(const void *a, const void *b) {
-    const op_count *x = a, *y = b;
-    return x->n != y->n ? y->n - x->n : strcmp(x->op, y->op);
+    fprintf(f, "]\n");
 }
 
 /* The model with its declared input shapes, or, when its shape computations
@@ -295,30 +125,317 @@ static cn_onnx_model *load_for_inspection(const char *path, bool *as_one) {
     return m;
 }
 
+/* ---- run ---- */
+
+typedef struct run_args {
+    const char *model, *outdir, *device_name;
+    const char *names[MAX_INPUTS], *files[MAX_INPUTS];
+    int nin;
+    long long threads, bench;
+} run_args;
+
+static const char *const run_options[] = {"--input", "--output-dir", "--threads", "--bench",
+                                          "--device", "--help"};
+
+/* --input NAME=FILE.npy into r: 0, or the exit status after a message. */
+static int add_input(run_args *r, char *v) {
+    char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1]) {
+        fprintf(stderr, "chutney run: bad value '%s' for --input: expected NAME=FILE.npy\n", v);
+        return CN_TOOL_USAGE;
+    }
+    if (r->nin == MAX_INPUTS) {
+        fprintf(stderr, "chutney run: too many --input (at most %d)\n", MAX_INPUTS);
+        return CN_TOOL_USAGE;
+    }
+    *eq = '\0';
+    for (int k = 0; k < r->nin; k++)
+        if (!strcmp(r->names[k], v)) {
+            fprintf(stderr, "chutney run: input '%s' given twice\n", v);
+            return CN_TOOL_USAGE;
+        }
+    r->names[r->nin] = v;
+    r->files[r->nin++] = eq + 1;
+    return 0;
+}
+
+static int run_option(run_args *r, const char *k, char *v) {
+    if (!strcmp(k, "--input")) return add_input(r, v);
+    if (!strcmp(k, "--output-dir")) r->outdir = v;
+    else if (!strcmp(k, "--device")) r->device_name = v;
+    else if (!strcmp(k, "--threads")) {
+        if (!cn_tool_int("run", k, v, 1, 256, &r->threads)) return CN_TOOL_USAGE;
+    } else if (!cn_tool_int("run", k, v, 1, 1000000, &r->bench)) {
+        return CN_TOOL_USAGE;
+    }
+    return 0;
+}
+
+/* An --output-dir that exists is a directory; one that does not can be
+ * made (its parent exists and is writable): checked before any work. */
+static bool output_dir_ok(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) == 0) return cn_tool_directory("run", "--output-dir", dir);
+    return cn_tool_writable("run", "--output-dir", dir);
+}
+
+/* 0: go on; -1: --help was printed; else the exit status. */
+static int run_parse(int argc, char **argv, run_args *r) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            run_usage(stdout);
+            return -1;
+        }
+        if (a[0] != '-') {
+            if (r->model) return cn_tool_unknown_option("run", a, run_options, 6);
+            r->model = a;
+            continue;
+        }
+        bool known = false;
+        for (int o = 0; o < 5; o++) known |= !strcmp(a, run_options[o]);
+        if (!known) return cn_tool_unknown_option("run", a, run_options, 6);
+        if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
+            return cn_tool_missing_value("run", a, !strcmp(a, "--input") ? "NAME=FILE.npy"
+                                                   : !strcmp(a, "--output-dir") ? "a directory"
+                                                   : !strcmp(a, "--device") ? "a device such as cpu or opencl:0"
+                                                                            : "a number");
+        int rc = run_option(r, a, argv[++i]);
+        if (rc) return rc;
+    }
+    if (!r->model || !r->outdir) {
+        fprintf(stderr, "chutney run: %s\n", !r->model ? "no model given" : "--output-dir is required");
+        return run_usage(stderr);
+    }
+    return 0;
+}
+
+/* The model's inputs, for a message about the ones given. */
+static void list_inputs(const cn_onnx_model *m, const char *model) {
+    fprintf(stderr, "%s has %d input%s:\n", model, cn_onnx_num_inputs(m),
+            cn_onnx_num_inputs(m) == 1 ? "" : "s");
+    for (int i = 0; i < cn_onnx_num_inputs(m); i++)
+        print_value(stderr, cn_onnx_input_name(m, i), cn_onnx_input(m, i));
+}
+
+/* After the model failed to load with the inputs given: when it loads
+ * without them, the failure was theirs (a name it lacks, a rank or size it
+ * does not take): say which names are wrong and list its inputs. The exit
+ * status: 2 for a wrong name, else 1. */
+static int explain_inputs(const run_args *r, const char *why) {
+    bool as_one;
+    cn_onnx_model *m = load_for_inspection(r->model, &as_one);
+    if (!m) {
+        fprintf(stderr, "chutney run: %s\n", why); /* the model itself */
+        return CN_TOOL_FAILED;
+    }
+    int n = cn_onnx_num_inputs(m), status = CN_TOOL_FAILED;
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    for (int i = 0; names && i < n; i++) names[i] = cn_onnx_input_name(m, i);
+    for (int k = 0; names && k < r->nin; k++) {
+        bool found = false;
+        for (int i = 0; i < n; i++) found |= !strcmp(names[i], r->names[k]);
+        if (found) continue;
+        fprintf(stderr, "chutney run: '%s' is not an input of the model", r->names[k]);
+        const char *s = cn_tool_suggest(r->names[k], names, n);
+        if (s) fprintf(stderr, "; did you mean '%s'?", s);
+        fputc('\n', stderr);
+        status = CN_TOOL_USAGE;
+    }
+    /* A name the model lacks says it all; else the loader's message. */
+    if (status != CN_TOOL_USAGE) fprintf(stderr, "chutney run: %s\n", why);
+    list_inputs(m, r->model);
+    free(names);
+    cn_onnx_free(m);
+    return status;
+}
+
+/* The .npy files, with their shapes for the import, on the device: false
+ * after a message. */
+static bool load_inputs(const run_args *r, cn_device dev, cn_tensor **vals,
+                        cn_onnx_input_shape *shapes) {
+    for (int i = 0; i < r->nin; i++) {
+        vals[i] = cn_load_npy(r->files[i]);
+        if (!vals[i]) {
+            fprintf(stderr, "chutney run: input '%s': %s\n", r->names[i], cn_last_error());
+            return false;
+        }
+        shapes[i].name = r->names[i];
+        shapes[i].ndim = cn_ndim(vals[i]);
+        for (int d = 0; d < shapes[i].ndim; d++) shapes[i].shape[d] = cn_dim(vals[i], d);
+        if (dev.kind != CN_DEVICE_CPU && !(vals[i] = cn_to(vals[i], dev))) {
+            fprintf(stderr, "chutney run: input '%s': %s\n", r->names[i], cn_last_error());
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The model's inputs in its order from the values given: 0, or the exit
+ * status after a message. */
+static int match_inputs(const run_args *r, const cn_onnx_model *m, cn_tensor **vals, cn_tensor **feed) {
+    int mi = cn_onnx_num_inputs(m);
+    if (mi > MAX_INPUTS) {
+        fprintf(stderr, "chutney run: the model has %d inputs (at most %d)\n", mi, MAX_INPUTS);
+        return CN_TOOL_FAILED;
+    }
+    for (int i = 0; i < mi; i++) {
+        const char *name = cn_onnx_input_name(m, i);
+        cn_dtype want = cn_tensor_dtype(cn_onnx_input(m, i));
+        feed[i] = NULL;
+        for (int k = 0; k < r->nin; k++)
+            if (!strcmp(r->names[k], name)) feed[i] = vals[k];
+        if (!feed[i]) {
+            fprintf(stderr, "chutney run: missing --input for the model's input '%s'\n", name);
+            list_inputs(m, r->model);
+            return CN_TOOL_USAGE;
+        }
+        if (cn_tensor_dtype(feed[i]) != want) {
+            fprintf(stderr, "chutney run: input '%s' is %s in the model, the file holds %s\n", name,
+                    cn_dtype_name(want), cn_dtype_name(cn_tensor_dtype(feed[i])));
+            list_inputs(m, r->model);
+            return CN_TOOL_FAILED;
+        }
+    }
+    return 0;
+}
+
+/* DIR/<output>.npy for every output (copied back from the device). */
+static bool write_outputs(const run_args *r, const cn_onnx_model *m, cn_tensor **outs) {
+    if (mkdir(r->outdir, 0777) < 0 && errno != EEXIST) {
+        fprintf(stderr, "chutney run: cannot create '%s': %s\n", r->outdir, strerror(errno));
+        return false;
+    }
+    for (int o = 0; o < cn_onnx_num_outputs(m); o++) {
+        char fn[256], path[4096], sb[160];
+        file_name(cn_onnx_output_name(m, o), fn, sizeof fn);
+        snprintf(path, sizeof path, "%s/%s.npy", r->outdir, fn);
+        cn_tensor *t = cn_to(outs[o], CN_CPU);
+        if (!t || cn_save_npy(path, t) < 0) {
+            fprintf(stderr, "chutney run: %s\n", cn_last_error());
+            return false;
+        }
+        printf("%s: %s -> %s\n", cn_onnx_output_name(m, o), cn_shape_str(t, sb, sizeof sb), path);
+    }
+    return true;
+}
+
+/* --bench: the median of n more runs. */
+static bool bench(cn_onnx_model *m, cn_tensor **feed, cn_tensor **outs, long long n, cn_device dev) {
+    double *t = malloc(sizeof *t * (size_t)n);
+    if (!t) return false;
+    bool ok = true;
+    for (long long r = 0; r < n && ok; r++) {
+        cn_scope_begin();
+        double t0 = now_s();
+        ok = cn_onnx_run(m, feed, outs) == 0 &&
+             (dev.kind == CN_DEVICE_CPU || cn_device_synchronize(dev) == 0);
+        t[r] = now_s() - t0;
+        cn_scope_end();
+    }
+    if (ok) {
+        qsort(t, (size_t)n, sizeof *t, cmp_double);
+        printf("bench: %lld runs on %d threads: median %.3f ms (min %.3f, max %.3f)\n", n,
+               cn_get_num_threads(), 1e3 * t[n / 2], 1e3 * t[0], 1e3 * t[n - 1]);
+    } else {
+        fprintf(stderr, "chutney run: %s\n", cn_last_error());
+    }
+    free(t);
+    return ok;
+}
+
+/* The loaded model run once (and --bench times): the exit status. */
+static int run_model(const run_args *r, cn_onnx_model *m, cn_tensor **vals, cn_device dev) {
+    cn_tensor *feed[MAX_INPUTS];
+    int status = match_inputs(r, m, vals, feed);
+    if (status) return status;
+    cn_tensor **outs = calloc((size_t)cn_onnx_num_outputs(m) + 1, sizeof *outs);
+    if (!outs) return CN_TOOL_FAILED;
+    status = CN_TOOL_FAILED;
+    if (cn_onnx_run(m, feed, outs) < 0) fprintf(stderr, "chutney run: %s\n", cn_last_error());
+    else if (write_outputs(r, m, outs) && (r->bench == 0 || bench(m, feed, outs, r->bench, dev)))
+        status = 0;
+    free(outs);
+    return status;
+}
+
+int cn_tool_run(int argc, char **argv) {
+    run_args r = {0};
+    int status = run_parse(argc, argv, &r);
+    if (status) return status < 0 ? 0 : status;
+    cn_device dev;
+    if ((status = cn_tool_device("chutney run", r.device_name, &dev)) != 0) return status;
+    /* The model is read by the loader, whose message names the file. */
+    if (!output_dir_ok(r.outdir)) return CN_TOOL_FAILED;
+    if (r.threads) cn_set_num_threads((int)r.threads);
+    cn_scope_begin();
+    cn_tensor *vals[MAX_INPUTS];
+    cn_onnx_input_shape shapes[MAX_INPUTS];
+    status = CN_TOOL_FAILED;
+    if (load_inputs(&r, dev, vals, shapes)) {
+        cn_onnx_load_opts opts = {.shapes = shapes, .nshapes = r.nin};
+        cn_onnx_model *m = cn_onnx_load(r.model, &opts);
+        if (m) {
+            status = run_model(&r, m, vals, dev);
+            cn_onnx_free(m);
+        } else if (r.nin) {
+            char why[1024]; /* the next load overwrites the library's message */
+            snprintf(why, sizeof why, "%s", cn_last_error());
+            status = explain_inputs(&r, why);
+        } else {
+            fprintf(stderr, "chutney run: %s\n", cn_last_error());
+        }
+    }
+    cn_scope_end();
+    return status;
+}
+
+/* ---- graph MODEL.onnx ---- */
+
+static const char *const onnx_graph_options[] = {"-O", "--optimized", "--text", "--output", "--help"};
+
+static void onnx_graph_usage(FILE *f) {
+    fprintf(f, "usage: chutney graph MODEL.onnx [-O LEVEL | --optimized] [--text] [--output FILE]\n"
+               "(`chutney graph --help` tells more)\n");
+}
+
+/* 0: go on; -1: --help was printed; else the exit status. */
+static int onnx_graph_parse(int argc, char **argv, const char **out_path, bool *text, int *level) {
+    for (int i = 2; i < argc; i++) {
+        const char *k = argv[i];
+        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            onnx_graph_usage(stdout);
+            return -1;
+        }
+        if (!strcmp(k, "--text")) *text = true;
+        else if (!strcmp(k, "--optimized")) *level = 2;
+        else if (strcmp(k, "-O") && strcmp(k, "--output"))
+            return cn_tool_unknown_option("graph", k, onnx_graph_options, 5);
+        else if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
+            return cn_tool_missing_value("graph", k, !strcmp(k, "-O") ? "0, 1 or 2" : "a file name");
+        else if (!strcmp(k, "-O")) {
+            long long v;
+            if (!cn_tool_int("graph", k, argv[++i], 0, 2, &v)) return CN_TOOL_USAGE;
+            *level = (int)v;
+        } else {
+            *out_path = argv[++i];
+            if (!cn_tool_writable("graph", "--output", *out_path)) return CN_TOOL_FAILED;
+        }
+    }
+    return 0;
+}
+
 int cn_tool_onnx_graph(int argc, char **argv) {
     const char *path = argv[1], *out_path = NULL;
     bool text = false;
     int level = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--output") && i + 1 < argc) out_path = argv[++i];
-        else if (!strcmp(k, "--text")) text = true;
-        else if (!strcmp(k, "--optimized")) level = 2;
-        else if (!strcmp(k, "-O") && i + 1 < argc) {
-            long v;
-            if (!parse_int(argv[++i], 0, 2, &v)) return fprintf(stderr, "chutney: -O takes 0, 1 or 2\n"), 2;
-            level = (int)v;
-        } else {
-            fprintf(stderr, "chutney graph: unknown option or missing value: '%s'\n"
-                            "usage: chutney graph MODEL.onnx [-O LEVEL | --optimized] [--text] [--output FILE]\n", k);
-            return 2;
-        }
-    }
+    int prc = onnx_graph_parse(argc, argv, &out_path, &text, &level);
+    if (prc) return prc < 0 ? 0 : prc;
     bool as_one;
     cn_onnx_model *m = load_for_inspection(path, &as_one);
     if (!m) {
         fprintf(stderr, "chutney graph: %s\n", cn_last_error());
-        return 1;
+        return CN_TOOL_FAILED;
     }
     int no = cn_onnx_num_outputs(m), rc = 1;
     cn_tensor *outs[64];
@@ -338,26 +455,30 @@ int cn_tool_onnx_graph(int argc, char **argv) {
     return rc;
 }
 
-int cn_tool_info(int argc, char **argv) {
-    if (argc == 2 && !strcmp(argv[1], "--supported-ops")) /* the table of docs/onnx.md */
-        return supported_ops_markdown(stdout) > 0 ? 0 : 1;
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr, "usage: chutney info MODEL.onnx\n");
-        return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
-    }
-    bool as_one;
-    cn_onnx_model *m = load_for_inspection(argv[1], &as_one);
-    if (!m) {
-        fprintf(stderr, "chutney info: %s\n", cn_last_error());
-        return 1;
-    }
-    printf("%s: opset %d, %d nodes\ninputs:\n", argv[1], cn_onnx_opset(m), cn_onnx_num_nodes(m));
-    for (int i = 0; i < cn_onnx_num_inputs(m); i++) print_value(cn_onnx_input_name(m, i), cn_onnx_input(m, i));
-    printf("outputs:\n");
-    for (int i = 0; i < cn_onnx_num_outputs(m); i++)
-        print_value(cn_onnx_output_name(m, i), cn_onnx_output(m, i));
-    if (as_one) printf("(the model computes with its unknown input sizes: shown with them taken as 1)\n");
-    printf("parameters: %lld\nops:\n", (long long)cn_onnx_num_params(m));
+/* ---- info ---- */
+
+typedef struct op_count {
+    const char *op;
+    int n;
+} op_count;
+
+static int cmp_count(const void *a, const void *b) {
+    const op_count *x = a, *y = b;
+    return x->n != y->n ? y->n - x->n : strcmp(x->op, y->op);
+}
+
+static void info_usage(FILE *f) {
+    fprintf(f, "usage: chutney info MODEL.onnx\n"
+               "       chutney info --supported-ops   (the ONNX ops imported, as Markdown)\n"
+               "\n"
+               "An ONNX model's inputs and outputs (name, dtype, shape; ? where unknown),\n"
+               "its parameters (the elements of its floating-point initializers: what\n"
+               "`chutney export` counts; integer initializers, the shapes and indices,\n"
+               "are counted apart) and a histogram of its ops.\n");
+}
+
+/* The ops of the file, most used first. */
+static void print_ops(const cn_onnx_model *m) {
     int nn = cn_onnx_num_nodes(m), nk = 0;
     op_count *h = calloc((size_t)nn + 1, sizeof *h);
     for (int i = 0; h && i < nn; i++) {
@@ -370,6 +491,47 @@ int cn_tool_info(int argc, char **argv) {
     if (h) qsort(h, (size_t)nk, sizeof *h, cmp_count);
     for (int k = 0; h && k < nk; k++) printf("  %-24s %d\n", h[k].op, h[k].n);
     free(h);
+}
+
+static void print_info(const char *path, const cn_onnx_model *m, bool as_one) {
+    printf("%s: opset %d, %d nodes\ninputs:\n", path, cn_onnx_opset(m), cn_onnx_num_nodes(m));
+    for (int i = 0; i < cn_onnx_num_inputs(m); i++)
+        print_value(stdout, cn_onnx_input_name(m, i), cn_onnx_input(m, i));
+    printf("outputs:\n");
+    for (int i = 0; i < cn_onnx_num_outputs(m); i++)
+        print_value(stdout, cn_onnx_output_name(m, i), cn_onnx_output(m, i));
+    if (as_one) printf("(the model computes with its unknown input sizes: shown with them taken as 1)\n");
+    /* Parameters as export and cn_module_num_params count them: the
+     * weights; the integer constants are shapes and indices, not learnt. */
+    int64_t weights = cn_onnx_num_weights(m), other = cn_onnx_num_params(m) - weights;
+    printf("parameters: %lld", (long long)weights);
+    if (other > 0) printf(" (and %lld elements of integer constants: shapes, indices)", (long long)other);
+    printf("\nops:\n");
+    print_ops(m);
+}
+
+int cn_tool_info(int argc, char **argv) {
+    static const char *const opts[] = {"--supported-ops", "--help"};
+    if (argc == 2 && !strcmp(argv[1], "--supported-ops")) /* the table of docs/onnx.md */
+        return supported_ops_markdown(stdout) > 0 ? 0 : 1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            info_usage(stdout);
+            return 0;
+        }
+    if (argc == 2 && argv[1][0] == '-') return cn_tool_unknown_option("info", argv[1], opts, 2);
+    if (argc != 2) {
+        if (argc > 2) fprintf(stderr, "chutney info: one model at a time\n");
+        info_usage(stderr);
+        return CN_TOOL_USAGE;
+    }
+    bool as_one;
+    cn_onnx_model *m = load_for_inspection(argv[1], &as_one);
+    if (!m) {
+        fprintf(stderr, "chutney info: %s\n", cn_last_error());
+        return CN_TOOL_FAILED;
+    }
+    print_info(argv[1], m, as_one);
     cn_onnx_free(m);
     return 0;
 }

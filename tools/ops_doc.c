@@ -66,11 +66,19 @@ static int markdown(FILE *f) {
     return 0;
 }
 
+static const char *const ops_options[] = {"--markdown", "--help"};
+
 int cn_tool_ops(int argc, char **argv) {
-    bool md = argc > 1 && strcmp(argv[1], "--markdown") == 0;
-    if (argc > 1 && !md) {
-        fprintf(stderr, "usage: chutney ops [--markdown]\n");
-        return 2;
+    bool md = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: chutney ops [--markdown]\n\n"
+                   "Lists every op of the op table with what it computes; --markdown\n"
+                   "writes the table of docs/ops.md (attributes, gradients, ONNX).\n");
+            return 0;
+        }
+        if (strcmp(argv[i], "--markdown") != 0) return cn_tool_unknown_option("ops", argv[i], ops_options, 2);
+        md = true;
     }
     if (md) {
         if (markdown(stdout) == 0) return 0;

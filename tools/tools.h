@@ -43,4 +43,43 @@ int cn_tool_devices(int argc, char **argv);
  * (tools/devices.c). */
 int cn_tool_device(const char *prefix, const char *s, cn_device *out);
 
+
+/* `chutney predict` (tools/predict.c). */
+int cn_tool_predict(int argc, char **argv);
+/* The names of the benchmark models, for messages and suggestions. */
+extern const char *const cn_tool_models[3];
+/* The 10 classes of Fashion-MNIST, by label. */
+extern const char *const cn_tool_fashion_classes[10];
+
+/* ---- the command line (tools/args.c) ----
+ * Exit statuses: CN_TOOL_USAGE when the command line is wrong (it would be
+ * on any machine), CN_TOOL_FAILED when it is right but something here
+ * failed (a file, a directory, a device, the data). Every helper that
+ * refuses something prints one message starting "chutney CMD: " that
+ * names the option and what it accepts. */
+enum { CN_TOOL_FAILED = 1, CN_TOOL_USAGE = 2 };
+/* The candidate within 2 edits of word (Damerau-Levenshtein, fewer edits
+ * than half its letters), or that word begins uniquely; else NULL. */
+const char *cn_tool_suggest(const char *word, const char *const *cands, int n);
+/* "unknown option" (or "unexpected argument") with "did you mean" over
+ * opts; return CN_TOOL_USAGE. */
+int cn_tool_unknown_option(const char *cmd, const char *arg, const char *const *opts, int n);
+int cn_tool_unknown_command(const char *arg, const char *const *cmds, int n);
+int cn_tool_missing_value(const char *cmd, const char *opt, const char *what);
+/* Parse a value of opt; false after a message. */
+bool cn_tool_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi,
+                 long long *out);
+bool cn_tool_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
+bool cn_tool_positive(const char *cmd, const char *opt, const char *s, double *out);
+/* The index of s among choices, or -1 after a message ("unknown NOUN", or
+ * "bad value" when noun is NULL) listing them, with "did you mean". */
+int cn_tool_choice(const char *cmd, const char *opt, const char *noun, const char *s,
+                   const char *const *choices, int n);
+/* Files checked before the work starts; false after a message. writable:
+ * path's directory exists and may be written (saves go through a
+ * temporary file there), and path is not a directory. */
+bool cn_tool_readable(const char *cmd, const char *opt, const char *path);
+bool cn_tool_directory(const char *cmd, const char *opt, const char *path);
+bool cn_tool_writable(const char *cmd, const char *opt, const char *path);
+
 #endif

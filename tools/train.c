@@ -2,7 +2,7 @@
  * docs/benchmarks.md on Fashion-MNIST, with checkpoints and exact resume. */
 #include "tools.h"
 
-#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,15 +352,15 @@ static void train_usage(FILE *f) {
             "                     [--optimizer {sgd,adam,adamw,rmsprop,adagrad}] [--threads T]\n"
             "                     [--seed S] [--data DIR] [--save FILE] [--resume FILE]\n"
             "                     [--limit N] [--mode {eager,static}] [--device DEV] [--json]\n"
-            "       chutney eval --model {mlp,cnn,lstm} --load FILE [--data DIR] [--threads T]\n"
-            "                    [--limit N] [--logits OUT.npy] [--device DEV]\n"
+            "                     [--distributed]\n"
             "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
             "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
             "128; 2 epochs; seed 1; data in " DEFAULT_DATA ".\n"
+            "Every option is checked before the data is read: a bad value, a --save whose\n"
+            "directory is missing, a --resume file that is not there stop at once.\n"
             "--save writes a checkpoint after every epoch; --resume continues one exactly.\n"
             "--limit uses only the first N training and test images (quick checks).\n"
-            "eval --logits writes the model's logits for the test images ([N, 10] f32).\n"
             "--mode static (the default) compiles forward, backward and the optimiser\n"
             "update into one program (graph passes, fusion, memory planning) and runs it\n"
             "per batch; --mode eager runs each op as it is called (the same losses).\n"
@@ -369,99 +369,184 @@ static void train_usage(FILE *f) {
             "--distributed: run as one rank of `mpirun -np N chutney train ...` (or srun):\n"
             "data-parallel, each rank trains on its shard of every global batch (--batch\n"
             "per rank, so the global batch is N times it), gradients averaged over the\n"
-            "ranks; rank 0 prints and writes checkpoints; the test pass is split.\n");
+            "ranks; rank 0 prints and writes checkpoints; the test pass is split.\n"
+            "Exit status: 0 done, 1 a failure (data, files, device), 2 a bad command line.\n");
 }
 
-static int parse_args(int argc, char **argv, train_args *a, bool eval) {
-    *a = (train_args){.epochs = 2, .seed = 1, .data = DEFAULT_DATA, .static_mode = true};
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool has = v != NULL;
-#define TAKE()                                                                                     \
-    do {                                                                                           \
-        if (!has) {                                                                                \
-            fprintf(stderr, "chutney: %s needs a value\n", k);                                     \
-            return -1;                                                                             \
-        }                                                                                          \
-        i++;                                                                                       \
-    } while (0)
-        char *end = NULL;
-        errno = 0;
-        if (!strcmp(k, "--model")) { TAKE(); a->model = v; }
-        else if (!strcmp(k, "--optimizer") && !eval) { TAKE(); a->optimizer = v; }
-        else if (!strcmp(k, "--data")) { TAKE(); a->data = v; }
-        else if (!strcmp(k, "--save") && !eval) { TAKE(); a->save = v; }
-        else if (!strcmp(k, "--resume") && !eval) { TAKE(); a->resume = v; }
-        else if (!strcmp(k, "--load") && eval) { TAKE(); a->load = v; }
-        else if (!strcmp(k, "--logits") && eval) { TAKE(); a->logits = v; }
-        else if (!strcmp(k, "--device")) { TAKE(); a->device_name = v; }
-        else if (!strcmp(k, "--json")) a->json = true;
-        else if (!strcmp(k, "--distributed") && !eval) a->distributed = true;
-        else if (!strcmp(k, "--mode") && !eval) {
-            TAKE();
-            if (!strcmp(v, "static")) a->static_mode = true;
-            else if (!strcmp(v, "eager")) a->static_mode = false;
-            else goto bad;
+static void eval_usage(FILE *f) {
+    fprintf(f,
+            "usage: chutney eval --model {mlp,cnn,lstm} --load FILE [--data DIR] [--threads T]\n"
+            "                    [--limit N] [--logits OUT.npy] [--device DEV] [--json]\n"
+            "\n"
+            "The test accuracy of a checkpoint written by `chutney train --save`.\n"
+            "--logits writes the model's logits for the test images ([N, 10] f32 .npy).\n"
+            "--limit uses only the first N test images; data in " DEFAULT_DATA ".\n"
+            "Exit status: 0 done, 1 a failure (data, files, device), 2 a bad command line.\n");
+}
+
+/* The options of train and eval: what each takes (NULL: a flag), for
+ * "needs a value" and "did you mean". */
+enum { FOR_TRAIN = 1, FOR_EVAL = 2, FOR_BOTH = 3 };
+typedef struct option_info {
+    const char *name, *value;
+    int cmds;
+} option_info;
+
+static const option_info options[] = {
+    {"--model", "mlp, cnn or lstm", FOR_BOTH},
+    {"--epochs", "the number of epochs (0 or more)", FOR_TRAIN},
+    {"--batch", "the batch size (1 or more)", FOR_TRAIN},
+    {"--lr", "a learning rate such as 0.01", FOR_TRAIN},
+    {"--optimizer", "sgd, adam, adamw, rmsprop or adagrad", FOR_TRAIN},
+    {"--threads", "the number of threads (1 or more)", FOR_BOTH},
+    {"--seed", "a whole number", FOR_BOTH},
+    {"--data", "the directory of Fashion-MNIST's files", FOR_BOTH},
+    {"--save", "a checkpoint file to write", FOR_TRAIN},
+    {"--resume", "a checkpoint file written by --save", FOR_TRAIN},
+    {"--load", "a checkpoint file written by train --save", FOR_EVAL},
+    {"--logits", "an .npy file to write", FOR_EVAL},
+    {"--limit", "the number of images to use (1 or more)", FOR_BOTH},
+    {"--mode", "static or eager", FOR_TRAIN},
+    {"--device", "a device such as cpu, opencl:0 or cuda:0", FOR_BOTH},
+    {"--json", NULL, FOR_BOTH},
+    {"--distributed", NULL, FOR_TRAIN},
+    {"--help", NULL, FOR_BOTH},
+};
+#define NOPTIONS (int)(sizeof options / sizeof options[0])
+
+static const char *const optimizers[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad"};
+static const char *const modes[] = {"static", "eager"};
+
+/* The option k of this command, or NULL. */
+static const option_info *find_option(const char *k, int cmd) {
+    for (int i = 0; i < NOPTIONS; i++)
+        if ((options[i].cmds & cmd) && !strcmp(options[i].name, k)) return &options[i];
+    return NULL;
+}
+
+static int unknown_option(const char *cmd_name, int cmd, const char *k) {
+    const char *names[NOPTIONS];
+    int n = 0;
+    for (int i = 0; i < NOPTIONS; i++)
+        if (options[i].cmds & cmd) names[n++] = options[i].name;
+    return cn_tool_unknown_option(cmd_name, k, names, n);
+}
+
+/* A numeric option's value into a; true if k is one of them (*ok: valid). */
+static bool set_number(train_args *a, const char *cmd, const char *k, const char *v, bool *ok) {
+    long long n = 0;
+    if (!strcmp(k, "--epochs")) {
+        *ok = cn_tool_int(cmd, k, v, 0, 1000000, &n);
+        a->epochs = (int)n;
+    } else if (!strcmp(k, "--batch")) {
+        *ok = cn_tool_int(cmd, k, v, 1, INT32_MAX, &n);
+        a->batch = n;
+    } else if (!strcmp(k, "--limit")) {
+        *ok = cn_tool_int(cmd, k, v, 1, LLONG_MAX, &n);
+        a->limit = n;
+    } else if (!strcmp(k, "--threads")) {
+        /* The library's own range, checked now rather than ignored later. */
+        *ok = cn_tool_int(cmd, k, v, 1, 65536, &n);
+        if (*ok && cn_set_num_threads((int)n) < 0) {
+            fprintf(stderr, "chutney %s: bad value '%s' for --threads: %s\n", cmd, v, cn_last_error());
+            *ok = false;
         }
-        else if (!strcmp(k, "--epochs") && !eval) {
-            TAKE();
-            a->epochs = (int)strtol(v, &end, 10);
-            if (*end || a->epochs < 0) goto bad;
-        } else if (!strcmp(k, "--batch") && !eval) {
-            TAKE();
-            a->batch = strtoll(v, &end, 10);
-            if (*end || a->batch <= 0) goto bad;
-        } else if (!strcmp(k, "--limit")) {
-            TAKE();
-            a->limit = strtoll(v, &end, 10);
-            if (*end || a->limit <= 0) goto bad;
-        } else if (!strcmp(k, "--lr") && !eval) {
-            TAKE();
-            a->lr = strtod(v, &end);
-            if (*end || !(a->lr > 0)) goto bad;
-        } else if (!strcmp(k, "--threads")) {
-            TAKE();
-            a->threads = (int)strtol(v, &end, 10);
-            if (*end || a->threads <= 0) goto bad;
-        } else if (!strcmp(k, "--seed")) {
-            TAKE();
-            a->seed = strtoull(v, &end, 10);
-            if (*end || errno) goto bad;
-        } else if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            train_usage(stdout);
-            exit(0);
-        } else {
-            fprintf(stderr, "chutney: unknown option '%s'\n", k);
-            train_usage(stderr);
-            return -1;
-        }
-        continue;
-    bad:
-        fprintf(stderr, "chutney: bad value '%s' for %s\n", v, k);
-        return -1;
-#undef TAKE
+        a->threads = (int)n;
+    } else if (!strcmp(k, "--lr")) {
+        *ok = cn_tool_positive(cmd, k, v, &a->lr);
+    } else if (!strcmp(k, "--seed")) {
+        *ok = cn_tool_u64(cmd, k, v, &a->seed);
+    } else {
+        return false;
     }
-    if (!a->model) {
-        fprintf(stderr, "chutney: --model is required\n");
-        train_usage(stderr);
-        return -1;
-    }
-    if (!cn_tool_known_model(a->model)) {
-        fprintf(stderr, "chutney: unknown model '%s' (choose mlp, cnn or lstm)\n", a->model);
-        return -1;
-    }
-    if (eval && !a->load) {
-        fprintf(stderr, "chutney: eval needs --load FILE\n");
-        return -1;
+    return true;
+}
+
+/* Option k (taking a value) set to v: 0, or CN_TOOL_USAGE after a message. */
+static int set_value(train_args *a, const char *cmd, const char *k, const char *v) {
+    bool ok = true;
+    if (set_number(a, cmd, k, v, &ok)) return ok ? 0 : CN_TOOL_USAGE;
+    if (!strcmp(k, "--model")) {
+        a->model = v;
+        ok = cn_tool_choice(cmd, k, "model", v, cn_tool_models, 3) >= 0;
+    } else if (!strcmp(k, "--optimizer")) {
+        a->optimizer = v;
+        ok = cn_tool_choice(cmd, k, "optimizer", v, optimizers, 5) >= 0;
+    } else if (!strcmp(k, "--mode")) {
+        int m = cn_tool_choice(cmd, k, NULL, v, modes, 2);
+        a->static_mode = m == 0;
+        ok = m >= 0;
+    } else if (!strcmp(k, "--data")) a->data = v;
+    else if (!strcmp(k, "--save")) a->save = v;
+    else if (!strcmp(k, "--resume")) a->resume = v;
+    else if (!strcmp(k, "--load")) a->load = v;
+    else if (!strcmp(k, "--logits")) a->logits = v;
+    else if (!strcmp(k, "--device")) a->device_name = v;
+    return ok ? 0 : CN_TOOL_USAGE;
+}
+
+/* The files, before any data is read (after the command line and the
+ * device: a usage error is reported first): 0, or the exit status after a
+ * message. */
+static int check_files(const train_args *a, const char *cmd) {
+    if ((a->save && !cn_tool_writable(cmd, "--save", a->save)) ||
+        (a->resume && !cn_tool_readable(cmd, "--resume", a->resume)) ||
+        (a->load && !cn_tool_readable(cmd, "--load", a->load)) ||
+        (a->logits && !cn_tool_writable(cmd, "--logits", a->logits)))
+        return CN_TOOL_FAILED;
+    if (!cn_tool_directory(cmd, "--data", a->data)) {
+        if (!strcmp(a->data, DEFAULT_DATA))
+            fprintf(stderr, "(Fashion-MNIST is looked for there unless --data DIR says where; "
+                            "Debian's dataset-fashion-mnist installs it there)\n");
+        return CN_TOOL_FAILED;
     }
     return 0;
 }
 
+/* What must be given: 0, or CN_TOOL_USAGE after a message. */
+static int check_required(const train_args *a, const char *cmd, bool eval) {
+    if (!a->model) {
+        fprintf(stderr, "chutney %s: --model is required: mlp, cnn or lstm\n", cmd);
+        return CN_TOOL_USAGE;
+    }
+    if (eval && !a->load) {
+        fprintf(stderr, "chutney %s: eval needs --load FILE (a checkpoint of train --save)\n", cmd);
+        return CN_TOOL_USAGE;
+    }
+    return 0;
+}
+
+/* 0: go on; -1: --help was printed (exit 0); else the exit status. */
+static int parse_args(int argc, char **argv, train_args *a, bool eval) {
+    *a = (train_args){.epochs = 2, .seed = 1, .data = DEFAULT_DATA, .static_mode = true};
+    const char *cmd = eval ? "eval" : "train";
+    int which = eval ? FOR_EVAL : FOR_TRAIN;
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            (eval ? eval_usage : train_usage)(stdout);
+            return -1;
+        }
+        const option_info *o = find_option(k, which);
+        if (!o) return unknown_option(cmd, which, k);
+        if (!o->value) {
+            if (!strcmp(k, "--json")) a->json = true;
+            else a->distributed = true;
+            continue;
+        }
+        /* "--model --epochs 3" forgot the model: not a model named "--epochs". */
+        if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
+            return cn_tool_missing_value(cmd, k, o->value);
+        int rc = set_value(a, cmd, k, argv[++i]);
+        if (rc) return rc;
+    }
+    return check_required(a, cmd, eval);
+}
+
 /* --device: 0, or the exit status after a message (2: not a device name;
  * 1: no such device here). */
-static int resolve_device(train_args *a) {
-    int rc = cn_tool_device("chutney", a->device_name, &a->device);
+static int resolve_device(train_args *a, const char *prefix) {
+    int rc = cn_tool_device(prefix, a->device_name, &a->device);
     a->on_device = rc == 0 && a->device.kind != CN_DEVICE_CPU;
     return rc;
 }
@@ -495,8 +580,10 @@ static int train_main(train_args *ap);
 
 int cn_tool_train(int argc, char **argv) {
     train_args a;
-    if (parse_args(argc, argv, &a, false) < 0) return 2;
-    int drc = resolve_device(&a);
+    int prc = parse_args(argc, argv, &a, false);
+    if (prc) return prc < 0 ? 0 : prc;
+    int drc = resolve_device(&a, "chutney train");
+    if (!drc) drc = check_files(&a, "train");
     if (drc) return drc;
     a.rank = 0;
     a.nranks = 1;
@@ -804,8 +891,10 @@ static int train_main(train_args *ap) {
 
 int cn_tool_eval(int argc, char **argv) {
     train_args a;
-    if (parse_args(argc, argv, &a, true) < 0) return 2;
-    int drc = resolve_device(&a);
+    int prc = parse_args(argc, argv, &a, true);
+    if (prc) return prc < 0 ? 0 : prc;
+    int drc = resolve_device(&a, "chutney eval");
+    if (!drc) drc = check_files(&a, "eval");
     if (drc) return drc;
     model_defaults(&a); /* the test pass's batch */
     if (a.threads) cn_set_num_threads(a.threads);

@@ -26,6 +26,7 @@ struct cn_onnx_model {
     cn_tensor **outputs; /* retained */
     cn_program *prog;    /* compiled on the first run */
     int64_t nparams;
+    int64_t nweights; /* the floating-point initializers' elements */
     int nnodes;
     char **node_ops;
 };
@@ -331,6 +332,7 @@ static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_
         if (!t) rc = cn_last_error()[0] ? CN_EFORMAT : CN_ENOMEM;
         else {
             m->nparams += cn_numel(t);
+            if (cn_dtype_is_float(cn_tensor_dtype(t))) m->nweights += cn_numel(t);
             rc = vmap_put(&vals, tp->name ? tp->name : "", t);
         }
         cn_scope_end();
@@ -479,6 +481,7 @@ cn_tensor *cn_onnx_output(const cn_onnx_model *m, int i) {
 cn_graph *cn_onnx_graph(const cn_onnx_model *m) { return m ? m->g : NULL; }
 int cn_onnx_opset(const cn_onnx_model *m) { return m ? m->opset : CN_EINVAL; }
 int64_t cn_onnx_num_params(const cn_onnx_model *m) { return m ? m->nparams : CN_EINVAL; }
+int64_t cn_onnx_num_weights(const cn_onnx_model *m) { return m ? m->nweights : CN_EINVAL; }
 int cn_onnx_num_nodes(const cn_onnx_model *m) { return m ? m->nnodes : CN_EINVAL; }
 const char *cn_onnx_node_op(const cn_onnx_model *m, int i) {
     return m && i >= 0 && i < m->nnodes ? m->node_ops[i] : NULL;
@@ -540,6 +543,7 @@ cn_tensor *cn_onnx_output(const cn_onnx_model *m, int i) { return (void)m, (void
 cn_graph *cn_onnx_graph(const cn_onnx_model *m) { return (void)m, NULL; }
 int cn_onnx_opset(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
 int64_t cn_onnx_num_params(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
+int64_t cn_onnx_num_weights(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
 int cn_onnx_num_nodes(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
 const char *cn_onnx_node_op(const cn_onnx_model *m, int i) { return (void)m, (void)i, NULL; }
 int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs) {

@@ -21,3 +21,19 @@ expect_error() {
         echo "ok: $desc: $(head -n 1 "$tmp/err")"
     fi
 }
+
+# expect_exit DESCRIPTION STATUS NEEDLE COMMAND...: exactly that exit status
+# (2: a bad command line, 1: a failure), and stderr contains NEEDLE.
+expect_exit() {
+    desc=$1 want=$2 needle=$3
+    shift 3
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        fail "$desc: exit status $rc, expected $want"; cat "$tmp/err"
+    elif ! grep -qF -- "$needle" "$tmp/err"; then
+        fail "$desc: stderr lacks \"$needle\":"; cat "$tmp/err"
+    else
+        echo "ok: $desc: $(head -n 1 "$tmp/err")"
+    fi
+}

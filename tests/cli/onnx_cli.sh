@@ -111,7 +111,7 @@ expect_error "wrong shape" "input '0' is [2, 3, 7, 5], the shape given is [2, 3,
     "$CHUTNEY" run "$m" --input "0=$tmp/wrong.npy" --output-dir "$tmp/o"
 expect_error "wrong dtype" "the file holds f64" "$CHUTNEY" run "$m" --input "0=$tmp/f64.npy" --output-dir "$tmp/o"
 expect_error "no --output-dir" "--output-dir is required" "$CHUTNEY" run "$m" --input "0=$x"
-expect_error "bad --threads" "--threads needs" "$CHUTNEY" run "$m" --input "0=$x" --output-dir "$tmp/o" --threads 0
+expect_error "bad --threads" "bad value '0' for --threads" "$CHUTNEY" run "$m" --input "0=$x" --output-dir "$tmp/o" --threads 0
 expect_error "info of a missing file" "cannot open" "$CHUTNEY" info "$tmp/none.onnx"
 expect_error "graph of a missing file" "cannot open" "$CHUTNEY" graph "$tmp/none.onnx"
 printf 'garbage' >"$tmp/bad.onnx"
