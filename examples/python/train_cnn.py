@@ -4,7 +4,7 @@ PyTorch code with `import chutney as torch` in spirit: the same model as
 max pooling, two linear layers, Adam lr 1e-3, batch 64).
 
     pip install ./python            # once (docs/python.md)
-    python3 examples/python/train_cnn.py --epochs 1 [--limit 6000] [--save cnn.safetensors]
+    python3 examples/python/train_cnn.py --epochs 1 [--limit 6000] [--eager] [--save cnn.safetensors]
 
 The data is Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist),
 or --data DIR with the four idx files (gzipped or not).
@@ -46,6 +46,8 @@ def main():
     ap.add_argument("--data", default=None, help="directory of the idx files")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", default=None, help="write the trained state_dict (safetensors)")
+    ap.add_argument("--eager", action="store_true",
+                    help="run the training step eagerly instead of compiling it (chutney.compile)")
     args = ap.parse_args()
 
     chutney.manual_seed(args.seed)
@@ -62,13 +64,21 @@ def main():
           f"{len(train)} batches of {args.batch} per epoch")
     opt = chutney.optim.Adam(model.parameters(), lr=args.lr)
 
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    # The whole step (forward, backward, update) as one static program, as
+    # `chutney train` runs it by default; --eager runs the Python each time.
+    step = train_step if args.eager else chutney.compile(train_step)
+
     for epoch in range(1, args.epochs + 1):
         t0, total, seen = time.time(), 0.0, 0
         for i, (x, y) in enumerate(train, 1):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
+            loss = step(x, y)
             total += loss.item() * y.shape[0]
             seen += y.shape[0]
             if i % 100 == 0:

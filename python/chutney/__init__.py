@@ -21,6 +21,7 @@ from chutney._C import (  # noqa: F401  (re-exported)
     tensor,
     as_tensor,
     from_numpy,
+    from_dlpack,
     empty,
     zeros,
     ones,
@@ -65,6 +66,9 @@ from chutney._functions import __all__ as _function_names
 from chutney.autograd import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: F401
 from chutney.serialization import save, load  # noqa: F401
 from chutney import autograd, nn, optim, utils  # noqa: F401
+from chutney import onnx  # noqa: F401  (chutney.onnx.load)
+from chutney._compile import compile  # noqa: F401,A001  (torch.compile)
+from chutney import _compile as compiler  # noqa: F401  (compiler.is_compiling())
 
 # The dtypes under PyTorch's names and aliases. Assigned last: they shadow the
 # builtins float, int and bool in this module, as in torch.

@@ -102,6 +102,14 @@ static PyObject *m_requires_grad_(PyObject *self, PyObject *args, PyObject *kw) 
     return self;
 }
 
+/* chutney._compile (borrowed; imported on first use, NULL with an exception
+ * if it cannot be). */
+static PyObject *cnpy_compile_module(void) {
+    static PyObject *mod;
+    if (!mod) mod = PyImport_ImportModule("chutney._compile");
+    return mod;
+}
+
 /* backward(gradient=None, retain_graph=None, create_graph=False) */
 static PyObject *m_backward(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"gradient", "retain_graph", "create_graph", "inputs", NULL};
@@ -116,6 +124,9 @@ static PyObject *m_backward(PyObject *self, PyObject *args, PyObject *kw) {
         return NULL;
     }
     cn_tensor *t = TT(self);
+    if (cn_is_symbolic_tensor(t)) /* inside chutney.compile: the trace records it */
+        return PyObject_CallMethod(cnpy_compile_module(), "_record_backward", "OOOO", self, grad,
+                                   retain, create ? Py_True : Py_False);
     if (!cn_requires_grad(t)) {
         PyErr_SetString(PyExc_RuntimeError, "element 0 of tensors does not require grad and does not "
                                             "have a grad_fn");

@@ -153,6 +153,10 @@ extern PyMethodDef cnpy_nn_functions[];
 extern PyMethodDef cnpy_optim_functions[];
 extern PyMethodDef cnpy_io_functions[];
 extern PyMethodDef cnpy_device_functions[];
+extern PyMethodDef cnpy_dlpack_functions[]; /* from_dlpack (dlpack.c) */
+extern PyMethodDef cnpy_dlpack_methods[];   /* __dlpack__, __dlpack_device__ */
+extern PyMethodDef cnpy_graph_functions[];
+extern PyMethodDef cnpy_onnx_functions[];
 extern PyMethodDef cnpy_tensor_methods[];
 extern PyGetSetDef cnpy_tensor_getset[];
 extern PyGetSetDef cnpy_autograd_getset[];
@@ -174,6 +178,10 @@ int cnpy_optim_init(PyObject *m);
 int cnpy_convert_init(PyObject *m);
 int cnpy_autograd_init(PyObject *m);
 int cnpy_ops_init(PyObject *m);
+int cnpy_graph_init(PyObject *m);
+int cnpy_onnx_init(PyObject *m); /* _C.OnnxModel (onnx.c) */
+/* The library optimiser of an _C.Optimizer (NULL with TypeError). */
+cn_optimizer *cnpy_optimizer_of(PyObject *o);
 
 /* PyModule_AddObjectRef for every Python version: o is not stolen. */
 static inline int cnpy_add_ref(PyObject *m, const char *name, PyObject *o) {

@@ -51,11 +51,12 @@ PyMODINIT_FUNC PyInit__C(void) {
         misc_functions,         cnpy_creation_functions, cnpy_convert_functions,
         cnpy_arith_functions,   cnpy_ops_functions,      cnpy_autograd_functions,
         cnpy_nn_functions,      cnpy_optim_functions,    cnpy_io_functions,
-        cnpy_device_functions,
+        cnpy_device_functions,  cnpy_graph_functions,    cnpy_onnx_functions,
+        cnpy_dlpack_functions,
     };
     static PyMethodDef *const tensor_lists[] = {
         cnpy_tensor_methods, cnpy_convert_methods, cnpy_arith_methods,
-        cnpy_ops_methods,    cnpy_autograd_methods,
+        cnpy_ops_methods,    cnpy_autograd_methods, cnpy_dlpack_methods,
     };
     static PyGetSetDef *const getset_lists[] = {cnpy_tensor_getset, cnpy_autograd_getset};
 
@@ -87,7 +88,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (cnpy_add_ref(m, "Tensor", (PyObject *)&Tensor_Type) < 0 ||
         cnpy_add_ref(m, "Size", (PyObject *)&Size_Type) < 0 || cnpy_dtype_init(m) < 0 ||
         cnpy_device_init(m) < 0 || cnpy_convert_init(m) < 0 || cnpy_ops_init(m) < 0 ||
-        cnpy_autograd_init(m) < 0 || cnpy_nn_init(m) < 0 || cnpy_optim_init(m) < 0) {
+        cnpy_autograd_init(m) < 0 || cnpy_nn_init(m) < 0 || cnpy_optim_init(m) < 0 ||
+        cnpy_graph_init(m) < 0 || cnpy_onnx_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -478,3 +478,9 @@ int cnpy_optim_init(PyObject *m) {
     if (cnpy_add_ref(m, "Optimizer", (PyObject *)&Optimizer_Type) < 0) return -1;
     return cnpy_add_ref(m, "LRScheduler", (PyObject *)&Scheduler_Type);
 }
+
+cn_optimizer *cnpy_optimizer_of(PyObject *o) {
+    if (PyObject_TypeCheck(o, &Optimizer_Type)) return ((OptimizerObject *)o)->opt;
+    PyErr_Format(PyExc_TypeError, "expected a _C.Optimizer, got %s", Py_TYPE(o)->tp_name);
+    return NULL;
+}

@@ -13,7 +13,7 @@ computes with. Layers without parameters call nn.functional.
 
 from collections import OrderedDict
 
-from chutney import _C
+from chutney import _C, _compile
 from chutney.autograd import no_grad
 from chutney.nn import functional as F
 
@@ -234,6 +234,8 @@ class Module:
     def train(self, mode=True):
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
+        if self.training != mode:
+            _compile._bump_mode_version()  # compiled programs bake the mode in
         self._set_training(mode)
         for m in self.children():
             m.train(mode)

@@ -9,7 +9,7 @@ passed on at the next step); the other hyper-parameters are fixed at
 creation.
 """
 
-from chutney import _C
+from chutney import _C, _compile
 from chutney.autograd import enable_grad
 
 
@@ -71,6 +71,11 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter that has a gradient (not recorded)."""
         loss = None
+        if _compile.is_compiling():
+            if closure is not None:
+                raise _compile._Unsupported("optimizer.step(closure)")
+            _compile._record_step(self)  # the compiled program makes the update
+            return None
         if closure is not None:
             with enable_grad():
                 loss = closure()
