@@ -578,6 +578,20 @@ cn_tensor *cn_triu(cn_tensor *x, int64_t k);
  * cn_sequence_mask(lengths, maxlen): [B, maxlen], true where j < lengths[b]. */
 cn_tensor *cn_causal_mask(int64_t n);
 cn_tensor *cn_sequence_mask(cn_tensor *lengths, int64_t maxlen);
+/* PyTorch 2's F.scaled_dot_product_attention, one fused op: q [..., L, E],
+ * k [..., S, E], v [..., S, Ev] -> softmax(scale q k^T + mask) v [..., L, Ev];
+ * batch axes broadcast. attn_mask: NULL, bool (true takes part) or float
+ * (added to the scores), broadcastable to [..., L, S]; is_causal keeps key
+ * j <= query i (top-left; not together with a mask); scale <= 0 or NaN means
+ * 1/sqrt(E); dropout_p drops attention weights with the library's generator
+ * (cn_manual_seed reproduces them; 0 is exactly deterministic). A query row
+ * whose every key is masked gives zeros (PyTorch 2 gives NaN). f32 and f64;
+ * f16/bf16 compute in f32. On the CPU the kernel is tiled (flash attention):
+ * memory O(L (E + Ev)), never the L x S scores. The result is a view of the
+ * op's output [..., L, Ev + 1], whose last column is each row's logsumexp. */
+cn_tensor *cn_scaled_dot_product_attention(cn_tensor *q, cn_tensor *k, cn_tensor *v,
+                                           cn_tensor *attn_mask, double dropout_p,
+                                           bool is_causal, double scale);
 
 /* ------------------------------------------------------------------------ */
 /* Convolution and pooling                                                  */

@@ -35,6 +35,7 @@
 #include "grad_cases_index.h"
 #include "grad_cases_nn.h"
 #include "grad_cases_rnn.h"
+#include "grad_cases_attention.h"
 
 typedef struct case_list {
     const grad_case *cases;
@@ -44,6 +45,7 @@ typedef struct case_list {
 static const case_list grad_lists[] = {
     LIST(grad_cases_shape), LIST(grad_cases_unary), LIST(grad_cases_binary),
     LIST(grad_cases_reduce), LIST(grad_cases_index), LIST(grad_cases_nn), LIST(grad_cases_rnn),
+    LIST(grad_cases_attention),
 };
 
 /* ---- forward cases: ops and dtypes the gradient cases leave out ---- */
@@ -177,6 +179,7 @@ static const fwd_case fwd_cases[] = {
  * gradient they are. */
 static const char *const covered_by[][2] = {
     {"lstm_seq_backward", "lstm_seq"},
+    {"scaled_dot_product_attention_backward", "scaled_dot_product_attention"},
 };
 
 /* ---- running a case on one device ---- */

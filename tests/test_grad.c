@@ -41,6 +41,12 @@
 #else
 #define GC_RNN
 #endif
+#if __has_include("grad_cases_attention.h")
+#include "grad_cases_attention.h"
+#define GC_ATTENTION LIST(grad_cases_attention),
+#else
+#define GC_ATTENTION
+#endif
 
 typedef struct case_list {
     const grad_case *cases;
@@ -50,7 +56,7 @@ typedef struct case_list {
 #define LIST(arr) {arr, sizeof arr / sizeof arr[0]}
 static const case_list all_cases[] = {
     LIST(grad_cases_shape),
-    GC_UNARY GC_BINARY GC_REDUCE GC_INDEX GC_NN GC_RNN
+    GC_UNARY GC_BINARY GC_REDUCE GC_INDEX GC_NN GC_RNN GC_ATTENTION
 };
 
 static void test_every_case(void) {

@@ -449,6 +449,29 @@ static PyObject *f_dropout(PyObject *m, PyObject *args, PyObject *kw) {
     return cnpy_wrap(CNPY_CALL(cn_dropout(TT(x), p, training)));
 }
 
+/* scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+ * is_causal=False, scale=None): PyTorch 2's signature; scale None is 1/sqrt(E). */
+static PyObject *f_sdpa(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal",
+                             "scale", NULL};
+    PyObject *q, *k, *v, *mask = Py_None, *so = Py_None;
+    double p = 0, scale = 0;
+    int causal = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!|OdpO:scaled_dot_product_attention", kwlist,
+                                     &Tensor_Type, &q, &Tensor_Type, &k, &Tensor_Type, &v, &mask,
+                                     &p, &causal, &so))
+        return NULL;
+    if (check_opt_tensor(mask, "attn_mask") < 0) return NULL;
+    if (so != Py_None && (scale = PyFloat_AsDouble(so)) == -1.0 && PyErr_Occurred()) return NULL;
+    if (so != Py_None && !(scale > 0)) {
+        PyErr_Format(PyExc_ValueError, "scaled_dot_product_attention: scale must be > 0 (None: "
+                                       "1/sqrt(E)), got %g", scale);
+        return NULL;
+    }
+    return cnpy_wrap(CNPY_CALL(cn_scaled_dot_product_attention(TT(q), TT(k), TT(v), opt_tensor(mask),
+                                                               p, causal, scale)));
+}
+
 static PyObject *class_loss(PyObject *args, PyObject *kw, bool ce) {
     static char *kwlist[] = {"input", "target", "weight", "ignore_index", "reduction", "label_smoothing",
                              NULL};
@@ -668,6 +691,7 @@ PyMethodDef cnpy_nn_functions[] = {
     {"avg_pool2d", FN(f_avg_pool2d), KW, NULL},
     {"adaptive_avg_pool2d", f_adaptive_avg_pool2d, METH_VARARGS, NULL},
     {"dropout", FN(f_dropout), KW, NULL},
+    {"scaled_dot_product_attention", FN(f_sdpa), KW, NULL},
     {"cross_entropy", FN(f_cross_entropy), KW, NULL},
     {"nll_loss", FN(f_nll_loss), KW, NULL},
     {"mse_loss", FN(f_mse_loss), KW, NULL},

@@ -109,6 +109,10 @@ CN_OP(adaptive_avg_pool2d_backward)
 CN_OP(lstm_seq)
 CN_OP(lstm_seq_backward)
 
+/* fused scaled dot-product attention and its gradient (attention.c) */
+CN_OP(scaled_dot_product_attention)
+CN_OP(scaled_dot_product_attention_backward)
+
 /* moving between devices (device.c) */
 CN_OP(to)
 

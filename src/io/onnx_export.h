@@ -81,6 +81,9 @@ ox_emit_fn ox_emitter(int op);
 /* lstm_seq's (onnx_export_rnn.c). */
 const char *ox_emit_lstm_seq(ox_ctx *c, const ir_step *s, const char *const *in,
                              cn_tensor *const *it, const cn_tensor *out);
+/* scaled_dot_product_attention's (onnx_export_attention.c). */
+const char *ox_emit_sdpa(ox_ctx *c, const ir_step *s, const char *const *in,
+                         cn_tensor *const *it, const cn_tensor *out);
 
 /* "export: OP is not supported (reason)", CN_EUNSUPPORTED; returns NULL. */
 const char *ox_unsup(ox_ctx *c, const char *fmt, ...) CN_PRINTF(2, 3);

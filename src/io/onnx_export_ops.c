@@ -658,6 +658,9 @@ static const ox_emit_fn table[CN_OP_COUNT] = {
     [CN_OP_lstm_seq] = ox_emit_lstm_seq,
     [CN_OP_lstm_seq_backward] = e_gradient_op,
 
+    [CN_OP_scaled_dot_product_attention] = ox_emit_sdpa,
+    [CN_OP_scaled_dot_product_attention_backward] = e_gradient_op,
+
     [CN_OP_bernoulli] = e_random,
 };
 

@@ -37,6 +37,18 @@ def adaptive_avg_pool2d(input, output_size):
     return _C.adaptive_avg_pool2d(input, output_size)
 
 
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """PyTorch 2's F.scaled_dot_product_attention as one fused op:
+    softmax(query @ key^T * scale + attn_mask) @ value. attn_mask is a bool
+    mask (True takes part) or a float mask added to the scores; scale None is
+    1/sqrt(E); dropout_p drops attention weights (chutney.manual_seed
+    reproduces them). A query row whose every key is masked gives zeros,
+    where PyTorch gives NaN."""
+    return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
+                                           scale)
+
+
 def relu(input, inplace=False):
     return input.relu()
 

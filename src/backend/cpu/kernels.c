@@ -108,6 +108,10 @@ const cn_kernel_fn cn_cpu_kernels[CN_OP_COUNT] = {
     [CN_OP_lstm_seq] = cn_cpu_k_lstm_seq,
     [CN_OP_lstm_seq_backward] = cn_cpu_k_lstm_seq_backward,
 
+    /* attention (attention.c) */
+    [CN_OP_scaled_dot_product_attention] = cn_cpu_k_sdpa,
+    [CN_OP_scaled_dot_product_attention_backward] = cn_cpu_k_sdpa_backward,
+
     /* moving between devices: a transfer (cn_transfer), no kernel */
     [CN_OP_to] = NULL,
 

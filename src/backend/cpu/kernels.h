@@ -98,6 +98,12 @@ int cn_cpu_k_lstm_seq(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs
 int cn_cpu_k_lstm_seq_backward(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                                cn_tensor *out);
 
+/* attention.c: scaled_dot_product_attention and its backward op */
+int cn_cpu_k_sdpa(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                  cn_tensor *out);
+int cn_cpu_k_sdpa_backward(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                           cn_tensor *out);
+
 /* random.c */
 int cn_cpu_k_send(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);
 int cn_cpu_k_recv(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);

@@ -188,6 +188,9 @@ int cn_gpu_copy(cn_tensor *dst, const cn_tensor *src);
 int cn_gpu_fill(cn_tensor *t, double v);
 int cn_gpu_random_fill(cn_tensor *out, cn_random_kind kind, double p0, double p1, uint64_t key,
                        uint64_t counter);
+/* The OpenCL C of Philox-4x32-10 the draws use (gpu_random.c): cn_philox(key,
+ * counter) -> cn_u4 {s0, s1, s2, s3}, bit for bit cn_philox on the host. */
+const char *cn_gpu_philox_source(void);
 int cn_gpu_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out);
 int cn_gpu_optim_update(const cn_optim_update *u, int n);
 

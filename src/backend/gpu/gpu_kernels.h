@@ -32,6 +32,9 @@ int cn_gpu_k_softmax(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs 
 int cn_gpu_k_index(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);
 /* lstm_seq, lstm_seq_backward (f32, f64). */
 int cn_gpu_k_rnn(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);
+/* scaled_dot_product_attention and its backward op (f32, f64; gpu_attention.c). */
+int cn_gpu_k_attention(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                       cn_tensor *out);
 
 /* ---- shared helpers (gpu_linalg.c) ---- */
 

@@ -54,6 +54,8 @@ static const char philox_src[] =
     "  return rad * cs;\n"
     "}\n";
 
+const char *cn_gpu_philox_source(void) { return philox_src; }
+
 
 typedef struct draw_params {
     double lo, span, hi, top;

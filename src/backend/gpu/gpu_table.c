@@ -103,4 +103,8 @@ const cn_kernel_fn cn_gpu_kernels[CN_OP_COUNT] = {
     [CN_OP_slice_scatter] = cn_gpu_k_index,
     [CN_OP_lstm_seq] = cn_gpu_k_rnn,
     [CN_OP_lstm_seq_backward] = cn_gpu_k_rnn,
+
+    /* attention, one work item per row (gpu_attention.c) */
+    [CN_OP_scaled_dot_product_attention] = cn_gpu_k_attention,
+    [CN_OP_scaled_dot_product_attention_backward] = cn_gpu_k_attention,
 };

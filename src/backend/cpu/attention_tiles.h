@@ -1,0 +1,333 @@
+/* The tile loops of scaled dot-product attention for one float type,
+ * included by attention_tiles.c with T (the type), SFX (f32 or f64) and
+ * EXPT (its exp) defined. Every GEMM is the CPU's (gemm.h: OpenBLAS when the
+ * build has it), called from inside a task of the pool, so it runs serially
+ * on the task's thread.
+ *
+ * Forward (rows i0 .. i0 + bm of batch b): for each block of keys, the
+ * score block s = scale q k^T + mask (one GEMM), then the online softmax:
+ * the running max m and sum l of each row, the accumulated P V rescaled by
+ * e^(m_old - m_new) whenever the max grows (one GEMM per block for P V).
+ * Only the rows' logsumexp m + log l is kept for the backward pass.
+ *
+ * Backward: P = exp(s - lse) is recomputed block by block. Query side
+ * (part 0/1): dP = dO v^T, dS = P (dP - D), dq = scale dS k summed over the
+ * key blocks (and dS itself is the float mask's gradient). Key side (part
+ * 2): dv = P^T dO and dk = scale dS^T q summed over the query blocks. With
+ * dropout, P's dropped entries are zero in P v and in dv, and dP is taken
+ * through the same bits. D = rowsum(dO O) - dlse (the logsumexp column's
+ * gradient). */
+
+#define SDPA_CAT_(a, b) a##_##b
+#define SDPA_CAT(a, b) SDPA_CAT_(a, b)
+#define F(name) SDPA_CAT(name, SFX)
+
+/* The masked score block of rows [i0, i0 + bm) x keys [j0, j0 + bn) into s
+ * (row stride bn): masked entries are -inf. */
+static int F(scores)(const sdpa_geom *g, const sdpa_off *o, int64_t i0, int64_t bm, int64_t j0,
+                     int64_t bn, T *restrict s) {
+    const T *q = (const T *)g->q.p + o->q + i0 * g->q.rs;
+    const T *k = (const T *)g->k.p + o->k + j0 * g->k.rs;
+    int rc = cn_gemm(g->dt, bm, bn, g->E, q, g->q.rs, 1, k, 1, g->k.rs, s, bn);
+    if (rc < 0) return rc;
+    const T scale = (T)g->scale;
+    for (int64_t r = 0; r < bm; r++) {
+        T *sr = s + r * bn;
+        int64_t i = i0 + r;
+        if (g->mask == 2) {
+            const T *mr = (const T *)g->m.p + o->m + i * g->m.rs + j0 * g->m.cs;
+            const int64_t cs = g->m.cs;
+            for (int64_t c = 0; c < bn; c++) sr[c] = sr[c] * scale + mr[c * cs];
+        } else {
+            for (int64_t c = 0; c < bn; c++) sr[c] *= scale;
+            if (g->mask == 1) {
+                const uint8_t *mr = (const uint8_t *)g->m.p + o->m + i * g->m.rs + j0 * g->m.cs;
+                const int64_t cs = g->m.cs;
+                for (int64_t c = 0; c < bn; c++)
+                    if (!mr[c * cs]) sr[c] = -INFINITY;
+            }
+        }
+        if (g->causal) /* key j takes part for query i when j <= i */
+            for (int64_t c = i - j0 + 1 > 0 ? i - j0 + 1 : 0; c < bn; c++) sr[c] = -INFINITY;
+    }
+    return CN_OK;
+}
+
+/* s[c] = e^(s[c] - m); returns the sum. A plain loop the compiler
+ * vectorises (vmath's exp for f32). */
+SDPA_HOT(F(exp_row), (T *restrict s, int64_t n, T m, T *sum), (s, n, m, sum)) {
+    T acc = 0;
+    for (int64_t c = 0; c < n; c++) {
+        T e = EXPT(s[c] - m);
+        s[c] = e;
+        acc += e;
+    }
+    *sum = acc;
+}
+
+/* The max of s[0..n) and m; NaN if any is NaN. Two plain reductions the
+ * compiler vectorises (a NaN-propagating select in one loop it does not). */
+SDPA_HOT(F(row_max), (const T *restrict s, int64_t n, T *m), (s, n, m)) {
+    T mx = *m;
+    int nan = 0;
+    for (int64_t c = 0; c < n; c++) {
+        mx = s[c] > mx ? s[c] : mx;
+        nan |= s[c] != s[c];
+    }
+    *m = nan ? (T)NAN : mx;
+}
+
+static void F(drop_row)(const sdpa_geom *g, T *restrict p, const uint8_t *keep, int64_t n) {
+    const T ds = (T)g->dscale;
+    for (int64_t c = 0; c < n; c++) p[c] = keep[c] ? p[c] * ds : 0;
+}
+
+int F(cn_sdpa_fwd)(const sdpa_geom *g, int64_t b, int64_t i0, int64_t bm, sdpa_scratch *w) {
+    sdpa_off o;
+    cn_sdpa_offsets(g, b, &o);
+    const int64_t S = g->S, Ev = g->Ev;
+    T *s = w->s, *acc = w->acc, *tmp = w->tmp, *mx = w->rowa, *l = w->rowb;
+    for (int64_t r = 0; r < bm; r++) mx[r] = -INFINITY, l[r] = 0;
+    memset(acc, 0, sizeof(T) * (size_t)(bm * Ev));
+    /* causal: no row of the block sees a key past its last row */
+    int64_t jend = g->causal ? (S < i0 + bm ? S : i0 + bm) : S;
+    for (int64_t j0 = 0; j0 < jend; j0 += SDPA_KEYS) {
+        int64_t bn = jend - j0 < SDPA_KEYS ? jend - j0 : SDPA_KEYS;
+        int rc = F(scores)(g, &o, i0, bm, j0, bn, s);
+        if (rc < 0) return rc;
+        bool any = false;
+        for (int64_t r = 0; r < bm; r++) {
+            T *sr = s + r * bn, m = mx[r];
+            F(row_max)(sr, bn, &m);
+            if (m == -INFINITY) { /* nothing unmasked yet: the row adds nothing */
+                memset(sr, 0, sizeof(T) * (size_t)bn);
+                continue;
+            }
+            T sum;
+            F(exp_row)(sr, bn, m, &sum);
+            if (mx[r] != m) {
+                T alpha = EXPT(mx[r] - m); /* 0 on the row's first unmasked block */
+                l[r] *= alpha;
+                T *ar = acc + r * Ev;
+                for (int64_t e = 0; e < Ev; e++) ar[e] *= alpha;
+                mx[r] = m;
+            }
+            l[r] += sum;
+            if (g->drop) {
+                cn_sdpa_keep_bits(g, b, i0 + r, j0, bn, w->keep);
+                F(drop_row)(g, sr, w->keep, bn);
+            }
+            any = true;
+        }
+        if (!any) continue;
+        const T *v = (const T *)g->v.p + o.v + j0 * g->v.rs;
+        if ((rc = cn_gemm(g->dt, bm, Ev, bn, s, bn, 1, v, g->v.rs, 1, tmp, Ev)) < 0) return rc;
+        for (int64_t x = 0; x < bm * Ev; x++) acc[x] += tmp[x];
+    }
+    T *y = (T *)g->out + (b * g->orows + i0) * g->ow;
+    for (int64_t r = 0; r < bm; r++, y += g->ow) {
+        const T *ar = acc + r * Ev;
+        if (l[r] == 0) { /* every key masked: zeros, and +inf so that exp(s - lse) = 0 */
+            for (int64_t e = 0; e < Ev; e++) y[e] = 0;
+            y[Ev] = INFINITY;
+            continue;
+        }
+        T inv = 1 / l[r];
+        for (int64_t e = 0; e < Ev; e++) y[e] = ar[e] * inv;
+        y[Ev] = mx[r] + (T)log((double)l[r]);
+    }
+    return CN_OK;
+}
+
+/* P = exp(s - lse) of one recomputed block, in place. */
+static void F(probs)(T *restrict s, const T *lse, int64_t bm, int64_t bn) {
+    for (int64_t r = 0; r < bm; r++) {
+        T sum;
+        F(exp_row)(s + r * bn, bn, lse[r], &sum);
+    }
+}
+
+/* D of one row: rowsum(dO O) - dlse, in double. */
+static T F(row_d)(const T *y, const T *dy, int64_t Ev) {
+    double d = 0;
+    for (int64_t e = 0; e < Ev; e++) d += (double)dy[e] * (double)y[e];
+    return (T)(d - (double)dy[Ev]);
+}
+
+void F(cn_sdpa_rowd)(const sdpa_geom *g, int64_t r0, int64_t r1, void *Dv) {
+    T *D = Dv;
+    for (int64_t r = r0; r < r1; r++) {
+        sdpa_off o;
+        int64_t b = r / g->L, i = r % g->L;
+        cn_sdpa_offsets(g, b, &o);
+        D[r] = F(row_d)((const T *)g->y.p + o.y + i * g->y.rs,
+                        (const T *)g->dy.p + o.dy + i * g->dy.rs, g->Ev);
+    }
+}
+
+/* dS = P (dP - D) from dP (dO v^T, in dp) and P (in s), written to s;
+ * dropout takes dP through the kept bits. */
+static void F(dscores)(const sdpa_geom *g, int64_t b, int64_t i0, int64_t bm, int64_t j0,
+                       int64_t bn, T *restrict s, T *restrict dp, const T *D, sdpa_scratch *w) {
+    for (int64_t r = 0; r < bm; r++) {
+        T *sr = s + r * bn, *pr = dp + r * bn, d = D[r];
+        if (g->drop) {
+            cn_sdpa_keep_bits(g, b, i0 + r, j0, bn, w->keep);
+            F(drop_row)(g, pr, w->keep, bn);
+        }
+        for (int64_t c = 0; c < bn; c++) sr[c] = sr[c] * (pr[c] - d);
+    }
+}
+
+/* Row i of batch index b's query-side result, and key j's row of the
+ * key-side result. */
+static T *F(dq_row)(const sdpa_geom *g, int64_t b, int64_t i) {
+    return (T *)g->out + (b * g->orows + i) * g->ow;
+}
+static T *F(dkv_row)(const sdpa_geom *g, int64_t b, int64_t j) {
+    return (T *)g->out + (b * g->orows + g->kv0 + j) * g->ow;
+}
+
+int F(cn_sdpa_dq)(const sdpa_geom *g, int64_t b, int64_t i0, int64_t bm, sdpa_scratch *w) {
+    sdpa_off o;
+    cn_sdpa_offsets(g, b, &o);
+    const int64_t S = g->S, E = g->E, Ev = g->Ev;
+    T *s = w->s, *dp = w->p, *acc = w->acc, *tmp = w->tmp, *D = w->rowa, *lse = w->rowb;
+    const T *y = (const T *)g->y.p + o.y + i0 * g->y.rs;
+    const T *dy = (const T *)g->dy.p + o.dy + i0 * g->dy.rs;
+    for (int64_t r = 0; r < bm; r++) {
+        D[r] = F(row_d)(y + r * g->y.rs, dy + r * g->dy.rs, Ev);
+        lse[r] = y[r * g->y.rs + Ev];
+    }
+    memset(acc, 0, sizeof(T) * (size_t)(bm * E));
+    bool dmask = g->part == 1;
+    /* causal: the key blocks up to the block's last row, whole (the
+     * one-pass scheme sums the same blocks) */
+    int64_t jend = g->causal ? (S < i0 + bm ? S : i0 + bm) : S, jdone = 0;
+    for (int64_t j0 = 0; j0 < jend; j0 = jdone) {
+        int64_t bn = S - j0 < SDPA_KEYS ? S - j0 : SDPA_KEYS;
+        jdone = j0 + bn;
+        int rc = F(scores)(g, &o, i0, bm, j0, bn, s);
+        if (rc < 0) return rc;
+        F(probs)(s, lse, bm, bn);
+        const T *v = (const T *)g->v.p + o.v + j0 * g->v.rs;
+        if ((rc = cn_gemm(g->dt, bm, bn, Ev, dy, g->dy.rs, 1, v, 1, g->v.rs, dp, bn)) < 0)
+            return rc;
+        F(dscores)(g, b, i0, bm, j0, bn, s, dp, D, w);
+        if (dmask)
+            for (int64_t r = 0; r < bm; r++)
+                memcpy(F(dq_row)(g, b, i0 + r) + E + j0, s + r * bn, sizeof(T) * (size_t)bn);
+        const T *k = (const T *)g->k.p + o.k + j0 * g->k.rs;
+        if ((rc = cn_gemm(g->dt, bm, E, bn, s, bn, 1, k, g->k.rs, 1, tmp, E)) < 0) return rc;
+        for (int64_t x = 0; x < bm * E; x++) acc[x] += tmp[x];
+    }
+    const T scale = (T)g->scale;
+    for (int64_t r = 0; r < bm; r++) {
+        T *orow = F(dq_row)(g, b, i0 + r);
+        for (int64_t e = 0; e < E; e++) orow[e] = acc[r * E + e] * scale;
+        /* part 1: keys no row of the block sees (causal); part 3: padding */
+        for (int64_t c = dmask ? E + jdone : E; c < g->ow; c++) orow[c] = 0;
+    }
+    return CN_OK;
+}
+
+/* One block of query rows [i0, i0 + bm) against keys [j0, j0 + bn): dv +=
+ * Pd^T dO and dk += dS^T q (unscaled), and with dq (part 3) dq's rows +=
+ * dS k. D holds the rows' D from i0 on. */
+static int F(kv_step)(const sdpa_geom *g, const sdpa_off *o, int64_t b, int64_t j0, int64_t bn,
+                      int64_t i0, int64_t bm, const T *D, T *dk, T *dv, bool dq, sdpa_scratch *w) {
+    const int64_t E = g->E, Ev = g->Ev;
+    T *s = w->s, *pd = w->p, *tmp = w->tmp, *lse = w->rowb;
+    const T *y = (const T *)g->y.p + o->y + i0 * g->y.rs;
+    const T *dy = (const T *)g->dy.p + o->dy + i0 * g->dy.rs;
+    const T *q = (const T *)g->q.p + o->q + i0 * g->q.rs;
+    const T *k = (const T *)g->k.p + o->k + j0 * g->k.rs;
+    const T *v = (const T *)g->v.p + o->v + j0 * g->v.rs;
+    for (int64_t r = 0; r < bm; r++) lse[r] = y[r * g->y.rs + Ev];
+    int rc = F(scores)(g, o, i0, bm, j0, bn, s);
+    if (rc < 0) return rc;
+    F(probs)(s, lse, bm, bn);
+    /* dv += Pd^T dO, Pd = P with dropout applied */
+    memcpy(pd, s, sizeof(T) * (size_t)(bm * bn));
+    if (g->drop)
+        for (int64_t r = 0; r < bm; r++) {
+            cn_sdpa_keep_bits(g, b, i0 + r, j0, bn, w->keep);
+            F(drop_row)(g, pd + r * bn, w->keep, bn);
+        }
+    if ((rc = cn_gemm(g->dt, bn, Ev, bm, pd, 1, bn, dy, g->dy.rs, 1, tmp, Ev)) < 0) return rc;
+    for (int64_t x = 0; x < bn * Ev; x++) dv[x] += tmp[x];
+    /* dS = P (dO v^T - D), then dk += dS^T q */
+    if ((rc = cn_gemm(g->dt, bm, bn, Ev, dy, g->dy.rs, 1, v, 1, g->v.rs, pd, bn)) < 0) return rc;
+    F(dscores)(g, b, i0, bm, j0, bn, s, pd, D, w);
+    if ((rc = cn_gemm(g->dt, bn, E, bm, s, 1, bn, q, g->q.rs, 1, tmp, E)) < 0) return rc;
+    for (int64_t x = 0; x < bn * E; x++) dk[x] += tmp[x];
+    if (!dq) return CN_OK;
+    if ((rc = cn_gemm(g->dt, bm, E, bn, s, bn, 1, k, g->k.rs, 1, tmp, E)) < 0) return rc;
+    for (int64_t r = 0; r < bm; r++) {
+        T *orow = F(dq_row)(g, b, i0 + r);
+        for (int64_t e = 0; e < E; e++) orow[e] += tmp[r * E + e];
+    }
+    return CN_OK;
+}
+
+/* dk (scaled) and dv of keys [j0, j0 + bn) from their accumulators. */
+static void F(kv_write)(const sdpa_geom *g, int64_t b, int64_t j0, int64_t bn, const T *dk,
+                        const T *dv) {
+    const T scale = (T)g->scale;
+    for (int64_t r = 0; r < bn; r++) {
+        T *orow = F(dkv_row)(g, b, j0 + r);
+        for (int64_t e = 0; e < g->E; e++) orow[e] = dk[r * g->E + e] * scale;
+        memcpy(orow + g->E, dv + r * g->Ev, sizeof(T) * (size_t)g->Ev);
+    }
+}
+
+int F(cn_sdpa_dkv)(const sdpa_geom *g, int64_t b, int64_t j0, int64_t bn, sdpa_scratch *w) {
+    sdpa_off o;
+    cn_sdpa_offsets(g, b, &o);
+    T *dk = w->acc, *dv = w->acc2;
+    const T *D = (const T *)g->D + b * g->L;
+    memset(dk, 0, sizeof(T) * (size_t)(bn * g->E));
+    memset(dv, 0, sizeof(T) * (size_t)(bn * g->Ev));
+    /* causal: query rows before j0 see none of these keys */
+    for (int64_t i0 = g->causal ? j0 : 0; i0 < g->L; i0 += SDPA_ROWS) {
+        int64_t bm = g->L - i0 < SDPA_ROWS ? g->L - i0 : SDPA_ROWS;
+        int rc = F(kv_step)(g, &o, b, j0, bn, i0, bm, D + i0, dk, dv, false, w);
+        if (rc < 0) return rc;
+    }
+    F(kv_write)(g, b, j0, bn, dk, dv);
+    return CN_OK;
+}
+
+/* Flash attention's backward in one pass: for each key block, the row
+ * blocks that see it give dk and dv, and add to dq (kept in the result,
+ * scaled at the end); dq's rows get their key blocks in the order the
+ * query-side pass adds them, so both schemes give the same bits. */
+int F(cn_sdpa_dall)(const sdpa_geom *g, int64_t b, sdpa_scratch *w) {
+    sdpa_off o;
+    cn_sdpa_offsets(g, b, &o);
+    const int64_t L = g->L, S = g->S, E = g->E;
+    T *dk = w->acc, *dv = w->acc2;
+    const T *D = (const T *)g->D + b * L;
+    for (int64_t i = 0; i < L; i++) memset(F(dq_row)(g, b, i), 0, sizeof(T) * (size_t)g->ow);
+    for (int64_t j0 = 0; j0 < S; j0 += SDPA_KEYS) {
+        int64_t bn = S - j0 < SDPA_KEYS ? S - j0 : SDPA_KEYS;
+        memset(dk, 0, sizeof(T) * (size_t)(bn * E));
+        memset(dv, 0, sizeof(T) * (size_t)(bn * g->Ev));
+        for (int64_t i0 = g->causal ? j0 : 0; i0 < L; i0 += SDPA_ROWS) {
+            int64_t bm = L - i0 < SDPA_ROWS ? L - i0 : SDPA_ROWS;
+            int rc = F(kv_step)(g, &o, b, j0, bn, i0, bm, D + i0, dk, dv, true, w);
+            if (rc < 0) return rc;
+        }
+        F(kv_write)(g, b, j0, bn, dk, dv);
+    }
+    const T scale = (T)g->scale;
+    for (int64_t i = 0; i < L; i++) {
+        T *orow = F(dq_row)(g, b, i);
+        for (int64_t e = 0; e < E; e++) orow[e] *= scale;
+    }
+    return CN_OK;
+}
+
+#undef F
+#undef SDPA_CAT
+#undef SDPA_CAT_
