@@ -84,9 +84,20 @@ static PyObject *device_str(PyObject *self) {
     return PyUnicode_FromString(cn_device_str(d, buf, sizeof buf));
 }
 
+/* The kind's name; a device of a rank of an MPI job ("rank:1/cpu:0") is
+ * named by its local part's kind. */
+static const char *kind_name(cn_device d) {
+    int k = cn_device_local(d).kind;
+    return k >= 0 && k < CN_DEVICE_KIND_COUNT ? kind_names[k] : "?";
+}
+
 static PyObject *device_repr(PyObject *self) {
     cn_device d = ((DeviceObject *)self)->d;
-    const char *k = d.kind >= 0 && d.kind < CN_DEVICE_KIND_COUNT ? kind_names[d.kind] : "?";
+    const char *k = kind_name(d);
+    if (cn_device_rank(d) >= 0) {
+        char buf[48];
+        return PyUnicode_FromFormat("device('%s')", cn_device_str(d, buf, sizeof buf));
+    }
     if (d.kind == CN_DEVICE_CPU && d.index == 0) return PyUnicode_FromString("device(type='cpu')");
     return PyUnicode_FromFormat("device(type='%s', index=%d)", k, (int)d.index);
 }
@@ -117,8 +128,7 @@ static Py_hash_t device_hash(PyObject *self) {
 }
 
 static PyObject *device_type(PyObject *self, void *c) {
-    int k = ((DeviceObject *)self)->d.kind;
-    return PyUnicode_FromString(k >= 0 && k < CN_DEVICE_KIND_COUNT ? kind_names[k] : "?");
+    return PyUnicode_FromString(kind_name(((DeviceObject *)self)->d));
 }
 
 static PyObject *device_index(PyObject *self, void *c) {

@@ -159,6 +159,9 @@ def test_device():
     with pytest.raises(ValueError):
         chutney.device("tpu:0")
     assert chutney.device_count("cpu") == 1
+    r = chutney.device("rank:1/cpu:0")  # a device of another process of an MPI job
+    assert r.type == "cpu" and str(r) == "rank:1/cpu:0" and repr(r) == "device('rank:1/cpu:0')"
+    assert r != chutney.device("cpu")
 
 
 @pytest.mark.skipif(chutney.device_count("opencl") == 0, reason="no OpenCL device")
