@@ -61,7 +61,7 @@ static PyObject *graph_placeholder(GraphObject *self, PyObject *args, PyObject *
         return NULL;
     int ndim;
     int64_t shape[CN_MAX_DIMS];
-    if (cnpy_shape_from(shape_o, &ndim, shape) < 0) return NULL;
+    if (!cnpy_shape_from(shape_o, &ndim, shape)) return NULL;
     for (int i = 0; i < ndim; i++)
         if (shape[i] < -1) {
             PyErr_Format(PyExc_ValueError, "placeholder: size %lld of dim %d (give >= 0, or -1 "

@@ -248,3 +248,5 @@ def test_graph_and_program_api():
         p.run([chutney.ones(2, 4)])
     with pytest.raises(ValueError):
         g.placeholder("bad", chutney.float32, (-3,))
+    with pytest.raises(TypeError):
+        g.placeholder("bad", chutney.float32, 3.5)
