@@ -19,13 +19,20 @@
  * --compile-cuda (the `cuda` stage of make check): after the cases, every
  * kernel source the run generated (on OpenCL: the shared kernels are the
  * same source for both backends) is compiled for CUDA by NVRTC, which needs
- * no GPU; a source that does not compile fails, with the compiler's log. */
+ * no GPU; a source that does not compile fails, with the compiler's log.
+ *
+ * cuBLAS and NCCL are opened at run time (cuda_blas.c, dist_nccl.c): every
+ * function the backend calls must resolve in the library this machine has,
+ * so a misspelt symbol fails here rather than on the first GPU; with
+ * --compile-cuda (a machine with the toolkit) the libraries must be found
+ * too. */
 #include "gradcheck.h"
 #include "ops/op.h"
 #include "backend/backend.h"
 #ifdef CN_HAVE_CUDA
 #include "backend/gpu/gpu.h"
 #include "backend/cuda/cuda_nvrtc.h"
+#include "backend/dist.h"
 #endif
 
 #include "grad_cases_shape.h"
@@ -456,6 +463,29 @@ static void test_compile_cuda(void) {
     printf("NVRTC: %d kernel sources compiled for CUDA (sm_90), %d failed\n", r.compiled,
            r.failed);
 }
+
+static bool libs_required; /* --compile-cuda: the toolkit is here, so are they */
+
+/* 1 loaded (every symbol resolved), 0 not found, -1 found without a symbol. */
+static void check_library(const char *name, int st, const char *why, bool required) {
+    CHECK_MSG(st == 1 || (st == 0 && !required), "%s: %s", name, why);
+    if (st == 1)
+        printf("%s: %s opened, every function the backend calls resolved\n", name, why);
+    else if (st == 0 && !required)
+        printf("skipped: %s: %s\n", name, why);
+}
+
+static void test_cuda_libraries(void) {
+    const char *why = NULL;
+    int st = cn_cuda_blas_load(&why);
+    check_library("cuBLAS", st, why, libs_required);
+    st = cn_dist_nccl_load(&why);
+#ifdef CN_HAVE_NCCL
+    check_library("NCCL", st, why, libs_required);
+#else
+    check_library("NCCL", st, why, false);
+#endif
+}
 #endif
 
 /* A tensor moved to a device and back, its gradient flowing back to the
@@ -531,6 +561,10 @@ int main(int argc, char **argv) {
     RUN(test_table);
     RUN(test_transfers);
     RUN(test_devices);
+#ifdef CN_HAVE_CUDA
+    libs_required = compile_cuda;
+    RUN(test_cuda_libraries);
+#endif
     if (compile_cuda) {
 #ifdef CN_HAVE_CUDA
         RUN(test_compile_cuda);

@@ -24,6 +24,11 @@ int cn_dist_recv_raw(void *data, size_t nbytes, int peer, int tag);
 /* The same collectives on CUDA tensors through NCCL (dist_nccl.c), in
  * place on the device's stream; CN_EUNSUPPORTED without NCCL in the build. */
 bool cn_dist_nccl_available(void);
+/* NCCL is opened at run time, once, here or on the first collective on a
+ * CUDA tensor: 1 when loaded, 0 when not found (or not in the build), -1
+ * when the library lacks a function dist_nccl.c calls; *why (if not
+ * NULL): the library, or why not. Those collectives fail without it. */
+int cn_dist_nccl_load(const char **why);
 int cn_dist_nccl_allreduce(cn_tensor *t, cn_dist_op op);
 int cn_dist_nccl_broadcast(cn_tensor *t, int root);
 int cn_dist_nccl_allgather(const cn_tensor *t, cn_tensor *out);

@@ -7,7 +7,8 @@
  * The driver library (libcuda.so.1) comes with the GPU's driver, not with
  * the toolkit this is built against, so it is opened with dlopen: a build
  * with CUDA runs on machines without a GPU or driver, and finds no CUDA
- * devices there. */
+ * devices there. NVRTC, cuBLAS and NCCL (../dist_nccl.c) are opened on
+ * first use too, so that a program pays for them only when it uses them. */
 #ifndef CN_CUDA_BACKEND_H
 #define CN_CUDA_BACKEND_H
 
@@ -82,7 +83,7 @@ int cn_cuda_enter(const char *fn, cn_cuda_dev *d);
 /* ---- NVRTC (cuda_nvrtc.c) ---- */
 #include "cuda_nvrtc.h"
 
-/* ---- cuBLAS (cuda_blas.c) ---- */
+/* ---- cuBLAS (cuda_blas.c; cn_cuda_blas_load is in cuda_nvrtc.h) ---- */
 int cn_cuda_gemm_cublas(const char *fn, cn_gpu_dev *dev, const struct cn_gpu_gemm *g);
 /* TF32 tensor cores for f32 products: off unless asked for (here, or the
  * environment's CN_CUDA_TF32=1), as PyTorch's default for matmul. */

@@ -1,6 +1,7 @@
-/* NVRTC, the part of the CUDA backend that needs no GPU: compiling the
+/* The parts of the CUDA backend that need no GPU: NVRTC compiling the
  * shared kernels' source (tests compile every kernel the OpenCL backend
- * ran). Free of the driver's header so tests can include it. */
+ * ran), and opening cuBLAS (tests check that every function the backend
+ * calls resolves). Free of the driver's header so tests can include it. */
 #ifndef CN_CUDA_NVRTC_H
 #define CN_CUDA_NVRTC_H
 
@@ -17,5 +18,11 @@ const char *cn_cuda_dialect(void);
 void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_t *size);
 /* The newest architecture this NVRTC compiles for (90 for sm_90). */
 int cn_cuda_nvrtc_newest(int *arch);
+
+/* cuBLAS (cuda_blas.c), opened once, here or on the first product it could
+ * take: 1 when loaded, 0 when not found (the products run the shared
+ * kernel), -1 when the library lacks a function cuda_blas.c calls (the
+ * same); *why (if not NULL): the library, or why not. */
+int cn_cuda_blas_load(const char **why);
 
 #endif
