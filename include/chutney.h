@@ -1322,6 +1322,22 @@ int cn_optimizer_step(cn_optimizer *opt);
 int cn_optimizer_zero_grad(cn_optimizer *opt);
 int cn_optimizer_set_lr(cn_optimizer *opt, double lr); /* lr >= 0 */
 double cn_optimizer_get_lr(const cn_optimizer *opt);
+/* Per-parameter weight decay, as a torch param group of its own with that
+ * weight_decay (e.g. GPT's decay of matrices only: 0 for biases and norm
+ * weights): parameter i (in the order given at creation) uses weight_decay
+ * instead of the optimiser's; a negative value returns to the optimiser's.
+ * A setting, not state: cn_optimizer_state does not save it, so set it
+ * again after cn_optimizer_load_state (`chutney train` does). */
+int cn_optimizer_set_param_weight_decay(cn_optimizer *opt, int i, double weight_decay);
+/* Gradient clipping inside every cn_optimizer_step, eager or compiled
+ * (cn_compile_train_step runs the step after the gradients, so this is how
+ * a compiled step clips): the gradients of all parameters are scaled as
+ * cn_clip_grad_norm(params, n, max_norm, 2, ...) does, after data-parallel
+ * averaging and before the update. max_norm 0 turns it off.
+ * cn_optimizer_last_grad_norm gives the norm before clipping of the last
+ * step (NaN before one). */
+int cn_optimizer_set_clip_grad_norm(cn_optimizer *opt, double max_norm);
+double cn_optimizer_last_grad_norm(const cn_optimizer *opt);
 int cn_optimizer_num_params(const cn_optimizer *opt);
 /* Do all parameters lie in one flat buffer? Then these are 1-D views of the
  * parameters' and gradients' buffers, in parameter order (owned by the
@@ -1606,6 +1622,152 @@ cn_module *cn_nn_gru(int64_t input_size, int64_t hidden_size, const cn_rnn_opts 
  * cn_module_forward gives the output alone. */
 int cn_rnn_forward(cn_module *m, cn_tensor *x, cn_tensor *h0, cn_tensor *c0, cn_tensor **output,
                    cn_tensor **h_n, cn_tensor **c_n);
+
+/* Multi-head attention, torch.nn.MultiheadAttention (PyTorch 2.x): the
+ * same parameters, names and shapes — in_proj_weight [3E, E] (q, k, v
+ * projections stacked; xavier_uniform), in_proj_bias [3E] (zeros),
+ * out_proj.weight [E, E] (Linear's default), out_proj.bias [E] (zeros); with
+ * kdim or vdim other than E, q_proj_weight [E, E], k_proj_weight [E, kdim]
+ * and v_proj_weight [E, vdim] replace in_proj_weight, as in PyTorch. Inputs
+ * are [L, N, E] (query), [S, N, kdim] (key), [S, N, vdim] (value);
+ * [N, L, E] ... with batch_first; [L, E] ... unbatched. E must divide into
+ * num_heads heads of E / num_heads. add_bias_kv and add_zero_attn are not
+ * offered. */
+typedef struct cn_mha_opts {
+    double dropout;      /* on the attention weights, in training mode */
+    bool no_bias;        /* bias=False: no in_proj_bias and out_proj.bias */
+    bool batch_first;
+    int64_t kdim, vdim;  /* 0: embed_dim */
+} cn_mha_opts;
+cn_module *cn_nn_multihead_attention(int64_t embed_dim, int64_t num_heads, const cn_mha_opts *opts);
+/* The forward of MultiheadAttention(query, key, value, key_padding_mask,
+ * need_weights, attn_mask, average_attn_weights, is_causal). Masks follow
+ * PyTorch's convention, which is the opposite of
+ * cn_scaled_dot_product_attention's for bool masks: true means "may NOT
+ * attend". key_padding_mask [N, S] ([S] unbatched): bool (true: that key is
+ * padding) or float (added to the scores). attn_mask [L, S] or
+ * [N * num_heads, L, S]: bool (true: not allowed) or float (added).
+ * is_causal: query i sees keys j <= i; PyTorch takes it as a hint that
+ * attn_mask is the causal mask and needs attn_mask with it, here it is the
+ * mask itself (attn_mask may then be NULL; given too, both apply, which is
+ * PyTorch's result when the hint is true). A query whose every key is
+ * masked gives zeros on the fused path (PyTorch: NaN) and NaN on the
+ * weights path, as PyTorch. */
+typedef struct cn_mha_forward_opts {
+    cn_tensor *key_padding_mask;
+    cn_tensor *attn_mask;
+    bool is_causal;
+    /* Also give the attention weights (PyTorch's default is true; here
+     * false is, since the weights cost the L x S matrix): without them the
+     * attention is one fused cn_scaled_dot_product_attention (dropout
+     * included); with them, softmax(q k^T / sqrt(d) + mask) is formed,
+     * dropped out and multiplied by v, and *weights is its mean over the
+     * heads [N, L, S] ([L, S] unbatched), or with per_head_weights
+     * (average_attn_weights=False) [N, num_heads, L, S]. */
+    bool need_weights;
+    bool per_head_weights;
+} cn_mha_forward_opts;
+/* opts may be NULL (no masks, no weights); weights may be NULL, and is set
+ * to NULL without need_weights. *output is [L, N, E] (batch_first:
+ * [N, L, E]). cn_module_forward(m, x) is self-attention of x without
+ * masks. */
+int cn_mha_forward(cn_module *m, cn_tensor *query, cn_tensor *key, cn_tensor *value,
+                   const cn_mha_forward_opts *opts, cn_tensor **output, cn_tensor **weights);
+
+/* RMSNorm, torch.nn.RMSNorm (PyTorch 2.4): y = x / sqrt(mean(x^2) + eps)
+ * over the last ndim axes, times weight (ones, normalized_shape) if
+ * affine. eps 0 means PyTorch's eps=None: the machine epsilon of x's
+ * dtype (f32: 2^-23; f64: 2^-52); a positive eps is used as given. */
+cn_module *cn_nn_rms_norm(int ndim, const int64_t *normalized_shape, double eps, bool affine);
+
+/* A pre-LayerNorm Transformer block (GPT-2's): on x [N, T, E],
+ *     x = x + dropout(attn(ln_1(x)))      attn: self-attention, causal if asked
+ *     x = x + mlp(ln_2(x))                mlp: c_fc (E -> hidden), GELU (erf
+ *                                         form), c_proj (hidden -> E), dropout
+ * Children: ln_1, attn (cn_nn_multihead_attention, batch_first, with the
+ * dropout on its weights), ln_2, mlp (with c_fc, c_proj): names such as
+ * "attn.in_proj_weight", "mlp.c_fc.weight". Each layer starts with
+ * PyTorch's default initialisation (cn_nn_gpt re-initialises GPT-2's way). */
+typedef struct cn_transformer_block_opts {
+    int64_t mlp_hidden; /* 0: 4 E */
+    double dropout;     /* attention weights and both residual branches */
+    bool causal;        /* query t attends positions <= t */
+    double ln_eps;      /* 0: 1e-5 */
+} cn_transformer_block_opts;
+cn_module *cn_nn_transformer_block(int64_t embed_dim, int64_t num_heads,
+                                   const cn_transformer_block_opts *opts);
+
+/* A GPT (GPT-2's architecture, nanoGPT's layout): token embedding wte
+ * [vocab_size, n_embd] plus learned position embedding wpe
+ * [context_length, n_embd], dropout, n_layer causal blocks
+ * (cn_nn_transformer_block: children h.0, h.1, ...), a final LayerNorm ln_f,
+ * and the LM head. The head is tied to the token embedding: logits = x
+ * wte.weight^T, so there is no lm_head parameter of its own (the state has
+ * wte.weight once; its gradient sums both uses), as GPT-2 ties them.
+ * Initialisation as GPT-2/nanoGPT: every linear weight, in_proj_weight and
+ * both embeddings N(0, 0.02), the residual projections (attn.out_proj.weight,
+ * mlp.c_proj.weight) N(0, 0.02 / sqrt(2 n_layer)), biases zero, LayerNorms
+ * ones and zeros; drawn from the library's generator (cn_manual_seed).
+ * cn_module_forward(gpt, ids): ids [B, T] integer (T <= context_length) ->
+ * logits [B, T, vocab_size] f32. The forward traces into a static graph
+ * (a placeholder ids of shape [-1, T]) and trains with
+ * cn_compile_train_step like any module. */
+typedef struct cn_gpt_config {
+    int64_t vocab_size;     /* required */
+    int64_t context_length; /* required: the most positions (block size) */
+    int n_layer;            /* required */
+    int n_head;             /* required; must divide n_embd */
+    int64_t n_embd;         /* required */
+    double dropout;         /* embeddings, attention weights, residual branches */
+} cn_gpt_config;
+cn_module *cn_nn_gpt(const cn_gpt_config *config);
+/* The configuration a GPT was made with; CN_EINVAL if m is not one. */
+int cn_gpt_get_config(const cn_module *m, cn_gpt_config *config);
+
+/* A key/value cache for generating with a GPT: per layer, the keys and
+ * values of every position seen so far ([B, heads, context_length,
+ * head_dim] buffers filled step by step), so each new token costs one
+ * position of attention over the cache instead of a forward over the whole
+ * sequence. cn_gpt_forward_cached(gpt, cache, ids [B, Tn]) runs the new
+ * tokens at positions length .. length + Tn - 1, appends their keys and
+ * values and gives their logits [B, Tn, vocab_size]; it is inference only
+ * (no gradient is recorded; dropout is not applied whatever the mode) and
+ * fails once the cache would pass context_length (reset it). The
+ * attention of a single new token reads the cache with the fused op and no
+ * mask, since the cache holds only the past. */
+typedef struct cn_gpt_cache cn_gpt_cache;
+cn_gpt_cache *cn_gpt_cache_new(cn_module *gpt, int64_t batch);
+void cn_gpt_cache_free(cn_gpt_cache *c);
+void cn_gpt_cache_reset(cn_gpt_cache *c);
+int64_t cn_gpt_cache_length(const cn_gpt_cache *c);
+cn_tensor *cn_gpt_forward_cached(cn_module *gpt, cn_gpt_cache *c, cn_tensor *ids);
+
+/* Autoregressive generation of n_new tokens after prompt[0..n_prompt)
+ * (n_prompt >= 1) into out[0..n_new), batch 1, in evaluation mode (the
+ * module's mode is restored after). Each token is drawn from the last
+ * position's logits: temperature 0 takes the argmax (greedy; the first
+ * maximum); otherwise softmax(logits / temperature), cut to the top_k most
+ * likely tokens (0: no cut) and then to the smallest set of most likely
+ * tokens whose probability reaches top_p (0 or >= 1: no cut), drawn with
+ * Philox keyed by seed and the step, so a seed gives the same text on any
+ * machine and thread count, independent of the global generator. The
+ * window the model sees is at most context_length tokens: when it is
+ * full it restarts from its last context_length / 2 tokens (computed once
+ * into a fresh cache). no_cache recomputes the forward over the whole
+ * window for every token instead of using the KV cache: the same tokens
+ * (the test checks it), for reference and timing. on_token, if set, is
+ * called with each new token as it is made (streaming). */
+typedef struct cn_gpt_generate_opts {
+    double temperature;
+    int64_t top_k;
+    double top_p;
+    uint64_t seed;
+    bool no_cache;
+    void (*on_token)(void *ctx, int64_t token);
+    void *ctx;
+} cn_gpt_generate_opts;
+int cn_gpt_generate(cn_module *gpt, const int64_t *prompt, int64_t n_prompt, int64_t n_new,
+                    const cn_gpt_generate_opts *opts, int64_t *out);
 
 /* ------------------------------------------------------------------------ */
 /* Losses                                                                   */

@@ -11,9 +11,10 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"train", cn_tool_train, "train a model on Fashion-MNIST (train --help for options)"},
+    {"train", cn_tool_train, "train a model on Fashion-MNIST, or a GPT on text (train --help)"},
     {"eval", cn_tool_eval, "test accuracy of a checkpoint written by train --save"},
     {"predict", cn_tool_predict, "classify image files with a checkpoint (predict --help)"},
+    {"generate", cn_tool_generate, "continue a text with a GPT checkpoint of train --model gpt"},
     {"graph", cn_tool_graph, "write a model's graph as Graphviz DOT (graph --help)"},
     {"ops", cn_tool_ops, "list the op table (--markdown: the text of docs/ops.md)"},
     {"run", cn_tool_run, "run an ONNX model on .npy inputs (run --help for options)"},

@@ -46,6 +46,8 @@ int cn_tool_device(const char *prefix, const char *s, cn_device *out);
 
 /* `chutney predict` (tools/predict.c). */
 int cn_tool_predict(int argc, char **argv);
+/* `chutney generate` (tools/generate.c): text from a GPT checkpoint. */
+int cn_tool_generate(int argc, char **argv);
 /* The names of the benchmark models, for messages and suggestions. */
 extern const char *const cn_tool_models[3];
 /* The 10 classes of Fashion-MNIST, by label. */

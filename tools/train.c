@@ -1,7 +1,8 @@
 /* `chutney train` and `chutney eval`: the benchmark models of
  * docs/benchmarks.md on Fashion-MNIST, with checkpoints and exact resume. */
-#include "tools.h"
+#include "train.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,23 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
-typedef struct train_args {
-    const char *model, *optimizer, *data, *save, *resume, *load;
-    const char *logits; /* eval: write the test logits here (.npy) */
-    const char *device_name; /* --device as given (NULL: the CPU) */
-    cn_device device;        /* where the model lives and the batches go */
-    bool on_device;          /* device is not the CPU: batches are copied there */
-    int epochs, threads;
-    int64_t batch, limit;
-    double lr;
-    uint64_t seed;
-    bool json, quiet;
-    bool static_mode; /* --mode static (the default): the step is one compiled program */
-    bool distributed; /* --distributed: one rank of an MPI job (data-parallel) */
-    int rank, nranks; /* 0 and 1 unless distributed */
-} train_args;
+
 
 static double now_s(void) {
     struct timespec ts;
@@ -43,6 +29,7 @@ static double peak_rss_mb(void) {
 
 /* The benchmark definitions: batch, optimiser, learning rate. */
 static void model_defaults(train_args *a) {
+    if (a->epochs < 0) a->epochs = 2;
     bool mlp = !strcmp(a->model, "mlp");
     if (a->batch <= 0) a->batch = mlp ? 128 : !strcmp(a->model, "cnn") ? 64 : 128;
     if (!a->optimizer) a->optimizer = mlp ? "sgd" : "adam";
@@ -187,8 +174,9 @@ static double test_accuracy(cn_module *m, const dataset *d, const train_args *a)
 
 #define MAX_STATE 256
 
-static int save_checkpoint(const char *path, const train_args *a, cn_module *m, cn_optimizer *opt,
-                           int epochs_done) {
+int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
+                            cn_optimizer *opt, int epochs_done, const char *const *xkeys,
+                            const char *const *xvals, int nextra) {
     cn_tensor **mt = NULL, **ot = NULL;
     const char **mn = NULL, **on = NULL;
     int nm = cn_module_state(m, &mt, &mn);
@@ -228,11 +216,17 @@ static int save_checkpoint(const char *path, const train_args *a, cn_module *m, 
     snprintf(run_seed, sizeof run_seed, "%llu", (unsigned long long)a->seed);
     char device_s[32]; /* informative: a checkpoint loads on any device */
     cn_device_str(a->device, device_s, sizeof device_s);
-    const char *keys[] = {"format", "model", "optimizer", "epochs_done", "rng_seed",
-                          "rng_offset", "lr", "batch", "seed", "device"};
-    const char *vals[] = {"chutney-train-1", a->model, a->optimizer, epochs_s, seed_s,
-                          offset_s, lr_s, batch_s, run_seed, device_s};
-    rc = cn_save_safetensors(path, names, tensors, total, keys, vals, 10);
+    enum { NBASE = 10, MAXEXTRA = 16 };
+    const char *keys[NBASE + MAXEXTRA] = {"format", "model", "optimizer", "epochs_done", "rng_seed",
+                                          "rng_offset", "lr", "batch", "seed", "device"};
+    const char *vals[NBASE + MAXEXTRA] = {"chutney-train-1", a->model, a->optimizer, epochs_s,
+                                          seed_s, offset_s, lr_s, batch_s, run_seed, device_s};
+    if (nextra > MAXEXTRA) nextra = MAXEXTRA; /* the tools' own use: far fewer */
+    for (int i = 0; i < nextra; i++) {
+        keys[NBASE + i] = xkeys[i];
+        vals[NBASE + i] = xvals[i];
+    }
+    rc = cn_save_safetensors(path, names, tensors, total, keys, vals, NBASE + nextra);
     for (int i = 0; i < no; i++) free(owned[i]);
     free(owned);
     free(names);
@@ -353,6 +347,19 @@ static void train_usage(FILE *f) {
             "                     [--seed S] [--data DIR] [--save FILE] [--resume FILE]\n"
             "                     [--limit N] [--mode {eager,static}] [--device DEV] [--json]\n"
             "                     [--distributed]\n"
+            "       chutney train --model gpt --data FILE.txt [--vocab V] [--context T]\n"
+            "                     [--layers L] [--heads H] [--embed E] [--dropout P] [--clip C]\n"
+            "                     [--epochs N] [--batch B] [--lr X] [--limit N] [--mode M]\n"
+            "                     [--threads T] [--seed S] [--save FILE] [--resume FILE] [--json]\n"
+            "\n"
+            "gpt: a GPT language model on a plain-text file (docs/training.md): a BPE\n"
+            "tokenizer of --vocab ids (default 512) is trained on the first 90%% of the text\n"
+            "and saved in checkpoints; the last 10%% is for validation. Windows of --context\n"
+            "tokens (64); 4 layers, 4 heads, 128 wide, dropout 0; AdamW lr 1e-3, betas\n"
+            "0.9/0.95, weight decay 0.1 on matrices, gradients clipped to norm --clip (1);\n"
+            "batch 16; 1 epoch. Each epoch reports the validation loss and perplexity, and\n"
+            "the unigram baseline. --limit N uses the first N training and validation\n"
+            "windows. `chutney generate --load FILE` continues a prompt with the model.\n"
             "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
             "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
@@ -393,14 +400,14 @@ typedef struct option_info {
 } option_info;
 
 static const option_info options[] = {
-    {"--model", "mlp, cnn or lstm", FOR_BOTH},
+    {"--model", "mlp, cnn or lstm (train: or gpt)", FOR_BOTH},
     {"--epochs", "the number of epochs (0 or more)", FOR_TRAIN},
     {"--batch", "the batch size (1 or more)", FOR_TRAIN},
     {"--lr", "a learning rate such as 0.01", FOR_TRAIN},
     {"--optimizer", "sgd, adam, adamw, rmsprop or adagrad", FOR_TRAIN},
     {"--threads", "the number of threads (1 or more)", FOR_BOTH},
     {"--seed", "a whole number", FOR_BOTH},
-    {"--data", "the directory of Fashion-MNIST's files", FOR_BOTH},
+    {"--data", "the directory of Fashion-MNIST's files (gpt: a text file)", FOR_BOTH},
     {"--save", "a checkpoint file to write", FOR_TRAIN},
     {"--resume", "a checkpoint file written by --save", FOR_TRAIN},
     {"--load", "a checkpoint file written by train --save", FOR_EVAL},
@@ -410,6 +417,13 @@ static const option_info options[] = {
     {"--device", "a device such as cpu, opencl:0 or cuda:0", FOR_BOTH},
     {"--json", NULL, FOR_BOTH},
     {"--distributed", NULL, FOR_TRAIN},
+    {"--vocab", "the tokenizer's vocabulary size (257 or more)", FOR_TRAIN},
+    {"--context", "the window of tokens (1 or more)", FOR_TRAIN},
+    {"--layers", "the number of transformer blocks (1 or more)", FOR_TRAIN},
+    {"--heads", "the number of attention heads (1 or more)", FOR_TRAIN},
+    {"--embed", "the embedding width (a multiple of --heads)", FOR_TRAIN},
+    {"--dropout", "a dropout probability in [0, 1)", FOR_TRAIN},
+    {"--clip", "the gradient norm to clip to (0: none)", FOR_TRAIN},
     {"--help", NULL, FOR_BOTH},
 };
 #define NOPTIONS (int)(sizeof options / sizeof options[0])
@@ -452,6 +466,32 @@ static bool set_number(train_args *a, const char *cmd, const char *k, const char
             *ok = false;
         }
         a->threads = (int)n;
+    } else if (!strcmp(k, "--vocab")) {
+        *ok = cn_tool_int(cmd, k, v, 257, 1 << 24, &n);
+        a->vocab = n;
+    } else if (!strcmp(k, "--context")) {
+        *ok = cn_tool_int(cmd, k, v, 1, 1 << 20, &n);
+        a->context = n;
+    } else if (!strcmp(k, "--layers")) {
+        *ok = cn_tool_int(cmd, k, v, 1, 1024, &n);
+        a->layers = n;
+    } else if (!strcmp(k, "--heads")) {
+        *ok = cn_tool_int(cmd, k, v, 1, 1024, &n);
+        a->heads = n;
+    } else if (!strcmp(k, "--embed")) {
+        *ok = cn_tool_int(cmd, k, v, 1, 1 << 20, &n);
+        a->embed = n;
+    } else if (!strcmp(k, "--dropout") || !strcmp(k, "--clip")) {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        bool drop = !strcmp(k, "--dropout");
+        *ok = !errno && end != v && !*end && isfinite(x) && x >= 0 && (!drop || x < 1);
+        if (!*ok)
+            fprintf(stderr, "chutney %s: bad value '%s' for %s: expected %s\n", cmd, v, k,
+                    drop ? "a probability from 0 to below 1, such as 0.1" : "a number, 0 or more");
+        if (drop) a->dropout = x;
+        else a->clip = x;
     } else if (!strcmp(k, "--lr")) {
         *ok = cn_tool_positive(cmd, k, v, &a->lr);
     } else if (!strcmp(k, "--seed")) {
@@ -468,7 +508,10 @@ static int set_value(train_args *a, const char *cmd, const char *k, const char *
     if (set_number(a, cmd, k, v, &ok)) return ok ? 0 : CN_TOOL_USAGE;
     if (!strcmp(k, "--model")) {
         a->model = v;
-        ok = cn_tool_choice(cmd, k, "model", v, cn_tool_models, 3) >= 0;
+        /* train also has the language model; eval the classifiers only. */
+        static const char *const train_models[] = {"mlp", "cnn", "lstm", "gpt"};
+        ok = strcmp(cmd, "train") ? cn_tool_choice(cmd, k, "model", v, cn_tool_models, 3) >= 0
+                                  : cn_tool_choice(cmd, k, "model", v, train_models, 4) >= 0;
     } else if (!strcmp(k, "--optimizer")) {
         a->optimizer = v;
         ok = cn_tool_choice(cmd, k, "optimizer", v, optimizers, 5) >= 0;
@@ -476,7 +519,10 @@ static int set_value(train_args *a, const char *cmd, const char *k, const char *
         int m = cn_tool_choice(cmd, k, NULL, v, modes, 2);
         a->static_mode = m == 0;
         ok = m >= 0;
-    } else if (!strcmp(k, "--data")) a->data = v;
+    } else if (!strcmp(k, "--data")) {
+        a->data = v;
+        a->data_given = true;
+    }
     else if (!strcmp(k, "--save")) a->save = v;
     else if (!strcmp(k, "--resume")) a->resume = v;
     else if (!strcmp(k, "--load")) a->load = v;
@@ -494,6 +540,9 @@ static int check_files(const train_args *a, const char *cmd) {
         (a->load && !cn_tool_readable(cmd, "--load", a->load)) ||
         (a->logits && !cn_tool_writable(cmd, "--logits", a->logits)))
         return CN_TOOL_FAILED;
+    /* The language model reads one text file; the classifiers a directory. */
+    if (a->model && !strcmp(a->model, "gpt"))
+        return cn_tool_readable(cmd, "--data", a->data) ? 0 : CN_TOOL_FAILED;
     if (!cn_tool_directory(cmd, "--data", a->data)) {
         if (!strcmp(a->data, DEFAULT_DATA))
             fprintf(stderr, "(Fashion-MNIST is looked for there unless --data DIR says where; "
@@ -506,7 +555,29 @@ static int check_files(const train_args *a, const char *cmd) {
 /* What must be given: 0, or CN_TOOL_USAGE after a message. */
 static int check_required(const train_args *a, const char *cmd, bool eval) {
     if (!a->model) {
-        fprintf(stderr, "chutney %s: --model is required: mlp, cnn or lstm\n", cmd);
+        fprintf(stderr, "chutney %s: --model is required: mlp, cnn or lstm%s\n", cmd,
+                eval ? "" : " (or gpt)");
+        return CN_TOOL_USAGE;
+    }
+    bool gpt = !strcmp(a->model, "gpt");
+    if (gpt && !a->data_given) {
+        fprintf(stderr, "chutney %s: --model gpt needs --data FILE: a plain-text file to learn "
+                        "from (e.g. scripts/text-corpus.sh fortunes > fortunes.txt)\n", cmd);
+        return CN_TOOL_USAGE;
+    }
+    if (gpt && a->distributed) {
+        fprintf(stderr, "chutney %s: --distributed is not available for --model gpt yet\n", cmd);
+        return CN_TOOL_USAGE;
+    }
+    if (gpt && a->device_name) {
+        fprintf(stderr, "chutney %s: --model gpt trains on the CPU only for now; drop --device\n",
+                cmd);
+        return CN_TOOL_USAGE;
+    }
+    if (!gpt && (a->vocab || a->context || a->layers || a->heads || a->embed ||
+                 a->dropout >= 0 || a->clip >= 0)) {
+        fprintf(stderr, "chutney %s: --vocab, --context, --layers, --heads, --embed, --dropout "
+                        "and --clip are options of --model gpt\n", cmd);
         return CN_TOOL_USAGE;
     }
     if (eval && !a->load) {
@@ -518,7 +589,9 @@ static int check_required(const train_args *a, const char *cmd, bool eval) {
 
 /* 0: go on; -1: --help was printed (exit 0); else the exit status. */
 static int parse_args(int argc, char **argv, train_args *a, bool eval) {
-    *a = (train_args){.epochs = 2, .seed = 1, .data = DEFAULT_DATA, .static_mode = true};
+    /* epochs, dropout and clip: < 0 until given (each model has its defaults). */
+    *a = (train_args){.epochs = -1, .seed = 1, .data = DEFAULT_DATA, .static_mode = true,
+                      .dropout = -1, .clip = -1};
     const char *cmd = eval ? "eval" : "train";
     int which = eval ? FOR_EVAL : FOR_TRAIN;
     for (int i = 1; i < argc; i++) {
@@ -587,6 +660,7 @@ int cn_tool_train(int argc, char **argv) {
     if (drc) return drc;
     a.rank = 0;
     a.nranks = 1;
+    if (!strcmp(a.model, "gpt")) return cn_tool_train_gpt(&a);
     if (a.distributed) {
         if (!cn_dist_available()) {
             fprintf(stderr, "chutney: --distributed: this build has no MPI (apt-get install "
@@ -837,7 +911,7 @@ static int train_main(train_args *ap) {
                    epoch + 1, loss_sum / (double)(seen ? seen : 1),
                    100.0 * (double)correct / (double)(seen ? seen : 1), 100 * acc);
         fflush(stdout);
-        if (a.save && a.rank == 0 && save_checkpoint(a.save, &a, model, opt, epoch + 1) < 0) {
+        if (a.save && a.rank == 0 && cn_tool_save_checkpoint(a.save, &a, model, opt, epoch + 1, NULL, NULL, 0) < 0) {
             fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
             rc = 1;
         }

@@ -36,6 +36,7 @@ typedef struct opt_slot {
     int64_t numel;
     int64_t off;        /* elements from the start of the flat region, or -1 */
     int64_t step;       /* updates applied (torch's state['step']) */
+    double wd;          /* this parameter's weight decay; NaN: the optimiser's */
     cn_tensor *gview;   /* flat: this parameter's slice of the gradient buffer */
     cn_tensor *state[CN_OPT_MAXSTATE]; /* standalone: contiguous, p's shape */
 } opt_slot;
@@ -66,6 +67,10 @@ struct cn_optimizer {
     void *pre_step_ctx;
     int *w_item_of;
     cn_tensor **w_ptmp, **w_gtmp;
+    /* Clipping by global norm in every step (0: off); the parameter list
+     * cn_clip_grad_norm reads, made once. */
+    double clip_norm, last_norm;
+    cn_tensor **clip_list;
 };
 
 static const char *const alg_names[CN_OPT_ALG_COUNT] = {"sgd", "adam", "adamw", "rmsprop",
@@ -244,6 +249,7 @@ static void opt_destroy(cn_optimizer *o) {
     free(o->w_item_of);
     free(o->w_ptmp);
     free(o->w_gtmp);
+    free(o->clip_list);
     free(o);
 }
 
@@ -329,6 +335,7 @@ static cn_optimizer *opt_new(const char *fn, cn_opt_alg alg, cn_tensor *const *p
         o->s[i].p = cn_retain(params[i]);
         o->s[i].numel = cn_shape_numel(params[i]->ndim, params[i]->shape);
         o->s[i].off = -1;
+        o->s[i].wd = NAN;
     }
 
     /* Choose the flat group. */
@@ -489,6 +496,13 @@ int cn_optimizer_step(cn_optimizer *o) {
         int prc = o->pre_step(o->pre_step_ctx);
         if (prc < 0) return prc;
     }
+    /* Clipping after the ranks' gradients are averaged (pre_step), before
+     * they are read: what a caller of cn_clip_grad_norm between backward
+     * and step gets, also inside a compiled training step. */
+    if (o->clip_norm > 0) {
+        int crc = cn_clip_grad_norm(o->clip_list, o->n, o->clip_norm, 2, &o->last_norm);
+        if (crc < 0) return crc;
+    }
     int n = o->n, rc = CN_OK, nitems = 0;
     if (!o->w_items) {
         size_t m = (size_t)(n ? n : 1);
@@ -514,6 +528,7 @@ int cn_optimizer_step(cn_optimizer *o) {
     bool flat_touched = false;
     int last_flat = -1; /* the item the last updated flat slot went to */
     int64_t last_end = -1, last_step = -1;
+    double last_wd = NAN;
     for (int i = 0; i < n; i++) {
         opt_slot *s = &o->s[i];
         cn_tensor *p = s->p, *g = p->grad;
@@ -535,7 +550,10 @@ int cn_optimizer_step(cn_optimizer *o) {
                 if ((rc = cn_transfer(s->gview, g, false)) < 0) goto out;
                 cn_storage_bump(s->gview->storage);
             }
-            if (last_flat >= 0 && s->off == last_end && s->step == last_step) {
+            /* A parameter with a weight decay of its own (a param group)
+             * starts an item with its own constants. */
+            bool same_wd = (isnan(s->wd) && isnan(last_wd)) || s->wd == last_wd;
+            if (last_flat >= 0 && s->off == last_end && s->step == last_step && same_wd) {
                 items[last_flat].n += s->numel;
             } else {
                 cn_optim_update *it = &items[nitems];
@@ -548,11 +566,14 @@ int cn_optimizer_step(cn_optimizer *o) {
                     it->s_off[k] = o->fstate[k] ? o->fstate[k]->offset + s->off : 0;
                 }
                 it->n = s->numel;
-                cn_opt_prepare(o->alg, &o->h, o->fdt, s->step + 1, it);
+                cn_opt_hyper h = o->h;
+                if (!isnan(s->wd)) h.weight_decay = s->wd;
+                cn_opt_prepare(o->alg, &h, o->fdt, s->step + 1, it);
                 last_flat = nitems++;
             }
             last_end = s->off + s->numel;
             last_step = s->step;
+            last_wd = s->wd;
             item_of[i] = last_flat;
             flat_touched = true;
         } else {
@@ -578,7 +599,9 @@ int cn_optimizer_step(cn_optimizer *o) {
                 it->s_off[k] = s->state[k] ? s->state[k]->offset : 0;
             }
             it->n = s->numel;
-            cn_opt_prepare(o->alg, &o->h, dt, s->step + 1, it);
+            cn_opt_hyper h = o->h;
+            if (!isnan(s->wd)) h.weight_decay = s->wd;
+            cn_opt_prepare(o->alg, &h, dt, s->step + 1, it);
             item_of[i] = nitems++;
         }
     }
@@ -665,6 +688,36 @@ int cn_optimizer_set_lr(cn_optimizer *o, double lr) {
 }
 
 double cn_optimizer_get_lr(const cn_optimizer *o) { return o ? o->h.lr : NAN; }
+
+int cn_optimizer_set_param_weight_decay(cn_optimizer *o, int i, double wd) {
+    if (!o) return CN_EINVAL;
+    if (i < 0 || i >= o->n)
+        return cn_failc(CN_EINVAL, "optimizer_set_param_weight_decay: parameter %d of %d", i, o->n);
+    if (!isfinite(wd))
+        return cn_failc(CN_EINVAL, "optimizer_set_param_weight_decay: weight_decay %g must be "
+                                   "finite", wd);
+    o->s[i].wd = wd < 0 ? NAN : wd;
+    return CN_OK;
+}
+
+int cn_optimizer_set_clip_grad_norm(cn_optimizer *o, double max_norm) {
+    if (!o) return CN_EINVAL;
+    if (!(max_norm >= 0) || !isfinite(max_norm))
+        return cn_failc(CN_EINVAL, "optimizer_set_clip_grad_norm: max_norm %g must be >= 0 and "
+                                   "finite", max_norm);
+    if (max_norm > 0 && !o->clip_list) {
+        o->clip_list = malloc(sizeof *o->clip_list * (size_t)o->n);
+        if (!o->clip_list) return cn_failc(CN_ENOMEM, "optimizer_set_clip_grad_norm: out of memory");
+        for (int i = 0; i < o->n; i++) o->clip_list[i] = o->s[i].p;
+    }
+    o->clip_norm = max_norm;
+    o->last_norm = NAN;
+    return CN_OK;
+}
+
+double cn_optimizer_last_grad_norm(const cn_optimizer *o) {
+    return o && o->clip_norm > 0 ? o->last_norm : NAN;
+}
 
 void cn_opt_put_lr(cn_optimizer *o, double lr) { o->h.lr = lr; }
 double cn_opt_initial_lr(const cn_optimizer *o) { return o->initial_lr; }

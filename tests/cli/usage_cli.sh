@@ -16,7 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 # ---- help: every command, both ways, on stdout with status 0 ----
 # (`help CMD` runs CMD --help: two of them show it; each start costs ~0.2 s.)
 for form in "train --help" "eval --help" "predict --help" "graph --help" "ops --help" "run --help" \
-    "info --help" "export --help" "devices --help" "help train" "help run"; do
+    "info --help" "export --help" "devices --help" "generate --help" "help train" "help run"; do
     # shellcheck disable=SC2086 # form is two words
     if "$CHUTNEY" $form >"$tmp/out" 2>"$tmp/err" && grep -q '^usage: chutney' "$tmp/out"; then
         :
@@ -74,7 +74,7 @@ expect_exit "--lr 0" 2 "bad value '0' for --lr" "$CHUTNEY" train --model mlp --l
 expect_exit "--batch 0" 2 "bad value '0' for --batch: expected a whole number from 1" "$CHUTNEY" train --model mlp --batch 0 $bad
 expect_exit "--seed -1" 2 "bad value '-1' for --seed" "$CHUTNEY" train --model mlp --seed -1 $bad
 expect_exit "--threads 0" 2 "bad value '0' for --threads" "$CHUTNEY" train --model mlp --threads 0 $bad
-expect_exit "unknown --model" 2 "unknown model 'resnet' for --model: choose mlp, cnn or lstm" "$CHUTNEY" train --model resnet $bad
+expect_exit "unknown --model" 2 "unknown model 'resnet' for --model: choose mlp, cnn, lstm or gpt" "$CHUTNEY" train --model resnet $bad
 expect_exit "unknown --optimizer" 2 "choose sgd, adam, adamw, rmsprop or adagrad" "$CHUTNEY" train --model mlp --optimizer lion $bad
 expect_exit "--device tpu" 2 "device 'tpu': unknown kind (cpu, opencl or cuda" "$CHUTNEY" train --model mlp --device tpu $bad
 expect_exit "--device cpu:3" 1 "no device cpu:3" "$CHUTNEY" train --model mlp --device cpu:3 $bad
