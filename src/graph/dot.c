@@ -27,7 +27,7 @@ static void label_value(const cn_ir *ir, int32_t id, FILE *f) {
     }
 }
 
-int ir_write_dot(const cn_ir *ir, FILE *f) {
+int ir_write_dot(const cn_ir *ir, FILE *f, const char *const *labels) {
     char b[160];
     uint8_t *shown = calloc((size_t)(ir->nv ? ir->nv : 1), 1);
     if (!shown) return cn_failc(CN_ENOMEM, "write_dot: out of memory");
@@ -81,8 +81,9 @@ int ir_write_dot(const cn_ir *ir, FILE *f) {
             label_value(ir, v, f);
             shown[v] = 1;
         }
-        fprintf(f, "  out%d [shape=ellipse, style=bold, label=\"output %d\"];\n  v%d -> out%d;\n",
-                o, o, v, o);
+        const char *l = labels && labels[o] ? labels[o] : "";
+        fprintf(f, "  out%d [shape=ellipse, style=bold, label=\"output %d%s%s\"];\n  v%d -> out%d;\n",
+                o, o, *l ? "\\n" : "", l, v, o);
     }
     fprintf(f, "}\n");
     free(shown);

@@ -119,8 +119,9 @@ int ir_assume(cn_ir *ir, cn_tensor *t);
 static inline bool ir_is_const(const cn_ir *ir, int32_t id) { return ir->v[id].kind == IRV_CONST; }
 /* Write the steps as text, one per line (cn_program_dump and pass tests). */
 void ir_print(const cn_ir *ir, FILE *f);
-/* Graphviz DOT (dot.c). */
-int ir_write_dot(const cn_ir *ir, FILE *f);
+/* Graphviz DOT (dot.c). labels (NULL, or one per output, NULL or "" for
+ * none) name what an output is written into, e.g. a parameter's gradient. */
+int ir_write_dot(const cn_ir *ir, FILE *f, const char *const *labels);
 /* cn_dev_name of a device of the program, "rank:R/..." when it is one
  * rank's part of a split program. */
 const char *ir_dev_name(const cn_ir *ir, cn_device d);

@@ -346,7 +346,15 @@ int cn_program_dump(const cn_program *p, FILE *f) {
 
 int cn_program_write_dot(const cn_program *p, FILE *f) {
     if (!p || !f) return cn_failc(CN_EINVAL, "program_write_dot: NULL argument");
-    return ir_write_dot(p->ir, f);
+    /* Bound outputs are labelled with their tensors' names: a training
+     * step's gradients carry "grad <parameter>" (train_step.c). */
+    const char **labels = calloc((size_t)p->noutputs, sizeof *labels);
+    if (!labels) return cn_failc(CN_ENOMEM, "program_write_dot: out of memory");
+    for (int o = 0; o < p->noutputs && o < p->ir->noutputs; o++)
+        labels[o] = p->bound[o] ? cn_get_name(p->bound[o]) : NULL;
+    int rc = ir_write_dot(p->ir, f, labels);
+    free(labels);
+    return rc;
 }
 
 /* ---- run ---- */

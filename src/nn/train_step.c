@@ -4,6 +4,7 @@
 #include "optim.h"
 #include "../graph/program.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static int optimizer_step(void *opt) { return cn_optimizer_step(opt); }
@@ -59,7 +60,13 @@ cn_program *cn_compile_train_step(cn_graph *g, cn_tensor *const *outputs, int no
         /* Another rank's parameter: no gradient here, so the optimiser
          * leaves this copy as it is. */
         if (!cn_program_output_here(p, i)) cn_set_grad(q, NULL);
-        params[i - noutputs] = cn_get_grad(q);
+        cn_tensor *g = params[i - noutputs] = cn_get_grad(q);
+        /* Named after its parameter, for dumps and pictures of the
+         * program (a name too long for the label is left out). */
+        char label[160];
+        if (g && *cn_get_name(q) &&
+            snprintf(label, sizeof label, "grad %s", cn_get_name(q)) < (int)sizeof label)
+            (void)cn_set_name(g, label);
     }
     cn_program_attach_step(p, noutputs, params, nout - noutputs, optimizer_step, opt);
 out:

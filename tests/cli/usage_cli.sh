@@ -155,6 +155,9 @@ else
     # graph: the parameters' boxes carry their names.
     "$CHUTNEY" graph --model cnn --train >"$tmp/g.dot" 2>&1 && grep -q '0\.weight' "$tmp/g.dot" &&
         echo "ok: graph names the parameters" || fail "graph: no parameter names in the DOT"
+    # ... and the gradients written into their .grad.
+    grep -q 'output [0-9]*\\ngrad 0\.weight' "$tmp/g.dot" &&
+        echo "ok: graph names the gradients" || fail "graph: no gradient names in the DOT"
 
     # predict: test image 0 as stored (28x28, light on black), inverted
     # (dark on white: inverted back), and twice the size (averaged back):
