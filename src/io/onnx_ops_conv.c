@@ -225,7 +225,16 @@ static int pool_window(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, win 
     if (s < 1 || s > 3) return onnx_unsup(c, "%d spatial axes (1 to 3 are supported)", s);
     if (read_list(c, n, "kernel_shape", k, s, 0) < 0) return CN_EINVAL;
     if (!onnx_attr(n, "kernel_shape")) return onnx_bad(c, "no kernel_shape");
-    return window(c, n, x, k, w, false);
+    if (window(c, n, x, k, w, false) < 0) return CN_EINVAL;
+    /* ONNX Runtime's rule (PyTorch's is stricter: at most half): a pad as
+     * wide as the kernel only adds windows of padding, and a corrupt one
+     * would pad the input to any size. */
+    for (int i = 0; i < w->s; i++)
+        if (w->pb[i] >= w->k[i] || w->pe[i] >= w->k[i])
+            return onnx_bad(c, "pads %" PRId64 " and %" PRId64 " of spatial axis %d are not smaller "
+                               "than the kernel (%" PRId64 ")",
+                            w->pb[i], w->pe[i], i, w->k[i]);
+    return 0;
 }
 
 static bool fits_builtin(const win *w, int from) {
