@@ -8,7 +8,12 @@ batch outside the timed region; the test pass in batches of the training
 batch size.
 
     /usr/bin/python3 bench/torch_train.py --model cnn --epochs 2 [--threads T]
-        [--seed S] [--data DIR] [--limit N] [--json]
+        [--seed S] [--data DIR] [--limit N] [--device cuda] [--json]
+
+With --device cuda the model and each batch go to the GPU; a step's time
+then includes the batch's copy to the device and ends when the GPU has
+finished the step (torch.cuda.synchronize), as `chutney train --device cuda`
+counts it.
 
 PyTorch at its best on this CPU: OMP/BLAS thread counts are set before torch
 is imported, with a passive OpenMP wait policy (see docs/benchmarks.md)."""
@@ -34,6 +39,7 @@ p.add_argument("--seed", type=int, default=1)
 p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
 p.add_argument("--limit", type=int, default=0,
                help="only the first N training and test images, as chutney train --limit")
+p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
 p.add_argument("--json", action="store_true")
 args = p.parse_args()
 
@@ -45,6 +51,8 @@ import torch.nn as nn  # noqa: E402
 
 torch.set_num_threads(args.omp or args.threads)
 torch.manual_seed(args.seed)
+device = torch.device(args.device)
+on_gpu = device.type == "cuda"
 
 DEFAULTS = {"mlp": (128, 0.05), "cnn": (64, 1e-3), "lstm": (128, 1e-3)}
 batch = args.batch or DEFAULTS[args.model][0]
@@ -106,7 +114,7 @@ xtr, ytr = load("train")
 xte, yte = load("t10k")
 xtr = xtr.unsqueeze(1)
 xte = xte.unsqueeze(1)
-model = make_model()
+model = make_model().to(device)
 if args.model == "mlp":
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
 else:
@@ -125,10 +133,13 @@ for epoch in range(args.epochs):
         sel = perm[b * batch:(b + 1) * batch]
         xb, yb = pixels(xtr[sel]), ytr[sel]
         t0 = time.perf_counter()
+        xb, yb = xb.to(device), yb.to(device)
         opt.zero_grad()
         loss = loss_fn(model(xb), yb)
         loss.backward()
         opt.step()
+        if on_gpu:
+            torch.cuda.synchronize(device)
         dt = time.perf_counter() - t0
         if epoch > 0 or b >= warmup:
             train_time += dt
@@ -137,7 +148,8 @@ for epoch in range(args.epochs):
     with torch.no_grad():
         correct = 0
         for b in range(0, len(xte), batch):
-            correct += (model(pixels(xte[b:b + batch])).argmax(1) == yte[b:b + batch]).sum().item()
+            out = model(pixels(xte[b:b + batch]).to(device)).argmax(1).cpu()
+            correct += (out == yte[b:b + batch]).sum().item()
     acc = correct / len(xte)
     print("epoch %d: loss %.4f, test accuracy %.2f%%" % (epoch + 1, loss.item(), 100 * acc),
           flush=True)
@@ -148,4 +160,4 @@ if args.json:
     print(json.dumps({"model": args.model, "epochs": args.epochs, "test_accuracy": acc,
                       "samples_per_sec": sps, "seconds": time.time() - t_start,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-                      "framework": "pytorch " + torch.__version__}))
+                      "device": str(device), "framework": "pytorch " + torch.__version__}))

@@ -159,7 +159,7 @@ fi
 # ---- devices and conformance ----
 CLI=$BUILD/chutney
 need devices "$CLI" && step devices 30 "$CLI" devices --json
-need conformance "$BUILD/tests/test_backends" && step conformance 150 "$BUILD/tests/test_backends"
+need conformance "$BUILD/tests/test_backends" && step conformance 240 "$BUILD/tests/test_backends"
 # The collectives through NCCL on the GPU, as one process (test_nccl_one_rank).
 need nccl "$BUILD/tests/test_dist" && step nccl 60 "$BUILD/tests/test_dist"
 

@@ -33,6 +33,10 @@
 #include "backend/gpu/gpu.h"
 #include "backend/cuda/cuda_nvrtc.h"
 #include "backend/dist.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #endif
 
 #include "grad_cases_shape.h"
@@ -464,6 +468,78 @@ static void test_compile_cuda(void) {
            r.failed);
 }
 
+/* Files in dir whose name ends in ".bin" (the cache's entries). */
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        n += l > 4 && !strcmp(e->d_name + l - 4, ".bin");
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static void remove_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    char path[512];
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* The on-disk kernel cache: a second compile of the same source reads the
+ * file (an image changed in the file comes back changed), a damaged file is
+ * a miss that compiles again, other options are another entry, and
+ * CN_CUDA_KERNEL_CACHE=0 writes nothing. */
+static void test_kernel_cache(void) {
+    char dir[] = "/tmp/cn-kcache-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const char *old = getenv("CN_CUDA_KERNEL_CACHE");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("CN_CUDA_KERNEL_CACHE", dir, 1);
+    const char *src = "__kernel void k(__global float *x) { x[get_global_id(0)] = X; }\n";
+    size_t n1 = 0, n2 = 0, n3 = 0;
+    unsigned char *a = cn_cuda_compile_cached(src, "-DX=1", "sm_90", &n1);
+    CHECK_MSG(a && n1 > 0, "%s", cn_last_error());
+    CHECK(count_entries(dir) == 1);
+    /* Flip the image's last byte in the file: a hit returns the file's bytes. */
+    DIR *d = opendir(dir);
+    char path[512] = "";
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (d) closedir(d);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f && fseek(f, -1, SEEK_END) == 0 && fputc(a[n1 - 1] ^ 0xff, f) != EOF);
+    if (f) fclose(f);
+    unsigned char *b = cn_cuda_compile_cached(src, "-DX=1", "sm_90", &n2);
+    CHECK(b && n2 == n1 && memcmp(a, b, n1 - 1) == 0 && b[n1 - 1] == (a[n1 - 1] ^ 0xff));
+    free(b);
+    /* Truncated: a miss, compiled again, the file rewritten whole. */
+    CHECK(truncate(path, 20) == 0);
+    b = cn_cuda_compile_cached(src, "-DX=1", "sm_90", &n3);
+    CHECK(b && n3 == n1 && memcmp(a, b, n1) == 0);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size > (off_t)n1);
+    free(b);
+    b = cn_cuda_compile_cached(src, "-DX=2", "sm_90", &n2);
+    CHECK(b && count_entries(dir) == 2);
+    free(b);
+    setenv("CN_CUDA_KERNEL_CACHE", "0", 1);
+    b = cn_cuda_compile_cached(src, "-DX=3", "sm_90", &n2);
+    CHECK(b && count_entries(dir) == 2);
+    free(b);
+    free(a);
+    if (saved) setenv("CN_CUDA_KERNEL_CACHE", saved, 1);
+    else unsetenv("CN_CUDA_KERNEL_CACHE");
+    free(saved);
+    remove_entries(dir);
+}
+
 static bool libs_required; /* --compile-cuda: the toolkit is here, so are they */
 
 /* 1 loaded (every symbol resolved), 0 not found, -1 found without a symbol. */
@@ -568,6 +644,7 @@ int main(int argc, char **argv) {
     if (compile_cuda) {
 #ifdef CN_HAVE_CUDA
         RUN(test_compile_cuda);
+        RUN(test_kernel_cache);
 #else
         CHECK_MSG(false, "--compile-cuda: this build has no CUDA backend (CHUTNEY_WITH_CUDA)");
 #endif

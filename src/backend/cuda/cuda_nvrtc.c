@@ -35,6 +35,7 @@ static struct {
     const char *(*GetErrorString)(nvrtcResult);
     nvrtcResult (*GetNumSupportedArchs)(int *);
     nvrtcResult (*GetSupportedArchs)(int *);
+    nvrtcResult (*Version)(int *, int *);
 } nv;
 static bool nv_ok;
 static char nv_why[256];
@@ -54,7 +55,7 @@ static void nv_load(void) {
 #define S(f) {(void **)&nv.f, "nvrtc" #f}
         S(CreateProgram), S(CompileProgram), S(GetProgramLogSize), S(GetProgramLog),
         S(GetCUBINSize), S(GetCUBIN), S(GetPTXSize), S(GetPTX), S(DestroyProgram),
-        S(GetErrorString), S(GetNumSupportedArchs), S(GetSupportedArchs),
+        S(GetErrorString), S(GetNumSupportedArchs), S(GetSupportedArchs), S(Version),
 #undef S
     };
     for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
@@ -217,6 +218,13 @@ void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_
     img[n] = 0;
     *size = n;
     return img;
+}
+
+int cn_cuda_nvrtc_version(void) {
+    pthread_once(&nv_once, nv_load);
+    int major = 0, minor = 0;
+    if (!nv_ok || nv.Version(&major, &minor) != NVRTC_SUCCESS) return 0;
+    return major * 1000 + minor * 10;
 }
 
 int cn_cuda_nvrtc_newest(int *arch) {

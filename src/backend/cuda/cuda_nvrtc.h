@@ -16,6 +16,11 @@ const char *cn_cuda_dialect(void);
  * NUL-terminated for compute_; free() it) and its size, or NULL after
  * cn_fail carrying the compiler's log. */
 void *cn_cuda_compile(const char *src, const char *opts, const char *arch, size_t *size);
+/* cn_cuda_compile through the on-disk cache of compiled kernels
+ * (cuda_kcache.c: where it is, and CN_CUDA_KERNEL_CACHE=0 to turn it off). */
+void *cn_cuda_compile_cached(const char *src, const char *opts, const char *arch, size_t *size);
+/* NVRTC's version as major * 1000 + minor * 10, or 0 when it is not there. */
+int cn_cuda_nvrtc_version(void);
 /* The newest architecture this NVRTC compiles for (90 for sm_90). */
 int cn_cuda_nvrtc_newest(int *arch);
 

@@ -116,13 +116,13 @@ static void *build(cn_gpu_dev *g, const char *src, const char *opts) {
     char arch[24];
     snprintf(arch, sizeof arch, "sm_%d%d", d->cc_major, d->cc_minor);
     size_t n = 0;
-    void *img = cn_cuda_compile(src, opts, arch, &n);
+    void *img = cn_cuda_compile_cached(src, opts, arch, &n);
     if (!img) {
         int nums = 0;
         if (cn_cuda_nvrtc_newest(&nums) == CN_OK && nums < d->cc_major * 10 + d->cc_minor) {
             snprintf(arch, sizeof arch, "compute_%d", nums);
             cn_clear_error();
-            img = cn_cuda_compile(src, opts, arch, &n);
+            img = cn_cuda_compile_cached(src, opts, arch, &n);
         }
         if (!img) return NULL;
     }
