@@ -95,6 +95,15 @@ static inline cn_gpu_buf cn_gpu_buf_of(const cn_tensor *t) { return (cn_gpu_buf)
  * cn_fail (a build failure carries the compiler's log). */
 cn_gpu_kernel cn_gpu_kernel_get(cn_gpu_dev *dev, const char *source, const char *opts,
                                 const char *name);
+/* A kernel remembered under a short key naming everything its generated
+ * source depends on, so a launch that hits skips generating and hashing
+ * the source (kilobytes): what an eager op on a GPU costs on the host.
+ * NULL: not remembered (nothing is set). Keys are at most
+ * CN_GPU_MEMO_KEY - 1 characters; a caller whose key does not fit looks
+ * the source up instead. */
+#define CN_GPU_MEMO_KEY 768
+cn_gpu_kernel cn_gpu_kernel_memo(cn_gpu_dev *dev, const char *key);
+void cn_gpu_kernel_memo_put(cn_gpu_dev *dev, const char *key, cn_gpu_kernel k);
 /* Calls fn(source, opts, ctx) for every program source built so far, of
  * every device kind (the CUDA tests compile what OpenCL ran). */
 void cn_gpu_sources_foreach(void (*fn)(const char *src, const char *opts, void *ctx), void *ctx);

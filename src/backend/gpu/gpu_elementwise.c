@@ -129,12 +129,28 @@ static const char int_helpers[] =
     "  return r;\n"
     "}\n";
 
+/* The helpers' text, made once: every launch of an elementwise or fused
+ * kernel generates its source to look the program up, and expanding the
+ * template character by character there cost most of an eager op's time on
+ * a GPU (84 us of a 1-element add on an H200). */
+static cn_gpu_src ew_helpers;
+static pthread_once_t ew_helpers_once = PTHREAD_ONCE_INIT;
+
+static void make_ew_helpers(void) {
+    add_math(&ew_helpers, false);
+    cn_gpu_src_add(&ew_helpers, "#ifdef CN_FP64\n");
+    add_math(&ew_helpers, true);
+    cn_gpu_src_add(&ew_helpers, "#endif\n%s", int_helpers);
+}
+
 /* The helpers every elementwise program may call. */
 void cn_gpu_add_ew_helpers(cn_gpu_src *s) {
-    add_math(s, false);
-    cn_gpu_src_add(s, "#ifdef CN_FP64\n");
-    add_math(s, true);
-    cn_gpu_src_add(s, "#endif\n%s", int_helpers);
+    pthread_once(&ew_helpers_once, make_ew_helpers);
+    if (ew_helpers.oom || !ew_helpers.buf) {
+        s->oom = true;
+        return;
+    }
+    cn_gpu_src_add(s, "%s", ew_helpers.buf);
 }
 
 /* ---- expressions ---- */
@@ -324,6 +340,7 @@ const char *cn_gpu_cast_expr(char *b, size_t n, cn_dtype S, cn_dtype D, const ch
 /* ---- the elementwise launcher ---- */
 
 #define EW_MAX 4
+#define EW_UNROLL 4
 
 typedef struct ew_spec {
     const char *name;                 /* for the source's first line and messages */
@@ -340,6 +357,63 @@ typedef struct ew_spec {
 static void set_param(ew_spec *s, int k, cn_dtype dt, double v) {
     cn_store_f64(s->p[k], dt, 0, v);
     s->psize = cn_dsize(dt);
+}
+
+/* The kernel of spec s over nd collapsed dimensions: its source generated
+ * and looked up (compiled on first use). */
+static cn_gpu_kernel ew_kernel(const ew_spec *s, int nd, cn_gpu_dev *dev) {
+    cn_gpu_src src = {0};
+    cn_gpu_src_add(&src, "/* chutney: %s */\n%s", s->name, cn_gpu_prelude());
+    cn_gpu_add_ew_helpers(&src);
+    cn_gpu_src_add(&src, "__kernel void cn_ew(long n");
+    for (int j = 0; j < s->nops; j++)
+        cn_gpu_src_add(&src, ", __global %s%s *a%d, cn_layout l%d", j ? "const " : "",
+                       cn_gpu_ctype(s->dts[j]), j, j);
+    if (s->ptype) cn_gpu_src_add(&src, ", %s p0, %s p1", s->ptype, s->ptype);
+    if (s->flag) cn_gpu_src_add(&src, ", __global int *flag");
+    /* Each work-item takes EW_UNROLL elements a grid apart and issues all
+     * their loads before any store: with one load in flight per work-item,
+     * a grid-stride loop reached under half of an H200's copy bandwidth
+     * (the compiler may not hoist a load above the previous element's store,
+     * since the output may alias an input). Reordering is safe because an
+     * element's value depends on that element's inputs alone. */
+    cn_gpu_src_add(&src, ") {\n  const long G = get_global_size(0);\n"
+                         "  for (long b = get_global_id(0); b < n; b += %d * G) {\n", EW_UNROLL);
+    cn_gpu_src_add(&src, "    long o0_[%d];\n", EW_UNROLL);
+    for (int j = 1; j < s->nops; j++)
+        cn_gpu_src_add(&src, "    %s v%d_[%d];\n", cn_gpu_ctype(s->dts[j]), j, EW_UNROLL);
+    cn_gpu_src_add(&src, "    for (int u = 0; u < %d; u++) {\n      long i = b + u * G;\n"
+                         "      if (i >= n) break;\n", EW_UNROLL);
+    for (int j = 0; j < s->nops; j++) {
+        if (nd == 0) cn_gpu_src_add(&src, "      long o%d = l%d.offset;\n", j, j);
+        else if (nd == 1) cn_gpu_src_add(&src, "      long o%d = l%d.offset + i * l%d.strides[0];\n", j, j, j);
+        else cn_gpu_src_add(&src, "      long o%d = l%d.offset;\n", j, j);
+    }
+    if (nd >= 2) {
+        cn_gpu_src_add(&src, "      long r = i, q;\n");
+        for (int d = nd - 1; d >= 0; d--) {
+            if (d > 0) cn_gpu_src_add(&src, "      q = r %% l0.shape[%d]; r /= l0.shape[%d];\n", d, d);
+            else cn_gpu_src_add(&src, "      q = r;\n");
+            for (int j = 0; j < s->nops; j++)
+                cn_gpu_src_add(&src, "      o%d += q * l%d.strides[%d];\n", j, j, d);
+        }
+    }
+    cn_gpu_src_add(&src, "      o0_[u] = o0;\n");
+    for (int j = 1; j < s->nops; j++) cn_gpu_src_add(&src, "      v%d_[u] = a%d[o%d];\n", j, j, j);
+    cn_gpu_src_add(&src, "    }\n    for (int u = 0; u < %d; u++) {\n      if (b + u * G >= n) break;\n",
+                   EW_UNROLL);
+    for (int j = 1; j < s->nops; j++)
+        cn_gpu_src_add(&src, "      %s v%d = v%d_[u];\n", cn_gpu_ctype(s->dts[j]), j, j);
+    cn_gpu_src_add(&src, "      a0[o0_[u]] = (%s)(%s);\n    }\n  }\n}\n", cn_gpu_ctype(s->dts[0]),
+                   s->expr);
+    if (src.oom) {
+        cn_gpu_src_free(&src);
+        cn_failc(CN_ENOMEM, "%s: out of memory generating a kernel", s->name);
+        return NULL;
+    }
+    cn_gpu_kernel k = cn_gpu_kernel_get(dev, src.buf, NULL, "cn_ew");
+    cn_gpu_src_free(&src);
+    return k;
 }
 
 /* Run the spec; *flag_out gets flag[0] when s->flag (waits for the kernel). */
@@ -359,40 +433,19 @@ static int ew_run(const char *fn, ew_spec *s, int *flag_out) {
     cn_gpu_layout ls[EW_MAX];
     int nd = cn_gpu_layouts(s->nops, s->ops, out->ndim, out->shape, ls);
 
-    cn_gpu_src src = {0};
-    cn_gpu_src_add(&src, "/* chutney: %s */\n%s", s->name, cn_gpu_prelude());
-    cn_gpu_add_ew_helpers(&src);
-    cn_gpu_src_add(&src, "__kernel void cn_ew(long n");
-    for (int j = 0; j < s->nops; j++)
-        cn_gpu_src_add(&src, ", __global %s%s *a%d, cn_layout l%d", j ? "const " : "",
-                       cn_gpu_ctype(s->dts[j]), j, j);
-    if (s->ptype) cn_gpu_src_add(&src, ", %s p0, %s p1", s->ptype, s->ptype);
-    if (s->flag) cn_gpu_src_add(&src, ", __global int *flag");
-    cn_gpu_src_add(&src, ") {\n  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {\n");
-    for (int j = 0; j < s->nops; j++) {
-        if (nd == 0) cn_gpu_src_add(&src, "    long o%d = l%d.offset;\n", j, j);
-        else if (nd == 1) cn_gpu_src_add(&src, "    long o%d = l%d.offset + i * l%d.strides[0];\n", j, j, j);
-        else cn_gpu_src_add(&src, "    long o%d = l%d.offset;\n", j, j);
+    /* Everything the source depends on: a hit skips generating it. */
+    char key[CN_GPU_MEMO_KEY];
+    int kl = snprintf(key, sizeof key, "ew|%s|%s|%s|%d|%d|%d", s->name, s->expr,
+                      s->ptype ? s->ptype : "-", (int)s->flag, nd, s->nops);
+    for (int j = 0; j < s->nops && kl > 0 && (size_t)kl < sizeof key; j++)
+        kl += snprintf(key + kl, sizeof key - (size_t)kl, "|%d", (int)s->dts[j]);
+    bool keyed = kl > 0 && (size_t)kl < sizeof key;
+    cn_gpu_kernel k = keyed ? cn_gpu_kernel_memo(dev, key) : NULL;
+    if (!k) {
+        k = ew_kernel(s, nd, dev);
+        if (!k) return CN_EUNSUPPORTED;
+        if (keyed) cn_gpu_kernel_memo_put(dev, key, k);
     }
-    if (nd >= 2) {
-        cn_gpu_src_add(&src, "    long r = i, q;\n");
-        for (int d = nd - 1; d >= 0; d--) {
-            if (d > 0) cn_gpu_src_add(&src, "    q = r %% l0.shape[%d]; r /= l0.shape[%d];\n", d, d);
-            else cn_gpu_src_add(&src, "    q = r;\n");
-            for (int j = 0; j < s->nops; j++)
-                cn_gpu_src_add(&src, "    o%d += q * l%d.strides[%d];\n", j, j, d);
-        }
-    }
-    for (int j = 1; j < s->nops; j++)
-        cn_gpu_src_add(&src, "    %s v%d = a%d[o%d];\n", cn_gpu_ctype(s->dts[j]), j, j, j);
-    cn_gpu_src_add(&src, "    a0[o0] = (%s)(%s);\n  }\n}\n", cn_gpu_ctype(s->dts[0]), s->expr);
-    if (src.oom) {
-        cn_gpu_src_free(&src);
-        return cn_failc(CN_ENOMEM, "%s: out of memory generating a kernel", fn);
-    }
-    cn_gpu_kernel k = cn_gpu_kernel_get(dev, src.buf, NULL, "cn_ew");
-    cn_gpu_src_free(&src);
-    if (!k) return CN_EUNSUPPORTED;
 
     cn_gpu_arg args[2 * EW_MAX + 4];
     cn_gpu_buf mems[EW_MAX];

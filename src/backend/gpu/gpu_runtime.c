@@ -200,6 +200,55 @@ cn_gpu_kernel cn_gpu_kernel_get(cn_gpu_dev *dev, const char *source, const char 
     return r;
 }
 
+/* ---- kernels remembered by key ---- */
+
+typedef struct memo_entry {
+    struct memo_entry *next;
+    uint64_t hash;
+    int kind, dev;
+    cn_gpu_kernel k;
+    char key[]; /* NUL-terminated */
+} memo_entry;
+
+#define MEMO_BUCKETS 1024
+static memo_entry *memo_table[MEMO_BUCKETS];
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t memo_hash(const cn_gpu_dev *dev, const char *key) {
+    return fnv(0xcbf29ce484222325ull ^ (uint64_t)dev->index ^ ((uint64_t)dev->kind << 32), key);
+}
+
+cn_gpu_kernel cn_gpu_kernel_memo(cn_gpu_dev *dev, const char *key) {
+    if (!dev || !key) return NULL;
+    uint64_t h = memo_hash(dev, key);
+    cn_gpu_kernel k = NULL;
+    pthread_mutex_lock(&memo_lock);
+    for (memo_entry *e = memo_table[h % MEMO_BUCKETS]; e; e = e->next)
+        if (e->hash == h && e->kind == (int)dev->kind && e->dev == dev->index &&
+            !strcmp(e->key, key)) {
+            k = e->k;
+            break;
+        }
+    pthread_mutex_unlock(&memo_lock);
+    return k;
+}
+
+void cn_gpu_kernel_memo_put(cn_gpu_dev *dev, const char *key, cn_gpu_kernel k) {
+    if (!dev || !key || !k || cn_gpu_kernel_memo(dev, key)) return;
+    size_t n = strlen(key) + 1;
+    memo_entry *e = malloc(sizeof *e + n);
+    if (!e) return; /* only a missed shortcut */
+    e->hash = memo_hash(dev, key);
+    e->kind = (int)dev->kind;
+    e->dev = dev->index;
+    e->k = k;
+    memcpy(e->key, key, n);
+    pthread_mutex_lock(&memo_lock);
+    e->next = memo_table[e->hash % MEMO_BUCKETS];
+    memo_table[e->hash % MEMO_BUCKETS] = e;
+    pthread_mutex_unlock(&memo_lock);
+}
+
 void cn_gpu_sources_foreach(void (*fn)(const char *src, const char *opts, void *ctx), void *ctx) {
     pthread_mutex_lock(&prog_lock);
     for (int b = 0; b < PROG_BUCKETS; b++)
