@@ -585,7 +585,7 @@ static void test_corrupt(void) {
     CHECK(t != NULL);
     cn_tokenizer_free(t);
     CHECK_ERROR(cn_tokenizer_load(io_path("missing.bpe")), "cannot open");
-    CHECK_ERROR(cn_tokenizer_load(io_dir), "reading");
+    CHECK_ERROR(cn_tokenizer_load(io_dir), "is a directory"); /* refused at the open */
     const char *cut = io_path("cut.bpe");
     int refused = 0, cuts = 0;
     for (size_t k = 0; k + 1 < strlen(good); k += 3) {

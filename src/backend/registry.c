@@ -1,6 +1,7 @@
 /* The backends of this build, and what is done the same way on all of them:
  * storage on a device, copies between devices, the public device functions. */
 #include "backend.h"
+#include "../core/budget.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -68,6 +69,7 @@ cn_tensor *cn_t_empty_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shap
     d = cn_device_here(d); /* (storage records the local device) */
     if (d.kind == CN_DEVICE_CPU) return cn_t_empty(dt, ndim, shape);
     if (!cn_check_shape("empty", ndim, shape)) return NULL;
+    if (CN_UNLIKELY(cn_t_budget.left >= 0) && !cn_t_budget_take("empty", ndim, shape)) return NULL;
     int64_t numel = cn_shape_numel(ndim, shape);
     cn_storage *s = cn_storage_new_on(d, (size_t)numel * cn_dsize(dt));
     if (!s) return NULL;

@@ -1,5 +1,6 @@
 /* Tensor structs: allocation, reference counts, metadata, element access. */
 #include "core.h"
+#include "budget.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -168,11 +169,28 @@ int cn_norm_axis(const char *fn, int axis, int ndim) {
     return axis < 0 ? axis + r : axis;
 }
 
+_Thread_local cn_elem_budget cn_t_budget = {-1, false};
+
+bool cn_t_budget_take(const char *fn, int ndim, const int64_t *shape) {
+    int64_t n = cn_shape_numel(ndim, shape);
+    if (n <= cn_t_budget.left) {
+        cn_t_budget.left -= n;
+        return true;
+    }
+    char b[160];
+    cn_t_budget.exceeded = true;
+    cn_fail("%s: a tensor of shape %s (%" PRId64 " elements) is more than the %" PRId64
+            " elements left of this thread's allocation budget",
+            fn, cn_fmt_shape(b, sizeof b, ndim, shape), n, cn_t_budget.left);
+    return false;
+}
+
 /* ---- creation (owned references, no scope) ---- */
 
 cn_tensor *cn_t_empty(cn_dtype dt, int ndim, const int64_t *shape) {
     if ((unsigned)dt >= CN_DTYPE_COUNT) return cn_fail("empty: invalid dtype %d", (int)dt);
     if (!cn_check_shape("empty", ndim, shape)) return NULL;
+    if (CN_UNLIKELY(cn_t_budget.left >= 0) && !cn_t_budget_take("empty", ndim, shape)) return NULL;
     cn_tensor *t = cn_t_alloc();
     if (!t) return NULL;
     int64_t numel = cn_shape_numel(ndim, shape);

@@ -343,17 +343,15 @@ cn_tokenizer *cn_tokenizer_from_string(const char *s, size_t len) {
 }
 
 /* A whole file into a malloc'd buffer (NUL-terminated), at most max bytes;
- * reads pipes too. */
+ * regular files only (a pipe would block, a device never end). */
 static int read_all(const char *fn, const char *path, size_t max, char **out, size_t *len) {
     char eb[128];
     *out = NULL;
     *len = 0;
-    if (!path) return cn_failc(CN_EINVAL, "%s: path is NULL", fn);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cn_failc(CN_EIO, "%s: cannot open '%s': %s", fn, path,
-                        cn_errno_str(errno, eb, sizeof eb));
-    int64_t size = cn_file_size(f);
+    FILE *f;
+    int64_t size;
+    int ost = cn_fopen_regular(path, fn, &f, &size);
+    if (ost != CN_OK) return ost;
     /* Room for the file, its NUL and the read that finds the end. */
     size_t cap = size > 0 ? (size_t)size + 2 : 1 << 16, n = 0;
     char *buf = NULL;

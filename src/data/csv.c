@@ -141,11 +141,9 @@ cn_tensor *cn_load_csv(const char *path, const cn_csv_opts *opts) {
         return cn_fail("%s: header %d is not one of CN_CSV_HEADER_AUTO/YES/NO", fn, o.header);
     if (delim == '"' || delim == '\n' || delim == '\r')
         return cn_fail("%s: the delimiter cannot be a quote or a line break", fn);
-    char eb[128];
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cn_fail("%s: cannot open '%s': %s", fn, path, cn_errno_str(errno, eb, sizeof eb));
-    /* Read it all (the size is not known for pipes). */
+    FILE *f;
+    if (cn_fopen_regular(path, fn, &f, NULL) != CN_OK) return NULL;
+    /* Read it all (the size may change while it is read). */
     size_t n = 0, cap = 1 << 16;
     char *buf = malloc(cap);
     while (buf) {

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #ifdef CN_HAVE_ZLIB
 #include <zlib.h>
 #endif
@@ -24,14 +26,10 @@ typedef struct source {
 static const char fn_idx[] = "load_idx";
 
 static int src_open(source *s, const char *path) {
-    char eb[128];
     memset(s, 0, sizeof *s);
     s->path = path;
-    s->f = fopen(path, "rb");
-    if (!s->f)
-        return cn_failc(CN_EIO, "%s: cannot open '%s': %s", fn_idx, path,
-                        cn_errno_str(errno, eb, sizeof eb));
-    s->size = cn_file_size(s->f);
+    int st = cn_fopen_regular(path, fn_idx, &s->f, &s->size);
+    if (st != CN_OK) return st;
     unsigned char m[2] = {0, 0};
     size_t got = fread(m, 1, 2, s->f);
     s->gzip = got == 2 && m[0] == 0x1f && m[1] == 0x8b;
@@ -40,13 +38,19 @@ static int src_open(source *s, const char *path) {
         return CN_OK;
     }
 #ifdef CN_HAVE_ZLIB
+    /* zlib reads the descriptor already checked to be a regular file, not
+     * the path again (which could have been swapped for a FIFO since). */
+    char eb[128];
+    int fd = dup(fileno(s->f));
     fclose(s->f);
     s->f = NULL;
     s->size = -1;
-    s->gz = gzopen(path, "rb");
-    if (!s->gz)
+    if (fd < 0 || lseek(fd, 0, SEEK_SET) != 0 || !(s->gz = gzdopen(fd, "rb"))) {
+        int err = errno;
+        if (fd >= 0) close(fd);
         return cn_failc(CN_EIO, "%s: cannot open '%s': %s", fn_idx, path,
-                        errno ? cn_errno_str(errno, eb, sizeof eb) : "out of memory");
+                        err ? cn_errno_str(err, eb, sizeof eb) : "out of memory");
+    }
     gzbuffer(s->gz, 1 << 17);
     return CN_OK;
 #else
@@ -123,6 +127,12 @@ static bool idx_type(int code, size_t *esize, cn_dtype *dt, const char **name) {
     }
 }
 
+/* The most a gzip-compressed IDX file may inflate to, in MB (2^20 bytes),
+ * and the variable that changes it: the largest MNIST-family set
+ * (EMNIST ByClass, 550 MB) fits. docs/training.md, "Limits". */
+#define CN_IDX_LIMIT_MB 1024
+#define CN_IDX_LIMIT_ENV "CN_MAX_DECOMPRESSED_MB"
+
 /* The largest data a compressed file's header is trusted for before its
  * bytes arrive (1 GiB: reserved, not touched, until read). */
 #define DIRECT_MAX ((uint64_t)1 << 30)
@@ -195,6 +205,27 @@ static int load_idx(const char *path, cn_tensor **out) {
                         cn_fmt_shape(b, sizeof b, ndim, shape));
     }
     uint64_t nbytes = numel * esize, hbytes = 4 + 4 * (uint64_t)ndim;
+    if (s.gzip) {
+        /* A few MB of gzip can inflate to gigabytes: the header's claim is
+         * held to a budget before any data is inflated (and the reads below
+         * never ask for more than the claim). */
+        uint64_t mb;
+        st = cn_env_limit(CN_IDX_LIMIT_ENV, CN_IDX_LIMIT_MB, &mb, fn_idx);
+        if (st != CN_OK) {
+            src_close(&s);
+            return st;
+        }
+        if (mb <= (UINT64_MAX >> 20) && nbytes > (mb << 20)) {
+            src_close(&s);
+            return cn_failc(CN_EFORMAT,
+                            "%s: '%s' is gzip-compressed and its header says shape %s of %s, "
+                            "%llu bytes once decompressed: more than the limit of %llu MB (set "
+                            "%s to raise it, 0 for no limit)",
+                            fn_idx, path, cn_fmt_shape(b, sizeof b, ndim, shape), tname,
+                            (unsigned long long)nbytes, (unsigned long long)mb,
+                            CN_IDX_LIMIT_ENV);
+        }
+    }
     if (s.size >= 0 && (uint64_t)s.size != hbytes + nbytes) {
         uint64_t have = (uint64_t)s.size - hbytes;
         src_close(&s);
@@ -322,11 +353,10 @@ static char *find_file(const char *dir, const char *name) {
     char *p = malloc(n);
     if (!p) return NULL;
     snprintf(p, n, "%s/%s", dir, name);
-    FILE *f = fopen(p, "rb");
-    if (f) {
-        fclose(f);
-        return p;
-    }
+    /* stat, not an open: opening a FIFO here would block; whatever the
+     * name is, load_idx says what is wrong with it. */
+    struct stat st;
+    if (stat(p, &st) == 0) return p;
     snprintf(p, n, "%s/%s.gz", dir, name);
     return p;
 }

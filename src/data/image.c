@@ -24,6 +24,12 @@
 #include <stb_image_write.h>
 #endif
 
+/* The most pixels (width x height) an image may have, and the variable
+ * that changes it: PIL's Image.MAX_IMAGE_PIXELS (1024^3 / 4 / 3, about 89
+ * Mpixels: 256 MB as RGB u8, 1 GB as f32). docs/training.md, "Limits". */
+#define CN_IMAGE_LIMIT_PIXELS 89478485u
+#define CN_IMAGE_LIMIT_ENV "CN_MAX_IMAGE_PIXELS"
+
 static int check_layout(const char *fn, cn_image_layout layout) {
     if (layout != CN_IMAGE_HWC && layout != CN_IMAGE_CHW)
         return cn_failc(CN_EINVAL, "%s: layout %d is neither CN_IMAGE_HWC nor CN_IMAGE_CHW", fn,
@@ -44,11 +50,28 @@ cn_tensor *cn_load_image(const char *path, int channels, cn_image_layout layout,
                    "reconfigure)",
                    fn, path);
 #else
-    char eb[128];
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cn_fail("%s: cannot open '%s': %s", fn, path, cn_errno_str(errno, eb, sizeof eb));
+    FILE *f;
+    if (cn_fopen_regular(path, fn, &f, NULL) != CN_OK) return NULL;
+    /* The size from the header, before decoding: a few KB of PNG can
+     * claim gigapixels (PIL's decompression-bomb limit, the same default). */
+    uint64_t max_px;
+    if (cn_env_limit(CN_IMAGE_LIMIT_ENV, CN_IMAGE_LIMIT_PIXELS, &max_px, fn) != CN_OK) {
+        fclose(f);
+        return NULL;
+    }
     int w = 0, h = 0, c = 0;
+    if (!stbi_info_from_file(f, &w, &h, &c)) {
+        fclose(f);
+        return cn_fail("%s: cannot decode '%s': %s", fn, path,
+                       stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+    }
+    if ((uint64_t)w * (uint64_t)h > max_px) {
+        fclose(f);
+        return cn_fail("%s: '%s' is %d x %d = %llu pixels, more than the limit of %llu (set %s "
+                       "to raise it, 0 for no limit)",
+                       fn, path, w, h, (unsigned long long)w * (unsigned long long)h,
+                       (unsigned long long)max_px, CN_IMAGE_LIMIT_ENV);
+    }
     unsigned char *px = stbi_load_from_file(f, &w, &h, &c, channels);
     fclose(f);
     if (!px)

@@ -2,8 +2,10 @@
 #include "fileio.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -19,6 +21,167 @@ const char *cn_errno_str(int err, char *buf, size_t n) {
 
 static atomic_uint cn_tmp_counter;
 
+/* ---- reading: regular files only ---- */
+
+static const char *file_kind(mode_t m) {
+    return S_ISFIFO(m)   ? "a FIFO (named pipe)"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISDIR(m)  ? "a directory"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+int cn_fopen_regular(const char *path, const char *fn, FILE **out, int64_t *size) {
+    char eb[128];
+    *out = NULL;
+    if (size) *size = -1;
+    if (!path) return cn_failc(CN_EINVAL, "%s: path is NULL", fn);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return cn_failc(CN_EIO, "%s: cannot open '%s': %s", fn, path,
+                        cn_errno_str(errno, eb, sizeof eb));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return cn_failc(CN_EIO, "%s: cannot stat '%s': %s", fn, path,
+                        cn_errno_str(err, eb, sizeof eb));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return cn_failc(CN_EINVAL,
+                        "%s: '%s' is %s; only regular files are read (a pipe or a device could "
+                        "block or never end)",
+                        fn, path, file_kind(st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return cn_failc(CN_ENOMEM, "%s: cannot open a stream on '%s'", fn, path);
+    }
+    *out = f;
+    if (size) *size = (int64_t)st.st_size;
+    return CN_OK;
+}
+
+int cn_env_limit(const char *name, uint64_t dflt, uint64_t *out, const char *fn) {
+    const char *v = getenv(name);
+    *out = dflt;
+    if (!v || !*v) return CN_OK;
+    uint64_t x = 0;
+    const char *p = v;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (x > (UINT64_MAX - 9) / 10) break;
+        x = x * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p)
+        return cn_failc(CN_EINVAL,
+                        "%s: the environment variable %s is '%.60s', not a whole number (0: no "
+                        "limit)",
+                        fn, name, v);
+    *out = x ? x : UINT64_MAX;
+    return CN_OK;
+}
+
+/* ---- temporaries of atomic writes ---- */
+
+/* The temporaries being written, for a signal handler to remove: fixed
+ * slots, since a handler may neither lock nor follow freed pointers. A slot
+ * is 0 free, 1 being filled, 2 listed. More saves at once than slots just
+ * go unlisted (they are still removed on failure and by the stale sweep). */
+#define TMP_SLOTS 32
+#define TMP_PATH 4096
+static struct {
+    atomic_int state;
+    char path[TMP_PATH];
+} tmp_slots[TMP_SLOTS];
+
+static int tmp_list(const char *tmp) {
+    if (strlen(tmp) >= TMP_PATH) return 0;
+    for (int i = 0; i < TMP_SLOTS; i++) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&tmp_slots[i].state, &free_, 1)) {
+            memcpy(tmp_slots[i].path, tmp, strlen(tmp) + 1);
+            atomic_store(&tmp_slots[i].state, 2);
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static void tmp_unlist(cn_afile *af) {
+    if (af->slot > 0) atomic_store(&tmp_slots[af->slot - 1].state, 0);
+    af->slot = 0;
+}
+
+void cn_remove_temporary_files(void) {
+    /* Only async-signal-safe calls: atomic loads and unlink. */
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (atomic_load(&tmp_slots[i].state) == 2) unlink(tmp_slots[i].path);
+}
+
+/* Does name (in the target's directory) read "<base>.tmp.<pid>.<n>.<hex>",
+ * the temporaries' pattern? Then *pid gets the writer's pid. Strict, so no
+ * file of the user's that merely starts like one is ever touched. */
+static bool is_temp_of(const char *name, const char *base, long *pid) {
+    size_t bl = strlen(base);
+    if (strncmp(name, base, bl) != 0 || strncmp(name + bl, ".tmp.", 5) != 0) return false;
+    const char *p = name + bl + 5;
+    long v = 0;
+    int fields = 0;
+    for (int part = 0; part < 3; part++) {
+        const char *start = p;
+        while (part < 2 ? isdigit((unsigned char)*p) : isxdigit((unsigned char)*p)) {
+            if (part == 0) {
+                if (v > 100000000L) return false;
+                v = v * 10 + (*p - '0');
+            }
+            p++;
+        }
+        if (p == start) return false;
+        fields++;
+        if (part < 2 && *p++ != '.') return false;
+    }
+    *pid = v;
+    return fields == 3 && *p == '\0' && v > 0;
+}
+
+/* Removes the temporaries of path whose writer is gone: a process killed
+ * outright (SIGKILL, a power cut) cannot clean up, and each such file may
+ * be as large as the checkpoint. A writer that is alive (kill(pid, 0)
+ * succeeds or says EPERM) keeps its file: it may be saving right now. */
+static void remove_stale_temps(const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base) return;
+    char dir[TMP_PATH];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else if ((size_t)(slash - path) < sizeof dir)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else
+        return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    long self = (long)getpid();
+    while ((de = readdir(d)) != NULL) {
+        long pid;
+        if (!is_temp_of(de->d_name, base, &pid) || pid == self) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char full[TMP_PATH];
+        if (snprintf(full, sizeof full, "%s/%s", dir, de->d_name) >= (int)sizeof full) continue;
+        struct stat st;
+        if (lstat(full, &st) == 0 && S_ISREG(st.st_mode)) unlink(full);
+    }
+    closedir(d);
+}
+
 int cn_afile_open(cn_afile *af, const char *path, const char *fn) {
     memset(af, 0, sizeof *af);
     if (!path || !*path) return cn_failc(CN_EINVAL, "%s: the path is empty", fn);
@@ -32,6 +195,7 @@ int cn_afile_open(cn_afile *af, const char *path, const char *fn) {
         return cn_failc(CN_ENOMEM, "%s: out of memory", fn);
     }
     memcpy(af->path, path, n + 1);
+    remove_stale_temps(path);
     /* O_EXCL with a name unique to this process and call: two writers of
      * the same target never share a temporary file. open() rather than
      * mkstemp() so the new file gets the usual 0666 & ~umask permissions. */
@@ -62,12 +226,14 @@ int cn_afile_open(cn_afile *af, const char *path, const char *fn) {
         af->path = af->tmp = NULL;
         return cn_failc(CN_EIO, "%s: cannot open a stream on the temporary file", fn);
     }
+    af->slot = tmp_list(af->tmp);
     return CN_OK;
 }
 
 void cn_afile_abort(cn_afile *af) {
     if (af->f) fclose(af->f);
     if (af->tmp) unlink(af->tmp);
+    tmp_unlist(af);
     free(af->path);
     free(af->tmp);
     memset(af, 0, sizeof *af);
@@ -117,6 +283,7 @@ int cn_afile_commit(cn_afile *af, const char *fn) {
         cn_afile_abort(af);
         return r;
     }
+    tmp_unlist(af);
     fsync_dir_of(af->path);
     free(af->path);
     free(af->tmp);

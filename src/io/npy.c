@@ -152,12 +152,10 @@ static bool descr_dtype(const char *d, cn_dtype *dt, bool *swap) {
 
 cn_tensor *cn_load_npy(const char *path) {
     static const char fn[] = "load_npy";
-    char eb[128];
     if (!path) return cn_fail("%s: path is NULL", fn);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cn_fail("%s: cannot open '%s': %s", fn, path, cn_errno_str(errno, eb, sizeof eb));
-    int64_t fsize = cn_file_size(f);
+    FILE *f;
+    int64_t fsize;
+    if (cn_fopen_regular(path, fn, &f, &fsize) != CN_OK) return NULL;
     unsigned char pre[12];
     size_t got = fread(pre, 1, 10, f);
     if (got < 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {

@@ -14,9 +14,6 @@
 
 #include <errno.h>
 
-/* Files above this are refused before reading (protobuf's own limit). */
-#define ONNX_MAX_FILE (INT64_C(2) << 30)
-
 struct cn_onnx_model {
     cn_graph *g;
     int opset;
@@ -131,6 +128,24 @@ static bool attr_known(const char *list, const char *name) {
 
 static bool default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
 
+/* ONNX graphs are in SSA form: a value has one producer. A second one
+ * (another node, or a node writing over an initializer or a graph input)
+ * would silently replace the value every earlier reader was given. */
+static int check_outputs_new(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n) {
+    for (size_t i = 0; i < n->n_output; i++) {
+        const char *name = n->output[i];
+        if (!name || !*name) continue;
+        if (vmap_get(vals, name))
+            return onnx_bad(c, "output '%s' is already defined (by an earlier node, an initializer "
+                               "or a graph input); a value can have only one producer",
+                            name);
+        for (size_t j = 0; j < i; j++)
+            if (n->output[j] && !strcmp(n->output[j], name))
+                return onnx_bad(c, "output '%s' is listed twice", name);
+    }
+    return 0;
+}
+
 static int import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
     c->node = n;
     c->opset_of_node = c->opset;
@@ -151,6 +166,7 @@ static int import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
     if (nin < e->min_in || nin > e->max_in)
         return onnx_bad(c, "%d inputs (expects %d to %d)", nin, e->min_in, e->max_in);
     if (nout < 1) return onnx_bad(c, "no outputs");
+    if (check_outputs_new(c, vals, n) < 0) return CN_EINVAL;
     for (int i = e->max_out; i < nout; i++)
         if (n->output[i] && *n->output[i])
             return onnx_unsup(c, "output %d ('%s') is not supported", i, n->output[i]);
@@ -167,7 +183,9 @@ static int import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
         if (!in[i]) return onnx_bad(c, "required input %d is missing", i);
     cn_scope_begin();
     cn_clear_error();
+    cn_t_budget.exceeded = false;
     int rc = e->fn(c, n, in, nin, out, nout);
+    if (rc < 0 && cn_t_budget.exceeded) rc = onnx_budget_exceeded(c);
     for (int i = 0; rc >= 0 && i < nout; i++) {
         const char *name = n->output[i];
         if (!name || !*name) continue;
@@ -304,6 +322,21 @@ static int add_inputs(onnx_ctx *c, cn_onnx_model *m, vmap *vals, const Onnx__Gra
     return rc;
 }
 
+/* Every tensor made while the nodes are imported (folded constants,
+ * ConstantOfShape, Expand, Tile, Range, the copies handlers make) draws on
+ * one budget: the limit plus the initializers' own elements, so that the
+ * load of a model computes at most about as much as its file holds, and a
+ * file of a few bytes cannot make it compute gigabytes. */
+static int start_budget(onnx_ctx *c, const cn_onnx_model *m) {
+    uint64_t lim;
+    if (cn_env_limit(ONNX_MAX_ELEMENTS_ENV, (uint64_t)ONNX_MAX_ELEMENTS, &lim, "onnx") < 0)
+        return CN_EINVAL;
+    int64_t headroom = INT64_MAX - m->nparams;
+    c->budget = lim >= (uint64_t)headroom ? -1 : (int64_t)lim + m->nparams;
+    cn_t_budget = (cn_elem_budget){c->budget, false};
+    return 0;
+}
+
 static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_dir,
                  const cn_onnx_load_opts *opts) {
     onnx_ctx c = {.base_dir = base_dir, .opset = -1};
@@ -340,11 +373,15 @@ static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_
     if (rc == 0) rc = add_inputs(&c, m, &vals, g, opts);
     m->node_ops = calloc(g->n_node + 1, sizeof *m->node_ops);
     if (!m->node_ops && rc == 0) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+    cn_elem_budget saved = cn_t_budget;
+    if (rc == 0) rc = start_budget(&c, m);
     for (size_t i = 0; i < g->n_node && rc == 0; i++) {
         m->node_ops[i] = strdup(g->node[i]->op_type ? g->node[i]->op_type : "");
         m->nnodes++;
+        c.node_index = (int)i;
         rc = import_node(&c, &vals, g->node[i]);
     }
+    cn_t_budget = saved;
     if (rc == 0) {
         m->out_names = calloc(g->n_output + 1, sizeof *m->out_names);
         m->outputs = calloc(g->n_output + 1, sizeof *m->outputs);
@@ -366,8 +403,32 @@ static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_
     return rc;
 }
 
+/* Refuses what protobuf-c must not be handed (onnx_wire_check), naming
+ * the bound it breaks; 0 if it may be unpacked. */
+static int check_wire(const void *data, size_t size, const ProtobufCMessageDescriptor *d,
+                      const char *what, const char *kind) {
+    switch (onnx_wire_check(data, size, d)) {
+    case 0: return 0;
+    case ONNX_WIRE_TOO_BIG:
+        return cn_failc(CN_EFORMAT, "onnx: %s is %zu bytes, more than %zu (2 GiB, protobuf's limit)",
+                        what, size, ONNX_MAX_BYTES);
+    case ONNX_WIRE_TOO_DEEP:
+        return cn_failc(CN_EFORMAT,
+                        "onnx: %s nests messages more than %d deep (graphs in attributes, types "
+                        "in types); refused before parsing, as deeper nesting could overflow the "
+                        "stack",
+                        what, ONNX_MAX_DEPTH);
+    case ONNX_WIRE_TOO_MANY:
+        return cn_failc(CN_EFORMAT, "onnx: %s holds more than %zu protobuf messages", what,
+                        ONNX_MAX_MESSAGES);
+    default:
+        return cn_failc(CN_EFORMAT, "onnx: %s is not a valid %s (the protobuf does not parse)", what, kind);
+    }
+}
+
 static cn_onnx_model *load(const void *data, size_t size, const char *base_dir,
                            const cn_onnx_load_opts *opts, const char *what) {
+    if (check_wire(data, size, &onnx__model_proto__descriptor, what, "ONNX model") < 0) return NULL;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp) return cn_fail("onnx: %s is not a valid ONNX model (the protobuf does not parse)", what);
     cn_onnx_model *m = calloc(1, sizeof *m);
@@ -388,17 +449,16 @@ static cn_onnx_model *load(const void *data, size_t size, const char *base_dir,
     return m;
 }
 
-/* The whole file into memory, size checked first. */
+/* The whole file into memory, size checked first. Only a regular file: a
+ * FIFO given as the model would block the open or the read forever. */
 static void *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        char eb[128];
-        return cn_fail("onnx: cannot open '%s': %s", path, cn_errno_str(errno, eb, sizeof eb));
-    }
-    int64_t n = cn_file_size(f);
-    if (n < 0 || n > ONNX_MAX_FILE) {
+    FILE *f = NULL;
+    int64_t n = -1;
+    if (cn_fopen_regular(path, "onnx", &f, &n) < 0) return NULL;
+    if (n < 0 || (uint64_t)n > ONNX_MAX_BYTES) {
         fclose(f);
-        return cn_fail("onnx: '%s' is not a regular file of at most 2 GiB", path);
+        return cn_fail("onnx: '%s' is larger than %zu bytes (2 GiB, protobuf's limit)", path,
+                       ONNX_MAX_BYTES);
     }
     void *buf = malloc(n ? (size_t)n : 1);
     if (!buf || (n && fread(buf, 1, (size_t)n, f) != (size_t)n)) {
@@ -505,6 +565,12 @@ cn_tensor *cn_onnx_load_tensor(const char *path) {
     size_t n;
     void *buf = read_all(path, &n);
     if (!buf) return NULL;
+    char what[1100];
+    snprintf(what, sizeof what, "'%.1000s'", path);
+    if (check_wire(buf, n, &onnx__tensor_proto__descriptor, what, "TensorProto") < 0) {
+        free(buf);
+        return NULL;
+    }
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, n, buf);
     free(buf);
     if (!tp) return cn_fail("onnx: '%s' is not a valid TensorProto (the protobuf does not parse)", path);

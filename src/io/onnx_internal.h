@@ -5,6 +5,7 @@
 #define CN_IO_ONNX_INTERNAL_H
 
 #include "../core/core.h"
+#include "../core/budget.h"
 
 #ifdef CN_HAVE_ONNX
 #include "onnx.pb-c.h"
@@ -15,8 +16,37 @@ typedef struct onnx_ctx {
     cn_graph *g;
     const char *base_dir;        /* for external data; may be NULL */
     const Onnx__NodeProto *node; /* the node being imported */
+    int node_index;              /* its position in the graph, for messages */
+    int64_t budget;              /* elements the load may compute (cn_t_budget's start) */
     int opset_of_node;
 } onnx_ctx;
+
+/* Resource bounds of a load (docs/onnx.md, "Limits"). A file or buffer
+ * larger than ONNX_MAX_BYTES (protobuf's own 2 GiB), nested deeper than
+ * ONNX_MAX_DEPTH messages (protobuf's default recursion limit; the
+ * ModelProto is depth 1) or holding more than ONNX_MAX_MESSAGES messages in
+ * all is refused before protobuf-c unpacks it. */
+#define ONNX_MAX_BYTES ((size_t)2 << 30)
+#define ONNX_MAX_DEPTH 100
+#define ONNX_MAX_MESSAGES ((size_t)1 << 22)
+/* The elements the tensors computed while a model loads may take, beyond
+ * its initializers' own (CN_ONNX_MAX_ELEMENTS overrides; 0: no limit). */
+#define ONNX_MAX_ELEMENTS (INT64_C(1) << 28)
+#define ONNX_MAX_ELEMENTS_ENV "CN_ONNX_MAX_ELEMENTS"
+/* Window attributes (kernel_shape, strides, dilations, pads,
+ * output_padding) above this are refused: no real model comes near it,
+ * and their products stay far from overflowing int64. */
+#define ONNX_MAX_WINDOW (INT64_C(1) << 24)
+
+enum {
+    ONNX_WIRE_MALFORMED = -1,
+    ONNX_WIRE_TOO_DEEP = -2,
+    ONNX_WIRE_TOO_MANY = -3,
+    ONNX_WIRE_TOO_BIG = -4,
+};
+/* Walks the serialized message of type d (tags and lengths only, with
+ * bounded recursion): 0, or the first ONNX_WIRE_* bound it breaks. */
+int onnx_wire_check(const void *data, size_t size, const ProtobufCMessageDescriptor *d);
 
 /* Import one node: in[0..nin) are its inputs (NULL for an omitted optional
  * input), out[0..nout) receives its outputs (scope-owned tensors; a slot
@@ -81,9 +111,19 @@ const char *onnx_dtype_name(int32_t elem_type);
 cn_tensor *onnx_i64_vec(int n, const int64_t *v);
 cn_tensor *onnx_scalar_like(const cn_tensor *t, double v); /* rank 0, t's dtype */
 /* A tensor a handler creates at load time from sizes in the file (a
- * ConstantOfShape, a Tile): refuses negative sizes and more than 2^31
- * elements, so a hostile file cannot ask for terabytes. */
+ * ConstantOfShape, a Tile): refuses negative sizes and more elements than
+ * are left of the load's budget (cn_t_budget, which every tensor made
+ * during the load draws on), before anything is computed. */
 int onnx_check_size(onnx_ctx *c, int ndim, const int64_t *shape);
+/* The refusal when the budget ran out, naming the node and the variable
+ * that raises it. */
+int onnx_budget_exceeded(onnx_ctx *c);
+/* " 'name'" of the current node for messages, or "" when it has none. */
+const char *onnx_node_label(onnx_ctx *c, char *buf, size_t cap);
+/* Can v (a value read from the file as a double) be converted to int64?
+ * False for NaN, infinities and beyond +-2^62: converting those is
+ * undefined behaviour in C. */
+static inline bool onnx_fits_i64(double v) { return v > -0x1p62 && v < 0x1p62; }
 /* Normalise an axis against rank, or fail (onnx_bad) and return INT_MIN. */
 int onnx_axis(onnx_ctx *c, int64_t axis, int rank, const char *what);
 

@@ -18,6 +18,10 @@ typedef struct win {
     bool ceil;
 } win;
 
+/* A window attribute (kernel_shape, strides, dilations, pads,
+ * output_padding, output_shape) of want entries into v, each in
+ * [0, ONNX_MAX_WINDOW]: a corrupt 2^62 would overflow the size arithmetic
+ * or drive a loop for hours. Whether 0 is allowed is the caller's check. */
 static int read_list(onnx_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t *v, int want,
                      int64_t def) {
     int64_t tmp[8];
@@ -27,7 +31,20 @@ static int read_list(onnx_ctx *c, const Onnx__NodeProto *n, const char *name, in
         return 0;
     }
     if (k != want) return onnx_bad(c, "%s has %d entries, expected %d", name, k, want);
-    for (int i = 0; i < want; i++) v[i] = tmp[i];
+    for (int i = 0; i < want; i++) {
+        if (tmp[i] < 0 || tmp[i] > ONNX_MAX_WINDOW)
+            return onnx_bad(c, "%s[%d] is %" PRId64 " (0 to %" PRId64 " are accepted)", name, i, tmp[i],
+                            ONNX_MAX_WINDOW);
+        v[i] = tmp[i];
+    }
+    return 0;
+}
+
+/* The group attribute: at least 1 (0 would be read as "unset" by
+ * cn_conv_opts and silently become 1). */
+static int read_group(onnx_ctx *c, const Onnx__NodeProto *n, int64_t *groups) {
+    *groups = onnx_attr_int(n, "group", 1);
+    if (*groups < 1) return onnx_bad(c, "group is %" PRId64 " (must be at least 1)", *groups);
     return 0;
 }
 
@@ -41,6 +58,9 @@ static int window(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, const int
         w->in[i] = cn_dim(x, 2 + i);
         w->k[i] = k[i];
         if (w->in[i] < 0) return onnx_unsup(c, "unknown spatial sizes (give concrete input shapes)");
+        if (k[i] > ONNX_MAX_WINDOW)
+            return onnx_bad(c, "kernel size %" PRId64 " on spatial axis %d (at most %" PRId64 ")", k[i],
+                            i, ONNX_MAX_WINDOW);
     }
     int64_t pads[6];
     if (read_list(c, n, "strides", w->st, s, 1) < 0 || read_list(c, n, "dilations", w->dil, s, 1) < 0 ||
@@ -107,6 +127,12 @@ static void as_2d(win *w) {
     w->pb[0] = w->pe[0] = 0;
 }
 
+/* 3-D runs as one 2-D op per (output depth, kernel depth) pair, each a
+ * graph node: at most 4096 of them. */
+static bool depth_loop_ok(int64_t od_n, int64_t kd) {
+    return od_n <= 4096 && kd <= 4096 && od_n * kd <= 4096;
+}
+
 /* One depth slice [N, C, H, W] of x [N, C, D, H, W]. */
 static cn_tensor *depth(cn_tensor *x, int64_t d) { return cn_squeeze(cn_narrow(x, 2, d, 1), 2); }
 
@@ -120,12 +146,14 @@ H(h_conv) {
     int64_t k[3];
     for (int i = 0; i < r - 2 && i < 3; i++) k[i] = cn_dim(wt, 2 + i);
     win w;
-    if (window(c, n, x, k, &w, false) < 0) return CN_EUNSUPPORTED;
+    int rc = window(c, n, x, k, &w, false);
+    if (rc < 0) return rc;
     int64_t ks[3];
     if (read_list(c, n, "kernel_shape", ks, w.s, 0) < 0) return CN_EINVAL;
     for (int i = 0; i < w.s; i++)
         if (ks[i] && ks[i] != k[i]) return onnx_bad(c, "kernel_shape disagrees with W");
-    int64_t groups = onnx_attr_int(n, "group", 1);
+    int64_t groups;
+    if (read_group(c, n, &groups) < 0) return CN_EINVAL;
     bool one = w.s == 1;
     if (one) {
         x = cn_unsqueeze(x, 2);
@@ -148,7 +176,7 @@ H(h_conv) {
          * window covers with the matching kernel slices. */
         int64_t D = cn_dim(x, 2), od_n = out_size(D, w.k[0], w.st[0], w.dil[0], false);
         if (od_n < 1) return onnx_bad(c, "the output is empty");
-        if (od_n * w.k[0] > 4096) return onnx_unsup(c, "3-D convolution this deep");
+        if (!depth_loop_ok(od_n, w.k[0])) return onnx_unsup(c, "3-D convolution this deep");
         cn_tensor *slices[4096];
         for (int64_t od = 0; od < od_n; od++) {
             cn_tensor *acc = NULL;
@@ -176,20 +204,28 @@ H(h_conv_transpose) {
     int64_t k[2];
     for (int i = 0; i < r - 2; i++) k[i] = cn_dim(wt, 2 + i);
     win w;
-    if (window(c, n, x, k, &w, true) < 0) return CN_EUNSUPPORTED;
+    int rc = window(c, n, x, k, &w, true);
+    if (rc < 0) return rc;
+    int64_t groups;
+    if (read_group(c, n, &groups) < 0) return CN_EINVAL;
     int s = w.s;
     int64_t op[2], os[2];
     if (read_list(c, n, "output_padding", op, s, 0) < 0) return CN_EINVAL;
     char ab[32];
     const char *ap = onnx_attr_str(n, "auto_pad", "NOTSET", ab, sizeof ab);
     bool same = !strncmp(ap, "SAME", 4);
-    bool have_os = onnx_attr_ints(n, "output_shape", os, 2) >= 0;
-    if (have_os && onnx_attr_ints(n, "output_shape", os, 2) != s)
-        return onnx_bad(c, "output_shape needs %d entries", s);
+    bool have_os = onnx_attr(n, "output_shape") != NULL;
+    if (have_os && read_list(c, n, "output_shape", os, s, 0) < 0) return CN_EINVAL;
     if (have_os || same) {
         for (int i = 0; i < s; i++) {
-            int64_t target = have_os ? os[i] : w.in[i] * w.st[i];
-            int64_t total = w.st[i] * (w.in[i] - 1) + op[i] + (w.k[i] - 1) * w.dil[i] + 1 - target;
+            /* The input's size may be declared as anything up to 2^56:
+             * every step is checked (the window terms are at most 2^48). */
+            int64_t full, total;
+            if (__builtin_mul_overflow(w.st[i], w.in[i], &full) ||
+                __builtin_add_overflow(full - w.st[i] + 1, op[i] + (w.k[i] - 1) * w.dil[i], &total))
+                return onnx_bad(c, "input size %" PRId64 " with stride %" PRId64 " overflows the output size",
+                                w.in[i], w.st[i]);
+            total -= have_os ? os[i] : full;
             bool upper = !strcmp(ap, "SAME_UPPER");
             w.pb[i] = upper ? total / 2 : total - total / 2;
             if (total < 0) w.pb[i] = 0; /* a larger output grows at the end, as the reference */
@@ -206,7 +242,7 @@ H(h_conv_transpose) {
     }
     cn_conv_opts o = {.stride = {w.st[0], w.st[1]},
                       .dilation = {w.dil[0], w.dil[1]},
-                      .groups = onnx_attr_int(n, "group", 1)};
+                      .groups = groups};
     cn_tensor *y = cn_conv_transpose2d(x, wt, NULL, &o);
     /* Crop the pads (negative constant pads) and add output_padding at the
      * end; the bias covers the added cells too. */
@@ -225,7 +261,8 @@ static int pool_window(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, win 
     if (s < 1 || s > 3) return onnx_unsup(c, "%d spatial axes (1 to 3 are supported)", s);
     if (read_list(c, n, "kernel_shape", k, s, 0) < 0) return CN_EINVAL;
     if (!onnx_attr(n, "kernel_shape")) return onnx_bad(c, "no kernel_shape");
-    if (window(c, n, x, k, w, false) < 0) return CN_EINVAL;
+    int rc = window(c, n, x, k, w, false);
+    if (rc < 0) return rc;
     /* ONNX Runtime's rule (PyTorch's is stricter: at most half): a pad as
      * wide as the kernel only adds windows of padding, and a corrupt one
      * would pad the input to any size. */
@@ -248,7 +285,8 @@ H(h_max_pool) {
     cn_tensor *x = in[0];
     if (!cn_dtype_is_float(cn_tensor_dtype(x))) return onnx_unsup(c, "non-float input");
     win w;
-    if (pool_window(c, n, x, &w) < 0) return CN_EUNSUPPORTED;
+    int rc = pool_window(c, n, x, &w);
+    if (rc < 0) return rc;
     if (onnx_attr_int(n, "storage_order", 0) != 0) return onnx_unsup(c, "storage_order 1");
     bool one = w.s == 1;
     if (one) {
@@ -271,7 +309,9 @@ H(h_max_pool) {
     if (w.s == 2) y = cn_max_pool2d(x, &o);
     else {
         int64_t D = cn_dim(x, 2), od_n = out_size(D, w.k[0], w.st[0], w.dil[0], w.ceil);
-        if (od_n < 1 || od_n > 4096) return onnx_unsup(c, "output depth %" PRId64, od_n);
+        if (od_n < 1 || !depth_loop_ok(od_n, w.k[0]))
+            return onnx_unsup(c, "3-D pooling this deep (output depth %" PRId64 ", kernel depth %" PRId64 ")",
+                              od_n, w.k[0]);
         cn_tensor *slices[4096];
         for (int64_t od = 0; od < od_n; od++) {
             cn_tensor *acc = NULL;
@@ -307,7 +347,11 @@ static cn_tensor *sum_pool(cn_tensor *x, const win *w, int from) {
                       .divisor_override = 1};
     if (w->s == 2) return cn_avg_pool2d(x, &o);
     int64_t D = cn_dim(x, 2), od_n = out_size(D, w->k[0], w->st[0], 1, w->ceil);
-    if (od_n < 1 || od_n > 4096) return cn_fail("average pool: output depth %" PRId64, od_n);
+    if (od_n < 1 || !depth_loop_ok(od_n, w->k[0])) {
+        cn_failc(CN_EUNSUPPORTED, "unsupported: 3-D average pooling this deep (output depth %" PRId64
+                 ", kernel depth %" PRId64 ")", od_n, w->k[0]);
+        return NULL;
+    }
     cn_tensor *slices[4096];
     for (int64_t od = 0; od < od_n; od++) {
         cn_tensor *acc = NULL;
@@ -325,7 +369,8 @@ H(h_avg_pool) {
     cn_tensor *x = in[0];
     if (!cn_dtype_is_float(cn_tensor_dtype(x))) return onnx_unsup(c, "non-float input");
     win w;
-    if (pool_window(c, n, x, &w) < 0) return CN_EUNSUPPORTED;
+    int rc = pool_window(c, n, x, &w);
+    if (rc < 0) return rc;
     for (int i = 0; i < w.s; i++)
         if (w.dil[i] != 1) return onnx_unsup(c, "dilations");
     bool include = onnx_attr_int(n, "count_include_pad", 0);

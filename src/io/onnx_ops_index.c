@@ -151,8 +151,9 @@ static int window_fn(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *size_t_, 
                      wkind k) {
     double sz;
     if (onnx_const_scalar(c, size_t_, "size", &sz) < 0) return CN_EUNSUPPORTED;
+    if (!(sz >= 0 && sz < 0x1p62)) return onnx_bad(c, "size %g (must be a count)", sz);
     int64_t N = (int64_t)sz;
-    if (N < 0 || onnx_check_size(c, 1, &N) < 0) return onnx_bad(c, "size %" PRId64, N);
+    if (onnx_check_size(c, 1, &N) < 0) return CN_EINVAL;
     int dt = onnx_dtype((int32_t)onnx_attr_int(n, "output_datatype", 1));
     if (dt < 0) return onnx_unsup(c, "output_datatype %s", onnx_dtype_name((int32_t)onnx_attr_int(n, "output_datatype", 1)));
     double period = onnx_attr_int(n, "periodic", 1) ? (double)N : (double)(N - 1);

@@ -167,6 +167,11 @@ static cn_tensor *resize_axis(cn_tensor *x, int ax, int64_t in, int64_t outn, do
             if (xo < 0 || xo > in - 1) outside[i] = 1, any_out = true;
         }
         double fl = floor(xo), r = xo - fl;
+        /* A roi from the file can put xo anywhere (or make it NaN): taps
+         * beyond the edges read the edge cells, so clamping to just past
+         * them changes nothing and keeps the conversion defined. */
+        if (!(fl >= -4)) fl = -4, r = 0;
+        else if (fl > (double)in + 1) fl = (double)in + 1, r = 0;
         int64_t base = (int64_t)fl;
         if (mode == 0) {
             bool up;
@@ -284,7 +289,9 @@ static int resize_common(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn
         for (int i = 0; i < r; i++) {
             if (!(sc[i] > 0)) return onnx_bad(c, "scale %g", sc[i]);
             /* Scales are floats in the file: the reference multiplies in float. */
-            os[i] = (int64_t)((float)sc[i] * (float)cn_dim(x, i));
+            float size = (float)sc[i] * (float)cn_dim(x, i);
+            if (!(size < 0x1p62f)) return onnx_bad(c, "scale %g makes axis %d %g long", sc[i], i, (double)size);
+            os[i] = (int64_t)size;
         }
     }
     if (onnx_check_size(c, r, os) < 0) return CN_EINVAL;

@@ -165,6 +165,7 @@ H(h_topk) {
     else {
         double kk;
         if (nin < 2 || onnx_const_scalar(c, in[1], "K", &kk) < 0) return CN_EUNSUPPORTED;
+        if (!onnx_fits_i64(kk)) return onnx_bad(c, "K is %g", kk);
         k = (int64_t)kk;
     }
     int axis = onnx_axis(c, onnx_attr_int(n, "axis", -1), r, "axis");

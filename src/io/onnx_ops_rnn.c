@@ -160,7 +160,11 @@ static int recurrent(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int 
     if (batch_first) x = cn_transpose(x, 0, 1);
     r.hs = cn_dim(R, 2);
     int64_t hsa = onnx_attr_int(n, "hidden_size", r.hs);
-    if (hsa != r.hs || cn_dim(W, 1) != r.G * r.hs || cn_dim(W, 0) != nd)
+    /* A hidden size of 0 makes every gate and output empty: not a
+     * recurrent layer, and no exporter writes one. */
+    if (hsa < 1) return onnx_bad(c, "hidden_size is %" PRId64 " (must be at least 1)", hsa);
+    if (r.hs < 1) return onnx_bad(c, "R's hidden size (its last axis) is %" PRId64 " (must be at least 1)", r.hs);
+    if (hsa != r.hs || cn_dim(W, 1) != r.G * r.hs || cn_dim(W, 0) != nd || cn_dim(R, 1) != r.G * r.hs)
         return onnx_bad(c, "W, R and hidden_size disagree");
     int64_t T = cn_dim(x, 0);
     if (T < 0) return onnx_unsup(c, "an unknown sequence length (give concrete input shapes)");

@@ -367,10 +367,15 @@ H(h_range) {
     if (onnx_const_scalar(c, in[0], "start", &s) < 0 || onnx_const_scalar(c, in[1], "limit", &l) < 0 ||
         onnx_const_scalar(c, in[2], "delta", &d) < 0)
         return CN_EUNSUPPORTED;
+    /* A NaN compares false with everything, so it would give an empty
+     * range, and a count past 2^63 cannot be converted: both refused. */
+    if (!isfinite(s) || !isfinite(l) || !isfinite(d))
+        return onnx_bad(c, "start %g, limit %g and delta %g must be finite", s, l, d);
     if (d == 0) return onnx_bad(c, "delta is 0");
     double cnt = ceil((l - s) / d);
+    if (!onnx_fits_i64(cnt)) return onnx_budget_exceeded(c);
     int64_t k = cnt > 0 ? (int64_t)cnt : 0;
-    if (k > (INT64_C(1) << 31)) return onnx_bad(c, "%" PRId64 " elements", k);
+    if (onnx_check_size(c, 1, &k) < 0) return CN_EINVAL;
     cn_dtype dt = cn_tensor_dtype(in[0]);
     cn_tensor *y = cn_empty(CN_F64, 1, (int64_t[]){k});
     if (!y) return CN_ENOMEM;
@@ -399,9 +404,11 @@ H(h_tile) {
         s1[2 * i + 1] = cn_dim(x, i);
         s2[2 * i] = rep[i];
         s2[2 * i + 1] = cn_dim(x, i);
-        s3[i] = rep[i] * cn_dim(x, i);
     }
     if (onnx_check_size(c, 2 * r, s2) < 0) return CN_EINVAL;
+    for (int i = 0; i < r; i++) /* an empty tensor passes the check with any other repeat */
+        if (__builtin_mul_overflow(rep[i], cn_dim(x, i), &s3[i]))
+            return onnx_bad(c, "repeat %" PRId64 " of axis %d overflows", rep[i], i);
     DONE(cn_reshape(cn_expand(cn_reshape(x, 2 * r, s1), 2 * r, s2), r, s3));
 }
 
@@ -446,7 +453,8 @@ H(h_depth_to_space) {
     if (cn_ndim(x) != 4 || !known(x)) return onnx_unsup(c, "input must be 4-D with known sizes");
     int64_t b = onnx_attr_int(n, "blocksize", 0), N = cn_dim(x, 0), C = cn_dim(x, 1),
             Hh = cn_dim(x, 2), W = cn_dim(x, 3);
-    if (b <= 0 || C % (b * b)) return onnx_bad(c, "blocksize %" PRId64 " for %" PRId64 " channels", b, C);
+    if (b <= 0 || b > ONNX_MAX_WINDOW || C % (b * b) || Hh > CN_MAX_NUMEL / b || W > CN_MAX_NUMEL / b)
+        return onnx_bad(c, "blocksize %" PRId64 " for %" PRId64 " channels", b, C);
     char mb[8];
     const char *mode = onnx_attr_str(n, "mode", "DCR", mb, sizeof mb);
     cn_tensor *y;
@@ -466,7 +474,8 @@ H(h_space_to_depth) {
     if (cn_ndim(x) != 4 || !known(x)) return onnx_unsup(c, "input must be 4-D with known sizes");
     int64_t b = onnx_attr_int(n, "blocksize", 0), N = cn_dim(x, 0), C = cn_dim(x, 1),
             Hh = cn_dim(x, 2), W = cn_dim(x, 3);
-    if (b <= 0 || Hh % b || W % b) return onnx_bad(c, "blocksize %" PRId64, b);
+    if (b <= 0 || b > ONNX_MAX_WINDOW || Hh % b || W % b || C > CN_MAX_NUMEL / (b * b))
+        return onnx_bad(c, "blocksize %" PRId64, b);
     cn_tensor *y = cn_reshape(x, 6, (int64_t[]){N, C, Hh / b, b, W / b, b});
     y = cn_permute(y, (int[]){0, 3, 5, 1, 2, 4}, 6);
     DONE(cn_reshape(y, 4, (int64_t[]){N, C * b * b, Hh / b, W / b}));
@@ -476,6 +485,7 @@ H(h_trilu) {
     UNUSED;
     double k = 0;
     if (nin > 1 && in[1] && onnx_const_scalar(c, in[1], "k", &k) < 0) return CN_EUNSUPPORTED;
+    if (!onnx_fits_i64(k)) return onnx_bad(c, "k is %g", k);
     if (onnx_attr_int(n, "upper", 1)) DONE(cn_triu(in[0], (int64_t)k));
     DONE(cn_tril(in[0], (int64_t)k));
 }
@@ -485,6 +495,8 @@ H(h_eye_like) {
     cn_tensor *x = in[0];
     if (cn_ndim(x) != 2 || !known(x)) return onnx_unsup(c, "input must be 2-D with known sizes");
     int64_t k = onnx_attr_int(n, "k", 0), R = cn_dim(x, 0), C = cn_dim(x, 1);
+    /* Beyond either edge the result is all zeros: clamped, i + k cannot overflow. */
+    k = k < -R ? -R : k > C ? C : k;
     cn_dtype dt = cn_tensor_dtype(x);
     const Onnx__AttributeProto *a = onnx_attr(n, "dtype");
     if (a) {
@@ -506,8 +518,8 @@ H(h_one_hot) {
     cn_tensor *idx = in[0], *vals = in[2];
     double depth;
     if (onnx_const_scalar(c, in[1], "depth", &depth) < 0) return CN_EUNSUPPORTED;
+    if (!(depth >= 1 && depth < 0x1p62)) return onnx_bad(c, "depth %g (must be a positive count)", depth);
     int64_t d = (int64_t)depth;
-    if (d <= 0) return onnx_bad(c, "depth %" PRId64, d);
     if (onnx_check_size(c, 1, &d) < 0) return CN_EINVAL;
     int r = cn_ndim(idx) + 1;
     if (r > CN_MAX_DIMS) return onnx_unsup(c, "rank %d", r);
@@ -530,6 +542,7 @@ H(h_cumsum) {
     cn_tensor *x = in[0];
     double ax;
     if (onnx_const_scalar(c, in[1], "axis", &ax) < 0) return CN_EUNSUPPORTED;
+    if (!onnx_fits_i64(ax)) return onnx_bad(c, "axis is %g", ax);
     int axis = onnx_axis(c, (int64_t)ax, cn_ndim(x), "axis");
     if (axis < 0) return CN_EINVAL;
     bool rev = onnx_attr_int(n, "reverse", 0), excl = onnx_attr_int(n, "exclusive", 0);

@@ -1,6 +1,7 @@
 /* ONNX TensorProtos to tensors (raw_data, the typed fields, external data
  * files), attribute readers and the small helpers the op handlers share.
  * Every size in a file is checked before it is used: the file is untrusted. */
+#define _DEFAULT_SOURCE /* realpath, for the external data's folder check */
 #include "onnx_internal.h"
 
 #ifdef CN_HAVE_ONNX
@@ -37,9 +38,48 @@ int onnx_dtype(int32_t t) {
 
 /* ---- data sources ---- */
 
+/* base_dir/location with every link and "." resolved, if it lies inside
+ * the resolved base_dir, else NULL after cn_failc: a symbolic link in the
+ * model's folder must not lead the loader to any file the process may
+ * read. Freed by the caller. */
+static char *resolve_inside(const char *base_dir, const char *location, const char *name) {
+    char eb[128];
+    size_t nb = strlen(base_dir) + strlen(location) + 2;
+    char *joined = malloc(nb), *dir = realpath(base_dir, NULL), *real = NULL;
+    if (!joined || !dir) {
+        int err = errno;
+        free(joined);
+        free(dir);
+        cn_failc(CN_EIO, "onnx: tensor '%s': the model's folder '%s': %s", name, base_dir,
+                 cn_errno_str(err, eb, sizeof eb));
+        return NULL;
+    }
+    snprintf(joined, nb, "%s/%s", base_dir, location);
+    real = realpath(joined, NULL);
+    if (!real) {
+        cn_failc(CN_EIO, "onnx: tensor '%s': cannot open external data '%s': %s", name, joined,
+                 cn_errno_str(errno, eb, sizeof eb));
+    } else {
+        size_t k = strlen(dir);
+        bool inside = !strncmp(real, dir, k) && (real[k] == '/' || (k == 1 && real[k]));
+        if (!inside) {
+            cn_failc(CN_EFORMAT,
+                     "onnx: tensor '%s': external data '%s' resolves to '%s', outside the model's "
+                     "folder '%s' (through a symbolic link)",
+                     name, joined, real, dir);
+            free(real);
+            real = NULL;
+        }
+    }
+    free(joined);
+    free(dir);
+    return real;
+}
+
 /* Opens base_dir/location and checks that [offset, offset + len) lies in
  * it, before anything is allocated. The location must stay inside
- * base_dir: relative, no "..", no backslashes. */
+ * base_dir: relative, no "..", no backslashes, no link out of it; and be a
+ * regular file (a FIFO there would block the read forever). */
 static FILE *open_external(const char *base_dir, const char *location, int64_t offset, int64_t len,
                            const char *name) {
     if (!base_dir) {
@@ -55,29 +95,25 @@ static FILE *open_external(const char *base_dir, const char *location, int64_t o
                  name, location ? location : "");
         return NULL;
     }
-    size_t nb = strlen(base_dir) + strlen(location) + 2;
-    char *path = malloc(nb);
-    if (!path) return cn_fail("onnx: out of memory");
-    snprintf(path, nb, "%s/%s", base_dir, location);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        char eb[128];
-        cn_failc(CN_EIO, "onnx: tensor '%s': cannot open external data '%s': %s", name, path,
-                 cn_errno_str(errno, eb, sizeof eb));
-    } else {
-        int64_t size = cn_file_size(f);
-        if (size < 0 || offset < 0 || len < 0 || offset > size || len > size - offset) {
-            cn_failc(CN_EFORMAT,
-                     "onnx: tensor '%s': external data '%s' holds %" PRId64
-                     " bytes, the tensor needs %" PRId64 " from offset %" PRId64,
-                     name, path, size, len, offset);
-            fclose(f);
-            f = NULL;
-        } else if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
-            cn_failc(CN_EIO, "onnx: tensor '%s': seeking in '%s' failed", name, path);
-            fclose(f);
-            f = NULL;
-        }
+    char *path = resolve_inside(base_dir, location, name);
+    if (!path) return NULL;
+    FILE *f = NULL;
+    int64_t size = -1;
+    if (cn_fopen_regular(path, "onnx", &f, &size) < 0) {
+        char msg[800];
+        snprintf(msg, sizeof msg, "%s", cn_last_error());
+        cn_failc(CN_EFORMAT, "onnx: tensor '%s': external data: %s", name, msg);
+    } else if (offset < 0 || len < 0 || offset > size || len > size - offset) {
+        cn_failc(CN_EFORMAT,
+                 "onnx: tensor '%s': external data '%s' holds %" PRId64
+                 " bytes, the tensor needs %" PRId64 " from offset %" PRId64,
+                 name, path, size, len, offset);
+        fclose(f);
+        f = NULL;
+    } else if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
+        cn_failc(CN_EIO, "onnx: tensor '%s': seeking in '%s' failed", name, path);
+        fclose(f);
+        f = NULL;
     }
     free(path);
     return f;
@@ -230,11 +266,23 @@ const char *onnx_attr_str(const Onnx__NodeProto *n, const char *name, const char
 
 /* ---- messages ---- */
 
+const char *onnx_node_label(onnx_ctx *c, char *buf, size_t cap) {
+    const char *name = c->node ? c->node->name : NULL;
+    if (!name || !*name) return "";
+    snprintf(buf, cap, " '%.100s'", name);
+    return buf;
+}
+
+/* "unsupported: OP (opset N): reason" stays exactly that (what is not
+ * supported is a property of the op); a model that is wrong also gets the
+ * node's position and name, so the one bad node among thousands is found. */
 static int vmsg(onnx_ctx *c, int status, const char *prefix, const char *fmt, va_list ap) {
-    char reason[768];
+    char reason[768], where[160] = "", lb[112];
     vsnprintf(reason, sizeof reason, fmt, ap);
     const char *op = c->node && c->node->op_type ? c->node->op_type : "?";
-    return cn_failc(status, "%s%s (opset %d): %s", prefix, op, c->opset_of_node, reason);
+    if (status != CN_EUNSUPPORTED && c->node)
+        snprintf(where, sizeof where, " node %d%s:", c->node_index, onnx_node_label(c, lb, sizeof lb));
+    return cn_failc(status, "%s%s (opset %d):%s %s", prefix, op, c->opset_of_node, where, reason);
 }
 
 int onnx_unsup(onnx_ctx *c, const char *fmt, ...) {
@@ -251,6 +299,15 @@ int onnx_bad(onnx_ctx *c, const char *fmt, ...) {
     int rc = vmsg(c, CN_EINVAL, "", fmt, ap);
     va_end(ap);
     return rc;
+}
+
+int onnx_budget_exceeded(onnx_ctx *c) {
+    return onnx_bad(c,
+                    "the tensors computed while loading would take more than the %" PRId64
+                    " elements the load may compute (%s, default %" PRId64
+                    ", plus the initializers' elements; set it higher, or to 0 for no limit, to "
+                    "load this model)",
+                    c->budget, ONNX_MAX_ELEMENTS_ENV, ONNX_MAX_ELEMENTS);
 }
 
 /* ---- constants ---- */
@@ -288,13 +345,16 @@ cn_tensor *onnx_scalar_like(const cn_tensor *t, double v) {
 }
 
 int onnx_check_size(onnx_ctx *c, int ndim, const int64_t *shape) {
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) return onnx_bad(c, "negative size %" PRId64, shape[i]);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) return 0;
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) return onnx_bad(c, "negative size %" PRId64, shape[i]);
-        if (shape[i] > 0 && n > (INT64_C(1) << 31) / shape[i])
-            return onnx_unsup(c, "a tensor of more than 2^31 elements made at load time");
+        if (n > CN_MAX_NUMEL / shape[i]) return onnx_budget_exceeded(c);
         n *= shape[i];
     }
+    if (cn_t_budget.left >= 0 && n > cn_t_budget.left) return onnx_budget_exceeded(c);
     return 0;
 }
 

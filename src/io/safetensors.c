@@ -44,21 +44,59 @@ static int cmp_entry_name(const void *a, const void *b) {
     return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name);
 }
 
+static int cmp_entry_offsets(const void *a, const void *b) {
+    const st_entry *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The tensors' data must tile the data section exactly, as the reference
+ * implementation requires: two tensors sharing bytes would load as one
+ * value aliased (and a write through one would change the other), and
+ * bytes no tensor claims (a gap, or trailing data) are either corruption
+ * or something hidden in the file. */
+static int check_layout(st_file *h, const char *fn, const char *path) {
+    st_entry *e = malloc(sizeof *e * (size_t)(h->n ? h->n : 1));
+    if (!e) return cn_failc(CN_ENOMEM, "%s: out of memory", fn);
+    memcpy(e, h->e, sizeof *e * (size_t)h->n);
+    qsort(e, (size_t)h->n, sizeof *e, cmp_entry_offsets);
+    int status = CN_OK;
+    uint64_t at = 0;
+    for (int i = 0; i < h->n && status == CN_OK; i++) {
+        if (e[i].begin < at)
+            status = cn_failc(CN_EFORMAT,
+                              "%s: '%s': the data of tensor '%.200s' [%llu, %llu) overlaps that "
+                              "of tensor '%.200s' [%llu, %llu)",
+                              fn, path, e[i].name, (unsigned long long)e[i].begin,
+                              (unsigned long long)e[i].end, e[i - 1].name,
+                              (unsigned long long)e[i - 1].begin, (unsigned long long)e[i - 1].end);
+        else if (e[i].begin > at)
+            status = cn_failc(CN_EFORMAT,
+                              "%s: '%s': bytes [%llu, %llu) of the data, before tensor '%.200s', "
+                              "belong to no tensor",
+                              fn, path, (unsigned long long)at, (unsigned long long)e[i].begin,
+                              e[i].name);
+        at = e[i].end;
+    }
+    if (status == CN_OK && at != h->data_size)
+        status = cn_failc(CN_EFORMAT,
+                          "%s: '%s' has %llu trailing bytes after the data of %s%.200s%s (the "
+                          "header accounts for %llu bytes of data, the file holds %llu)",
+                          fn, path, (unsigned long long)(h->data_size - at),
+                          h->n ? "tensor '" : "", h->n ? e[h->n - 1].name : "no tensor",
+                          h->n ? "'" : "", (unsigned long long)at,
+                          (unsigned long long)h->data_size);
+    free(e);
+    return status;
+}
+
 /* Opens path and checks its header completely (every entry's dtype, shape,
  * offsets against the file's size), without reading the data. */
 static int st_open(const char *path, const char *fn, st_file *h) {
     memset(h, 0, sizeof *h);
-    char eb[128];
-    if (!path) return cn_failc(CN_EINVAL, "%s: path is NULL", fn);
-    h->f = fopen(path, "rb");
-    if (!h->f)
-        return cn_failc(CN_EIO, "%s: cannot open '%s': %s", fn, path,
-                        cn_errno_str(errno, eb, sizeof eb));
-    int64_t fsize = cn_file_size(h->f);
-    if (fsize < 0) {
-        st_close(h);
-        return cn_failc(CN_EIO, "%s: '%s' is not a regular file", fn, path);
-    }
+    int64_t fsize;
+    int ost = cn_fopen_regular(path, fn, &h->f, &fsize);
+    if (ost != CN_OK) return ost;
     unsigned char lenb[8];
     if (fsize < 8 || fread(lenb, 1, 8, h->f) != 8) {
         st_close(h);
@@ -242,6 +280,7 @@ static int st_open(const char *path, const char *fn, st_file *h) {
             free(sorted);
         }
     }
+    if (status == CN_OK) status = check_layout(h, fn, path);
     if (status != CN_OK) st_close(h);
     return status;
 }

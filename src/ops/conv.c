@@ -97,15 +97,25 @@ static int out_size(const cn_op_def *op, const cn_tensor *x, int64_t in, int64_t
         *out = -1;
         return CN_OK;
     }
-    int64_t eff = d * (k - 1) + 1;
-    if (in + 2 * pad < eff) {
+    /* Each parameter is only checked positive: a dilation of 2^62 must
+     * fail here, not overflow. */
+    int64_t eff, padded;
+    if (__builtin_mul_overflow(d, k - 1, &eff) || __builtin_add_overflow(eff, 1, &eff) ||
+        __builtin_mul_overflow(pad, 2, &padded) || __builtin_add_overflow(in, padded, &padded)) {
+        char b[160];
+        return cn_failc(CN_EINVAL,
+                        "%s: x %s: kernel %" PRId64 ", dilation %" PRId64 " and padding %" PRId64
+                        " overflow the output size",
+                        op->name, shp(b, sizeof b, x), k, d, pad);
+    }
+    if (padded < eff) {
         char b[160];
         return cn_failc(CN_EINVAL,
                         "%s: x %s: padded input size %" PRId64 " is smaller than the kernel, "
                         "%" PRId64 " (dilated: %" PRId64 ")",
-                        op->name, shp(b, sizeof b, x), in + 2 * pad, k, eff);
+                        op->name, shp(b, sizeof b, x), padded, k, eff);
     }
-    *out = (in + 2 * pad - eff) / s + 1;
+    *out = (padded - eff) / s + 1;
     return CN_OK;
 }
 
@@ -295,7 +305,17 @@ static int convt_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_at
             m->shape[2 + k] = -1;
             continue;
         }
-        int64_t o = (hin - 1) * s[k] - 2 * pd[k] + d[k] * (kk - 1) + op2[k] + 1;
+        int64_t o, t;
+        if (__builtin_mul_overflow(hin - 1, s[k], &o) || __builtin_mul_overflow(pd[k], 2, &t) ||
+            __builtin_sub_overflow(o, t, &o) || __builtin_mul_overflow(d[k], kk - 1, &t) ||
+            __builtin_add_overflow(o, t, &o) || __builtin_add_overflow(o, op2[k], &o) ||
+            __builtin_add_overflow(o, 1, &o))
+            return cn_failc(CN_EINVAL,
+                            "%s: x %s and weight %s: stride %" PRId64 ", padding %" PRId64
+                            ", dilation %" PRId64 " and output_padding %" PRId64
+                            " overflow the output size",
+                            op->name, shp(b1, sizeof b1, x), shp(b2, sizeof b2, w), s[k], pd[k],
+                            d[k], op2[k]);
         if (o < 1)
             return cn_failc(CN_EINVAL,
                             "%s: x %s and weight %s give a non-positive output size %" PRId64

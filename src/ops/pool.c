@@ -43,13 +43,45 @@ static int check_x(const cn_op_def *op, const cn_tensor *x, const char *name) {
 }
 
 /* PyTorch's pooling_output_shape: floor, or ceil with the last window
- * starting inside the input or its left padding. -1 when in is unknown. */
-static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-    if (in < 0) return -1;
-    int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+ * starting inside the input or its left padding; -1 when in is unknown.
+ * k, s, d >= 1 and 0 <= p <= k / 2 are checked before; false when the
+ * arithmetic would overflow int64 (a dilation of 2^62, say). */
+static bool pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode,
+                     int64_t *out) {
+    if (in < 0) {
+        *out = -1;
+        return true;
+    }
+    int64_t span, num;
+    if (__builtin_mul_overflow(d, k - 1, &span) || __builtin_add_overflow(in, 2 * p, &num) ||
+        __builtin_add_overflow(num - span - 1, ceil_mode ? s - 1 : 0, &num))
+        return false;
     int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
     if (ceil_mode && (o - 1) * s >= in + p) o--;
-    return o;
+    *out = o;
+    return true;
+}
+
+/* The first output along an axis whose window covers only padding, or -1.
+ * A window starting inside the input covers it, and starts only grow, so
+ * of those starting past the end (ceil mode) the last decides. A window
+ * starting at st < 0 covers the input when its first tap at or past 0
+ * (tap i0 = ceil(-st / d)) is one of its k and lands inside: with in >= d
+ * it always lands inside and i0 only falls as o grows, so window 0
+ * decides; with in < d a window of k >= 3 taps spans more than the padded
+ * input and so only a few outputs exist. The loop therefore looks at a
+ * few windows, not at every tap of the padding (a kernel of 2^40 once
+ * made it run for an hour). */
+static int64_t padding_only_window(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p,
+                                   int64_t d) {
+    int64_t left = in >= d ? 1 : out;
+    for (int64_t o = 0; o < out && o < left && o * s < p; o++) {
+        int64_t neg = p - o * s, r = neg % d;
+        int64_t i0 = neg / d + (r != 0), first = r ? d - r : 0; /* first = st + i0 * d */
+        if (i0 >= k || first >= in) return o;
+    }
+    int64_t past = (in + p) / s + ((in + p) % s != 0); /* the first start at or past the end */
+    return past < out ? past : -1;
 }
 
 /* Window parameters list[0..8) = kernel, stride, padding, dilation pairs
@@ -78,8 +110,16 @@ static int window_infer(const cn_op_def *op, const cn_tensor *x, const cn_attrs 
                         "kernel size (%" PRId64 ", %" PRId64 ")",
                         op->name, l[4], l[5], l[0], l[1]);
     bool ceil_mode = a->i[0] != 0;
-    int64_t oh = pool_out(h, l[0], l[2], l[4], dh, ceil_mode);
-    int64_t ow = pool_out(w, l[1], l[3], l[5], dw, ceil_mode);
+    int64_t oh, ow;
+    if (!pool_out(h, l[0], l[2], l[4], dh, ceil_mode, &oh) ||
+        !pool_out(w, l[1], l[3], l[5], dw, ceil_mode, &ow)) {
+        char b[160];
+        return cn_failc(CN_EINVAL,
+                        "%s: input %s with kernel (%" PRId64 ", %" PRId64 "), padding (%" PRId64
+                        ", %" PRId64 ") and dilation (%" PRId64 ", %" PRId64
+                        "): the output size overflows int64",
+                        op->name, shp(b, sizeof b, x), l[0], l[1], l[4], l[5], dh, dw);
+    }
     if ((h >= 0 && oh < 1) || (w >= 0 && ow < 1)) {
         char b[160];
         return cn_failc(CN_EINVAL,
@@ -94,17 +134,14 @@ static int window_infer(const cn_op_def *op, const cn_tensor *x, const cn_attrs 
     int64_t in2[2] = {h, w}, out2[2] = {oh, ow};
     for (int ax = 0; ax < 2 && nwin == 8; ax++) {
         int64_t k = l[ax], s = l[2 + ax], p = l[4 + ax], d = l[6 + ax];
-        for (int64_t o = 0; in2[ax] >= 0 && o < out2[ax]; o++) {
-            int64_t st = o * s - p, i = 0;
-            while (i < k && st + i * d < 0) i++;
-            if (i == k || st + i * d >= in2[ax]) {
-                char b[160];
-                return cn_failc(CN_EINVAL,
-                                "%s: input %s: the window of output %s %" PRId64
-                                " covers only padding (kernel %" PRId64 ", dilation %" PRId64
-                                ", padding %" PRId64 ")",
-                                op->name, shp(b, sizeof b, x), ax ? "column" : "row", o, k, d, p);
-            }
+        int64_t o = in2[ax] >= 0 ? padding_only_window(in2[ax], out2[ax], k, s, p, d) : -1;
+        if (o >= 0) {
+            char b[160];
+            return cn_failc(CN_EINVAL,
+                            "%s: input %s: the window of output %s %" PRId64
+                            " covers only padding (kernel %" PRId64 ", dilation %" PRId64
+                            ", padding %" PRId64 ")",
+                            op->name, shp(b, sizeof b, x), ax ? "column" : "row", o, k, d, p);
         }
     }
     m->shape[2] = oh;
