@@ -6,7 +6,10 @@
  * op (medians of the repeats), the ratio Chutney / PyTorch, and the peak RSS
  * of each process.
  *
- *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--scope] [--json]
+ *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--scope] [--profile] [--json]
+ *
+ * --profile runs Chutney's loops with the profiler recording every op (the
+ * cost of profiling, docs/profiling.md).
  */
 #define _DEFAULT_SOURCE /* wait4, setenv */
 #include <chutney.h>
@@ -30,6 +33,7 @@
  * both frameworks). With recording, the graph keeps what backward needs
  * either way. */
 static bool use_scope = false;
+static bool profile = false;
 
 static void die_if_null(const cn_tensor *t) {
     if (!t) {
@@ -50,6 +54,7 @@ static cn_tensor *step(cn_tensor *(*op)(cn_tensor *, cn_tensor *), cn_tensor *x,
 /* One run; returns microseconds per op. */
 static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) {
     if (use_scope) cn_scope_begin();
+    if (profile) cn_profiler_start(NULL);
     double t0 = bench_now_s();
     cn_tensor *x = x0;
     bool prev = cn_set_grad_enabled(grad);
@@ -69,6 +74,7 @@ static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) 
     }
     cn_set_grad_enabled(prev);
     double t = bench_now_s() - t0;
+    if (profile) cn_profiler_stop();
     if (use_scope) cn_scope_end();
     else cn_release(x);
     cn_zero_grad(a);
@@ -162,10 +168,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-torch")) use_torch = false;
         else if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--scope")) use_scope = true;
+        else if (!strcmp(argv[i], "--profile")) profile = true;
         else {
             fprintf(stderr,
                     "usage: bench_overhead [--repeats N] [--threads T] [--no-torch] [--scope] "
-                    "[--json]\n");
+                    "[--profile] [--json]\n");
             return 2;
         }
     }

@@ -267,6 +267,69 @@ int cn_device_memory_stats(cn_device d, cn_memory_stats *stats);
 size_t cn_device_empty_cache(cn_device d);
 
 /* ------------------------------------------------------------------------ */
+/* Profiler (docs/profiling.md)                                             */
+/* ------------------------------------------------------------------------ */
+
+/* While on, every op applied eagerly (views aside: they move no data) and
+ * every step of a static program is recorded with its start and end
+ * (monotonic clock), its thread, an estimate of its FLOPs and bytes, and
+ * the CPU's bytes in tensors when it ended; cn_profiler_range_begin/end
+ * add named ranges (cn_run, cn_backward and cn_optimizer_step open their
+ * own), which nest the ops inside them. Each thread records into its own
+ * buffer, without a lock. Off, the cost is one predictable branch per op.
+ * Ops on a GPU are timed as the host enqueues them (they run later) unless
+ * sync_devices is set. Start and stop from the thread that drives the
+ * work, while no other thread of the caller's applies ops. */
+typedef struct cn_profiler_opts {
+    int64_t max_events; /* events kept (0: 1000000); later ones are counted as dropped */
+    bool sync_devices;  /* wait for each op off the CPU to finish before its event ends
+                           (exact device times, but it stops the queue running ahead) */
+} cn_profiler_opts;
+/* Starts recording (opts may be NULL), dropping the events of any earlier
+ * session. */
+int cn_profiler_start(const cn_profiler_opts *opts);
+/* Stops recording; the events stay until the next start. */
+int cn_profiler_stop(void);
+bool cn_profiler_enabled(void);
+/* A named range on the calling thread (ranges nest, up to 64 deep); the
+ * name is copied. Nothing happens while the profiler is off. */
+void cn_profiler_range_begin(const char *name);
+void cn_profiler_range_end(void);
+
+typedef enum cn_profile_kind {
+    CN_PROFILE_OP = 0,    /* an op applied eagerly (cn_op_run) */
+    CN_PROFILE_STEP = 1,  /* a step of a static program; fused groups are
+                             named "fused[HEAD; op op ...]" as in the dumps */
+    CN_PROFILE_RANGE = 2  /* a range: cn_profiler_range_begin, "run", "backward", ... */
+} cn_profile_kind;
+typedef struct cn_profile_event {
+    const char *name;      /* valid until the next cn_profiler_start */
+    cn_profile_kind kind;
+    int thread;            /* 0: the thread that started the profiler; then by first event */
+    int64_t start_ns, end_ns; /* since cn_profiler_start */
+    double flops;          /* estimated (0 for copies, indexing, ranges) */
+    double bytes;          /* estimated: the inputs' distinct elements read + the output */
+    int64_t memory_bytes;  /* the CPU's bytes in tensors when it ended */
+    cn_device device;
+} cn_profile_event;
+/* The recorded events (after cn_profiler_stop), ordered by start, an
+ * enclosing event before those it contains. */
+int64_t cn_profiler_num_events(void);
+int cn_profiler_get_event(int64_t i, cn_profile_event *e);
+/* Events not kept because max_events was reached. */
+int64_t cn_profiler_dropped_events(void);
+/* The events as a Chrome trace (JSON; chrome://tracing, ui.perfetto.dev):
+ * one "X" event per op, step or range, with args flops, bytes and device,
+ * and a "C" counter of the CPU's bytes in tensors. */
+int cn_profiler_write_chrome_trace(const char *path);
+/* A table by op name: calls, total and mean time (self time: what nested
+ * events took is theirs), share of the total, GFLOP/s, GB/s, then the
+ * memory high-water mark. cn_profile_trace_summary prints the same for a
+ * trace file written by cn_profiler_write_chrome_trace (`chutney profile`). */
+int cn_profiler_print_summary(FILE *f);
+int cn_profile_trace_summary(const char *trace_path, FILE *f);
+
+/* ------------------------------------------------------------------------ */
 /* Dtypes                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -996,6 +1059,11 @@ int64_t cn_loader_epoch(const cn_loader *l);
 int cn_save_safetensors(const char *path, const char *const *names, cn_tensor *const *tensors,
                         int n, const char *const *meta_keys, const char *const *meta_values,
                         int nmeta);
+/* Removes the temporary files of the atomic writes in progress (every
+ * cn_save_*); async-signal-safe, for a SIGINT/SIGTERM handler that is about
+ * to _exit. Temporaries left by a process killed outright are removed by
+ * the next save of the same file. */
+void cn_remove_temporary_files(void);
 
 /* A loaded checkpoint: its tensors and metadata in file order. */
 typedef struct cn_checkpoint cn_checkpoint;

@@ -98,7 +98,7 @@ for stage in "${stages[@]}"; do
         suite bare build-bare -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF \
             -DCHUTNEY_WITH_BLAS=OFF -DCHUTNEY_WITH_ZLIB=OFF -DCHUTNEY_WITH_STB=OFF -DCHUTNEY_WITH_DNNL=OFF \
             -DCHUTNEY_WITH_OPENCL=OFF -DCHUTNEY_WITH_CUDA=OFF -DCHUTNEY_WITH_MPI=OFF \
-            -DCHUTNEY_WITH_ONNX=OFF
+            -DCHUTNEY_WITH_ONNX=OFF -DCHUTNEY_WITH_TENSORBOARD=OFF -DCHUTNEY_WITH_CAIRO=OFF
         ;;
     opencl)
         note "opencl: the device tests on build/"

@@ -10,6 +10,7 @@
 #include "tools.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -186,7 +187,36 @@ bool cn_tool_readable(const char *cmd, const char *opt, const char *path) {
         fprintf(stderr, "chutney %s: %s %s: is a directory, not a file\n", cmd, opt, path);
         return false;
     }
+    /* A FIFO or a device would block the read (or never end). */
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "chutney %s: %s %s: not a regular file (a pipe or a device); give a "
+                        "file\n", cmd, opt, path);
+        return false;
+    }
     return true;
+}
+
+FILE *cn_tool_fopen_regular(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        cn_tool_fail("cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        cn_tool_fail("%s is not a regular file (a pipe or a device); only regular files are "
+                     "read", path);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        cn_tool_fail("cannot open %s: out of memory", path);
+    }
+    return f;
 }
 
 bool cn_tool_directory(const char *cmd, const char *opt, const char *path) {

@@ -1,6 +1,9 @@
 /* The chutney command-line program: a table of commands. */
 #include "tools.h"
+#include "train_log.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +23,8 @@ static const command commands[] = {
     {"run", cn_tool_run, "run an ONNX model on .npy inputs (run --help for options)"},
     {"info", cn_tool_info, "an ONNX model's inputs, outputs, parameter count and ops"},
     {"export", cn_tool_export, "write a model (and a checkpoint's weights) as ONNX (export --help)"},
+    {"plot", cn_tool_plot, "draw the loss and accuracy curves of a train --log file as a PNG"},
+    {"profile", cn_tool_profile, "the table by op of a trace written by train/run --profile"},
     {"devices", cn_tool_devices, "list the devices to run on (cpu:0, opencl:0, ...) with their memory"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
@@ -40,8 +45,11 @@ static int version(void) {
     for (int i = 0; i < cn_build_feature_count(); i++) {
         cn_build_feature f;
         if (cn_build_feature_get(i, &f) == 0)
-            printf("  %-10s %-4s %s\n", f.name, f.enabled ? "yes" : "no", f.what);
+            printf("  %-11s %-4s %s\n", f.name, f.enabled ? "yes" : "no", f.what);
     }
+    for (int i = 0; i < cn_tool_nfeatures; i++) /* the program's own (tools/train_log.c) */
+        printf("  %-11s %-4s %s\n", cn_tool_features[i].name,
+               cn_tool_features[i].enabled ? "yes" : "no", cn_tool_features[i].what);
     static const char *const levels[] = {"default", "avx2", "avx512"};
     printf("\ncpu: %s code in use (this CPU and build run:", cn_cpu_isa());
     for (int l = 0; l < 3; l++)
@@ -78,7 +86,52 @@ static int help(int argc, char **argv) {
     return c->run(2, args);
 }
 
+/* SIGINT, SIGTERM, SIGHUP where a command has no handling of its own
+ * (train installs its own while it trains): the temporaries of any save in
+ * progress go, then the process dies of the signal as it would have, so
+ * the shell sees the usual status. */
+static void die_clean(int sig) {
+    cn_remove_temporary_files();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_clean_exit(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        struct sigaction old, sa;
+        /* A signal the caller ignores (nohup, a background job) stays ignored. */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = die_clean;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* Output that never arrived (a full disk, `> /dev/full`, a closed pipe
+ * with SIGPIPE ignored) is a failure: a script must not read success from
+ * a result that is not there. */
+static int finish(int rc) {
+    errno = 0;
+    bool flush_failed = fflush(stdout) != 0;
+    int err = errno;
+    if (flush_failed || ferror(stdout)) {
+        fprintf(stderr, "chutney: cannot write to standard output: %s\n",
+                flush_failed && err ? strerror(err) : "a write failed");
+        return rc ? rc : CN_TOOL_FAILED;
+    }
+    return rc;
+}
+
+static int run_main(int argc, char **argv);
+
 int main(int argc, char **argv) {
+    install_clean_exit();
+    return finish(run_main(argc, argv));
+}
+
+static int run_main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return CN_TOOL_USAGE;

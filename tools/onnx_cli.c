@@ -66,12 +66,15 @@ static int supported_ops_markdown(FILE *f) {
 static int run_usage(FILE *f) {
     fprintf(f, "usage: chutney run MODEL.onnx --input NAME=FILE.npy [--input ...] --output-dir DIR\n"
                "                   [--threads T] [--bench N] [--device DEV]\n"
+               "                   [--profile TRACE.json [--profile-steps N]]\n"
                "\n"
                "Runs the model on the .npy inputs (one --input per model input; `chutney info\n"
                "MODEL.onnx` lists them, and a wrong name lists them too) and writes\n"
                "DIR/<output name>.npy for every output. --bench N times N more runs.\n"
                "--device cpu (the default), opencl or opencl:N: where the model runs\n"
                "(`chutney devices` lists them).\n"
+               "--profile writes a Chrome trace of N more runs (default 10) after the first:\n"
+               "`chutney profile TRACE.json` prints its table (docs/profiling.md).\n"
                "Exit status: 0 done, 1 a failure (files, the model), 2 a bad command line\n"
                "(an option, or an input name the model does not have).\n");
     return CN_TOOL_USAGE;
@@ -132,10 +135,13 @@ typedef struct run_args {
     const char *names[MAX_INPUTS], *files[MAX_INPUTS];
     int nin;
     long long threads, bench;
+    const char *profile;
+    long long profile_steps;
 } run_args;
 
 static const char *const run_options[] = {"--input", "--output-dir", "--threads", "--bench",
-                                          "--device", "--help"};
+                                          "--device", "--profile", "--profile-steps", "--help"};
+#define RUN_NOPTIONS (int)(sizeof run_options / sizeof run_options[0])
 
 /* --input NAME=FILE.npy into r: 0, or the exit status after a message. */
 static int add_input(run_args *r, char *v) {
@@ -163,6 +169,10 @@ static int run_option(run_args *r, const char *k, char *v) {
     if (!strcmp(k, "--input")) return add_input(r, v);
     if (!strcmp(k, "--output-dir")) r->outdir = v;
     else if (!strcmp(k, "--device")) r->device_name = v;
+    else if (!strcmp(k, "--profile")) r->profile = v;
+    else if (!strcmp(k, "--profile-steps")) {
+        if (!cn_tool_int("run", k, v, 1, 1000000, &r->profile_steps)) return CN_TOOL_USAGE;
+    }
     else if (!strcmp(k, "--threads")) {
         if (!cn_tool_int("run", k, v, 1, 256, &r->threads)) return CN_TOOL_USAGE;
     } else if (!cn_tool_int("run", k, v, 1, 1000000, &r->bench)) {
@@ -188,17 +198,18 @@ static int run_parse(int argc, char **argv, run_args *r) {
             return -1;
         }
         if (a[0] != '-') {
-            if (r->model) return cn_tool_unknown_option("run", a, run_options, 6);
+            if (r->model) return cn_tool_unknown_option("run", a, run_options, RUN_NOPTIONS);
             r->model = a;
             continue;
         }
         bool known = false;
-        for (int o = 0; o < 5; o++) known |= !strcmp(a, run_options[o]);
-        if (!known) return cn_tool_unknown_option("run", a, run_options, 6);
+        for (int o = 0; o < RUN_NOPTIONS - 1; o++) known |= !strcmp(a, run_options[o]);
+        if (!known) return cn_tool_unknown_option("run", a, run_options, RUN_NOPTIONS);
         if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
             return cn_tool_missing_value("run", a, !strcmp(a, "--input") ? "NAME=FILE.npy"
                                                    : !strcmp(a, "--output-dir") ? "a directory"
                                                    : !strcmp(a, "--device") ? "a device such as cpu or opencl:0"
+                                                   : !strcmp(a, "--profile") ? "a trace file to write"
                                                                             : "a number");
         int rc = run_option(r, a, argv[++i]);
         if (rc) return rc;
@@ -344,6 +355,30 @@ static bool bench(cn_onnx_model *m, cn_tensor **feed, cn_tensor **outs, long lon
     return ok;
 }
 
+/* --profile: n more runs recorded into the trace (the first run, which
+ * compiled and planned, is not among them). */
+static bool profile_runs(const run_args *r, cn_onnx_model *m, cn_tensor **feed, cn_tensor **outs,
+                         cn_device dev) {
+    cn_tool_prof prof;
+    long long n = r->profile_steps ? r->profile_steps : 10;
+    cn_tool_prof_init(&prof, r->profile, n, n + 1);
+    prof.start = 0; /* the warm-up run is behind us */
+    prof.range = "model_run";
+    prof.stop = n;
+    bool ok = true;
+    for (long long k = 0; k < n && ok; k++) {
+        cn_tool_prof_step_begin(&prof);
+        cn_scope_begin();
+        ok = cn_onnx_run(m, feed, outs) == 0 &&
+             (dev.kind == CN_DEVICE_CPU || cn_device_synchronize(dev) == 0);
+        cn_scope_end();
+        if (!ok) fprintf(stderr, "chutney run: %s\n", cn_last_error());
+        if (cn_tool_prof_step_end(&prof)) ok = false;
+    }
+    if (cn_tool_prof_finish(&prof)) ok = false;
+    return ok;
+}
+
 /* The loaded model run once (and --bench times): the exit status. */
 static int run_model(const run_args *r, cn_onnx_model *m, cn_tensor **vals, cn_device dev) {
     cn_tensor *feed[MAX_INPUTS];
@@ -353,7 +388,8 @@ static int run_model(const run_args *r, cn_onnx_model *m, cn_tensor **vals, cn_d
     if (!outs) return CN_TOOL_FAILED;
     status = CN_TOOL_FAILED;
     if (cn_onnx_run(m, feed, outs) < 0) fprintf(stderr, "chutney run: %s\n", cn_last_error());
-    else if (write_outputs(r, m, outs) && (r->bench == 0 || bench(m, feed, outs, r->bench, dev)))
+    else if (write_outputs(r, m, outs) && (r->bench == 0 || bench(m, feed, outs, r->bench, dev)) &&
+             (!r->profile || profile_runs(r, m, feed, outs, dev)))
         status = 0;
     free(outs);
     return status;
@@ -367,6 +403,7 @@ int cn_tool_run(int argc, char **argv) {
     if ((status = cn_tool_device("chutney run", r.device_name, &dev)) != 0) return status;
     /* The model is read by the loader, whose message names the file. */
     if (!output_dir_ok(r.outdir)) return CN_TOOL_FAILED;
+    if (r.profile && !cn_tool_writable("run", "--profile", r.profile)) return CN_TOOL_FAILED;
     if (r.threads) cn_set_num_threads((int)r.threads);
     cn_scope_begin();
     cn_tensor *vals[MAX_INPUTS];

@@ -6,6 +6,7 @@
 #include <chutney.h>
 
 #include <stdbool.h>
+#include <stdio.h>
 
 int cn_tool_ops(int argc, char **argv);
 int cn_tool_train(int argc, char **argv);
@@ -48,6 +49,8 @@ int cn_tool_device(const char *prefix, const char *s, cn_device *out);
 int cn_tool_predict(int argc, char **argv);
 /* `chutney generate` (tools/generate.c): text from a GPT checkpoint. */
 int cn_tool_generate(int argc, char **argv);
+/* `chutney plot` (tools/plot.c): a train --log file's curves as a PNG. */
+int cn_tool_plot(int argc, char **argv);
 /* The names of the benchmark models, for messages and suggestions. */
 extern const char *const cn_tool_models[3];
 /* The 10 classes of Fashion-MNIST, by label. */
@@ -81,7 +84,28 @@ int cn_tool_choice(const char *cmd, const char *opt, const char *noun, const cha
  * path's directory exists and may be written (saves go through a
  * temporary file there), and path is not a directory. */
 bool cn_tool_readable(const char *cmd, const char *opt, const char *path);
+/* Opens a file the tools read themselves (a text corpus) as the library
+ * opens its files (src/io/fileio.c, cn_fopen_regular): non-blocking, then
+ * refused unless fstat says regular file. NULL after cn_tool_fail. */
+FILE *cn_tool_fopen_regular(const char *path);
 bool cn_tool_directory(const char *cmd, const char *opt, const char *path);
 bool cn_tool_writable(const char *cmd, const char *opt, const char *path);
+
+/* `chutney profile TRACE.json` and --profile FILE of train and run
+ * (tools/profile.c): steps [start, stop) of a run are recorded, the
+ * first ones (compiling, planning, filling caches) left out. */
+int cn_tool_profile(int argc, char **argv);
+typedef struct cn_tool_prof {
+    const char *path;  /* NULL: not profiling */
+    const char *range; /* the range each step is recorded in ("train_step") */
+    int64_t start, stop, step;
+    bool on, done;
+} cn_tool_prof;
+/* steps: how many to record (0: 10) of the run's total. */
+void cn_tool_prof_init(cn_tool_prof *p, const char *path, int64_t steps, int64_t total);
+void cn_tool_prof_step_begin(cn_tool_prof *p);
+/* 0, or 1 after a message (the trace could not be written). */
+int cn_tool_prof_step_end(cn_tool_prof *p);
+int cn_tool_prof_finish(cn_tool_prof *p);
 
 #endif

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,10 +240,90 @@ out:
     return rc;
 }
 
-/* Loads the model state (and, with opt, the optimiser state and the RNG)
- * from path; *epochs_done gets how far that run had got. */
+/* Metadata read strictly: a value that is not exactly a number in range is
+ * a damaged or foreign file, never a silent 0 (atoi) or a wrapped count
+ * that changes how many epochs run. A missing key leaves *out alone. */
+static int meta_int(cn_checkpoint *c, const char *path, const char *key, long long lo,
+                    long long hi, long long *out) {
+    const char *s = cn_checkpoint_metadata(c, key);
+    if (!s) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    /* strtoll skips leading spaces and takes a '+': neither is written. */
+    if (!*s || *s == ' ' || *s == '+' || *end || errno || v < lo || v > hi) {
+        cn_tool_fail("%s: metadata %s is '%.40s', not a whole number from %lld to %lld (the "
+                     "checkpoint is damaged or was not written by chutney train)",
+                     path, key, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int meta_u64(cn_checkpoint *c, const char *path, const char *key, uint64_t *out) {
+    const char *s = cn_checkpoint_metadata(c, key);
+    if (!s) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end || errno) {
+        cn_tool_fail("%s: metadata %s is '%.40s', not a whole number from 0 to 2^64 - 1 (the "
+                     "checkpoint is damaged or was not written by chutney train)",
+                     path, key, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int meta_double(cn_checkpoint *c, const char *path, const char *key, double *out) {
+    const char *s = cn_checkpoint_metadata(c, key);
+    if (!s) return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *s == ' ' || *end || errno || !isfinite(v) || v < 0) {
+        cn_tool_fail("%s: metadata %s is '%.40s', not a finite number of 0 or more (the "
+                     "checkpoint is damaged or was not written by chutney train)",
+                     path, key, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* How far the run got, and its settings, strictly from c's metadata. */
+static int read_progress(cn_checkpoint *c, const char *path, cn_tool_progress *p) {
+    long long epochs = 0, batches = 0, correct = 0, seen = 0, batch = 0;
+    *p = (cn_tool_progress){0};
+    if (meta_int(c, path, "epochs_done", 0, 1000000, &epochs) < 0 ||
+        meta_int(c, path, "batches_done", 0, INT64_MAX, &batches) < 0 ||
+        meta_int(c, path, "epoch_correct", 0, INT64_MAX, &correct) < 0 ||
+        meta_int(c, path, "epoch_seen", 0, INT64_MAX, &seen) < 0 ||
+        meta_int(c, path, "batch", 1, INT32_MAX, &batch) < 0 ||
+        meta_double(c, path, "epoch_loss_sum", &p->loss_sum) < 0 ||
+        meta_double(c, path, "lr", &p->lr) < 0)
+        return -1;
+    p->epochs_done = (int)epochs;
+    p->batches_done = batches;
+    p->correct = correct;
+    p->seen = seen;
+    p->batch = batch;
+    return 0;
+}
+
 int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, cn_optimizer *opt,
                             int *epochs_done) {
+    cn_tool_progress p;
+    int rc = cn_tool_load_checkpoint_ex(path, model, m, opt, &p);
+    *epochs_done = rc == 0 ? p.epochs_done : 0;
+    return rc;
+}
+
+int cn_tool_load_checkpoint_ex(const char *path, const char *model, cn_module *m,
+                               cn_optimizer *opt, cn_tool_progress *progress) {
+    *progress = (cn_tool_progress){0};
     cn_checkpoint *c = cn_load_safetensors(path);
     if (!c) return -1;
     int rc = -1;
@@ -254,6 +335,16 @@ int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, c
     }
     if (!saved_model || strcmp(saved_model, model) != 0) {
         cn_tool_fail("%s holds a '%s' model, not '%s'", path, saved_model ? saved_model : "?", model);
+        goto out;
+    }
+    /* Before any state is copied: a bad value refuses the whole file. */
+    uint64_t rng_seed = 0, rng_offset = 0;
+    bool has_rng = cn_checkpoint_metadata(c, "rng_seed") && cn_checkpoint_metadata(c, "rng_offset");
+    if (read_progress(c, path, progress) < 0 || meta_u64(c, path, "rng_seed", &rng_seed) < 0 ||
+        meta_u64(c, path, "rng_offset", &rng_offset) < 0)
+        goto out;
+    if (opt && !cn_checkpoint_metadata(c, "epochs_done")) {
+        cn_tool_fail("%s has no epochs_done metadata: it cannot say where to resume", path);
         goto out;
     }
     cn_tensor **mt = NULL;
@@ -305,16 +396,161 @@ int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, c
         free(names);
         free(tensors);
         if (lrc < 0) goto out;
-        const char *s = cn_checkpoint_metadata(c, "rng_seed");
-        const char *o = cn_checkpoint_metadata(c, "rng_offset");
-        if (s && o) cn_rng_set_state(strtoull(s, NULL, 10), strtoull(o, NULL, 10));
+        if (has_rng) cn_rng_set_state(rng_seed, rng_offset);
     }
-    const char *e = cn_checkpoint_metadata(c, "epochs_done");
-    *epochs_done = e ? atoi(e) : 0;
     rc = 0;
 out:
     cn_checkpoint_free(c);
     return rc;
+}
+
+int cn_tool_resume_settings(train_args *a, const train_args *given, cn_optimizer *opt,
+                            const cn_tool_progress *p) {
+    bool lr_given = given->lr > 0, batch_given = given->batch > 0;
+    /* The optimiser's state brought the saved lr back with it. */
+    double saved_lr = p->lr > 0 ? p->lr : cn_optimizer_get_lr(opt);
+    if (lr_given) {
+        if (cn_optimizer_set_lr(opt, a->lr) < 0) {
+            fprintf(stderr, "chutney: %s\n", cn_last_error());
+            return CN_TOOL_FAILED;
+        }
+    } else {
+        a->lr = cn_optimizer_get_lr(opt);
+    }
+    if (!batch_given && p->batch > 0) a->batch = p->batch;
+    if (p->batches_done > 0 && p->batch > 0 && a->batch != p->batch) {
+        fprintf(stderr,
+                "chutney train: --batch %lld: %s stopped in epoch %d after %lld batches of %lld; "
+                "that epoch can only be finished with the same batch size (drop --batch, or "
+                "resume from a checkpoint written at the end of an epoch)\n",
+                (long long)a->batch, a->resume, p->epochs_done + 1, (long long)p->batches_done,
+                (long long)p->batch);
+        return CN_TOOL_USAGE;
+    }
+    if (p->batches_done > 0 && a->nranks > 1) {
+        fprintf(stderr, "chutney train: %s stopped in the middle of epoch %d; a distributed run "
+                        "resumes only from the end of an epoch\n", a->resume, p->epochs_done + 1);
+        return CN_TOOL_USAGE;
+    }
+    if (!a->quiet) {
+        char where[96] = "";
+        if (p->batches_done > 0)
+            snprintf(where, sizeof where, " and %lld batches of epoch %d",
+                     (long long)p->batches_done, p->epochs_done + 1);
+        char lr_s[96], batch_s[96];
+        if (lr_given && a->lr != saved_lr)
+            snprintf(lr_s, sizeof lr_s, "lr %g from --lr (the checkpoint's was %g)", a->lr, saved_lr);
+        else
+            snprintf(lr_s, sizeof lr_s, "lr %g %s", a->lr, lr_given ? "(--lr, as saved)" : "(saved)");
+        if (batch_given && p->batch > 0 && a->batch != p->batch)
+            snprintf(batch_s, sizeof batch_s, "batch %lld from --batch (the checkpoint's was %lld)",
+                     (long long)a->batch, (long long)p->batch);
+        else
+            snprintf(batch_s, sizeof batch_s, "batch %lld %s", (long long)a->batch,
+                     batch_given ? "(--batch, as saved)" : p->batch > 0 ? "(saved)" : "(default)");
+        fprintf(stderr, "resuming %s: %d epoch%s done%s; %s, %s\n", a->resume, p->epochs_done,
+                p->epochs_done == 1 ? "" : "s", where, lr_s, batch_s);
+    }
+    return 0;
+}
+
+int cn_tool_skip_batches(cn_loader *l, int64_t n, const char *resume) {
+    int64_t nb = cn_loader_num_batches(l);
+    if (n > nb) {
+        fprintf(stderr, "chutney: %s stopped after %lld batches of its epoch, but this run's "
+                        "epochs have %lld (--limit or the data changed)\n", resume, (long long)n,
+                (long long)nb);
+        return -1;
+    }
+    for (int64_t b = 0; b < n; b++) {
+        cn_scope_begin();
+        cn_tensor *batch[2];
+        int r = cn_loader_next(l, batch);
+        cn_scope_end();
+        if (r != 1) {
+            fprintf(stderr, "chutney: cannot skip the %lld batches already trained: %s\n",
+                    (long long)n, r < 0 ? cn_last_error() : "the epoch ended early");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- stopping on a signal ---- */
+
+static volatile sig_atomic_t stop_signal;
+static struct sigaction old_int, old_term;
+
+static void on_stop_signal(int sig) {
+    if (stop_signal) {
+        /* The second: the user means now. Nothing but async-signal-safe calls. */
+        cn_remove_temporary_files();
+        static const char msg[] = "\nchutney: stopped at once (second signal); no checkpoint written\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        _exit(128 + sig);
+    }
+    stop_signal = sig;
+}
+
+void cn_tool_signals_begin(void) {
+    stop_signal = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    /* Both handled one at a time: a SIGTERM during the SIGINT handler is the second. */
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sa.sa_flags = SA_RESTART; /* reads and writes of the step go on */
+    sigaction(SIGINT, NULL, &old_int);
+    sigaction(SIGTERM, NULL, &old_term);
+    /* An ignored SIGINT (a background job, nohup) stays ignored. */
+    if (old_int.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, NULL);
+    if (old_term.sa_handler != SIG_IGN) sigaction(SIGTERM, &sa, NULL);
+}
+
+int cn_tool_stop_signal(void) { return stop_signal; }
+
+void cn_tool_signals_end(void) {
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+}
+
+int cn_tool_save_progress(const char *path, const train_args *a, cn_module *m,
+                          cn_optimizer *opt, const cn_tool_progress *p, const char *const *xkeys,
+                          const char *const *xvals, int nextra) {
+    enum { NP = 4, MAXX = 12 };
+    char v[NP][40];
+    snprintf(v[0], sizeof v[0], "%lld", (long long)p->batches_done);
+    snprintf(v[1], sizeof v[1], "%.17g", p->loss_sum);
+    snprintf(v[2], sizeof v[2], "%lld", (long long)p->correct);
+    snprintf(v[3], sizeof v[3], "%lld", (long long)p->seen);
+    const char *keys[NP + MAXX] = {"batches_done", "epoch_loss_sum", "epoch_correct", "epoch_seen"};
+    const char *vals[NP + MAXX] = {v[0], v[1], v[2], v[3]};
+    if (nextra > MAXX) nextra = MAXX;
+    for (int i = 0; i < nextra; i++) {
+        keys[NP + i] = xkeys[i];
+        vals[NP + i] = xvals[i];
+    }
+    return cn_tool_save_checkpoint(path, a, m, opt, p->epochs_done, keys, vals, NP + nextra);
+}
+
+int cn_tool_stopped(int sig, const char *saved, const cn_tool_progress *p, int64_t nbatches) {
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+    char where[96];
+    if (p->batches_done > 0)
+        snprintf(where, sizeof where, "after batch %lld of %lld of epoch %d",
+                 (long long)p->batches_done, (long long)nbatches, p->epochs_done + 1);
+    else
+        snprintf(where, sizeof where, "after epoch %d", p->epochs_done);
+    if (saved)
+        fprintf(stderr, "\nchutney: stopped by %s %s; checkpoint saved to %s (--resume %s goes "
+                        "on from there)\n", name, where, saved, saved);
+    else
+        fprintf(stderr, "\nchutney: stopped by %s %s; no checkpoint written (train with --save "
+                        "FILE to keep the progress)\n", name, where);
+    return 128 + sig;
 }
 
 /* ---- progress ---- */
@@ -346,11 +582,13 @@ static void train_usage(FILE *f) {
             "                     [--optimizer {sgd,adam,adamw,rmsprop,adagrad}] [--threads T]\n"
             "                     [--seed S] [--data DIR] [--save FILE] [--resume FILE]\n"
             "                     [--limit N] [--mode {eager,static}] [--device DEV] [--json]\n"
-            "                     [--distributed]\n"
+            "                     [--distributed] [--log FILE] [--tensorboard DIR]\n"
+            "                     [--profile TRACE.json [--profile-steps N]]\n"
             "       chutney train --model gpt --data FILE.txt [--vocab V] [--context T]\n"
             "                     [--layers L] [--heads H] [--embed E] [--dropout P] [--clip C]\n"
             "                     [--epochs N] [--batch B] [--lr X] [--limit N] [--mode M]\n"
             "                     [--threads T] [--seed S] [--save FILE] [--resume FILE] [--json]\n"
+            "                     [--log FILE] [--tensorboard DIR]\n"
             "\n"
             "gpt: a GPT language model on a plain-text file (docs/training.md): a BPE\n"
             "tokenizer of --vocab ids (default 512) is trained on the first 90%% of the text\n"
@@ -366,8 +604,12 @@ static void train_usage(FILE *f) {
             "128; 2 epochs; seed 1; data in " DEFAULT_DATA ".\n"
             "Every option is checked before the data is read: a bad value, a --save whose\n"
             "directory is missing, a --resume file that is not there stop at once.\n"
-            "--save writes a checkpoint after every epoch; --resume continues one exactly.\n"
+            "--save writes a checkpoint after every epoch; --resume continues one exactly\n"
+            "(--lr and --batch given then win over the checkpoint's). SIGINT or SIGTERM\n"
+            "saves the progress to --save after the current step and exits 130 or 143.\n"
             "--limit uses only the first N training and test images (quick checks).\n"
+            "--profile writes a Chrome trace of --profile-steps steps (10) after two of\n"
+            "warm-up; `chutney profile TRACE.json` prints the time by op (docs/profiling.md).\n"
             "--mode static (the default) compiles forward, backward and the optimiser\n"
             "update into one program (graph passes, fusion, memory planning) and runs it\n"
             "per batch; --mode eager runs each op as it is called (the same losses).\n"
@@ -377,6 +619,11 @@ static void train_usage(FILE *f) {
             "data-parallel, each rank trains on its shard of every global batch (--batch\n"
             "per rank, so the global batch is N times it), gradients averaged over the\n"
             "ranks; rank 0 prints and writes checkpoints; the test pass is split.\n"
+            "--log FILE writes one JSON line per step (loss, lr, gradient norm, samples/s,\n"
+            "memory) and per epoch (train loss, test accuracy or validation loss), flushed\n"
+            "as it goes (`chutney plot FILE -o curves.png` draws them); --tensorboard DIR\n"
+            "writes the same figures as a TensorBoard event file in DIR. A write that\n"
+            "fails is reported and training goes on; the exit status is then 1.\n"
             "Exit status: 0 done, 1 a failure (data, files, device), 2 a bad command line.\n");
 }
 
@@ -424,6 +671,10 @@ static const option_info options[] = {
     {"--embed", "the embedding width (a multiple of --heads)", FOR_TRAIN},
     {"--dropout", "a dropout probability in [0, 1)", FOR_TRAIN},
     {"--clip", "the gradient norm to clip to (0: none)", FOR_TRAIN},
+    {"--log", "a file to write one JSON line per step and epoch", FOR_TRAIN},
+    {"--tensorboard", "a directory for TensorBoard event files", FOR_TRAIN},
+    {"--profile", "a Chrome trace file to write (docs/profiling.md)", FOR_TRAIN},
+    {"--profile-steps", "the number of steps to profile (1 or more)", FOR_TRAIN},
     {"--help", NULL, FOR_BOTH},
 };
 #define NOPTIONS (int)(sizeof options / sizeof options[0])
@@ -492,6 +743,9 @@ static bool set_number(train_args *a, const char *cmd, const char *k, const char
                     drop ? "a probability from 0 to below 1, such as 0.1" : "a number, 0 or more");
         if (drop) a->dropout = x;
         else a->clip = x;
+    } else if (!strcmp(k, "--profile-steps")) {
+        *ok = cn_tool_int(cmd, k, v, 1, 1000000, &n);
+        a->profile_steps = n;
     } else if (!strcmp(k, "--lr")) {
         *ok = cn_tool_positive(cmd, k, v, &a->lr);
     } else if (!strcmp(k, "--seed")) {
@@ -524,10 +778,13 @@ static int set_value(train_args *a, const char *cmd, const char *k, const char *
         a->data_given = true;
     }
     else if (!strcmp(k, "--save")) a->save = v;
+    else if (!strcmp(k, "--profile")) a->profile = v;
     else if (!strcmp(k, "--resume")) a->resume = v;
     else if (!strcmp(k, "--load")) a->load = v;
     else if (!strcmp(k, "--logits")) a->logits = v;
     else if (!strcmp(k, "--device")) a->device_name = v;
+    else if (!strcmp(k, "--log")) a->log = v;
+    else if (!strcmp(k, "--tensorboard")) a->tensorboard = v;
     return ok ? 0 : CN_TOOL_USAGE;
 }
 
@@ -538,7 +795,8 @@ static int check_files(const train_args *a, const char *cmd) {
     if ((a->save && !cn_tool_writable(cmd, "--save", a->save)) ||
         (a->resume && !cn_tool_readable(cmd, "--resume", a->resume)) ||
         (a->load && !cn_tool_readable(cmd, "--load", a->load)) ||
-        (a->logits && !cn_tool_writable(cmd, "--logits", a->logits)))
+        (a->logits && !cn_tool_writable(cmd, "--logits", a->logits)) ||
+        (a->profile && !cn_tool_writable(cmd, "--profile", a->profile)))
         return CN_TOOL_FAILED;
     /* The language model reads one text file; the classifiers a directory. */
     if (a->model && !strcmp(a->model, "gpt"))
@@ -660,7 +918,11 @@ int cn_tool_train(int argc, char **argv) {
     if (drc) return drc;
     a.rank = 0;
     a.nranks = 1;
-    if (!strcmp(a.model, "gpt")) return cn_tool_train_gpt(&a);
+    if (!strcmp(a.model, "gpt")) {
+        if ((drc = train_log_open("train", a.log, a.tensorboard, &a.logger))) return drc;
+        int grc = cn_tool_train_gpt(&a);
+        return train_log_close(a.logger) < 0 && grc == 0 ? CN_TOOL_FAILED : grc;
+    }
     if (a.distributed) {
         if (!cn_dist_available()) {
             fprintf(stderr, "chutney: --distributed: this build has no MPI (apt-get install "
@@ -690,7 +952,10 @@ int cn_tool_train(int argc, char **argv) {
         /* Only rank 0 talks (its counts are the job's, summed over ranks). */
         if (a.rank != 0) a.quiet = true;
     }
-    int rc = train_main(&a);
+    /* --log and --tensorboard: rank 0 writes them, as it prints. */
+    int rc = a.rank == 0 ? train_log_open("train", a.log, a.tensorboard, &a.logger) : 0;
+    if (rc == 0) rc = train_main(&a);
+    if (train_log_close(a.logger) < 0 && rc == 0) rc = CN_TOOL_FAILED;
     if (a.distributed) {
         /* A rank that failed ends the job: the others would wait for it. */
         if (rc != 0 && a.nranks > 1) cn_dist_abort(rc);
@@ -734,15 +999,21 @@ static int train_main(train_args *ap) {
         free_split(&te);
         return 1;
     }
-    int start_epoch = 0;
-    if (a.resume && cn_tool_load_checkpoint(a.resume, a.model, model, opt, &start_epoch) < 0) {
+    cn_tool_progress resumed = {0};
+    int rrc = 0;
+    if (a.resume && cn_tool_load_checkpoint_ex(a.resume, a.model, model, opt, &resumed) < 0) {
         fprintf(stderr, "chutney: cannot resume: %s\n", cn_tool_error());
+        rrc = 1;
+    }
+    if (a.resume && !rrc) rrc = cn_tool_resume_settings(&a, ap, opt, &resumed);
+    if (rrc) {
         cn_optimizer_free(opt);
         cn_module_free(model);
         free_split(&tr);
         free_split(&te);
-        return 1;
+        return rrc;
     }
+    int start_epoch = resumed.epochs_done;
     /* Data-parallel: the same model checked and rank 0's values broadcast;
      * gradients averaged in every optimiser step from here on. */
     cn_ddp *ddp = NULL;
@@ -806,20 +1077,52 @@ static int train_main(train_args *ap) {
     }
     bool tty = isatty(2);
     int64_t nb = cn_loader_num_batches(loader);
+    train_log_start(a.logger, &(train_log_start_info){
+        .model = a.model, .mode = prog ? "static" : "eager", .device = dev_s, .ranks = a.nranks,
+        .epochs = a.epochs, .start_epoch = start_epoch, .batch = a.batch * a.nranks,
+        .steps_per_epoch = nb, .samples = cn_shape(tr.images)[0], .lr = a.lr});
     double train_time = 0, acc = 0, last_loss = NAN, all_time = 0;
     int64_t timed_samples = 0, step = 0, all_samples = 0;
     const int warmup = 20;
     int rc = 0;
-    for (int epoch = start_epoch; epoch < a.epochs && rc == 0; epoch++) {
-        cn_loader_set_epoch(loader, epoch);
+    /* Distributed ranks would stop at different steps and wait on each
+     * other forever: there a signal ends the job as before. */
+    if (a.nranks == 1) cn_tool_signals_begin();
+    cn_tool_progress stopped = {0}; /* set when a signal stopped the loop */
+    int stop_sig = 0;
+    cn_tool_prof prof;
+    cn_tool_prof_init(&prof, a.profile, a.profile_steps,
+                      nb * (a.epochs - start_epoch) - resumed.batches_done);
+    for (int epoch = start_epoch; epoch < a.epochs && rc == 0 && !stop_sig; epoch++) {
+        if (cn_loader_set_epoch(loader, epoch) < 0) {
+            fprintf(stderr, "chutney: %s\n", cn_last_error());
+            rc = 1;
+            break;
+        }
         cn_module_train(model, true);
         double e_start = now_s(), loss_sum = 0;
-        int64_t correct = 0, seen = 0;
-        for (int64_t b = 0; b < nb; b++, step++) {
+        int64_t correct = 0, seen = 0, b0 = 0;
+        if (epoch == start_epoch && resumed.batches_done > 0) {
+            /* The part of this epoch the stopped run trained: its batches
+             * are passed over, its sums carried on. */
+            b0 = resumed.batches_done;
+            loss_sum = resumed.loss_sum;
+            correct = resumed.correct;
+            seen = resumed.seen;
+            if (cn_tool_skip_batches(loader, b0, a.resume) < 0) {
+                rc = 1;
+                break;
+            }
+        }
+        for (int64_t b = b0; b < nb; b++, step++) {
+            cn_tool_prof_step_begin(&prof);
             cn_tensor *batch[2];
             cn_scope_begin();
-            if (cn_loader_next(loader, batch) < 0) {
-                fprintf(stderr, "chutney: %s\n", cn_last_error());
+            /* 0 (the epoch ended) is as wrong as an error here: nb batches were promised. */
+            int got = cn_loader_next(loader, batch);
+            if (got != 1) {
+                fprintf(stderr, "chutney: %s\n", got < 0 ? cn_last_error()
+                                                         : "the loader ended the epoch early");
                 cn_scope_end();
                 rc = 1;
                 break;
@@ -875,12 +1178,38 @@ static int train_main(train_args *ap) {
             seen += bs;
             loss_sum += last_loss * (double)bs;
             cn_scope_end();
+            if (cn_tool_prof_step_end(&prof)) {
+                rc = 1;
+                break;
+            }
+            /* Distributed, rank 0's own loss: averaging it over the ranks
+             * would cost a collective per step (the epoch line has the job's). */
+            if (a.logger)
+                train_log_step(a.logger, &(train_log_step_info){
+                    .epoch = epoch + 1, .step = (int64_t)epoch * nb + b + 1, .loss = last_loss,
+                    .lr = cn_optimizer_get_lr(opt),
+                    .grad_norm = train_log_grad_norm(a.logger, model, opt),
+                    .samples_per_sec = (double)(bs * a.nranks) / dt, .tokens_per_sec = NAN});
             if (!a.json && !a.quiet && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199)))
                 progress(tty, epoch + 1, a.epochs, b + 1, nb, loss_sum / (double)seen,
                          (double)correct / (double)seen,
                          (double)seen / (now_s() - e_start), now_s() - e_start);
+            if ((stop_sig = cn_tool_stop_signal()) != 0) {
+                stopped = (cn_tool_progress){.epochs_done = epoch, .batches_done = b + 1,
+                                             .loss_sum = loss_sum, .correct = correct,
+                                             .seen = seen};
+                break;
+            }
         }
         if (rc) break;
+        if (stop_sig) {
+            if (a.save && cn_tool_save_progress(a.save, &a, model, opt, &stopped, NULL, NULL, 0) < 0) {
+                fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
+                rc = 1;
+            }
+            break;
+        }
+        double e_train = now_s() - e_start; /* the epoch's steps, without its test pass */
         if (a.nranks > 1) {
             /* The job's figures: every rank's sums; BatchNorm's running
              * statistics from rank 0 for the test pass. */
@@ -911,12 +1240,24 @@ static int train_main(train_args *ap) {
                    epoch + 1, loss_sum / (double)(seen ? seen : 1),
                    100.0 * (double)correct / (double)(seen ? seen : 1), 100 * acc);
         fflush(stdout);
+        train_log_epoch(a.logger, &(train_log_epoch_info){
+            .epoch = epoch + 1, .step = (int64_t)(epoch + 1) * nb,
+            .train_loss = loss_sum / (double)(seen ? seen : 1),
+            .train_accuracy = (double)correct / (double)(seen ? seen : 1), .test_accuracy = acc,
+            .val_loss = NAN, .val_perplexity = NAN, .lr = cn_optimizer_get_lr(opt),
+            .seconds = now_s() - e_start,
+            .samples_per_sec = (double)seen / (e_train > 0 ? e_train : NAN)});
         if (a.save && a.rank == 0 && cn_tool_save_checkpoint(a.save, &a, model, opt, epoch + 1, NULL, NULL, 0) < 0) {
             fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
             rc = 1;
         }
+        /* A signal during the test pass or the save: the epoch is whole. */
+        if (rc == 0 && (stop_sig = cn_tool_stop_signal()) != 0)
+            stopped = (cn_tool_progress){.epochs_done = epoch + 1};
     }
-    if (rc == 0 && start_epoch >= a.epochs && (acc = test_accuracy(model, &te, &a)) < 0)
+    if (a.nranks == 1) cn_tool_signals_end();
+    if (rc == 0 && stop_sig) rc = cn_tool_stopped(stop_sig, a.save, &stopped, nb);
+    if (rc == 0 && !stop_sig && start_epoch >= a.epochs && (acc = test_accuracy(model, &te, &a)) < 0)
         rc = 1;
     /* Runs too short for the warm-up are timed whole. */
     double sps = train_time > 0 ? (double)timed_samples / train_time
@@ -942,6 +1283,7 @@ static int train_main(train_args *ap) {
                    peak_rss_mb(), loss_s, ps.nsteps, ps.planned_bytes / 1e6,
                    ps.unplanned_bytes / 1e6);
     }
+    if (cn_tool_prof_finish(&prof) && rc == 0) rc = 1;
     cn_program_free(prog);
     cn_release(ph[0]);
     cn_release(ph[1]);

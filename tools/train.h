@@ -5,6 +5,7 @@
 #define CN_TOOLS_TRAIN_H
 
 #include "tools.h"
+#include "train_log.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
@@ -26,6 +27,10 @@ typedef struct train_args {
     /* --model gpt (0: its default; dropout < 0: its default) */
     int64_t vocab, context, layers, heads, embed;
     double dropout, clip;
+    const char *log, *tensorboard; /* --log FILE, --tensorboard DIR */
+    const char *profile;           /* --profile FILE: a Chrome trace (tools/profile.c) */
+    int64_t profile_steps;         /* --profile-steps N (0: 10) */
+    struct train_log *logger;      /* both, opened (rank 0); NULL: neither (train_log.h) */
 } train_args;
 
 /* The model state, the optimiser state under "optimizer.", and metadata:
@@ -34,6 +39,56 @@ typedef struct train_args {
 int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
                             cn_optimizer *opt, int epochs_done, const char *const *keys,
                             const char *const *vals, int nextra);
+
+/* How far the run that wrote a checkpoint got, and its settings, read
+ * strictly from the metadata (a malformed value fails the load). */
+typedef struct cn_tool_progress {
+    int epochs_done;      /* whole epochs */
+    int64_t batches_done; /* batches of the next epoch already trained: a checkpoint
+                             written on SIGINT/SIGTERM; 0 at an epoch's end */
+    double loss_sum;      /* that part epoch's sums, so its figures cover all of it */
+    int64_t correct, seen;
+    double lr;     /* the run's --lr and --batch (0: not recorded) */
+    int64_t batch;
+} cn_tool_progress;
+
+/* cn_tool_load_checkpoint (tools.h) with all of the progress. */
+int cn_tool_load_checkpoint_ex(const char *path, const char *model, cn_module *m,
+                               cn_optimizer *opt, cn_tool_progress *p);
+
+/* After a resume: --lr and --batch given on the command line (given: the
+ * arguments as parsed, before any default) win over the checkpoint's;
+ * those not given take the checkpoint's, so the run goes on as it was.
+ * The optimiser gets the lr. A different batch size cannot finish an
+ * epoch stopped midway (the batches done would not match): refused.
+ * Prints the "resuming" line. 0, or the exit status after a message. */
+int cn_tool_resume_settings(train_args *a, const train_args *given, cn_optimizer *opt,
+                            const cn_tool_progress *p);
+
+/* Draws and drops the loader's next n batches: the part of an epoch that
+ * a run stopped by a signal had trained already (resume: the checkpoint,
+ * for messages). 0, or -1 after a message. */
+int cn_tool_skip_batches(cn_loader *l, int64_t n, const char *resume);
+
+/* SIGINT and SIGTERM while training: the first asks the loop to stop
+ * after the step in progress (cn_tool_stop_signal then returns it); a
+ * second removes the temporaries of a save in progress and exits at once
+ * with 128 + the signal. end puts the previous handlers back. */
+void cn_tool_signals_begin(void);
+int cn_tool_stop_signal(void);
+void cn_tool_signals_end(void);
+
+/* A checkpoint of a run stopped by a signal after `batches` batches of
+ * epoch epochs_done (0-based), with that part epoch's sums: the metadata
+ * batches_done, epoch_loss_sum, epoch_correct, epoch_seen added to
+ * nextra more. */
+int cn_tool_save_progress(const char *path, const train_args *a, cn_module *m,
+                          cn_optimizer *opt, const cn_tool_progress *p, const char *const *keys,
+                          const char *const *vals, int nextra);
+
+/* The message and exit status of a run stopped by signal sig: what was
+ * saved (saved: the path, NULL: no --save) and how to go on. */
+int cn_tool_stopped(int sig, const char *saved, const cn_tool_progress *p, int64_t nbatches);
 
 /* `chutney train --model gpt` after the command line was checked
  * (tools/train_gpt.c). */

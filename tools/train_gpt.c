@@ -45,13 +45,10 @@ static void gpt_defaults(train_args *a) {
 
 /* The whole file, NUL-terminated (malloc'd), or NULL after a message. */
 static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = cn_tool_fopen_regular(path);
     char *buf = NULL;
     size_t cap = 0, n = 0;
-    if (!f) {
-        cn_tool_fail("cannot open %s", path);
-        return NULL;
-    }
+    if (!f) return NULL;
     for (;;) {
         if (n + 65536 + 1 > cap) {
             cap = cap ? cap * 2 : 1 << 20;
@@ -134,8 +131,10 @@ static cn_tensor *lm_loss(cn_tensor *logits, cn_tensor *targets, int64_t V) {
                             cn_reshape(targets, 1, (int64_t[]){-1}), CN_REDUCTION_MEAN, 0);
 }
 
+/* progress: NULL at an epoch's end; a run stopped by a signal, midway. */
 static int save_gpt(const train_args *a, const cn_gpt_config *cfg, const cn_tokenizer *tok,
-                    cn_module *m, cn_optimizer *opt, int epochs_done) {
+                    cn_module *m, cn_optimizer *opt, int epochs_done,
+                    const cn_tool_progress *progress) {
     char *tok_s = cn_tokenizer_to_string(tok, NULL);
     if (!tok_s) return -1;
     char v[5][32], d[32];
@@ -148,7 +147,8 @@ static int save_gpt(const train_args *a, const cn_gpt_config *cfg, const cn_toke
     const char *keys[] = {CN_TOKENIZER_METADATA_KEY, "gpt_vocab", "gpt_context", "gpt_layers",
                           "gpt_heads", "gpt_embed", "gpt_dropout"};
     const char *vals[] = {tok_s, v[0], v[1], v[2], v[3], v[4], d};
-    int rc = cn_tool_save_checkpoint(a->save, a, m, opt, epochs_done, keys, vals, 7);
+    int rc = progress ? cn_tool_save_progress(a->save, a, m, opt, progress, keys, vals, 7)
+                      : cn_tool_save_checkpoint(a->save, a, m, opt, epochs_done, keys, vals, 7);
     free(tok_s);
     return rc;
 }
@@ -298,17 +298,23 @@ int cn_tool_train_gpt(train_args *ap) {
     int64_t V = cfg.vocab_size, T = a.context;
     r.model = cn_nn_gpt(&cfg);
     r.opt = r.model ? make_optimizer(&a, r.model) : NULL;
-    int start_epoch = 0;
+    cn_tool_progress resumed = {0};
     if (!r.model || !r.opt) {
         fprintf(stderr, "chutney: %s\n", cn_tool_error());
         run_free(&r);
         return 1;
     }
-    if (a.resume && cn_tool_load_checkpoint(a.resume, "gpt", r.model, r.opt, &start_epoch) < 0) {
+    if (a.resume && cn_tool_load_checkpoint_ex(a.resume, "gpt", r.model, r.opt, &resumed) < 0) {
         fprintf(stderr, "chutney: cannot resume: %s\n", cn_tool_error());
         run_free(&r);
         return 1;
     }
+    int rrc = a.resume ? cn_tool_resume_settings(&a, ap, r.opt, &resumed) : 0;
+    if (rrc) {
+        run_free(&r);
+        return rrc;
+    }
+    int start_epoch = resumed.epochs_done;
     r.loader = cn_text_loader_new(r.train, T,
                                   &(cn_loader_opts){.batch_size = a.batch, .shuffle = true,
                                                     .seed = a.seed, .prefetch = 1});
@@ -320,6 +326,10 @@ int cn_tool_train_gpt(train_args *ap) {
     }
     int64_t nb = cn_loader_num_batches(r.loader), nval = cn_shape(r.val_in)[0];
     double unigram = unigram_loss(r.train, r.val_tg, V);
+    train_log_start(a.logger, &(train_log_start_info){
+        .model = "gpt", .mode = r.prog ? "static" : "eager", .device = "cpu:0", .ranks = 1,
+        .epochs = a.epochs, .start_epoch = start_epoch, .batch = a.batch,
+        .steps_per_epoch = nb, .samples = (cn_numel(r.train) - 1) / T, .lr = a.lr});
     if (!a.json && !a.quiet) {
         printf("training gpt (%lld parameters: %d layers, %d heads, width %lld, context %lld, "
                "vocab %lld) on %s: %lld training windows, %lld validation, batch %lld, adamw lr "
@@ -335,16 +345,39 @@ int cn_tool_train_gpt(train_args *ap) {
     bool tty = isatty(2);
     double val = NAN, last_loss = NAN, train_time = 0, epoch_time = 0;
     int64_t tokens = 0;
-    for (int epoch = start_epoch; epoch < a.epochs && rc == 0; epoch++) {
-        cn_loader_set_epoch(r.loader, epoch);
+    cn_tool_signals_begin();
+    cn_tool_progress stopped = {0}; /* set when a signal stopped the loop */
+    int stop_sig = 0;
+    cn_tool_prof prof;
+    cn_tool_prof_init(&prof, a.profile, a.profile_steps,
+                      nb * (a.epochs - start_epoch) - resumed.batches_done);
+    for (int epoch = start_epoch; epoch < a.epochs && rc == 0 && !stop_sig; epoch++) {
+        if (cn_loader_set_epoch(r.loader, epoch) < 0) {
+            fprintf(stderr, "chutney: %s\n", cn_last_error());
+            rc = 1;
+            break;
+        }
         cn_module_train(r.model, true);
         double e_start = now_s(), loss_sum = 0;
-        int64_t seen = 0;
-        for (int64_t b = 0; b < nb; b++) {
+        int64_t seen = 0, b0 = 0;
+        if (epoch == start_epoch && resumed.batches_done > 0) {
+            /* The part of this epoch the stopped run trained. */
+            b0 = resumed.batches_done;
+            loss_sum = resumed.loss_sum;
+            seen = resumed.seen;
+            if (cn_tool_skip_batches(r.loader, b0, a.resume) < 0) {
+                rc = 1;
+                break;
+            }
+        }
+        for (int64_t b = b0; b < nb; b++) {
+            cn_tool_prof_step_begin(&prof);
             cn_tensor *batch[2], *loss = NULL;
             cn_scope_begin();
-            if (cn_loader_next(r.loader, batch) < 0) {
-                fprintf(stderr, "chutney: %s\n", cn_last_error());
+            int got = cn_loader_next(r.loader, batch);
+            if (got != 1) {
+                fprintf(stderr, "chutney: %s\n", got < 0 ? cn_last_error()
+                                                         : "the loader ended the epoch early");
                 cn_scope_end();
                 rc = 1;
                 break;
@@ -364,13 +397,24 @@ int cn_tool_train_gpt(train_args *ap) {
                 rc = 1;
                 break;
             }
-            train_time += now_s() - t0;
+            double dt = now_s() - t0;
+            train_time += dt;
             int64_t bs = cn_shape(batch[0])[0];
             tokens += bs * T;
             last_loss = cn_item(loss);
             loss_sum += last_loss * (double)bs;
             seen += bs;
             cn_scope_end();
+            if (cn_tool_prof_step_end(&prof)) {
+                rc = 1;
+                break;
+            }
+            if (a.logger)
+                train_log_step(a.logger, &(train_log_step_info){
+                    .epoch = epoch + 1, .step = (int64_t)epoch * nb + b + 1, .loss = last_loss,
+                    .lr = cn_optimizer_get_lr(r.opt),
+                    .grad_norm = train_log_grad_norm(a.logger, r.model, r.opt),
+                    .samples_per_sec = (double)bs / dt, .tokens_per_sec = (double)(bs * T) / dt});
             if (!a.json && !a.quiet && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199))) {
                 double el = now_s() - e_start;
                 fprintf(stderr, tty ? "\repoch %d/%d: batch %lld/%lld  loss %.4f  %.0f tokens/s  "
@@ -382,8 +426,20 @@ int cn_tool_train_gpt(train_args *ap) {
                         el * (double)(nb - b - 1) / (double)(b + 1));
                 fflush(stderr);
             }
+            if ((stop_sig = cn_tool_stop_signal()) != 0) {
+                stopped = (cn_tool_progress){.epochs_done = epoch, .batches_done = b + 1,
+                                             .loss_sum = loss_sum, .seen = seen};
+                break;
+            }
         }
         if (rc) break;
+        if (stop_sig) {
+            if (a.save && save_gpt(&a, &cfg, r.tok, r.model, r.opt, epoch, &stopped) < 0) {
+                fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
+                rc = 1;
+            }
+            break;
+        }
         epoch_time = now_s() - e_start;
         val = evaluate(r.model, r.val_in, r.val_tg, a.batch);
         if (!isfinite(val)) {
@@ -398,11 +454,22 @@ int cn_tool_train_gpt(train_args *ap) {
                    epoch + 1, loss_sum / (double)(seen ? seen : 1), val, exp(val), unigram,
                    epoch_time, (double)(seen * T) / epoch_time);
         fflush(stdout);
-        if (a.save && save_gpt(&a, &cfg, r.tok, r.model, r.opt, epoch + 1) < 0) {
+        train_log_epoch(a.logger, &(train_log_epoch_info){
+            .epoch = epoch + 1, .step = (int64_t)(epoch + 1) * nb,
+            .train_loss = loss_sum / (double)(seen ? seen : 1), .train_accuracy = NAN,
+            .test_accuracy = NAN, .val_loss = val, .val_perplexity = exp(val),
+            .lr = cn_optimizer_get_lr(r.opt), .seconds = now_s() - e_start,
+            .samples_per_sec = (double)seen / (epoch_time > 0 ? epoch_time : NAN)});
+        if (a.save && save_gpt(&a, &cfg, r.tok, r.model, r.opt, epoch + 1, NULL) < 0) {
             fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
             rc = 1;
         }
+        /* A signal during the validation pass or the save: the epoch is whole. */
+        if (rc == 0 && (stop_sig = cn_tool_stop_signal()) != 0)
+            stopped = (cn_tool_progress){.epochs_done = epoch + 1};
     }
+    cn_tool_signals_end();
+    if (rc == 0 && stop_sig) rc = cn_tool_stopped(stop_sig, a.save, &stopped, nb);
     if (rc == 0 && isnan(val)) {
         val = evaluate(r.model, r.val_in, r.val_tg, a.batch); /* nothing left to train */
         if (!isfinite(val)) {
@@ -426,6 +493,7 @@ int cn_tool_train_gpt(train_args *ap) {
                    val, exp(val), unigram, train_time > 0 ? (double)tokens / train_time : 0,
                    now_s() - t_start, (double)ru.ru_maxrss / 1024.0, loss_s);
     }
+    if (cn_tool_prof_finish(&prof) && rc == 0) rc = 1;
     run_free(&r);
     return rc;
 }

@@ -10,6 +10,7 @@
  * returns everything. Under AddressSanitizer the cache is off, so the
  * sanitizer sees every use after free. */
 #include "core.h"
+#include "profiler.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ typedef struct alloc_counts {
 static _Thread_local alloc_counts *my_counts;
 static alloc_counts stat_slots[STAT_SLOTS];
 static bool stat_used[STAT_SLOTS];
+static int stat_hw; /* slots below this have been used: the profiler sums only those */
 static alloc_counts stat_retired, stat_unslotted; /* under stat_lock */
 static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Plain words updated with the __atomic builtins (clang refuses them on
@@ -96,6 +98,7 @@ static __attribute__((noinline)) alloc_counts *counts_register(void) {
             stat_used[i] = true;
             memset(&stat_slots[i], 0, sizeof stat_slots[i]);
             my_counts = &stat_slots[i];
+            if (i >= stat_hw) stat_hw = i + 1;
         }
     pthread_mutex_unlock(&stat_lock);
     /* The magazines' key: its destructor gives the slot back at thread exit. */
@@ -346,6 +349,17 @@ void cn_cpu_memory_stats(cn_memory_stats *st) {
     st->cached_bytes = cached;
     st->allocations = (uint64_t)sum.allocations;
     st->cache_hits = (uint64_t)sum.hits;
+}
+
+int64_t cn_cpu_bytes_in_use(void) {
+    /* The profiler samples this after every event: the slots ever used,
+     * not all 256, and not the cache's lock. */
+    pthread_mutex_lock(&stat_lock);
+    int64_t sum = stat_retired.in_use + stat_unslotted.in_use;
+    for (int i = 0; i < stat_hw; i++)
+        if (stat_used[i]) sum += __atomic_load_n(&stat_slots[i].in_use, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&stat_lock);
+    return sum > 0 ? sum : 0;
 }
 
 size_t cn_empty_cache(void) {

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "core.h"
 #include "waitword.h"
+#include "profiler.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -69,6 +70,7 @@ static int nworkers;         /* started, under submit_mu */
 static atomic_int nthreads;  /* wanted, including the caller; 0 until first use */
 static double spin_us = CN_DEFAULT_SPIN_US, yield_us = CN_DEFAULT_YIELD_US;
 static _Thread_local bool in_region;
+_Thread_local int cn_pool_worker;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -168,6 +170,7 @@ static uint32_t wait_for_job(uint32_t seen, int home) {
 
 static void *worker_main(void *arg) {
     int home = (int)(intptr_t)arg;
+    cn_pool_worker = home;
     in_region = true; /* anything a chunk calls runs serially */
     uint32_t seen = atomic_load(&pool_gen);
     for (;;) {

@@ -12,6 +12,7 @@
  * numbers (eager), records a differentiable backward pass (create_graph), or
  * appends gradient nodes to a static graph (symbolic values). */
 #include "../ops/op.h"
+#include "../core/profiler.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -594,7 +595,11 @@ int cn_backward_ex(cn_tensor *root, cn_tensor *seed, unsigned flags) {
     if (!root) return CN_EINVAL;
     engine_args e = {.roots = &root, .seeds = seed ? &seed : NULL, .nroots = 1, .flags = flags,
                      .fn = "backward"};
-    return run_engine(&e);
+    if (CN_LIKELY(!cn_prof_on())) return run_engine(&e);
+    cn_prof_range_begin("backward");
+    int rc = run_engine(&e);
+    cn_prof_range_end();
+    return rc;
 }
 
 int cn_backward(cn_tensor *root, cn_tensor *seed) { return cn_backward_ex(root, seed, 0); }

@@ -7,6 +7,8 @@
 #include "plan.h"
 #include "program.h"
 #include "effects.h"
+#include "../core/profiler.h"
+#include "../ops/cost.h"
 
 #include <stdlib.h>
 
@@ -40,6 +42,10 @@ struct cn_program {
     int64_t *place_key;
     int place_nv;
     bool warned;         /* the fallback warning was printed */
+    /* The profiler's names of the steps ("fused[conv2d; add relu]"),
+     * interned; made again after every placement (which changes steps). */
+    const char **prof_names;
+    int prof_nnames;
 };
 
 /* ---- compile ---- */
@@ -106,6 +112,7 @@ static int place(cn_program *p, const cn_device *vdev) {
         return n;
     }
     trace_pass(p, "place", n);
+    p->prof_nnames = 0;
     free(p->place_key);
     p->place_key = key;
     cn_plan_free(p->plan);
@@ -218,6 +225,7 @@ void cn_program_free(cn_program *p) {
     free(p->left);
     free(p->vdev);
     free(p->place_key);
+    free(p->prof_names);
     cn_graph_unref(p->graph);
     free(p);
 }
@@ -385,7 +393,7 @@ static cn_tensor *result_tensor(const cn_program *p, int32_t v, cn_device dev) {
 }
 
 /* Execute step s: its result into p->live. */
-static int exec_step(cn_program *p, int s) {
+static inline __attribute__((always_inline)) int exec_step_impl(cn_program *p, int s) {
     const ir_step *st = &p->ir->s[s];
     cn_plan *pl = p->plan;
     cn_tensor *ins_buf[32], **ins = ins_buf;
@@ -469,6 +477,76 @@ static int exec_step(cn_program *p, int s) {
     }
     p->live[st->out] = out;
     return 0;
+}
+
+/* Names for the profiler's events, made before the steps run (steps of a
+ * group run on several threads). Fused steps are named as the dumps show
+ * them; others by their op, a static string. */
+static void prof_prepare_names(cn_program *p) {
+    const cn_ir *ir = p->ir;
+    if (p->prof_nnames == ir->ns && p->prof_names) return;
+    free(p->prof_names);
+    p->prof_nnames = 0;
+    p->prof_names = malloc(sizeof *p->prof_names * (size_t)(ir->ns ? ir->ns : 1));
+    if (!p->prof_names) return;
+    for (int s = 0; s < ir->ns; s++) {
+        const ir_step *st = &ir->s[s];
+        if (st->kind != IRS_FUSED) {
+            p->prof_names[s] = st->kind == IRS_OP ? cn_ops[st->op]->name : "step";
+            continue;
+        }
+        char buf[256];
+        int len = snprintf(buf, sizeof buf, "fused[%s%s", st->op != CN_OP_COUNT ? cn_ops[st->op]->name : "",
+                           st->op != CN_OP_COUNT ? "; " : "");
+        for (int k = 0; k < st->fused->ninstr && len < (int)sizeof buf - 2; k++)
+            len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%s", k ? " " : "",
+                            cn_ops[st->fused->instr[k].op]->name);
+        if (len > (int)sizeof buf - 2) len = (int)sizeof buf - 2;
+        buf[len] = ']';
+        buf[len + 1] = '\0';
+        p->prof_names[s] = cn_prof_intern(buf);
+    }
+    p->prof_nnames = ir->ns;
+}
+
+/* exec_step timed and recorded as a program step (views aside). */
+static __attribute__((noinline, cold)) int exec_step_profiled(cn_program *p, int s) {
+    const ir_step *st = &p->ir->s[s];
+    if (st->kind == IRS_OP && (cn_ops[st->op]->flags & CN_OPF_VIEW)) return exec_step_impl(p, s);
+    cn_tensor *ins_buf[32], **ins = ins_buf;
+    if (st->nin > 32 && !(ins = malloc(sizeof *ins * (size_t)st->nin))) return exec_step_impl(p, s);
+    for (int i = 0; i < st->nin; i++) ins[i] = p->live[st->in[i]];
+    int64_t t0 = cn_prof_now();
+    int rc = exec_step_impl(p, s);
+    cn_tensor *out = rc == 0 ? p->live[st->out] : NULL;
+    if (out) {
+        if (st->dev.kind != CN_DEVICE_CPU && cn_prof_sync_devices()) cn_device_synchronize(st->dev);
+        int64_t t1 = cn_prof_now();
+        double flops = 0, bytes = 0;
+        const char *name;
+        if (st->kind == IRS_OP) {
+            cn_op_cost((cn_op_id)st->op, ins, st->nin, &p->plan->attrs[s], out, &flops, &bytes);
+            name = cn_ops[st->op]->name;
+        } else {
+            /* The head's products, then one FLOP per instruction per element;
+             * the group reads each input once and writes the output once. */
+            if (st->op != CN_OP_COUNT)
+                cn_op_cost((cn_op_id)st->op, ins, st->head_nin, &p->plan->attrs[s], out, &flops,
+                           &bytes);
+            flops += (double)cn_numel(out) * st->fused->ninstr;
+            bytes = cn_tensor_bytes_read(out);
+            for (int i = 0; i < st->nin; i++) bytes += cn_tensor_bytes_read(ins[i]);
+            name = p->prof_names && s < p->prof_nnames ? p->prof_names[s] : "fused";
+        }
+        cn_prof_record(CN_PROFILE_STEP, name, t0, t1, flops, bytes, st->dev);
+    }
+    if (ins != ins_buf) free(ins);
+    return rc;
+}
+
+static int exec_step(cn_program *p, int s) {
+    if (CN_UNLIKELY(cn_prof_on())) return exec_step_profiled(p, s);
+    return exec_step_impl(p, s);
 }
 
 /* The inputs of step s that no later step reads are released. */
@@ -593,8 +671,20 @@ static bool assumptions_hold(const cn_ir *ir) {
     return true;
 }
 
+static int run_program(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values,
+                       int nfeeds, cn_tensor **outputs, int noutputs);
+
 int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
            cn_tensor **outputs, int noutputs) {
+    if (CN_LIKELY(!cn_prof_on())) return run_program(p, placeholders, values, nfeeds, outputs, noutputs);
+    cn_prof_range_begin("run");
+    int rc = run_program(p, placeholders, values, nfeeds, outputs, noutputs);
+    cn_prof_range_end();
+    return rc;
+}
+
+static int run_program(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values,
+                       int nfeeds, cn_tensor **outputs, int noutputs) {
     /* Outputs are NULL on every failure, so callers never read garbage. */
     if (outputs)
         for (int i = 0; i < noutputs; i++) outputs[i] = NULL;
@@ -703,6 +793,7 @@ int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *valu
     if ((rc = bind_direct(p)) < 0) goto out;
     for (int v = 0; v < ir->nv; v++) p->left[v] = p->uses[v];
     bool prev = cn_set_grad_enabled(false);
+    if (CN_UNLIKELY(cn_prof_on())) prof_prepare_names(p);
     rc = run_steps(p);
     cn_set_grad_enabled(prev);
     for (int o = 0; o < p->noutputs && rc == CN_OK; o++) {

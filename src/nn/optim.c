@@ -23,6 +23,7 @@
  * on the thread count or the device's split of the work. Parameters, their
  * gradient buffer and the state live on the parameters' device. */
 #include "optim.h"
+#include "../core/profiler.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -490,7 +491,17 @@ void cn_opt_set_pre_step(cn_optimizer *o, int (*fn)(void *ctx), void *ctx) {
     o->pre_step_ctx = ctx;
 }
 
+static int optimizer_step(cn_optimizer *o);
+
 int cn_optimizer_step(cn_optimizer *o) {
+    if (CN_LIKELY(!cn_prof_on())) return optimizer_step(o);
+    cn_prof_range_begin("optimizer.step");
+    int rc = optimizer_step(o);
+    cn_prof_range_end();
+    return rc;
+}
+
+static int optimizer_step(cn_optimizer *o) {
     if (!o) return CN_EINVAL;
     if (o->pre_step) {
         int prc = o->pre_step(o->pre_step_ctx);
