@@ -62,7 +62,8 @@ lr = args.lr or DEFAULTS[args.model][1]
 def idx(path):
     """A u8 IDX file, read in chunks straight into the tensor's memory (one
     copy of the data at any time, as chutney's reader)."""
-    with gzip.open(path, "rb") as f:
+    opener = gzip.open if os.path.exists(path) or not os.path.exists(path[:-3]) else open
+    with opener(path if opener is gzip.open else path[:-3], "rb") as f:
         head = f.read(4)
         ndim = head[3]
         dims = struct.unpack(">" + "I" * ndim, f.read(4 * ndim))

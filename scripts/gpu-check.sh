@@ -159,7 +159,12 @@ fi
 # ---- devices and conformance ----
 CLI=$BUILD/chutney
 need devices "$CLI" && step devices 30 "$CLI" devices --json
-need conformance "$BUILD/tests/test_backends" && step conformance 240 "$BUILD/tests/test_backends"
+# Only the device kind asked about: an NVIDIA machine may also have NVIDIA's
+# OpenCL, and the suite on it (every kernel compiled again by that
+# compiler) took most of the time of the first run on an H200. Unbuffered,
+# so a step stopped by its timeout still shows how far it got.
+need conformance "$BUILD/tests/test_backends" &&
+    step conformance 240 env CN_TEST_DEVICE_KINDS="$KIND" stdbuf -oL -eL "$BUILD/tests/test_backends"
 # The collectives through NCCL on the GPU, as one process (test_nccl_one_rank).
 need nccl "$BUILD/tests/test_dist" && step nccl 60 "$BUILD/tests/test_dist"
 
@@ -216,6 +221,20 @@ train train-mlp "mlp" "$DEV_FULL" 90
 train train-mlp-cpu "mlp" cpu 60
 train train-cnn "cnn" "$DEV_FULL" 120
 train train-lstm "lstm" "$DEV_FULL" 120
+
+# ---- PyTorch on the same device, where the machine's python3 has it ----
+# bench/torch_train.py: the same models, batches and optimisers.
+torch_train() { # NAME MODEL CAP_SECONDS
+    if [ -z "$DATA_OK" ]; then record "$1" skipped "" 0 "no data (see the data step)" ""; return; fi
+    step "$1" "$3" python3 "$ROOT/bench/torch_train.py" --model "$2" --epochs 1 --device "$DEV_FULL" \
+        --data "$DATA_SRC" --json "${TRAIN_LIMIT[@]}"
+}
+if [ "$KIND" = cuda ] && python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' \
+    >/dev/null 2>&1; then
+    for m in mlp cnn lstm; do torch_train "torch-$m" "$m" 60; done
+else
+    record torch skipped "" 0 "no python3 with PyTorch on CUDA" ""
+fi
 
 # ---- report ----
 GPU_INFO=""
@@ -356,7 +375,8 @@ out["conformance"] = conf
 out["bench"] = last_json(read("bench", "out")) if "bench" in by_name else None
 
 train = []
-for name in ("train-mlp", "train-mlp-cpu", "train-cnn", "train-lstm"):
+for name in ("train-mlp", "train-mlp-cpu", "train-cnn", "train-lstm",
+             "torch-mlp", "torch-cnn", "torch-lstm"):
     s = by_name.get(name)
     if not s:
         continue
@@ -364,7 +384,7 @@ for name in ("train-mlp", "train-mlp-cpu", "train-cnn", "train-lstm"):
     row = {"step": name, "status": s["status"], "seconds": s["seconds"]}
     if j:
         for k in ("model", "device", "mode", "epochs", "test_accuracy", "samples_per_sec",
-                  "seconds", "final_loss", "peak_rss_mb"):
+                  "seconds", "final_loss", "peak_rss_mb", "framework"):
             if k in j:
                 row[k] = j[k]
     train.append(row)
@@ -372,6 +392,9 @@ out["train"] = train
 sps = {r["step"]: r.get("samples_per_sec") for r in train}
 out["mlp_device_over_cpu"] = (round(sps["train-mlp"] / sps["train-mlp-cpu"], 3)
                               if sps.get("train-mlp") and sps.get("train-mlp-cpu") else None)
+out["chutney_over_torch"] = {
+    m: round(sps["train-" + m] / sps["torch-" + m], 3)
+    for m in ("mlp", "cnn", "lstm") if sps.get("train-" + m) and sps.get("torch-" + m)}
 out["steps"] = steps
 # Steps can all pass without the device (the suite skips a missing kind).
 out["device_present"] = any(d.get("device") == device for d in out["devices"] or [])
@@ -423,8 +446,15 @@ if b:
     print("  eager overhead: %.2f us per op" % b["overhead_us"])
 for r in train:
     if "samples_per_sec" in r:
-        print("  train %-4s on %-9s %9.0f samples/s, test accuracy %.2f%%" % (
+        print("  %s %-4s on %-9s %9.0f samples/s, test accuracy %.2f%%" % (
+            "torch" if r["step"].startswith("torch") else "train",
             r["model"], r["device"], r["samples_per_sec"], 100 * r["test_accuracy"]))
+sps = {r["step"]: r.get("samples_per_sec") for r in train}
+out_ratios = {m: round(sps["train-" + m] / sps["torch-" + m], 3)
+              for m in ("mlp", "cnn", "lstm") if sps.get("train-" + m) and sps.get("torch-" + m)}
+if out_ratios:
+    print("  chutney / PyTorch on %s: %s" % (device, ", ".join(
+        "%s x%.2f" % kv for kv in out_ratios.items())))
 if out["mlp_device_over_cpu"]:
     print("  mlp %s / cpu (this machine's cores): x%.2f" % (device, out["mlp_device_over_cpu"]))
 print("  report: %s\n  log:    %s" % (report, combined))

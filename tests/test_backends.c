@@ -403,12 +403,30 @@ static void test_table(void) {
 static const char *const kind_names[CN_DEVICE_KIND_COUNT] = {
     [CN_DEVICE_CPU] = "CPU", [CN_DEVICE_OPENCL] = "OpenCL", [CN_DEVICE_CUDA] = "CUDA"};
 
+/* CN_TEST_DEVICE_KINDS ("cuda", "opencl,cuda"): the kinds to run the suite
+ * on, for a lent GPU whose machine also has an OpenCL platform (the run on
+ * it compiles every kernel again with that vendor's compiler). Unset: all. */
+static bool kind_selected(int k) {
+    const char *sel = getenv("CN_TEST_DEVICE_KINDS");
+    if (!sel || !*sel) return true;
+    const char *name = k == CN_DEVICE_OPENCL ? "opencl" : k == CN_DEVICE_CUDA ? "cuda" : "cpu";
+    size_t n = strlen(name);
+    for (const char *p = sel; (p = strstr(p, name)); p += n)
+        if ((p == sel || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return true;
+    return false;
+}
+
 static void test_devices(void) {
     int ndev = 0;
     size_t ncases = sizeof fwd_cases / sizeof fwd_cases[0];
     for (size_t l = 0; l < sizeof grad_lists / sizeof grad_lists[0]; l++) ncases += grad_lists[l].n;
     for (int k = 1; k < CN_DEVICE_KIND_COUNT; k++) {
         int n = cn_device_count((cn_device_kind)k);
+        if (n > 0 && !kind_selected(k)) {
+            printf("skipped: %s (CN_TEST_DEVICE_KINDS=%s)\n", kind_names[k],
+                   getenv("CN_TEST_DEVICE_KINDS"));
+            continue;
+        }
         if (n == 0) {
             if (!cn_backends[k])
                 printf("skipped: this build has no %s backend\n", kind_names[k]);
