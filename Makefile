@@ -7,8 +7,11 @@
 #   make bench    set up, build, then Chutney against PyTorch on the benchmark
 #                 workloads (bench/run.py, about 12 min; QUICK=1: 3-5 min;
 #                 WORKLOADS="mlp gemm", REPEATS=N, THREADS="1 2" pick parts)
-#   make fuzz     build the ONNX loader's libFuzzer target with clang, ASan and
-#                 UBSan into build-fuzz/ and run it FUZZ_SECONDS (default 60)
+#   make fuzz     build the libFuzzer targets (the ONNX loader and every file
+#                 reader) with clang, ASan and UBSan into build-fuzz/ and run
+#                 each: ONNX FUZZ_SECONDS (default 60), each reader
+#                 FUZZ_READER_SECONDS (default FUZZ_SECONDS); FUZZ_TARGETS
+#                 picks some (e.g. "npy csv")
 #   make install  install build/ into PREFIX (default /usr/local)
 #   make clean    remove the build directories this Makefile makes
 
@@ -21,6 +24,8 @@ REPEATS ?=
 THREADS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
+FUZZ_READER_SECONDS ?= $(FUZZ_SECONDS)
+FUZZ_TARGETS ?=
 CMAKE_ARGS = -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF -DCHUTNEY_WITH_BLAS=ON
 
 .PHONY: all build setup check demo bench fuzz install clean
@@ -47,13 +52,15 @@ bench: setup build
 	    $(if $(WORKLOADS),--workloads "$(WORKLOADS)") $(if $(REPEATS),--repeats $(REPEATS)) \
 	    $(if $(THREADS),--threads "$(THREADS)")
 
-# Hostile input: fuzz/fuzz_onnx_load.c (seeds and how to replay a crash: docs/onnx.md).
+# Hostile input: fuzz/fuzz_onnx_load.c and fuzz/fuzz_reader.c (seeds, figures and
+# how to replay a crash: docs/architecture.md, "Fuzzing"; docs/onnx.md).
 fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 	    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCHUTNEY_SANITIZE=ON -DCHUTNEY_FUZZ=ON -DCHUTNEY_WITH_DNNL=OFF \
 	    -DCHUTNEY_BUILD_TESTS=OFF -DCHUTNEY_BUILD_BENCH=OFF -DCHUTNEY_BUILD_EXAMPLES=OFF
-	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_onnx_load
-	sh fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_onnx_load fuzz_npy fuzz_safetensors \
+	    fuzz_json fuzz_idx fuzz_csv fuzz_image fuzz_bpe
+	sh fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_READER_SECONDS) $(FUZZ_TARGETS)
 
 install: build
 	cmake --install build --prefix $(PREFIX)

@@ -25,7 +25,7 @@ static void test_replay(void) {
     if (!d) return;
     int files = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.' || e->d_type == DT_DIR) continue; /* other readers' folders */
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         FILE *f = fopen(path, "rb");

@@ -270,7 +270,7 @@ cn_tensor *cn_t_host_contiguous(cn_tensor *t) {
 int cn_t_read(const cn_tensor *t, cn_dtype dt, void *buf) {
     cn_storage s = {.data = buf, .nbytes = (size_t)cn_shape_numel(t->ndim, t->shape) * cn_dsize(dt),
                     .refcount = 1};
-    cn_tensor d = {.refcount = 1, .dtype = (uint8_t)dt, .ndim = t->ndim, .storage = &s};
+    cn_tensor d = {.refcount = 1, .magic = CN_T_LIVE, .dtype = (uint8_t)dt, .ndim = t->ndim, .storage = &s};
     memcpy(d.shape, t->shape, sizeof d.shape);
     cn_contiguous_strides(t->ndim, t->shape, d.strides);
     return cn_transfer(&d, t, false);
@@ -280,7 +280,7 @@ int cn_t_write(cn_tensor *t, cn_dtype dt, const void *buf) {
     cn_storage s = {.data = (void *)buf,
                     .nbytes = (size_t)cn_shape_numel(t->ndim, t->shape) * cn_dsize(dt),
                     .refcount = 1};
-    cn_tensor d = {.refcount = 1, .dtype = (uint8_t)dt, .ndim = t->ndim, .storage = &s};
+    cn_tensor d = {.refcount = 1, .magic = CN_T_LIVE, .dtype = (uint8_t)dt, .ndim = t->ndim, .storage = &s};
     memcpy(d.shape, t->shape, sizeof d.shape);
     cn_contiguous_strides(t->ndim, t->shape, d.strides);
     return cn_transfer(t, &d, false);

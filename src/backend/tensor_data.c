@@ -50,6 +50,7 @@ cn_tensor *cn_full_on(cn_device d, cn_dtype dt, int ndim, const int64_t *shape, 
 
 cn_tensor *cn_full_like(const cn_tensor *t, double value) {
     if (!t) return NULL;
+    CN_CHECK_LIVE("full_like", t, NULL);
     return cn_scope_add(
         cn_t_full_on(cn_t_device(t), (cn_dtype)t->dtype, t->ndim, t->shape, value));
 }
@@ -169,6 +170,7 @@ static const void *element(const char *fn, const cn_tensor *t, int64_t off, void
 
 double cn_get(const cn_tensor *t, const int64_t *idx) {
     if (!t) return NAN;
+    CN_CHECK_LIVE("get", t, NAN);
     int64_t off = elem_offset("get", t, idx);
     _Alignas(8) unsigned char one[8];
     const void *p = off < 0 ? NULL : element("get", t, off, one);
@@ -177,6 +179,7 @@ double cn_get(const cn_tensor *t, const int64_t *idx) {
 
 int64_t cn_get_int(const cn_tensor *t, const int64_t *idx) {
     if (!t) return 0;
+    CN_CHECK_LIVE("get_int", t, 0);
     int64_t off = elem_offset("get_int", t, idx);
     _Alignas(8) unsigned char one[8];
     const void *p = off < 0 ? NULL : element("get_int", t, off, one);
@@ -185,6 +188,7 @@ int64_t cn_get_int(const cn_tensor *t, const int64_t *idx) {
 
 int cn_set(cn_tensor *t, const int64_t *idx, double value) {
     if (!t) return CN_EINVAL;
+    CN_CHECK_LIVE("set", t, CN_EINVAL);
     if (t->requires_grad && cn_is_grad_enabled())
         return cn_failc(CN_ESTATE, "set: the tensor requires a gradient and in-place changes "
                                    "are not recorded; do it inside cn_no_grad_begin/end");
@@ -205,6 +209,7 @@ int cn_set(cn_tensor *t, const int64_t *idx, double value) {
 
 double cn_item(const cn_tensor *t) {
     if (!t) return NAN;
+    CN_CHECK_LIVE("item", t, NAN);
     if (cn_numel(t) != 1) {
         char b[160];
         cn_fail("item: the tensor has %" PRId64 " elements (shape %s), not 1", cn_numel(t),
@@ -217,6 +222,7 @@ double cn_item(const cn_tensor *t) {
 
 int cn_copy_to_buffer(const cn_tensor *t, cn_dtype dt, void *buf, size_t buf_bytes) {
     if (!t) return CN_EINVAL;
+    CN_CHECK_LIVE("copy_to_buffer", t, CN_EINVAL);
     if (!t->storage) return cn_failc(CN_EINVAL, "copy_to_buffer: the tensor is symbolic");
     if ((unsigned)dt >= CN_DTYPE_COUNT) return cn_failc(CN_EINVAL, "copy_to_buffer: invalid dtype");
     size_t need = (size_t)cn_numel(t) * cn_dsize(dt);

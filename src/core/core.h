@@ -136,11 +136,42 @@ struct cn_tensor {
     int32_t walk_idx;
     struct cn_tensor *tangent; /* forward-mode tangent (dual regions only) */
     uint32_t tangent_gen;      /* the dual region the tangent belongs to */
+    /* CN_T_LIVE while the struct is a tensor, CN_T_DEAD once released: the
+     * public entry points check it (cn_t_is_dead). It fills the padding
+     * before shape, so the struct is no bigger. */
+    uint32_t magic;
     int64_t shape[CN_MAX_DIMS];
     int64_t strides[CN_MAX_DIMS];
     struct cn_graph *graph;/* the static graph a symbolic tensor belongs to */
     char *name;                /* optional (placeholders, parameters); owned */
 };
+
+/* ---- released tensors (tensor.c; docs/architecture.md, "Debug mode") ----
+ * A released struct's magic is CN_T_DEAD until it is handed out again: a
+ * use after release or a double release through the public API is an error
+ * naming the tensor instead of a write into a recycled struct. With
+ * CN_DEBUG_API=1 (or the CMake option CHUTNEY_DEBUG_API) released structs
+ * are also cleared and held back from reuse for a while (a quarantine), so
+ * the check still sees them dead well after the release; under
+ * AddressSanitizer they are poisoned on the free list as well (all but the
+ * magic, which the check reads). */
+#define CN_T_LIVE 0x7e250a11u
+#define CN_T_DEAD 0xdead7e25u
+/* One compare of a field in the line every op reads anyway. */
+static inline bool cn_t_is_dead(const cn_tensor *t) { return CN_UNLIKELY(t->magic != CN_T_LIVE); }
+/* The error for a dead tensor passed to fn (a message naming its dtype,
+ * shape and, when known, the op that made it and its name). Returns CN_EINVAL. */
+int cn_t_dead_fail(const char *fn, const cn_tensor *t);
+/* For public functions: return ret with that error if t is dead. */
+#define CN_CHECK_LIVE(fn, t, ret)                                                          \
+    do {                                                                                   \
+        if ((t) && cn_t_is_dead(t)) {                                                      \
+            cn_t_dead_fail(fn, t);                                                         \
+            return ret;                                                                    \
+        }                                                                                  \
+    } while (0)
+/* Whether debug mode is on (CN_DEBUG_API, read once, or the build option). */
+bool cn_debug_api(void);
 
 /* ---- errors (error.c) ---- */
 /* Sets the thread-local message. Returns NULL so `return cn_fail(...)` works in

@@ -15,9 +15,67 @@ static _Thread_local cn_tensor *cn_free_tensors;
 static _Thread_local int cn_free_tensor_count;
 #define CN_TENSOR_CACHE_MAX 32768
 
+/* AddressSanitizer cannot see a struct on the free list as freed: it is
+ * poisoned by hand there, all but the 8 bytes holding the magic, which the
+ * public entry points read to report a use after release as an error, and
+ * the list's link (grad): LeakSanitizer follows no pointer stored in
+ * poisoned memory, and would report the whole list as leaked. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CN_ASAN 1
+#endif
+#endif
+#if !defined(CN_ASAN) && defined(__SANITIZE_ADDRESS__)
+#define CN_ASAN 1
+#endif
+#ifdef CN_ASAN
+void __asan_poison_memory_region(void const volatile *addr, size_t size);
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+static void t_bury(cn_tensor *t) {
+    __asan_poison_memory_region(t, sizeof *t);
+    __asan_unpoison_memory_region(&t->magic, sizeof t->magic);
+    __asan_unpoison_memory_region(&t->grad, sizeof t->grad);
+}
+static void t_unbury(cn_tensor *t) { __asan_unpoison_memory_region(t, sizeof *t); }
+#else
+static inline void t_bury(cn_tensor *t) { (void)t; }
+static inline void t_unbury(cn_tensor *t) { (void)t; }
+#endif
+
+/* Debug mode: CN_DEBUG_API=1 in the environment (read once, by the first
+ * release or check), or built in by -DCHUTNEY_DEBUG_API=ON. */
+#ifndef CN_DEBUG_API_DEFAULT
+#define CN_DEBUG_API_DEFAULT 0
+#endif
+static int debug_api_state = -1; /* -1: not read yet */
+
+static __attribute__((cold, noinline)) int debug_api_read(void) {
+    const char *e = getenv("CN_DEBUG_API");
+    int s = e && *e ? (strcmp(e, "0") != 0) : CN_DEBUG_API_DEFAULT;
+    __atomic_store_n(&debug_api_state, s, __ATOMIC_RELAXED);
+    return s;
+}
+
+/* Every release asks: one load and a compare once the variable is read. */
+static inline bool debug_api_on(void) {
+    int s = __atomic_load_n(&debug_api_state, __ATOMIC_RELAXED);
+    if (CN_UNLIKELY(s < 0)) s = debug_api_read();
+    return s > 0;
+}
+
+bool cn_debug_api(void) { return debug_api_on(); }
+
+/* Debug mode holds the last released structs back from the free list, so
+ * that a use soon after a release finds the struct still dead rather than
+ * recycled into another tensor (which no check could tell apart). */
+#define CN_QUARANTINE 4096
+static _Thread_local cn_tensor **quarantine;
+static _Thread_local unsigned quarantine_n, quarantine_head;
+
 cn_tensor *cn_t_alloc(void) {
     cn_tensor *t = cn_free_tensors;
     if (t) {
+        t_unbury(t);
         cn_free_tensors = t->grad;
         cn_free_tensor_count--;
         memset(t, 0, sizeof *t);
@@ -26,20 +84,91 @@ cn_tensor *cn_t_alloc(void) {
         if (!t) return cn_fail("out of memory allocating a tensor");
     }
     t->refcount = 1;
+    t->magic = CN_T_LIVE;
     return t;
 }
 
-static void tensor_struct_free(cn_tensor *t) {
+static void tensor_struct_recycle(cn_tensor *t) {
+    t->magic = CN_T_DEAD;
     if (cn_free_tensor_count < CN_TENSOR_CACHE_MAX) {
         t->grad = cn_free_tensors; /* reuse the field as the list link */
         cn_free_tensors = t;
         cn_free_tensor_count++;
+        t_bury(t);
     } else {
         free(t);
     }
 }
 
+/* What a dead struct keeps for the message, in fields a dead tensor has no
+ * use for: the op that made it in walk_idx, its name in strides. */
+#define DEAD_NAME(t) ((char *)(t)->strides)
+
+/* Debug mode: clear what points elsewhere, so an access through a stale
+ * pointer faults instead of reading freed memory, and quarantine. */
+static __attribute__((cold, noinline)) void tensor_struct_quarantine(cn_tensor *t, int op, const char *name) {
+    t->storage = NULL;
+    t->node = NULL;
+    t->grad = t->tangent = NULL;
+    t->graph = NULL;
+    t->name = NULL;
+    t->offset = 0;
+    t->walk_idx = op;
+    memset(t->strides, 0, sizeof t->strides);
+    if (name) snprintf(DEAD_NAME(t), sizeof t->strides, "%s", name);
+    t->magic = CN_T_DEAD;
+    if (!quarantine && !(quarantine = calloc(CN_QUARANTINE, sizeof *quarantine))) {
+        tensor_struct_recycle(t);
+        return;
+    }
+    /* A ring: the slot at the head is the oldest once it is full. */
+    if (quarantine_n == CN_QUARANTINE) {
+        cn_tensor *old = quarantine[quarantine_head];
+        t_unbury(old);
+        tensor_struct_recycle(old);
+    } else {
+        quarantine_n++;
+    }
+    quarantine[quarantine_head] = t;
+    quarantine_head = (quarantine_head + 1) % CN_QUARANTINE;
+    t_bury(t);
+}
+
+static void tensor_struct_free(cn_tensor *t) { tensor_struct_recycle(t); }
+
+int cn_t_dead_fail(const char *fn, const cn_tensor *t) {
+    /* The struct may be poisoned (ASan): read a copy made with it unpoisoned. */
+    cn_tensor c;
+    bool dead = t->magic == CN_T_DEAD;
+    if (dead) t_unbury((cn_tensor *)t);
+    memcpy(&c, t, sizeof c);
+    if (dead) t_bury((cn_tensor *)t);
+    char shape[200], made[160] = "";
+    if ((unsigned)c.dtype < CN_DTYPE_COUNT && c.ndim >= 0 && c.ndim <= CN_MAX_DIMS)
+        cn_shape_str(&c, shape, sizeof shape);
+    else
+        snprintf(shape, sizeof shape, "(dtype and shape unknown)");
+    if (c.magic == CN_T_DEAD && cn_debug_api()) {
+        DEAD_NAME(&c)[sizeof c.strides - 1] = '\0';
+        int k = 0;
+        if (DEAD_NAME(&c)[0]) k = snprintf(made, sizeof made, " '%s'", DEAD_NAME(&c));
+        if (c.walk_idx >= 0 && k >= 0 && (size_t)k < sizeof made) {
+            if (c.walk_idx < CN_OP_COUNT)
+                snprintf(made + k, sizeof made - (size_t)k, " made by %s", cn_op_names[c.walk_idx]);
+            else
+                snprintf(made + k, sizeof made - (size_t)k, " made by op #%d", (int)c.walk_idx);
+        }
+    }
+    if (c.magic != CN_T_DEAD)
+        return cn_failc(CN_EINVAL, "%s: %p is not a tensor (never made by Chutney, or long since freed)", fn,
+                        (const void *)t);
+    return cn_failc(CN_EINVAL, "%s: tensor %s%s was already released (a use after cn_release, or a release "
+                    "too many)%s", fn, shape, made,
+                    cn_debug_api() ? "" : "; run with CN_DEBUG_API=1 to catch this longer after the release");
+}
+
 cn_tensor *cn_retain(cn_tensor *t) {
+    CN_CHECK_LIVE("retain", t, NULL);
     if (t) t->refcount++;
     return t;
 }
@@ -53,17 +182,27 @@ typedef struct release_list {
     cn_tensor *inline_items[32];
 } release_list;
 
-static void release_push(release_list *l, cn_tensor *t) {
-    if (--t->refcount > 0) return;
-    if (l->n == l->cap) {
-        size_t ncap = l->cap * 2;
-        cn_tensor **ns = malloc(ncap * sizeof *ns);
-        if (!ns) abort(); /* freeing needs memory here: nothing sane is left to do */
-        memcpy(ns, l->items, l->n * sizeof *ns);
-        if (l->items != l->inline_items) free(l->items);
-        l->items = ns;
-        l->cap = ncap;
+static __attribute__((cold, noinline)) void release_dead(const cn_tensor *t) { cn_t_dead_fail("release", t); }
+
+static __attribute__((noinline)) void release_grow(release_list *l) {
+    size_t ncap = l->cap * 2;
+    cn_tensor **ns = malloc(ncap * sizeof *ns);
+    if (!ns) abort(); /* freeing needs memory here: nothing sane is left to do */
+    memcpy(ns, l->items, l->n * sizeof *ns);
+    if (l->items != l->inline_items) free(l->items);
+    l->items = ns;
+    l->cap = ncap;
+}
+
+static inline __attribute__((always_inline)) void release_push(release_list *l, cn_tensor *t) {
+    /* Released once too often: the struct may already hold another tensor
+     * (or sit on the free list, where this would corrupt it). */
+    if (cn_t_is_dead(t)) {
+        release_dead(t);
+        return;
     }
+    if (--t->refcount > 0) return;
+    if (CN_UNLIKELY(l->n == l->cap)) release_grow(l);
     l->items[l->n++] = t;
 }
 
@@ -80,8 +219,12 @@ void cn_release(cn_tensor *t) {
         cn_node *node = x->node;
         cn_tensor *grad = x->grad, *tangent = x->tangent;
         cn_graph_head *g = (cn_graph_head *)x->graph;
-        free(x->name);
-        tensor_struct_free(x);
+        char *name = x->name;
+        if (CN_UNLIKELY(debug_api_on()))
+            tensor_struct_quarantine(x, node ? (int)node->op : -1, name);
+        else
+            tensor_struct_recycle(x);
+        free(name);
         if (g && --g->refcount == 0) g->destroy(g);
         if (grad) release_push(&l, grad);
         if (tangent) release_push(&l, tangent);
@@ -292,6 +435,7 @@ cn_tensor *cn_from_buffer(cn_dtype dt, int ndim, const int64_t *shape, void *dat
 
 int cn_set_name(cn_tensor *t, const char *name) {
     if (!t) return CN_EINVAL;
+    CN_CHECK_LIVE("set_name", t, CN_EINVAL);
     char *copy = NULL;
     if (name) {
         size_t n = strlen(name);
@@ -304,17 +448,40 @@ int cn_set_name(cn_tensor *t, const char *name) {
     return CN_OK;
 }
 
-const char *cn_get_name(const cn_tensor *t) { return t && t->name ? t->name : ""; }
+/* Metadata of a dead tensor reads as that of NULL, with the error set. */
+const char *cn_get_name(const cn_tensor *t) {
+    CN_CHECK_LIVE("get_name", t, "");
+    return t && t->name ? t->name : "";
+}
 
-cn_dtype cn_tensor_dtype(const cn_tensor *t) { return t ? (cn_dtype)t->dtype : CN_DTYPE_COUNT; }
-int cn_ndim(const cn_tensor *t) { return t ? t->ndim : -1; }
-const int64_t *cn_shape(const cn_tensor *t) { return t ? t->shape : NULL; }
-const int64_t *cn_strides(const cn_tensor *t) { return t ? t->strides : NULL; }
-int64_t cn_offset(const cn_tensor *t) { return t ? t->offset : -1; }
-int64_t cn_numel(const cn_tensor *t) { return t ? cn_shape_numel(t->ndim, t->shape) : -1; }
+cn_dtype cn_tensor_dtype(const cn_tensor *t) {
+    CN_CHECK_LIVE("tensor_dtype", t, CN_DTYPE_COUNT);
+    return t ? (cn_dtype)t->dtype : CN_DTYPE_COUNT;
+}
+int cn_ndim(const cn_tensor *t) {
+    CN_CHECK_LIVE("ndim", t, -1);
+    return t ? t->ndim : -1;
+}
+const int64_t *cn_shape(const cn_tensor *t) {
+    CN_CHECK_LIVE("shape", t, NULL);
+    return t ? t->shape : NULL;
+}
+const int64_t *cn_strides(const cn_tensor *t) {
+    CN_CHECK_LIVE("strides", t, NULL);
+    return t ? t->strides : NULL;
+}
+int64_t cn_offset(const cn_tensor *t) {
+    CN_CHECK_LIVE("offset", t, -1);
+    return t ? t->offset : -1;
+}
+int64_t cn_numel(const cn_tensor *t) {
+    CN_CHECK_LIVE("numel", t, -1);
+    return t ? cn_shape_numel(t->ndim, t->shape) : -1;
+}
 
 int64_t cn_dim(const cn_tensor *t, int axis) {
     if (!t) return -1;
+    CN_CHECK_LIVE("dim", t, -1);
     int a = cn_norm_axis("dim", axis, t->ndim);
     if (a < 0) return -1;
     return t->ndim ? t->shape[a] : 1;
@@ -322,6 +489,7 @@ int64_t cn_dim(const cn_tensor *t, int axis) {
 
 bool cn_is_contiguous(const cn_tensor *t) {
     if (!t) return false;
+    CN_CHECK_LIVE("is_contiguous", t, false);
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] == 1) continue;
@@ -333,12 +501,15 @@ bool cn_is_contiguous(const cn_tensor *t) {
 }
 
 void *cn_data(const cn_tensor *t) {
+    CN_CHECK_LIVE("data", t, NULL);
     if (!t || !t->storage) return NULL;
     if (cn_require_cpu("data", t) < 0) return NULL;
     return cn_t_ptr(t);
 }
 
 bool cn_shares_storage(const cn_tensor *a, const cn_tensor *b) {
+    CN_CHECK_LIVE("shares_storage", a, false);
+    CN_CHECK_LIVE("shares_storage", b, false);
     return a && b && a->storage && a->storage == b->storage;
 }
 

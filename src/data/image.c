@@ -37,6 +37,109 @@ static int check_layout(const char *fn, cn_image_layout layout) {
     return CN_OK;
 }
 
+#ifdef CN_HAVE_STB
+/* Whether f (at its start) is a binary PNM, P5 or P6; the position is kept. */
+static bool is_pnm(FILE *f) {
+    long pos = ftell(f);
+    unsigned char m[2] = {0, 0};
+    bool r = fread(m, 1, 2, f) == 2 && m[0] == 'P' && (m[1] == '5' || m[1] == '6');
+    if (pos < 0 || fseek(f, pos, SEEK_SET) != 0) return false;
+    return r;
+}
+
+/* stb_image 2.27 decodes a scan with whatever Huffman table memory holds
+ * when no DHT segment defined the one the scan names: uninitialised tables
+ * send its decoder past its arrays (found by fuzz_image; 2.28 checks).
+ * This walks a JPEG's segments (f at its start; the position is kept) and
+ * gives NULL, or what is wrong: a scan naming a table not defined before it
+ * (a progressive scan needs only the DC tables for its first coefficient,
+ * only the AC tables for the others). */
+static const char *jpeg_tables_missing(FILE *f) {
+    long pos = ftell(f);
+    if (pos < 0) return "cannot seek in the file";
+    const char *bad = NULL;
+    bool defined[2][4] = {{false}}, progressive = false;
+    int c = fgetc(f), d = fgetc(f);
+    if (c != 0xFF || d != 0xD8) goto done; /* not a JPEG: nothing to check */
+    for (;;) {
+        c = fgetc(f);
+        if (c == EOF) break;
+        if (c != 0xFF) continue; /* entropy-coded data: skipped */
+        int m = fgetc(f);
+        while (m == 0xFF) m = fgetc(f); /* fill bytes */
+        if (m == EOF || m == 0xD9) break;
+        if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue; /* stuffing, TEM, RSTn */
+        int hi = fgetc(f), lo = fgetc(f);
+        if (lo == EOF) break;
+        long len = (long)hi << 8 | lo;
+        if (len < 2) break; /* stb refuses it */
+        len -= 2;
+        if (m == 0xC2) progressive = true;
+        if (m == 0xC4) { /* DHT: tables of class (DC 0, AC 1) and id */
+            while (len >= 17) {
+                int tcth = fgetc(f), n = 0;
+                for (int i = 0; i < 16; i++) n += fgetc(f) & 0xFF;
+                len -= 17;
+                if (tcth == EOF || (tcth >> 4) > 1 || (tcth & 15) > 3 || n > len) break; /* stb refuses it */
+                defined[tcth >> 4][tcth & 15] = true;
+                if (fseek(f, n, SEEK_CUR) != 0) goto done;
+                len -= n;
+            }
+        } else if (m == 0xDA && len >= 1) { /* SOS: components and their tables */
+            int ns = fgetc(f);
+            len--;
+            unsigned char comp[4][2];
+            int k = 0;
+            for (; k < ns && k < 4 && len >= 2; k++, len -= 2) {
+                comp[k][0] = (unsigned char)fgetc(f);
+                comp[k][1] = (unsigned char)fgetc(f);
+            }
+            int ss = len >= 1 ? fgetc(f) : 0;
+            len -= len >= 1;
+            for (int i = 0; i < k; i++) {
+                int td = comp[i][1] >> 4, ta = comp[i][1] & 15;
+                bool dc = !progressive || ss == 0, ac = !progressive || ss != 0;
+                if ((dc && (td > 3 || !defined[0][td])) || (ac && (ta > 3 || !defined[1][ta]))) {
+                    bad = "a scan uses a Huffman table that no DHT segment defined before it";
+                    goto done;
+                }
+            }
+        }
+        if (len > 0 && fseek(f, len, SEEK_CUR) != 0) break;
+    }
+done:
+    if (fseek(f, pos, SEEK_SET) != 0 && !bad) bad = "cannot seek in the file";
+    return bad;
+}
+
+/* n pixels of `from` channels to `to` channels, as stb_image converts
+ * (grey is (77 r + 150 g + 29 b) >> 8, a missing alpha is 255). Frees px;
+ * NULL when out of memory. */
+static unsigned char *convert_channels(unsigned char *px, int from, int to, size_t n) {
+    unsigned char *out = malloc(n * (size_t)to);
+    if (!out) {
+        stbi_image_free(px);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *s = px + i * (size_t)from;
+        unsigned char *d = out + i * (size_t)to;
+        bool grey = from < 3;
+        unsigned char r = s[0], g = grey ? s[0] : s[1], b = grey ? s[0] : s[2];
+        unsigned char a = from == 2 ? s[1] : from == 4 ? s[3] : 255;
+        unsigned char y = grey ? s[0] : (unsigned char)((r * 77 + g * 150 + b * 29) >> 8);
+        switch (to) {
+        case 1: d[0] = y; break;
+        case 2: d[0] = y, d[1] = a; break;
+        case 3: d[0] = r, d[1] = g, d[2] = b; break;
+        default: d[0] = r, d[1] = g, d[2] = b, d[3] = a; break;
+        }
+    }
+    stbi_image_free(px);
+    return out;
+}
+#endif
+
 cn_tensor *cn_load_image(const char *path, int channels, cn_image_layout layout, cn_dtype dt) {
     static const char fn[] = "load_image";
     if (!path) return cn_fail("%s: path is NULL", fn);
@@ -72,11 +175,24 @@ cn_tensor *cn_load_image(const char *path, int channels, cn_image_layout layout,
                        fn, path, w, h, (unsigned long long)w * (unsigned long long)h,
                        (unsigned long long)max_px, CN_IMAGE_LIMIT_ENV);
     }
-    unsigned char *px = stbi_load_from_file(f, &w, &h, &c, channels);
+    /* stb_image 2.27 converts a 16-bit PNM's channels as if its samples
+     * were bytes, then reads the result as 16-bit: past the end of its
+     * buffer (found by fuzz_image). Such a file is decoded with its own
+     * channels and converted here. */
+    const char *bad = jpeg_tables_missing(f);
+    if (bad) {
+        fclose(f);
+        return cn_fail("%s: cannot decode '%s': corrupt JPEG: %s", fn, path, bad);
+    }
+    int req = channels;
+    if (channels && channels != c && stbi_is_16_bit_from_file(f) && is_pnm(f)) req = 0;
+    unsigned char *px = stbi_load_from_file(f, &w, &h, &c, req);
     fclose(f);
     if (!px)
         return cn_fail("%s: cannot decode '%s': %s", fn, path,
                        stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+    if (req != channels && !(px = convert_channels(px, c, channels, (size_t)w * (size_t)h)))
+        return cn_fail("%s: out of memory converting '%s' to %d channels", fn, path, channels);
     int ch = channels ? channels : c;
     int64_t shape[3];
     if (layout == CN_IMAGE_HWC)

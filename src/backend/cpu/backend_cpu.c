@@ -82,7 +82,7 @@ static int cpu_fill(cn_tensor *t, double v) {
     _Alignas(8) unsigned char one[8];
     cn_store_f64(one, (cn_dtype)t->dtype, 0, v);
     cn_storage s = {.data = one, .nbytes = sizeof one, .refcount = 1};
-    cn_tensor src = {.refcount = 1, .dtype = t->dtype, .ndim = 0, .storage = &s};
+    cn_tensor src = {.refcount = 1, .magic = CN_T_LIVE, .dtype = t->dtype, .ndim = 0, .storage = &s};
     return cn_copy_strided(t, &src);
 }
 
