@@ -360,6 +360,17 @@ void cn_scope_end(void);
  * outside every scope). Returns t. */
 cn_tensor *cn_keep(cn_tensor *t);
 int cn_scope_depth(void);
+/* Hand a reference the caller owns to the innermost scope (what public
+ * functions do with their results); outside every scope the caller keeps
+ * it. Returns t. */
+cn_tensor *cn_scope_add(cn_tensor *t);
+/* For language bindings whose callbacks (a custom op's rules) run inside
+ * the library's scopes but call public functions as if none were open:
+ * until cn_scope_resume(saved), this thread is outside every scope (its
+ * open ones are left untouched). Scopes opened in between must be closed
+ * before resuming. Returns NULL (out of memory) or the saved state. */
+void *cn_scope_suspend(void);
+void cn_scope_resume(void *saved);
 
 /* ------------------------------------------------------------------------ */
 /* Creation                                                                 */
@@ -655,6 +666,25 @@ cn_tensor *cn_sequence_mask(cn_tensor *lengths, int64_t maxlen);
 cn_tensor *cn_scaled_dot_product_attention(cn_tensor *q, cn_tensor *k, cn_tensor *v,
                                            cn_tensor *attn_mask, double dropout_p,
                                            bool is_causal, double scale);
+/* Rotary position embeddings (RoPE) of x [..., T, D], as GPT-NeoX, LLaMA and
+ * Hugging Face's transformers apply them to q and k ([B, heads, T, head_dim],
+ * the layout of cn_scaled_dot_product_attention): row t is at position
+ * p = offset + t; of its first rotary_dim features (0: all; even), each pair
+ * (u, v) turns by the angle p base^(-2i / rotary_dim), i = 0 .. rotary_dim/2
+ * - 1: u' = u cos - v sin, v' = v cos + u sin. The pairs are (x[i],
+ * x[i + rotary_dim/2]) (HF's rotate_half), or (x[2i], x[2i + 1]) with
+ * interleaved (GPT-J). The other features pass through. inverse turns the
+ * other way (undoes it). base 0 means 10000. offset places new rows after
+ * the ones in a key/value cache. Angles, cos and sin are computed in double.
+ * opts NULL: the defaults. */
+typedef struct cn_rope_opts {
+    int64_t offset;     /* the position of row 0 (>= 0) */
+    int64_t rotary_dim; /* 0: D */
+    double base;        /* 0: 10000 */
+    bool interleaved;
+    bool inverse;
+} cn_rope_opts;
+cn_tensor *cn_rope(cn_tensor *x, const cn_rope_opts *opts);
 
 /* ------------------------------------------------------------------------ */
 /* Convolution and pooling                                                  */
@@ -795,6 +825,154 @@ typedef int (*cn_tensor_fn)(void *ctx, cn_tensor *const *inputs, int ninputs, cn
  * tangents (Jacobian-vector products), owned by the current scope. */
 int cn_jvp(cn_tensor_fn fn, void *ctx, cn_tensor *const *primals, cn_tensor *const *tangents,
            int ninputs, cn_tensor **outputs, cn_tensor **out_tangents, int noutputs);
+
+/* ------------------------------------------------------------------------ */
+/* Custom ops                                                               */
+/* ------------------------------------------------------------------------ */
+/* An op of the user's own, registered at run time (docs/adding-an-op.md,
+ * "From your own program"). It then behaves like a built-in op: eagerly,
+ * recorded for autograd, captured by static graphs and cn_compile. It has
+ * one output (an op with several results returns them packed into one
+ * tensor, as lstm_seq does). Registrations last as long as the process;
+ * ids are not stable between processes (names are). A program using a
+ * custom op cannot be exported to ONNX.
+ *
+ *     static const cn_custom_op_def swish_def = {
+ *         .name = "swish", .ninputs = 2, .flags = CN_CUSTOM_PURE,
+ *         .infer = swish_infer, .cpu_kernel = swish_cpu, .vjp = swish_vjp,
+ *     };
+ *     int swish = cn_register_op(&swish_def);
+ *     cn_tensor *y = cn_apply_op(swish, (cn_tensor *[]){x, beta}, 2, NULL);
+ */
+#define CN_CUSTOM_MAX_INPUTS 8
+#define CN_CUSTOM_MAX_ATTRS 5
+
+/* Attribute values of one application: four integers and four floats; the
+ * def's attrs[] names them. */
+typedef struct cn_custom_attrs {
+    int64_t i[4];
+    double f[4];
+} cn_custom_attrs;
+
+/* dtype and shape of an input or of the output (sizes of -1 are unknown
+ * until a static program runs: propagate them, skip checks that need them). */
+typedef struct cn_custom_meta {
+    cn_dtype dtype;
+    int ndim;
+    int64_t shape[CN_MAX_DIMS];
+} cn_custom_meta;
+
+typedef struct cn_custom_attr_def {
+    const char *name;  /* NULL ends the table */
+    bool is_float;     /* f[slot] if true, else i[slot] */
+    int slot;          /* 0..3 */
+    double def;        /* the value cn_apply_op uses when given no attributes */
+} cn_custom_attr_def;
+
+/* Check the inputs and attributes and give the output's dtype and shape.
+ * Returns 0, or nonzero after writing a message into err (err_size bytes);
+ * the call fails with "<name>: <message>". Runs again with real sizes when
+ * a static program runs, so it must depend only on its arguments. */
+typedef int (*cn_custom_infer_fn)(void *user, const cn_custom_meta *in, int nin,
+                                  const cn_custom_attrs *a, cn_custom_meta *out, char *err,
+                                  size_t err_size);
+/* Fill out (contiguous, shaped by infer) from the inputs, which are
+ * contiguous and have the dtypes infer accepted (f16/bf16 arrive widened to
+ * f32). The CPU kernel reads and writes with cn_data; a device kernel gets
+ * tensors on its device (contiguous; read its handles with the backend's
+ * API). Call no cn_ ops here. In static programs a CPU kernel of a
+ * CN_CUSTOM_PURE op may run on several threads at once. Returns 0, or
+ * nonzero after writing a message into err. */
+typedef int (*cn_custom_kernel_fn)(void *user, cn_tensor *const *in, int nin,
+                                   const cn_custom_attrs *a, cn_tensor *out, char *err,
+                                   size_t err_size);
+/* Reverse mode: the gradient with respect to input i (shaped like it) from
+ * gout (shaped like out), built from cn_ ops, so that it is recorded and
+ * differentiable again where those ops are (higher order), and traced into
+ * static graphs. Called only for inputs that need a gradient. Results go to
+ * the current scope (return what the ops return). NULL means an error. */
+typedef cn_tensor *(*cn_custom_vjp_fn)(void *user, cn_tensor *const *in, int nin,
+                                       const cn_custom_attrs *a, cn_tensor *out, cn_tensor *gout,
+                                       int i);
+/* Forward mode: out's tangent from the inputs' tangents tin (NULL entries
+ * are zero), built from cn_ ops. NULL means an error. */
+typedef cn_tensor *(*cn_custom_jvp_fn)(void *user, cn_tensor *const *in, cn_tensor *const *tin,
+                                       int nin, const cn_custom_attrs *a, cn_tensor *out);
+/* Reverse mode for every input at once, for gradients that share work:
+ * grads[i] for each i with need[i] (results as for vjp; a NULL one is taken
+ * as zeros). Returns 0, or nonzero after writing a message into err. Called
+ * once per recorded application instead of vjp. */
+typedef int (*cn_custom_vjp_multi_fn)(void *user, cn_tensor *const *in, int nin,
+                                      const cn_custom_attrs *a, cn_tensor *out, cn_tensor *gout,
+                                      const bool *need, cn_tensor **grads, char *err,
+                                      size_t err_size);
+
+enum {
+    /* The output depends only on the inputs and attributes, and the kernel
+     * has no side effects: static programs may fold it over constants,
+     * merge equal applications and run it beside other steps. Without it
+     * the op is treated like a random one: never folded or merged, run in
+     * program order. */
+    CN_CUSTOM_PURE = 1 << 0,
+    /* The output carries no gradient (like a comparison). */
+    CN_CUSTOM_NONDIFF = 1 << 1
+};
+
+typedef struct cn_custom_op_def {
+    const char *name;   /* unique among built-in and custom ops; [A-Za-z0-9_.] */
+    int ninputs;        /* 1..CN_CUSTOM_MAX_INPUTS */
+    unsigned flags;     /* CN_CUSTOM_* */
+    cn_custom_attr_def attrs[CN_CUSTOM_MAX_ATTRS];
+    cn_custom_infer_fn infer;      /* required */
+    cn_custom_kernel_fn cpu_kernel;/* required */
+    /* Optional kernels for other devices, by cn_device_kind ([CN_DEVICE_CPU]
+     * is ignored). Without one, the op runs on the CPU: eagerly its inputs
+     * are copied to the host and the result back; in a static program the
+     * step is placed on the CPU with explicit transfers around it. */
+    cn_custom_kernel_fn device_kernels[CN_DEVICE_KIND_COUNT];
+    cn_custom_vjp_fn vjp;          /* optional: without it (and vjp_multi), no reverse mode */
+    cn_custom_vjp_multi_fn vjp_multi; /* optional: instead of vjp */
+    cn_custom_jvp_fn jvp;          /* optional: without it, no forward mode */
+    void *user;                    /* passed to every callback */
+    const char *doc;               /* optional: one line, for listings */
+} cn_custom_op_def;
+
+/* Register an op; the def's strings are copied, the callbacks and user
+ * pointer kept. Thread-safe. Returns its id (>= 0), or a negative status
+ * after an error: a name already taken, a bad def. */
+int cn_register_op(const cn_custom_op_def *def);
+/* The id of a registered custom op, or a negative status. */
+int cn_custom_op_find(const char *name);
+/* Apply a custom op: attrs NULL takes the defaults of the def's attrs[].
+ * Recorded for autograd, captured by static graphs, like any op. Returns
+ * a tensor owned by the current scope, or NULL after an error. */
+cn_tensor *cn_apply_op(int op, cn_tensor *const *inputs, int ninputs, const cn_custom_attrs *attrs);
+
+/* Gradient checking, for custom ops and any differentiable function.
+ * Every float input is converted to f64 (a leaf requiring a gradient) and
+ * fn(ctx, inputs, n, &out, 1) is evaluated; the reverse-mode gradient of
+ * sum(out * w) (w fixed pseudo-random) from cn_grad is compared with
+ * central differences (L(x + eps) - L(x - eps)) / 2 eps element by element:
+ * |analytic - numeric| <= atol + rtol |numeric|. Integer inputs are passed
+ * through unchanged. fn may itself call cn_grad with CN_GRAD_CREATE_GRAPH
+ * (checking second-order gradients). CPU tensors only. */
+typedef struct cn_gradcheck_opts {
+    double eps;  /* 0: 1e-6 */
+    double atol; /* 0: 1e-5 */
+    double rtol; /* 0: 1e-3 */
+    bool check_jvp; /* also compare forward mode (cn_jvp) with differences */
+} cn_gradcheck_opts;
+typedef struct cn_gradcheck_result {
+    double max_abs_err; /* the largest |analytic - numeric| */
+    double max_ratio;   /* the largest error / (atol + rtol |numeric|): > 1 fails */
+    int worst_input;    /* where max_ratio was reached (-1: forward mode) */
+    int64_t worst_index;/* a row-major element index */
+    bool passed;
+} cn_gradcheck_result;
+/* Returns 0 with *res filled (res->passed says whether it passed), or a
+ * negative status when fn or a gradient fails to compute. */
+int cn_gradcheck(cn_tensor_fn fn, void *ctx, cn_tensor *const *inputs, int ninputs,
+                 const cn_gradcheck_opts *opts, cn_gradcheck_result *res);
 
 /* ------------------------------------------------------------------------ */
 /* Static graphs                                                            */
@@ -1020,6 +1198,9 @@ typedef struct cn_loader_opts {
      * together see exactly what one loader of the global batch with
      * drop_last would (a last, partial global batch is dropped). */
     int shard_index, shard_count;
+    /* Threads that prepare a batch's samples (transforms) together: 0 or 1
+     * is one; the results do not depend on it. */
+    int workers;
 } cn_loader_opts;
 cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loader_opts *opts);
 void cn_loader_free(cn_loader *l);
@@ -1033,6 +1214,15 @@ int cn_loader_normalize(cn_loader *l, int which, const double *mean, const doubl
 int cn_loader_random_crop(cn_loader *l, int which, int64_t height, int64_t width, int64_t padding);
 /* Mirror the W axis with probability p. */
 int cn_loader_random_hflip(cn_loader *l, int which, double p);
+/* Colour jitter of f32 samples in [0, 1] (after normalising u8 by 255):
+ * brightness scales by a factor from [1 - brightness, 1 + brightness],
+ * then contrast moves the values from the sample's mean by one from
+ * [1 - contrast, 1 + contrast], each clamped to [0, 1] (torchvision's
+ * ColorJitter(brightness, contrast)). */
+int cn_loader_color_jitter(cn_loader *l, int which, double brightness, double contrast);
+/* Seconds cn_loader_next spent waiting for a batch (or, without prefetch,
+ * preparing it) since the loader was made: the data path's cost. */
+double cn_loader_wait_seconds(const cn_loader *l);
 /* Batches per epoch. */
 int64_t cn_loader_num_batches(const cn_loader *l);
 /* The next batch into batch[0..ntensors) (owned by the current scope):
@@ -1761,6 +1951,8 @@ typedef struct cn_transformer_block_opts {
     double dropout;     /* attention weights and both residual branches */
     bool causal;        /* query t attends positions <= t */
     double ln_eps;      /* 0: 1e-5 */
+    bool rope;          /* rotary position embeddings (cn_rope) on each head's q and k */
+    double rope_base;   /* 0: 10000 */
 } cn_transformer_block_opts;
 cn_module *cn_nn_transformer_block(int64_t embed_dim, int64_t num_heads,
                                    const cn_transformer_block_opts *opts);
@@ -1776,6 +1968,10 @@ cn_module *cn_nn_transformer_block(int64_t embed_dim, int64_t num_heads,
  * both embeddings N(0, 0.02), the residual projections (attn.out_proj.weight,
  * mlp.c_proj.weight) N(0, 0.02 / sqrt(2 n_layer)), biases zero, LayerNorms
  * ones and zeros; drawn from the library's generator (cn_manual_seed).
+ * With rope, there is no wpe: every block turns each head's queries and
+ * keys by their positions (cn_rope, half-split pairs over the whole head,
+ * GPT-NeoX/LLaMA style), so attention sees relative positions; the head
+ * size n_embd / n_head must then be even.
  * cn_module_forward(gpt, ids): ids [B, T] integer (T <= context_length) ->
  * logits [B, T, vocab_size] f32. The forward traces into a static graph
  * (a placeholder ids of shape [-1, T]) and trains with
@@ -1787,6 +1983,8 @@ typedef struct cn_gpt_config {
     int n_head;             /* required; must divide n_embd */
     int64_t n_embd;         /* required */
     double dropout;         /* embeddings, attention weights, residual branches */
+    bool rope;              /* rotary position embeddings instead of wpe */
+    double rope_base;       /* with rope; 0: 10000 */
 } cn_gpt_config;
 cn_module *cn_nn_gpt(const cn_gpt_config *config);
 /* The configuration a GPT was made with; CN_EINVAL if m is not one. */
@@ -1802,7 +2000,9 @@ int cn_gpt_get_config(const cn_module *m, cn_gpt_config *config);
  * (no gradient is recorded; dropout is not applied whatever the mode) and
  * fails once the cache would pass context_length (reset it). The
  * attention of a single new token reads the cache with the fused op and no
- * mask, since the cache holds only the past. */
+ * mask, since the cache holds only the past. With rope, the new queries and
+ * keys are turned at positions length .. length + Tn - 1 (cn_rope's offset)
+ * and the cache keeps the turned keys. */
 typedef struct cn_gpt_cache cn_gpt_cache;
 cn_gpt_cache *cn_gpt_cache_new(cn_module *gpt, int64_t batch);
 void cn_gpt_cache_free(cn_gpt_cache *c);

@@ -40,7 +40,27 @@ static cn_tensor *gcf_sdpa_op_causal(cn_tensor **x) {
     return cn_op_apply(CN_OP_scaled_dot_product_attention, x, 3, &a);
 }
 
+/* Rotary embeddings (src/ops/rope.c): the default half-split pairing on
+ * [B, H, T, D]; interleaved pairs over part of the features, at an offset,
+ * with another base; the inverse rotation on a rank-3 input. */
+static cn_tensor *gcf_rope(cn_tensor **x) { return cn_rope(x[0], NULL); }
+static cn_tensor *gcf_rope_inter(cn_tensor **x) {
+    cn_rope_opts o = {.offset = 5, .rotary_dim = 4, .base = 100, .interleaved = true};
+    return cn_rope(x[0], &o);
+}
+static cn_tensor *gcf_rope_inverse(cn_tensor **x) {
+    cn_rope_opts o = {.offset = 2, .rotary_dim = 2, .inverse = true};
+    return cn_rope(x[0], &o);
+}
+
 static const grad_case grad_cases_attention[] = {
+    {"rope", "half-split, [B, H, T, D]", 1, {{GC_SHAPE(2, 2, 3, 6), -1, 1}}, gcf_rope},
+    {"rope",
+     "interleaved, rotary_dim 4 of 6, offset 5, base 100",
+     1,
+     {{GC_SHAPE(2, 4, 6), -1, 1}},
+     gcf_rope_inter},
+    {"rope", "inverse, rotary_dim 2 of 4, offset 2", 1, {{GC_SHAPE(3, 5, 4), -1, 1}}, gcf_rope_inverse},
     {"scaled_dot_product_attention",
      "no mask, Ev != E",
      3,

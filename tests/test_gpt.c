@@ -497,11 +497,13 @@ static cn_tensor *lm_loss(cn_tensor *logits, cn_tensor *targets) {
                             cn_reshape(targets, 1, (int64_t[]){-1}), CN_REDUCTION_MEAN, 0);
 }
 
-/* A tiny GPT learns a repetitive text: the loss falls far below chance. */
-static void test_gpt_learns(void) {
+/* A tiny GPT learns a repetitive text: the loss falls far below chance
+ * (with learned positions, or rotary ones). */
+static void gpt_learns(bool rope) {
     cn_manual_seed(2);
     cn_module *g = cn_nn_gpt(&(cn_gpt_config){.vocab_size = 16, .context_length = 16, .n_layer = 2,
-                                              .n_head = 2, .n_embd = 16, .dropout = 0.1});
+                                              .n_head = 2, .n_embd = 16, .dropout = 0.1,
+                                              .rope = rope});
     cn_optimizer *opt = gpt_adamw(g);
     int64_t v[4 * 17];
     double first = 0, last = 0;
@@ -517,16 +519,18 @@ static void test_gpt_learns(void) {
         last = cn_item(loss);
         cn_scope_end();
     }
-    CHECK_MSG(first > 2.3 && last < 1.0, "loss %g -> %g: the model did not learn the pattern", first,
-              last);
+    CHECK_MSG(first > 2.3 && last < 1.0, "loss %g -> %g: the model (rope %d) did not learn the "
+              "pattern", first, last, rope);
     CHECK(isfinite(cn_optimizer_last_grad_norm(opt)));
     cn_optimizer_free(opt);
     cn_module_free(g);
 }
+static void test_gpt_learns(void) { gpt_learns(false); }
+static void test_gpt_rope_learns(void) { gpt_learns(true); }
 
 /* Three compiled training steps (clipping and per-parameter weight decay
  * inside the step) equal three eager ones. */
-static void test_gpt_static_step(void) {
+static void gpt_static_step(bool rope) {
     cn_module *g[2];
     cn_tensor **p[2];
     int n = 0;
@@ -539,6 +543,7 @@ static void test_gpt_static_step(void) {
     for (int mode = 0; mode < 2; mode++) {
         cn_manual_seed(8);
         cn_gpt_config cfg = tiny_config();
+        cfg.rope = rope;
         g[mode] = cn_nn_gpt(&cfg);
         n = cn_module_parameters(g[mode], &p[mode], NULL);
         cn_optimizer *opt = gpt_adamw(g[mode]);
@@ -583,6 +588,8 @@ static void test_gpt_static_step(void) {
         cn_module_free(g[mode]);
     }
 }
+static void test_gpt_static_step(void) { gpt_static_step(false); }
+static void test_gpt_rope_static_step(void) { gpt_static_step(true); }
 
 /* Per-parameter weight decay: a parameter with 0 is updated as by Adam, one
  * with the optimiser's decay as AdamW. */
@@ -609,10 +616,12 @@ static void test_param_weight_decay(void) {
 }
 
 /* The KV cache gives the full forward's logits, prompt at once or token
- * by token, in a batch; generation with it equals recomputation. */
-static void test_gpt_cache(void) {
+ * by token, in a batch; generation with it equals recomputation. With
+ * rope, the cached rows are turned at their offsets. */
+static void gpt_cache(bool rope) {
     cn_manual_seed(6);
     cn_gpt_config cfg = tiny_config();
+    cfg.rope = rope;
     cn_module *g = cn_nn_gpt(&cfg);
     cn_module_train(g, false);
     int64_t v[2 * 12];
@@ -670,6 +679,29 @@ static void test_gpt_cache(void) {
     CHECK_STATUS_ERROR(cn_gpt_generate(cn_module_child(g, "ln_f"), prompt, 3, 4, NULL, a), "not a GPT");
     cn_module_free(g);
 }
+static void test_gpt_cache(void) { gpt_cache(false); }
+static void test_gpt_rope_cache(void) { gpt_cache(true); }
+
+/* With rope there is no wpe (context x n_embd fewer parameters) and the
+ * head size must be even. */
+static void test_gpt_rope_structure(void) {
+    cn_manual_seed(3);
+    cn_gpt_config cfg = tiny_config();
+    cfg.rope = true;
+    cn_module *g = cn_nn_gpt(&cfg);
+    CHECK(g && !cn_module_child(g, "wpe") && cn_module_child(g, "wte"));
+    cn_gpt_config back;
+    CHECK(g && cn_gpt_get_config(g, &back) == 0 && back.rope);
+    cn_gpt_config lc = tiny_config();
+    cn_module *learned = cn_nn_gpt(&lc);
+    CHECK_EQ_INT(cn_module_num_params(learned) - cn_module_num_params(g),
+                 lc.context_length * lc.n_embd);
+    cn_module_free(learned);
+    cn_module_free(g);
+    cfg.n_embd = 18; /* head size 9 */
+    cfg.n_head = 2;
+    CHECK_ERROR(cn_nn_gpt(&cfg), "even head size");
+}
 
 static void test_mha_errors(void) {
     CHECK_ERROR(cn_nn_multihead_attention(10, 3, NULL), "divisible by num_heads");
@@ -707,5 +739,9 @@ int main(void) {
     RUN(test_gpt_static_step);
     RUN(test_param_weight_decay);
     RUN(test_gpt_cache);
+    RUN(test_gpt_rope_learns);
+    RUN(test_gpt_rope_static_step);
+    RUN(test_gpt_rope_cache);
+    RUN(test_gpt_rope_structure);
     return th_summary();
 }

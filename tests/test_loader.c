@@ -438,7 +438,67 @@ static void test_errors(void) {
     CHECK(cn_loader_next(NULL, b) == CN_EINVAL);
 }
 
+/* Workers share a batch's transforms: the batches are the same with 1, 3
+ * or 8 of them; jitter keeps samples in [0, 1] and changes some; the
+ * loader's wait time is counted and non-negative. */
+static void epoch_with_workers(cn_tensor *x, cn_tensor *y, int workers, float *out) {
+    cn_tensor *ds[2] = {x, y};
+    cn_loader *l = cn_loader_new(ds, 2, &(cn_loader_opts){.batch_size = 8, .shuffle = true,
+                                                          .seed = 11, .prefetch = workers % 2,
+                                                          .workers = workers});
+    CHECK(l && cn_loader_random_crop(l, 0, H, W, 1) == 0 && cn_loader_random_hflip(l, 0, 0.5) == 0);
+    static const double mean[1] = {0}, sd[1] = {9000};
+    CHECK(cn_loader_normalize(l, 0, mean, sd, 1) == 0);
+    CHECK(cn_loader_color_jitter(l, 0, 0.3, 0.3) == 0);
+    CHECK_STATUS_ERROR(cn_loader_color_jitter(l, 0, 2, 0), "must be in [0, 1]");
+    int64_t k = 0;
+    for (;;) {
+        cn_scope_begin();
+        cn_tensor *b[2];
+        int r = cn_loader_next(l, b);
+        if (r == 1) {
+            memcpy(out + k, cn_data(b[0]), sizeof(float) * (size_t)cn_numel(b[0]));
+            k += cn_numel(b[0]);
+        }
+        cn_scope_end();
+        if (r != 1) break;
+    }
+    CHECK_EQ_INT(k, (int64_t)N * C * H * W);
+    CHECK(cn_loader_wait_seconds(l) >= 0);
+    cn_loader_free(l);
+}
+
+static void test_workers_jitter(void) {
+    cn_tensor *x, *y;
+    make_dataset(&x, &y);
+    size_t n = (size_t)N * C * H * W;
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+    epoch_with_workers(x, y, 1, a);
+    for (int w = 3; w <= 8; w += 5) {
+        epoch_with_workers(x, y, w, b);
+        CHECK_MSG(memcmp(a, b, sizeof(float) * n) == 0, "%d workers: batches differ", w);
+    }
+    int changed = 0, inside = 1;
+    for (size_t i = 0; i < n; i++) {
+        inside &= a[i] >= 0 && a[i] <= 1;
+        changed += a[i] != 0;
+    }
+    CHECK(inside && changed > 0);
+    /* u8 or f32 outside [0, 1] before normalising: refused. */
+    cn_tensor *ds[2] = {x, y};
+    cn_loader *l = cn_loader_new(ds, 2, &(cn_loader_opts){.batch_size = 4});
+    cn_tensor *u = cn_zeros(CN_U8, CN_SHAPE(N, C, H, W));
+    cn_tensor *ds2[2] = {u, y};
+    cn_loader *l2 = cn_loader_new(ds2, 2, &(cn_loader_opts){.batch_size = 4});
+    CHECK_STATUS_ERROR(cn_loader_color_jitter(l2, 0, 0.1, 0.1), "jitter takes f32");
+    cn_loader_free(l);
+    cn_loader_free(l2);
+    free(a);
+    free(b);
+}
+
 int main(void) {
+    RUN(test_workers_jitter);
     RUN(test_batching);
     RUN(test_shuffle);
     RUN(test_determinism);

@@ -1,6 +1,7 @@
 /* `chutney export`: a benchmark model (with a checkpoint's weights) traced
  * into a static graph and written as ONNX. */
 #include "tools.h"
+#include "dataset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,11 +80,20 @@ int cn_tool_export(int argc, char **argv) {
     if (prc) return prc < 0 ? 0 : prc;
     const char *model = e.model, *load = e.load, *out = e.out;
     int64_t batch = e.batch;
-    cn_module *m = cn_tool_make_model(model);
+    /* A checkpoint of other data (train --data) says its input shape and outputs. */
+    ds_info info;
+    if (load && cn_tool_data_from_checkpoint(load, NULL, &info, NULL, 0) < 0) {
+        fprintf(stderr, "chutney: cannot load %s: %s\n", load, cn_tool_error());
+        return 1;
+    }
+    if (!load) cn_tool_data_from_checkpoint_defaults(&info);
+    cn_module *m = cn_tool_make_model_for(model, info.ndim, info.shape,
+                                          info.regress ? 1 : info.nclasses);
     int epochs = 0, rc = 1;
     if (!m || (load && cn_tool_load_checkpoint(load, model, m, NULL, &epochs) < 0)) {
         fprintf(stderr, "chutney: cannot load %s: %s\n", load ? load : model, cn_tool_error());
         cn_module_free(m);
+        cn_tool_data_info_free(&info);
         return 1;
     }
     cn_module_train(m, false);
@@ -92,7 +102,10 @@ int cn_tool_export(int argc, char **argv) {
     int nstate = cn_module_state(m, &state, &names);
     cn_graph *g = cn_graph_new();
     cn_scope_begin();
-    cn_tensor *x = cn_placeholder(g, "images", CN_F32, CN_SHAPE(batch, 1, 28, 28));
+    cn_tensor *x = info.ndim == 3 ? cn_placeholder(g, "images", CN_F32,
+                                                   CN_SHAPE(batch, info.shape[0], info.shape[1],
+                                                            info.shape[2]))
+                                  : cn_placeholder(g, "images", CN_F32, CN_SHAPE(batch, info.shape[0]));
     cn_tensor *y = x ? cn_module_forward(m, x) : NULL;
     const char *out_names[1] = {"logits"};
     cn_onnx_export_opts o = {.output_names = out_names,
@@ -114,5 +127,6 @@ int cn_tool_export(int argc, char **argv) {
     free(names);
     cn_graph_free(g);
     cn_module_free(m);
+    cn_tool_data_info_free(&info);
     return rc;
 }

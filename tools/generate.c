@@ -122,6 +122,14 @@ static cn_module *load_model(const char *path, cn_tokenizer **tok) {
                          .n_layer = (int)meta_int(c, "gpt_layers", &ok),
                          .n_head = (int)meta_int(c, "gpt_heads", &ok),
                          .n_embd = meta_int(c, "gpt_embed", &ok)};
+    /* Rotary positions: the key holds the base; absent, learned positions. */
+    const char *rope = cn_checkpoint_metadata(c, "gpt_rope");
+    if (rope) {
+        char *end;
+        cfg.rope = true;
+        cfg.rope_base = strtod(rope, &end);
+        if (end == rope || *end || !(cfg.rope_base > 0) || !isfinite(cfg.rope_base)) ok = false;
+    }
     if (!ok) {
         cn_tool_fail("%s: its GPT configuration (gpt_vocab, gpt_context, ...) is missing or "
                      "corrupt", path);

@@ -2,6 +2,9 @@
  * (PNG, JPEG, BMP, PNM, ... through cn_load_image), each made to look like
  * a Fashion-MNIST picture first: grey, light on dark, square, 28x28. */
 #include "tools.h"
+#include "dataset.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +217,75 @@ static int predict_run(const predict_args *p, cn_module *m) {
     return ok ? 0 : CN_TOOL_FAILED;
 }
 
+/* A checkpoint trained on other images (an image folder, .npy images):
+ * each image as training read them (its channels and size, [0, 1], the
+ * checkpoint's standardisation), and the checkpoint's class names. */
+static int predict_data(const predict_args *p, const char *model, const ds_info *info) {
+    if (info->ndim != 3) {
+        fprintf(stderr, "chutney predict: %s was trained on a table of %lld features, not on "
+                        "images; `chutney eval` scores it on its data\n", p->load,
+                (long long)info->shape[0]);
+        return CN_TOOL_FAILED;
+    }
+    const char *want = p->model ? p->model : model;
+    int64_t nout = info->regress ? 1 : info->nclasses;
+    cn_module *m = cn_tool_make_model_for(want, 3, info->shape, nout);
+    int epochs = 0;
+    if (!m || cn_tool_load_checkpoint(p->load, want, m, NULL, &epochs) < 0) {
+        fprintf(stderr, "chutney predict: cannot load %s: %s\n", p->load, cn_tool_error());
+        cn_module_free(m);
+        return CN_TOOL_FAILED;
+    }
+    cn_module_train(m, false);
+    size_t per = (size_t)(info->shape[0] * info->shape[1] * info->shape[2]);
+    float *batch = malloc(sizeof *batch * per * (size_t)p->nimages);
+    bool ok = batch != NULL;
+    for (int i = 0; ok && i < p->nimages; i++)
+        if (cn_tool_image_input(p->images[i], info, batch + per * (size_t)i) < 0) {
+            fprintf(stderr, "chutney predict: %s\n", cn_tool_error());
+            ok = false;
+        }
+    cn_scope_begin();
+    cn_no_grad_begin();
+    cn_tensor *y = NULL;
+    if (ok) {
+        cn_tensor *x = cn_from_data(CN_F32, CN_SHAPE(p->nimages, info->shape[0], info->shape[1],
+                                                     info->shape[2]), batch);
+        cn_tensor *out = cn_module_forward(m, x);
+        y = cn_contiguous(info->regress ? out : cn_softmax(out, 1));
+        if (!y) {
+            fprintf(stderr, "chutney predict: %s\n", cn_last_error());
+            ok = false;
+        }
+    }
+    const float *v = y ? cn_data(y) : NULL;
+    int top = p->top < nout ? p->top : (int)nout;
+    for (int i = 0; ok && i < p->nimages; i++) {
+        const float *pr = v + (size_t)i * (size_t)nout;
+        printf("%s:", p->images[i]);
+        if (info->regress) {
+            printf(" %.6g\n", pr[0] * info->y_std + info->y_mean);
+            continue;
+        }
+        bool *used = calloc((size_t)nout, sizeof *used);
+        for (int k = 0; used && k < top; k++) {
+            int64_t best = -1;
+            for (int64_t c = 0; c < nout; c++)
+                if (!used[c] && (best < 0 || pr[c] > pr[best])) best = c;
+            used[best] = true;
+            if (p->numbers || !info->classes) printf("%s %lld %.1f%%", k ? "," : "", (long long)best, 100.0 * pr[best]);
+            else printf("%s %s %.1f%%", k ? "," : "", info->classes[best], 100.0 * pr[best]);
+        }
+        free(used);
+        printf("\n");
+    }
+    cn_no_grad_end();
+    cn_scope_end();
+    free(batch);
+    cn_module_free(m);
+    return ok ? 0 : CN_TOOL_FAILED;
+}
+
 /* The checkpoint's model, loaded, classifies the images: the exit status. */
 static int predict_model(const predict_args *p) {
     char model[16];
@@ -223,6 +295,16 @@ static int predict_model(const predict_args *p) {
     }
     /* --model names what the user expects: a different one is the
      * checkpoint loader's "holds a 'cnn' model, not 'mlp'". */
+    ds_info info;
+    if (cn_tool_data_from_checkpoint(p->load, NULL, &info, NULL, 0) < 0) {
+        fprintf(stderr, "chutney predict: cannot load %s: %s\n", p->load, cn_tool_error());
+        return CN_TOOL_FAILED;
+    }
+    if (info.kind != DS_IDX) {
+        int rc = predict_data(p, model, &info);
+        cn_tool_data_info_free(&info);
+        return rc;
+    }
     const char *want = p->model ? p->model : model;
     cn_module *m = cn_tool_make_model(want);
     int epochs = 0;

@@ -19,6 +19,10 @@ int cn_tool_graph(int argc, char **argv);
 /* The benchmark models of docs/benchmarks.md: "mlp", "cnn" or "lstm"
  * (NULL after cn_tool_fail for another name). Input [N, 1, 28, 28] f32. */
 cn_module *cn_tool_make_model(const char *name);
+/* The same for other data: samples [C, H, W] (ndim 3) or [F] features
+ * (ndim 1; mlp only), nout outputs (the classes, or 1 for a regression).
+ * The 1x28x28, 10-output models are cn_tool_make_model's exactly. */
+cn_module *cn_tool_make_model_for(const char *name, int ndim, const int64_t *in, int64_t nout);
 bool cn_tool_known_model(const char *name);
 /* Loads a checkpoint written by `chutney train --save` into m (made by
  * cn_tool_make_model(model)); with opt, also the optimiser state and the

@@ -1,6 +1,7 @@
 /* `chutney train` and `chutney eval`: the benchmark models of
  * docs/benchmarks.md on Fashion-MNIST, with checkpoints and exact resume. */
 #include "train.h"
+#include "dataset.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,18 +57,35 @@ static cn_optimizer *make_optimizer(const train_args *a, cn_tensor **params, int
 /* ---- data ---- */
 
 /* The pixels stay u8 as stored (a quarter of f32's memory: 47 MB for the
- * training set instead of 188) and become f32 in [0, 1] batch by batch. */
-typedef struct dataset {
-    cn_tensor *images, *labels; /* [N, 1, 28, 28] u8; [N] i64 */
-} dataset;
+ * training set instead of 188) and become f32 in [0, 1] batch by batch
+ * (dataset: tools/dataset.h). */
 
 static const double PIXEL_MEAN[1] = {0}, PIXEL_SCALE[1] = {255};
 
-/* A loader of d's batches with the pixels scaled to [0, 1] f32. */
-static cn_loader *split_loader(const dataset *d, const cn_loader_opts *o) {
+/* The data's description: Fashion-MNIST's unless --data says otherwise. */
+static ds_info g_info = {.kind = DS_IDX, .ndim = 3, .shape = {1, 28, 28}, .nclasses = 10,
+                         .scale255 = true};
+
+/* A loader of d's batches: u8 pixels scaled to [0, 1] f32, then (training,
+ * --augment) crop, flip and jitter, then the standardisation of
+ * --standardize. Crops and flips go before the scaling, on the u8 bytes. */
+static cn_loader *split_loader(const dataset *d, const cn_loader_opts *o, int augment) {
     cn_tensor *data[2] = {d->images, d->labels};
     cn_loader *l = cn_loader_new(data, 2, o);
-    if (l && cn_loader_normalize(l, 0, PIXEL_MEAN, PIXEL_SCALE, 1) < 0) {
+    if (!l) return NULL;
+    bool image = cn_ndim(d->images) == 4;
+    int64_t h = image ? cn_dim(d->images, 2) : 0, w = image ? cn_dim(d->images, 3) : 0;
+    int rc = 0;
+    /* Padding of an eighth of the side (4 for CIFAR's 32): a shift the
+     * model should not care about, not a different picture. */
+    int64_t pad = (h < w ? h : w) / 8 > 0 ? (h < w ? h : w) / 8 : 1;
+    if (image && (augment & DS_AUG_CROP)) rc = cn_loader_random_crop(l, 0, h, w, pad);
+    if (!rc && image && (augment & DS_AUG_FLIP)) rc = cn_loader_random_hflip(l, 0, 0.5);
+    if (!rc && cn_tensor_dtype(d->images) == CN_U8)
+        rc = cn_loader_normalize(l, 0, PIXEL_MEAN, PIXEL_SCALE, 1);
+    if (!rc && image && (augment & DS_AUG_JITTER)) rc = cn_loader_color_jitter(l, 0, 0.2, 0.2);
+    if (!rc && image && g_info.nnorm) rc = cn_loader_normalize(l, 0, g_info.mean, g_info.std, g_info.nnorm);
+    if (rc < 0) {
         cn_loader_free(l);
         return NULL;
     }
@@ -94,6 +113,39 @@ static int load_split(const char *dir, bool train, int64_t limit, dataset *d) {
     return d->images && d->labels ? 0 : -1;
 }
 
+/* --data's training and test splits, and g_info: Fashion-MNIST's IDX files
+ * as ever, or (tools/dataset.h) image folders, CSV, .npy. With stats
+ * (eval), g_info holds the checkpoint's description and keeps it. */
+static int load_data(const train_args *a, const ds_spec *spec, bool stats, bool train,
+                     dataset *tr, dataset *te) {
+    tr->images = tr->labels = te->images = te->labels = NULL;
+    if (cn_tool_data_kind(a->data, a->labels) == DS_IDX && (!stats || g_info.kind == DS_IDX)) {
+        if ((train && load_split(a->data, true, a->limit, tr) < 0) ||
+            load_split(a->data, false, a->limit, te) < 0) {
+            fprintf(stderr, "chutney: cannot load Fashion-MNIST: %s\n", cn_last_error());
+            return -1;
+        }
+        return 0;
+    }
+    if (cn_tool_data_load(spec, a->limit, stats, tr, te, &g_info) < 0) {
+        fprintf(stderr, "chutney: cannot load %s: %s\n", a->data, cn_tool_error());
+        return -1;
+    }
+    return 0;
+}
+
+static ds_spec spec_of(const train_args *a) {
+    return (ds_spec){.data = a->data, .labels = a->labels, .target = a->target,
+                     .features = a->features, .task = a->task, .height = a->height,
+                     .width = a->width, .channels = a->channels, .val_split = a->val_split,
+                     .standardize = a->standardize, .augment = a->augment};
+}
+
+static cn_module *make_model(const char *name) {
+    return cn_tool_make_model_for(name, g_info.ndim, g_info.shape,
+                                  g_info.regress ? 1 : g_info.nclasses);
+}
+
 static void free_split(dataset *d) {
     cn_release(d->images);
     cn_release(d->labels);
@@ -106,7 +158,8 @@ static void free_split(dataset *d) {
 static double evaluate(cn_module *m, const dataset *d, int64_t batch, const train_args *a,
                        cn_tensor **logits_out) {
     int64_t n = cn_shape(d->images)[0], correct = 0, nb = (n + batch - 1) / batch;
-    cn_loader *l = split_loader(d, &(cn_loader_opts){.batch_size = batch});
+    double sse = 0; /* a regression's squared errors, in the standardised units */
+    cn_loader *l = split_loader(d, &(cn_loader_opts){.batch_size = batch}, 0);
     cn_tensor **parts = logits_out ? calloc((size_t)(nb ? nb : 1), sizeof *parts) : NULL;
     if (!l || (logits_out && !parts)) {
         cn_loader_free(l);
@@ -125,10 +178,16 @@ static double evaluate(cn_module *m, const dataset *d, int64_t batch, const trai
             xy[1] = cn_to(xy[1], a->device);
         }
         cn_tensor *logits = got ? cn_module_forward(m, xy[0]) : NULL;
-        cn_tensor *hit = cn_eq(cn_argmax(logits, 1, false), xy[1]);
-        cn_tensor *nhit = cn_sum(cn_cast(hit, CN_I64), NULL, 0, false);
-        ok = nhit != NULL;
-        if (ok) correct += (int64_t)cn_item(nhit);
+        if (g_info.regress) {
+            cn_tensor *se = cn_mse_loss(logits, xy[1], CN_REDUCTION_SUM);
+            ok = se != NULL;
+            if (ok) sse += cn_item(se);
+        } else {
+            cn_tensor *hit = cn_eq(cn_argmax(logits, 1, false), xy[1]);
+            cn_tensor *nhit = cn_sum(cn_cast(hit, CN_I64), NULL, 0, false);
+            ok = nhit != NULL;
+            if (ok) correct += (int64_t)cn_item(nhit);
+        }
         if (parts) parts[b] = cn_keep(logits);
         cn_scope_end();
     }
@@ -140,6 +199,8 @@ static double evaluate(cn_module *m, const dataset *d, int64_t batch, const trai
     }
     free(parts);
     cn_loader_free(l);
+    /* A regression's figure is the RMSE in the target's own units. */
+    if (ok && g_info.regress) return n ? sqrt(sse / (double)n) * g_info.y_std : 0;
     return ok ? (n ? (double)correct / (double)n : 0) : -1;
 }
 
@@ -217,7 +278,7 @@ int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
     snprintf(run_seed, sizeof run_seed, "%llu", (unsigned long long)a->seed);
     char device_s[32]; /* informative: a checkpoint loads on any device */
     cn_device_str(a->device, device_s, sizeof device_s);
-    enum { NBASE = 10, MAXEXTRA = 16 };
+    enum { NBASE = 10, MAXEXTRA = 32 };
     const char *keys[NBASE + MAXEXTRA] = {"format", "model", "optimizer", "epochs_done", "rng_seed",
                                           "rng_offset", "lr", "batch", "seed", "device"};
     const char *vals[NBASE + MAXEXTRA] = {"chutney-train-1", a->model, a->optimizer, epochs_s,
@@ -520,7 +581,7 @@ void cn_tool_signals_end(void) {
 int cn_tool_save_progress(const char *path, const train_args *a, cn_module *m,
                           cn_optimizer *opt, const cn_tool_progress *p, const char *const *xkeys,
                           const char *const *xvals, int nextra) {
-    enum { NP = 4, MAXX = 12 };
+    enum { NP = 4, MAXX = 28 };
     char v[NP][40];
     snprintf(v[0], sizeof v[0], "%lld", (long long)p->batches_done);
     snprintf(v[1], sizeof v[1], "%.17g", p->loss_sum);
@@ -584,9 +645,12 @@ static void train_usage(FILE *f) {
             "                     [--limit N] [--mode {eager,static}] [--device DEV] [--json]\n"
             "                     [--distributed] [--log FILE] [--tensorboard DIR]\n"
             "                     [--profile TRACE.json [--profile-steps N]]\n"
+            "                     [--target COL] [--features a,b] [--task T] [--labels Y.npy]\n"
+            "                     [--image-size HxW] [--channels C] [--val-split F]\n"
+            "                     [--standardize] [--augment crop,flip,jitter]\n"
             "       chutney train --model gpt --data FILE.txt [--vocab V] [--context T]\n"
             "                     [--layers L] [--heads H] [--embed E] [--dropout P] [--clip C]\n"
-            "                     [--epochs N] [--batch B] [--lr X] [--limit N] [--mode M]\n"
+            "                     [--rope] [--epochs N] [--batch B] [--lr X] [--limit N] [--mode M]\n"
             "                     [--threads T] [--seed S] [--save FILE] [--resume FILE] [--json]\n"
             "                     [--log FILE] [--tensorboard DIR]\n"
             "\n"
@@ -597,7 +661,9 @@ static void train_usage(FILE *f) {
             "0.9/0.95, weight decay 0.1 on matrices, gradients clipped to norm --clip (1);\n"
             "batch 16; 1 epoch. Each epoch reports the validation loss and perplexity, and\n"
             "the unigram baseline. --limit N uses the first N training and validation\n"
-            "windows. `chutney generate --load FILE` continues a prompt with the model.\n"
+            "windows. --rope: rotary position embeddings (each head's q and k turned by\n"
+            "position) instead of a learned position embedding.\n"
+            "`chutney generate --load FILE` continues a prompt with the model.\n"
             "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
             "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
@@ -624,6 +690,13 @@ static void train_usage(FILE *f) {
             "as it goes (`chutney plot FILE -o curves.png` draws them); --tensorboard DIR\n"
             "writes the same figures as a TensorBoard event file in DIR. A write that\n"
             "fails is reported and training goes on; the exit status is then 1.\n"
+            "Your own data (docs/training.md, \"Data\"): --data DIR of class folders of\n"
+            "images (train/ and test/ inside, or --val-split F held out, default 0.2),\n"
+            "--data FILE.csv --target COLUMN [--features a,b] [--task classify|regress],\n"
+            "--data DIR with x.npy and y.npy, or --data X.npy --labels Y.npy. Images:\n"
+            "--image-size HxW, --channels 1|3, --standardize (per-channel mean/std),\n"
+            "--augment crop,flip,jitter (training only, seeded). The checkpoint keeps\n"
+            "the shape, classes and statistics for eval and predict.\n"
             "Exit status: 0 done, 1 a failure (data, files, device), 2 a bad command line.\n");
 }
 
@@ -632,7 +705,10 @@ static void eval_usage(FILE *f) {
             "usage: chutney eval --model {mlp,cnn,lstm} --load FILE [--data DIR] [--threads T]\n"
             "                    [--limit N] [--logits OUT.npy] [--device DEV] [--json]\n"
             "\n"
-            "The test accuracy of a checkpoint written by `chutney train --save`.\n"
+            "The test accuracy of a checkpoint written by `chutney train --save`\n"
+            "(a regression's: the test RMSE). A checkpoint of your own data is\n"
+            "evaluated on its test split, read as training read it (--data only\n"
+            "if the data moved).\n"
             "--logits writes the model's logits for the test images ([N, 10] f32 .npy).\n"
             "--limit uses only the first N test images; data in " DEFAULT_DATA ".\n"
             "Exit status: 0 done, 1 a failure (data, files, device), 2 a bad command line.\n");
@@ -671,16 +747,79 @@ static const option_info options[] = {
     {"--embed", "the embedding width (a multiple of --heads)", FOR_TRAIN},
     {"--dropout", "a dropout probability in [0, 1)", FOR_TRAIN},
     {"--clip", "the gradient norm to clip to (0: none)", FOR_TRAIN},
+    {"--rope", NULL, FOR_TRAIN},
     {"--log", "a file to write one JSON line per step and epoch", FOR_TRAIN},
     {"--tensorboard", "a directory for TensorBoard event files", FOR_TRAIN},
     {"--profile", "a Chrome trace file to write (docs/profiling.md)", FOR_TRAIN},
     {"--profile-steps", "the number of steps to profile (1 or more)", FOR_TRAIN},
+    {"--labels", "the labels' .npy file for --data X.npy", FOR_TRAIN},
+    {"--target", "the CSV column to learn (a header name or a 0-based index)", FOR_TRAIN},
+    {"--features", "the CSV columns to read, such as a,b,c", FOR_TRAIN},
+    {"--task", "classify or regress", FOR_TRAIN},
+    {"--image-size", "HxW, such as 32x32", FOR_TRAIN},
+    {"--channels", "1 (grey) or 3 (RGB)", FOR_TRAIN},
+    {"--val-split", "the fraction held out for testing, such as 0.2", FOR_TRAIN},
+    {"--augment", "crop, flip, jitter, or a list such as crop,flip", FOR_TRAIN},
+    {"--standardize", NULL, FOR_TRAIN},
     {"--help", NULL, FOR_BOTH},
 };
 #define NOPTIONS (int)(sizeof options / sizeof options[0])
 
 static const char *const optimizers[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad"};
 static const char *const modes[] = {"static", "eager"};
+static const char *const tasks[] = {"classify", "regress"};
+static const char *const augments[] = {"crop", "flip", "jitter"};
+
+/* The options of data other than Fashion-MNIST: true if k was one. */
+static bool set_data_option(train_args *a, const char *cmd, const char *k, const char *v, bool *ok) {
+    if (!strcmp(k, "--labels")) {
+        a->labels = v;
+    } else if (!strcmp(k, "--target")) {
+        a->target = v;
+    } else if (!strcmp(k, "--features")) {
+        a->features = v;
+    } else if (!strcmp(k, "--task")) {
+        a->task = cn_tool_choice(cmd, k, NULL, v, tasks, 2);
+        *ok = a->task >= 0;
+    } else if (!strcmp(k, "--image-size")) {
+        long long h = 0, w = 0;
+        char tail;
+        *ok = sscanf(v, "%lldx%lld%c", &h, &w, &tail) == 2 && h >= 1 && w >= 1 && h <= 65536 &&
+              w <= 65536;
+        if (!*ok)
+            fprintf(stderr, "chutney %s: bad value '%s' for --image-size: expected HxW, such as "
+                            "32x32\n", cmd, v);
+        a->height = h;
+        a->width = w;
+    } else if (!strcmp(k, "--channels")) {
+        long long c = 0;
+        *ok = cn_tool_int(cmd, k, v, 1, 3, &c) && c != 2;
+        if (*ok) a->channels = (int)c;
+        else if (c == 2) fprintf(stderr, "chutney %s: bad value '2' for --channels: choose 1 or 3\n", cmd);
+    } else if (!strcmp(k, "--val-split")) {
+        char *end;
+        errno = 0;
+        double f = strtod(v, &end);
+        *ok = !errno && end != v && !*end && f >= 0 && f < 1;
+        if (!*ok)
+            fprintf(stderr, "chutney %s: bad value '%s' for --val-split: expected a fraction from "
+                            "0 to below 1, such as 0.2\n", cmd, v);
+        a->val_split = f;
+    } else if (!strcmp(k, "--augment")) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", v);
+        a->augment = 0;
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && *ok;
+             t = strtok_r(NULL, ",", &save)) {
+            int i = cn_tool_choice(cmd, k, NULL, t, augments, 3);
+            *ok = i >= 0;
+            if (*ok) a->augment |= 1 << i;
+        }
+    } else {
+        return false;
+    }
+    return true;
+}
 
 /* The option k of this command, or NULL. */
 static const option_info *find_option(const char *k, int cmd) {
@@ -760,6 +899,7 @@ static bool set_number(train_args *a, const char *cmd, const char *k, const char
 static int set_value(train_args *a, const char *cmd, const char *k, const char *v) {
     bool ok = true;
     if (set_number(a, cmd, k, v, &ok)) return ok ? 0 : CN_TOOL_USAGE;
+    if (set_data_option(a, cmd, k, v, &ok)) return ok ? 0 : CN_TOOL_USAGE;
     if (!strcmp(k, "--model")) {
         a->model = v;
         /* train also has the language model; eval the classifiers only. */
@@ -788,6 +928,13 @@ static int set_value(train_args *a, const char *cmd, const char *k, const char *
     return ok ? 0 : CN_TOOL_USAGE;
 }
 
+static bool directory_quiet(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int check_data(const train_args *a, const char *cmd);
+
 /* The files, before any data is read (after the command line and the
  * device: a usage error is reported first): 0, or the exit status after a
  * message. */
@@ -798,9 +945,30 @@ static int check_files(const train_args *a, const char *cmd) {
         (a->logits && !cn_tool_writable(cmd, "--logits", a->logits)) ||
         (a->profile && !cn_tool_writable(cmd, "--profile", a->profile)))
         return CN_TOOL_FAILED;
+    return check_data(a, cmd);
+}
+
+/* --data (and --labels): 0, or the exit status after a message. */
+static int check_data(const train_args *a, const char *cmd) {
+    if (!a->data) return 0; /* eval: checked once the checkpoint has said where */
     /* The language model reads one text file; the classifiers a directory. */
     if (a->model && !strcmp(a->model, "gpt"))
         return cn_tool_readable(cmd, "--data", a->data) ? 0 : CN_TOOL_FAILED;
+    /* A CSV table or an .npy file; else a directory (IDX, x.npy, class folders). */
+    ds_kind kind = cn_tool_data_kind(a->data, a->labels);
+    bool file = a->labels || kind == DS_CSV || (kind == DS_NPY && !directory_quiet(a->data));
+    if (kind == DS_CSV && !a->target && !strcmp(cmd, "train")) {
+        fprintf(stderr, "chutney %s: --data %s is a table: give --target COLUMN, the column to "
+                        "learn (a header name or a 0-based index)\n", cmd, a->data);
+        return CN_TOOL_USAGE;
+    }
+    if (kind != DS_CSV && (a->target || a->features)) {
+        fprintf(stderr, "chutney %s: --target and --features are for a CSV table (--data "
+                        "FILE.csv)\n", cmd);
+        return CN_TOOL_USAGE;
+    }
+    if (a->labels && !cn_tool_readable(cmd, "--labels", a->labels)) return CN_TOOL_FAILED;
+    if (file) return cn_tool_readable(cmd, "--data", a->data) ? 0 : CN_TOOL_FAILED;
     if (!cn_tool_directory(cmd, "--data", a->data)) {
         if (!strcmp(a->data, DEFAULT_DATA))
             fprintf(stderr, "(Fashion-MNIST is looked for there unless --data DIR says where; "
@@ -833,9 +1001,9 @@ static int check_required(const train_args *a, const char *cmd, bool eval) {
         return CN_TOOL_USAGE;
     }
     if (!gpt && (a->vocab || a->context || a->layers || a->heads || a->embed ||
-                 a->dropout >= 0 || a->clip >= 0)) {
-        fprintf(stderr, "chutney %s: --vocab, --context, --layers, --heads, --embed, --dropout "
-                        "and --clip are options of --model gpt\n", cmd);
+                 a->dropout >= 0 || a->clip >= 0 || a->rope)) {
+        fprintf(stderr, "chutney %s: --vocab, --context, --layers, --heads, --embed, --dropout, "
+                        "--clip and --rope are options of --model gpt\n", cmd);
         return CN_TOOL_USAGE;
     }
     if (eval && !a->load) {
@@ -849,7 +1017,7 @@ static int check_required(const train_args *a, const char *cmd, bool eval) {
 static int parse_args(int argc, char **argv, train_args *a, bool eval) {
     /* epochs, dropout and clip: < 0 until given (each model has its defaults). */
     *a = (train_args){.epochs = -1, .seed = 1, .data = DEFAULT_DATA, .static_mode = true,
-                      .dropout = -1, .clip = -1};
+                      .dropout = -1, .clip = -1, .task = -1, .val_split = -1};
     const char *cmd = eval ? "eval" : "train";
     int which = eval ? FOR_EVAL : FOR_TRAIN;
     for (int i = 1; i < argc; i++) {
@@ -862,6 +1030,8 @@ static int parse_args(int argc, char **argv, train_args *a, bool eval) {
         if (!o) return unknown_option(cmd, which, k);
         if (!o->value) {
             if (!strcmp(k, "--json")) a->json = true;
+            else if (!strcmp(k, "--standardize")) a->standardize = true;
+            else if (!strcmp(k, "--rope")) a->rope = true;
             else a->distributed = true;
             continue;
         }
@@ -972,16 +1142,27 @@ static int train_main(train_args *ap) {
     double t_start = now_s();
 
     dataset tr, te;
-    if (load_split(a.data, true, a.limit, &tr) < 0 || load_split(a.data, false, a.limit, &te) < 0) {
-        fprintf(stderr, "chutney: cannot load Fashion-MNIST: %s\n", cn_last_error());
+    ds_spec spec = spec_of(&a);
+    if (load_data(&a, &spec, false, true, &tr, &te) < 0) {
+        free_split(&tr);
+        free_split(&te);
         return 1;
     }
+    if (a.nranks > 1 && g_info.regress) {
+        fprintf(stderr, "chutney: --distributed trains classifiers only for now (not --task "
+                        "regress)\n");
+        free_split(&tr);
+        free_split(&te);
+        return 2;
+    }
+    ds_meta dmeta;
+    cn_tool_data_meta(&spec, &g_info, &dmeta);
     if (a.nranks > 1 && check_same_data(&tr, &a) < 0) {
         free_split(&tr);
         free_split(&te);
         return 1;
     }
-    cn_module *model = cn_tool_make_model(a.model);
+    cn_module *model = make_model(a.model);
     /* On the device before the optimiser is made: it keeps the parameters'
      * buffers (and makes its state where they are). */
     if (model && a.on_device && cn_module_to(model, a.device) < 0) {
@@ -1030,17 +1211,19 @@ static int train_main(train_args *ap) {
     char ranks_s[32] = "";
     if (a.distributed) snprintf(ranks_s, sizeof ranks_s, " x %d ranks", a.nranks);
     if (!a.quiet && !a.json)
-        printf("training %s (%lld parameters) on %s%s: %lld images, batch %lld%s, %s lr %g, "
+        printf("training %s (%lld parameters) on %s%s: %lld %s, batch %lld%s, %s lr %g, "
                "%d thread%s\n",
                a.model, (long long)cn_module_num_params(model), dev_s, ranks_s,
-               (long long)cn_shape(tr.images)[0], (long long)(a.batch * a.nranks),
+               (long long)cn_shape(tr.images)[0], g_info.ndim == 3 ? "images" : "samples", (long long)(a.batch * a.nranks),
                a.nranks > 1 ? " (global)" : "", a.optimizer, a.lr,
                cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s");
 
+    /* Augmentation is per-sample work: two threads share each batch's. */
     cn_loader *loader = split_loader(
         &tr, &(cn_loader_opts){.batch_size = a.batch, .shuffle = true, .seed = a.seed, .prefetch = 1,
                                .device = a.device, .shard_index = a.rank,
-                               .shard_count = a.nranks});
+                               .shard_count = a.nranks, .workers = a.augment ? 2 : 1},
+        a.augment);
     if (!loader) {
         fprintf(stderr, "chutney: %s\n", cn_last_error());
         return 1;
@@ -1060,11 +1243,20 @@ static int train_main(train_args *ap) {
         memcpy(xs, cn_shape(tr.images), sizeof(int64_t) * (size_t)xnd);
         xs[0] = -1;
         ph[0] = cn_placeholder(graph, "images", CN_F32, xnd, xs); /* as the loader gives them */
-        ph[1] = cn_placeholder(graph, "labels", cn_tensor_dtype(tr.labels), CN_SHAPE(-1));
+        if (g_info.regress)
+            ph[1] = cn_placeholder(graph, "labels", CN_F32, CN_SHAPE(-1, 1));
+        else
+            ph[1] = cn_placeholder(graph, "labels", cn_tensor_dtype(tr.labels), CN_SHAPE(-1));
         cn_tensor *logits = cn_module_forward(model, ph[0]);
-        cn_tensor *outs[2] = {cn_cross_entropy(logits, ph[1], CN_REDUCTION_MEAN, 0), NULL};
-        outs[1] = cn_sum(cn_cast(cn_eq(cn_argmax(logits, 1, false), ph[1]), CN_I64), NULL, 0, false);
-        prog = outs[1] ? cn_compile_train_step(graph, outs, 2, opt, NULL) : NULL;
+        cn_tensor *outs[2] = {NULL, NULL};
+        if (g_info.regress) {
+            outs[0] = cn_mse_loss(logits, ph[1], CN_REDUCTION_MEAN);
+            prog = outs[0] ? cn_compile_train_step(graph, outs, 1, opt, NULL) : NULL;
+        } else {
+            outs[0] = cn_cross_entropy(logits, ph[1], CN_REDUCTION_MEAN, 0);
+            outs[1] = cn_sum(cn_cast(cn_eq(cn_argmax(logits, 1, false), ph[1]), CN_I64), NULL, 0, false);
+            prog = outs[1] ? cn_compile_train_step(graph, outs, 2, opt, NULL) : NULL;
+        }
         for (int i = 0; i < 2; i++) cn_retain(ph[i]); /* fed on every step */
         if (a.on_device) cn_device_scope_end();
         cn_scope_end();
@@ -1100,7 +1292,7 @@ static int train_main(train_args *ap) {
             break;
         }
         cn_module_train(model, true);
-        double e_start = now_s(), loss_sum = 0;
+        double e_start = now_s(), loss_sum = 0, e_wait = cn_loader_wait_seconds(loader);
         int64_t correct = 0, seen = 0, b0 = 0;
         if (epoch == start_epoch && resumed.batches_done > 0) {
             /* The part of this epoch the stopped run trained: its batches
@@ -1138,11 +1330,12 @@ static int train_main(train_args *ap) {
             if (!batch[0] || !batch[1]) {
                 /* the copy failed: reported below */
             } else if (prog) {
-                if (cn_run(prog, ph, batch, 2, res, 2) == 0) loss = res[0];
+                if (cn_run(prog, ph, batch, 2, res, g_info.regress ? 1 : 2) == 0) loss = res[0];
             } else {
                 cn_optimizer_zero_grad(opt);
                 logits = cn_module_forward(model, batch[0]);
-                loss = cn_cross_entropy(logits, batch[1], CN_REDUCTION_MEAN, 0);
+                loss = g_info.regress ? cn_mse_loss(logits, batch[1], CN_REDUCTION_MEAN)
+                                      : cn_cross_entropy(logits, batch[1], CN_REDUCTION_MEAN, 0);
                 if (loss && (cn_backward(loss, NULL) < 0 || cn_optimizer_step(opt) < 0)) loss = NULL;
             }
             if (!loss) {
@@ -1167,7 +1360,9 @@ static int train_main(train_args *ap) {
             all_time += dt;
             all_samples += bs;
             last_loss = cn_item(loss);
-            if (prog) {
+            if (g_info.regress) {
+                /* the loss is the figure: RMSE from its sum */
+            } else if (prog) {
                 correct += (int64_t)cn_item(res[1]);
             } else {
                 cn_no_grad_begin();
@@ -1203,7 +1398,8 @@ static int train_main(train_args *ap) {
         }
         if (rc) break;
         if (stop_sig) {
-            if (a.save && cn_tool_save_progress(a.save, &a, model, opt, &stopped, NULL, NULL, 0) < 0) {
+            if (a.save && cn_tool_save_progress(a.save, &a, model, opt, &stopped, dmeta.keys,
+                                                dmeta.vals, dmeta.n) < 0) {
                 fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
                 rc = 1;
             }
@@ -1235,19 +1431,28 @@ static int train_main(train_args *ap) {
             break;
         }
         if (tty && !a.json && !a.quiet) fputc('\n', stderr);
-        if (!a.json && !a.quiet)
-            printf("epoch %d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%\n",
+        /* How long this epoch's steps waited for the loader: a slow data path shows here. */
+        double waited = cn_loader_wait_seconds(loader) - e_wait;
+        if (!a.json && !a.quiet && g_info.regress)
+            printf("epoch %d: train loss %.4f, train RMSE %.4g, test RMSE %.4g, loader wait %.2f s\n",
                    epoch + 1, loss_sum / (double)(seen ? seen : 1),
-                   100.0 * (double)correct / (double)(seen ? seen : 1), 100 * acc);
+                   sqrt(loss_sum / (double)(seen ? seen : 1)) * g_info.y_std, acc, waited);
+        else if (!a.json && !a.quiet)
+            printf("epoch %d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, "
+                   "loader wait %.2f s\n",
+                   epoch + 1, loss_sum / (double)(seen ? seen : 1),
+                   100.0 * (double)correct / (double)(seen ? seen : 1), 100 * acc, waited);
         fflush(stdout);
         train_log_epoch(a.logger, &(train_log_epoch_info){
             .epoch = epoch + 1, .step = (int64_t)(epoch + 1) * nb,
             .train_loss = loss_sum / (double)(seen ? seen : 1),
-            .train_accuracy = (double)correct / (double)(seen ? seen : 1), .test_accuracy = acc,
+            .train_accuracy = g_info.regress ? NAN : (double)correct / (double)(seen ? seen : 1),
+            .test_accuracy = g_info.regress ? NAN : acc,
             .val_loss = NAN, .val_perplexity = NAN, .lr = cn_optimizer_get_lr(opt),
             .seconds = now_s() - e_start,
             .samples_per_sec = (double)seen / (e_train > 0 ? e_train : NAN)});
-        if (a.save && a.rank == 0 && cn_tool_save_checkpoint(a.save, &a, model, opt, epoch + 1, NULL, NULL, 0) < 0) {
+        if (a.save && a.rank == 0 && cn_tool_save_checkpoint(a.save, &a, model, opt, epoch + 1, dmeta.keys,
+                                                               dmeta.vals, dmeta.n) < 0) {
             fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
             rc = 1;
         }
@@ -1266,22 +1471,24 @@ static int train_main(train_args *ap) {
     /* Distributed: every rank trained its share in the time; the job's rate. */
     sps *= a.nranks;
     if (rc == 0 && a.rank == 0) {
-        printf("test accuracy: %.2f%% on %s\n", 100 * acc, dev_s);
+        if (g_info.regress) printf("test RMSE: %.6g on %s\n", acc, dev_s);
+        else printf("test accuracy: %.2f%% on %s\n", 100 * acc, dev_s);
         cn_program_stats ps = {0};
         if (prog) cn_program_stats_get(prog, &ps);
         /* JSON has no NaN or infinity: no batch run, or a diverged loss, is null. */
-        char loss_s[32] = "null";
+        char loss_s[32] = "null", rmse_s[48] = "";
         if (isfinite(last_loss)) snprintf(loss_s, sizeof loss_s, "%.9g", last_loss);
+        if (g_info.regress) snprintf(rmse_s, sizeof rmse_s, ",\"test_rmse\":%.6g", acc);
         if (a.json)
             printf("{\"model\":\"%s\",\"device\":\"%s\",\"ranks\":%d,\"mode\":\"%s\",\"epochs\":%d,"
                    "\"test_accuracy\":%.4f,"
                    "\"samples_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
                    "\"final_loss\":%s,\"program_steps\":%d,\"planned_mb\":%.3f,"
-                   "\"unplanned_mb\":%.3f}\n",
-                   a.model, dev_s, a.nranks, prog ? "static" : "eager", a.epochs, acc, sps,
-                   now_s() - t_start,
+                   "\"unplanned_mb\":%.3f,\"loader_wait_s\":%.3f%s}\n",
+                   a.model, dev_s, a.nranks, prog ? "static" : "eager", a.epochs,
+                   g_info.regress ? 0 : acc, sps, now_s() - t_start,
                    peak_rss_mb(), loss_s, ps.nsteps, ps.planned_bytes / 1e6,
-                   ps.unplanned_bytes / 1e6);
+                   ps.unplanned_bytes / 1e6, cn_loader_wait_seconds(loader), rmse_s);
     }
     if (cn_tool_prof_finish(&prof) && rc == 0) rc = 1;
     cn_program_free(prog);
@@ -1302,6 +1509,7 @@ static int train_main(train_args *ap) {
     cn_module_free(model);
     free_split(&tr);
     free_split(&te);
+    cn_tool_data_meta_free(&dmeta);
     return rc;
 }
 
@@ -1310,16 +1518,38 @@ int cn_tool_eval(int argc, char **argv) {
     int prc = parse_args(argc, argv, &a, true);
     if (prc) return prc < 0 ? 0 : prc;
     int drc = resolve_device(&a, "chutney eval");
-    if (!drc) drc = check_files(&a, "eval");
+    /* The data the checkpoint was trained on, read as it was: its
+     * description (shape, classes, normalisation) and, unless --data says
+     * otherwise, its path. */
+    ds_spec spec = spec_of(&a);
+    spec.data = a.data_given ? a.data : NULL;
+    char data_buf[4096];
+    if (!drc) {
+        /* The other files first, then what the checkpoint says of --data. */
+        const char *given = a.data;
+        a.data = NULL;
+        drc = check_files(&a, "eval");
+        a.data = given;
+    }
+    if (!drc && cn_tool_data_from_checkpoint(a.load, &spec, &g_info, data_buf, sizeof data_buf) < 0) {
+        fprintf(stderr, "chutney eval: cannot load %s: %s\n", a.load, cn_tool_error());
+        return 1;
+    }
+    if (!spec.data) spec.data = a.data;
+    a.data = spec.data;
+    a.labels = spec.labels;
+    if (!drc) drc = check_data(&a, "eval");
     if (drc) return drc;
     model_defaults(&a); /* the test pass's batch */
     if (a.threads) cn_set_num_threads(a.threads);
-    dataset te;
-    if (load_split(a.data, false, a.limit, &te) < 0) {
-        fprintf(stderr, "chutney: cannot load Fashion-MNIST: %s\n", cn_last_error());
+    dataset tr, te;
+    if (load_data(&a, &spec, true, false, &tr, &te) < 0) {
+        free_split(&tr);
+        free_split(&te);
         return 1;
     }
-    cn_module *model = cn_tool_make_model(a.model);
+    free_split(&tr);
+    cn_module *model = make_model(a.model);
     int epochs = 0;
     if (model && a.on_device && cn_module_to(model, a.device) < 0) {
         fprintf(stderr, "chutney: cannot move the model to %s: %s\n", a.device_name,
@@ -1346,7 +1576,9 @@ int cn_tool_eval(int argc, char **argv) {
         return 1;
     }
     char dev_s[32];
-    printf("test accuracy: %.2f%% on %s\n", 100 * acc, cn_device_str(a.device, dev_s, sizeof dev_s));
+    cn_device_str(a.device, dev_s, sizeof dev_s);
+    if (g_info.regress) printf("test RMSE: %.6g on %s\n", acc, dev_s);
+    else printf("test accuracy: %.2f%% on %s\n", 100 * acc, dev_s);
     int lrc = a.logits ? cn_save_npy(a.logits, l) : 0;
     cn_scope_end();
     if (lrc < 0) {
@@ -1355,7 +1587,10 @@ int cn_tool_eval(int argc, char **argv) {
         free_split(&te);
         return 1;
     }
-    if (a.json)
+    if (a.json && g_info.regress)
+        printf("{\"model\":\"%s\",\"device\":\"%s\",\"epochs\":%d,\"test_rmse\":%.6g}\n",
+               a.model, dev_s, epochs, acc);
+    else if (a.json)
         printf("{\"model\":\"%s\",\"device\":\"%s\",\"epochs\":%d,\"test_accuracy\":%.4f}\n",
                a.model, dev_s, epochs, acc);
     cn_module_free(model);

@@ -27,10 +27,19 @@ typedef struct train_args {
     /* --model gpt (0: its default; dropout < 0: its default) */
     int64_t vocab, context, layers, heads, embed;
     double dropout, clip;
+    bool rope; /* --rope: rotary position embeddings instead of learned ones */
     const char *log, *tensorboard; /* --log FILE, --tensorboard DIR */
     const char *profile;           /* --profile FILE: a Chrome trace (tools/profile.c) */
     int64_t profile_steps;         /* --profile-steps N (0: 10) */
     struct train_log *logger;      /* both, opened (rank 0); NULL: neither (train_log.h) */
+    /* Data other than Fashion-MNIST (tools/dataset.h): --labels, --target,
+     * --features, --task (-1: from the data), --image-size, --channels,
+     * --val-split (< 0: default), --standardize, --augment (bits). */
+    const char *labels, *target, *features;
+    int task, channels, augment;
+    int64_t height, width;
+    double val_split;
+    bool standardize;
 } train_args;
 
 /* The model state, the optimiser state under "optimizer.", and metadata:

@@ -144,11 +144,16 @@ static int save_gpt(const train_args *a, const cn_gpt_config *cfg, const cn_toke
     snprintf(v[3], 32, "%d", cfg->n_head);
     snprintf(v[4], 32, "%lld", (long long)cfg->n_embd);
     snprintf(d, sizeof d, "%.17g", cfg->dropout);
+    /* gpt_rope (the base) only with rope: its absence means learned
+     * positions, as in checkpoints from before it existed. */
+    char rb[32];
+    snprintf(rb, sizeof rb, "%.17g", cfg->rope_base > 0 ? cfg->rope_base : 10000.0);
     const char *keys[] = {CN_TOKENIZER_METADATA_KEY, "gpt_vocab", "gpt_context", "gpt_layers",
-                          "gpt_heads", "gpt_embed", "gpt_dropout"};
-    const char *vals[] = {tok_s, v[0], v[1], v[2], v[3], v[4], d};
-    int rc = progress ? cn_tool_save_progress(a->save, a, m, opt, progress, keys, vals, 7)
-                      : cn_tool_save_checkpoint(a->save, a, m, opt, epochs_done, keys, vals, 7);
+                          "gpt_heads", "gpt_embed", "gpt_dropout", "gpt_rope"};
+    const char *vals[] = {tok_s, v[0], v[1], v[2], v[3], v[4], d, rb};
+    int nk = cfg->rope ? 8 : 7;
+    int rc = progress ? cn_tool_save_progress(a->save, a, m, opt, progress, keys, vals, nk)
+                      : cn_tool_save_checkpoint(a->save, a, m, opt, epochs_done, keys, vals, nk);
     free(tok_s);
     return rc;
 }
@@ -294,7 +299,8 @@ int cn_tool_train_gpt(train_args *ap) {
                          .n_layer = (int)a.layers,
                          .n_head = (int)a.heads,
                          .n_embd = a.embed,
-                         .dropout = a.dropout};
+                         .dropout = a.dropout,
+                         .rope = a.rope};
     int64_t V = cfg.vocab_size, T = a.context;
     r.model = cn_nn_gpt(&cfg);
     r.opt = r.model ? make_optimizer(&a, r.model) : NULL;
@@ -332,10 +338,10 @@ int cn_tool_train_gpt(train_args *ap) {
         .steps_per_epoch = nb, .samples = (cn_numel(r.train) - 1) / T, .lr = a.lr});
     if (!a.json && !a.quiet) {
         printf("training gpt (%lld parameters: %d layers, %d heads, width %lld, context %lld, "
-               "vocab %lld) on %s: %lld training windows, %lld validation, batch %lld, adamw lr "
+               "vocab %lld%s) on %s: %lld training windows, %lld validation, batch %lld, adamw lr "
                "%g, %s mode, %d thread%s\n",
                (long long)cn_module_num_params(r.model), cfg.n_layer, cfg.n_head,
-               (long long)cfg.n_embd, (long long)T, (long long)V, a.data,
+               (long long)cfg.n_embd, (long long)T, (long long)V, cfg.rope ? ", rope" : "", a.data,
                (long long)(cn_numel(r.train) - 1) / T, (long long)nval, (long long)a.batch, a.lr,
                r.prog ? "static" : "eager", cn_get_num_threads(),
                cn_get_num_threads() == 1 ? "" : "s");

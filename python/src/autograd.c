@@ -4,6 +4,8 @@
 #include "common.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KW (METH_VARARGS | METH_KEYWORDS)
@@ -368,6 +370,169 @@ static PyObject *f_clip_grad_value(PyObject *m, PyObject *args, PyObject *kw) {
     Py_RETURN_NONE;
 }
 
+
+/* ---- chutney.autograd.Function: custom ops with Python rules ----
+ *
+ * Function.apply (chutney/autograd/function.py) runs forward itself and
+ * then, when a gradient is wanted, applies a custom op of the C library
+ * whose inputs are the tensor arguments, forward's result and a holder of
+ * the Python backward closure: its kernel copies the result, and its vjp
+ * calls the closure. The op is recorded like any other, so the holder (and
+ * with it the closure and ctx) lives exactly as long as the record. */
+
+typedef struct py_holder {
+    PyObject *bw; /* a strong reference */
+} py_holder;
+
+/* The holder's buffer is freed with the last tensor on it, possibly
+ * without the GIL (a backward pass) or at exit. */
+static void holder_free(void *data) {
+    py_holder *h = data;
+    if (h->bw && Py_IsInitialized()) {
+        PyGILState_STATE st = PyGILState_Ensure();
+        Py_DECREF(h->bw);
+        PyGILState_Release(st);
+    }
+    free(h);
+}
+
+static int fn_infer(void *user, const cn_custom_meta *in, int nin, const cn_custom_attrs *a,
+                    cn_custom_meta *out, char *err, size_t err_size) {
+    *out = in[nin - 2]; /* forward's result */
+    return 0;
+}
+
+static int fn_kernel(void *user, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
+                     cn_tensor *out, char *err, size_t err_size) {
+    const cn_tensor *r = in[nin - 2];
+    size_t n = (size_t)cn_numel(out) * cn_dtype_size(cn_tensor_dtype(out));
+    memcpy(cn_data(out), cn_data(r), n);
+    return 0;
+}
+
+/* The Python backward, called from the library's backward walk (which may
+ * run without the GIL, inside the library's scopes). */
+static int fn_vjp_multi(void *user, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
+                        cn_tensor *out, cn_tensor *gout, const bool *need, cn_tensor **grads,
+                        char *err, size_t err_size) {
+    const py_holder *h = cn_data(in[nin - 1]);
+    int ntensors = nin - 2, rc = 0;
+    PyGILState_STATE st = PyGILState_Ensure();
+    /* The binding owns what public functions return only outside every
+     * scope: leave the walk's while Python code runs. */
+    void *saved = cn_scope_suspend();
+    if (!saved) {
+        PyGILState_Release(st);
+        snprintf(err, err_size, "out of memory");
+        return 1;
+    }
+    PyObject *g = cnpy_wrap_borrowed(gout);
+    PyObject *res = g ? PyObject_CallOneArg(h->bw, g) : NULL;
+    Py_XDECREF(g);
+    cn_tensor *got[CN_CUSTOM_MAX_INPUTS] = {NULL};
+    if (res && (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != ntensors)) {
+        PyErr_Format(PyExc_RuntimeError, "backward gave %s, expected a tuple of %d gradients",
+                     Py_TYPE(res)->tp_name, ntensors);
+        Py_CLEAR(res);
+    }
+    for (int i = 0; res && i < ntensors; i++) {
+        PyObject *gi = PyTuple_GET_ITEM(res, i);
+        if (gi == Py_None || !need[i]) continue;
+        if (!Tensor_Check(gi)) {
+            PyErr_Format(PyExc_TypeError, "backward's gradient %d is %s, not a Tensor or None", i,
+                         Py_TYPE(gi)->tp_name);
+            Py_CLEAR(res);
+            break;
+        }
+        got[i] = cn_retain(((TensorObject *)gi)->t);
+    }
+    if (!res) {
+        /* The message goes through the library's error to the caller of
+         * backward, where it is raised again. */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *msg = value ? PyObject_Str(value) : NULL;
+        const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+        snprintf(err, err_size, "backward raised %s: %s",
+                 type ? ((PyTypeObject *)type)->tp_name : "an error", m ? m : "");
+        PyErr_Clear();
+        Py_XDECREF(msg);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        rc = 1;
+    }
+    Py_XDECREF(res);
+    cn_scope_resume(saved);
+    /* The walk wants results owned by its scope. */
+    for (int i = 0; i < ntensors; i++) {
+        if (rc == 0) grads[i] = cn_scope_add(got[i]);
+        else cn_release(got[i]);
+    }
+    PyGILState_Release(st);
+    return rc;
+}
+
+static PyObject *f_function_register(PyObject *m, PyObject *args) {
+    const char *name;
+    int ntensors;
+    if (!PyArg_ParseTuple(args, "si", &name, &ntensors)) return NULL;
+    if (ntensors < 1 || ntensors > CN_CUSTOM_MAX_INPUTS - 2) {
+        PyErr_Format(PyExc_ValueError, "Function.apply takes 1 to %d tensor arguments, got %d",
+                     CN_CUSTOM_MAX_INPUTS - 2, ntensors);
+        return NULL;
+    }
+    cn_custom_op_def d = {
+        .name = name,
+        .ninputs = ntensors + 2,
+        .infer = fn_infer,
+        .cpu_kernel = fn_kernel,
+        .vjp_multi = fn_vjp_multi,
+        .doc = "a chutney.autograd.Function",
+    };
+    cnpy_wait_idle();
+    int id = cn_register_op(&d);
+    if (id < 0) return cnpy_raise(id);
+    return PyLong_FromLong(id);
+}
+
+static PyObject *f_function_apply(PyObject *m, PyObject *args) {
+    int op;
+    PyObject *tensors, *result, *bw;
+    if (!PyArg_ParseTuple(args, "iO!O!O", &op, &PyList_Type, &tensors, &Tensor_Type, &result, &bw))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(tensors);
+    if (n < 1 || n > CN_CUSTOM_MAX_INPUTS - 2) {
+        PyErr_SetString(PyExc_ValueError, "Function.apply: wrong number of tensor arguments");
+        return NULL;
+    }
+    cn_tensor *in[CN_CUSTOM_MAX_INPUTS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(tensors, i);
+        if (!Tensor_Check(t)) {
+            PyErr_SetString(PyExc_TypeError, "Function.apply: tensors must be Tensors");
+            return NULL;
+        }
+        in[i] = TT(t);
+    }
+    py_holder *h = malloc(sizeof *h);
+    if (!h) return PyErr_NoMemory();
+    Py_INCREF(bw);
+    h->bw = bw;
+    int64_t hshape[1] = {(int64_t)sizeof *h};
+    cn_tensor *holder = CNPY_CALL(cn_from_buffer(CN_U8, 1, hshape, h, holder_free));
+    if (!holder) {
+        Py_DECREF(bw);
+        free(h);
+        return cnpy_raise(0);
+    }
+    in[n] = TT(result);
+    in[n + 1] = holder;
+    cn_tensor *r = CNPY_CALL(cn_apply_op(op, in, (int)n + 2, NULL));
+    cn_release(holder); /* the record keeps it while it is needed */
+    return cnpy_wrap(r);
+}
+
 PyMethodDef cnpy_autograd_functions[] = {
     {"_set_grad_enabled", f_set_grad_enabled, METH_O, "returns the previous setting"},
     {"is_grad_enabled", f_is_grad_enabled, METH_NOARGS, NULL},
@@ -378,6 +543,8 @@ PyMethodDef cnpy_autograd_functions[] = {
     {"_get_tangent", f_get_tangent, METH_O, NULL},
     {"clip_grad_norm_", FN(f_clip_grad_norm), KW, NULL},
     {"clip_grad_value_", FN(f_clip_grad_value), KW, NULL},
+    {"_function_register", f_function_register, METH_VARARGS, "(name, ntensors) -> op id"},
+    {"_function_apply", f_function_apply, METH_VARARGS, "(op, tensors, result, backward) -> Tensor"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,6 +16,8 @@ static bool has(const char *msg, const char *word) { return strstr(msg, word) !=
 static PyObject *classify(const char *m) {
     if (has(m, "out of memory")) return PyExc_MemoryError;
     if (has(m, "No such file or directory")) return PyExc_FileNotFoundError;
+    if (has(m, "is a directory; only regular files")) return PyExc_IsADirectoryError;
+    if (has(m, "only regular files are read")) return PyExc_OSError; /* a FIFO, a device */
     if (has(m, "Permission denied") || has(m, "cannot open") || has(m, "could not open") ||
         has(m, "Is a directory"))
         return PyExc_OSError;

@@ -94,7 +94,10 @@ static PyObject *raise_load_error(void) {
         else if (ends_with(buf, "Is a directory")) type = PyExc_IsADirectoryError;
         else if (ends_with(buf, "Not a directory")) type = PyExc_NotADirectoryError;
         else type = PyExc_OSError;
-    } else if (has(buf, "is not a regular file") || has(buf, "reading '")) {
+    } else if (has(buf, "is a directory; only regular files")) {
+        type = PyExc_IsADirectoryError;
+    } else if (has(buf, "only regular files are read") || has(buf, "is not a regular file") ||
+               has(buf, "reading '")) {
         type = PyExc_OSError;
     } else if (ends_with(buf, "out of memory")) {
         type = PyExc_MemoryError;

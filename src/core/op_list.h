@@ -113,6 +113,9 @@ CN_OP(lstm_seq_backward)
 CN_OP(scaled_dot_product_attention)
 CN_OP(scaled_dot_product_attention_backward)
 
+/* rotary position embeddings (rope.c) */
+CN_OP(rope)
+
 /* moving between devices (device.c) */
 CN_OP(to)
 

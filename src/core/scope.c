@@ -12,6 +12,7 @@ static _Thread_local cn_tensor **scope_items;
 static _Thread_local size_t scope_n, scope_cap;
 static _Thread_local size_t scope_starts[CN_MAX_SCOPE_DEPTH];
 static _Thread_local int scope_depth;
+static _Thread_local int scope_suspended; /* cn_scope_suspend calls not resumed */
 
 int cn_scope_depth(void) { return scope_depth; }
 
@@ -38,7 +39,7 @@ void cn_scope_end(void) {
         cn_tensor *t = scope_items[--scope_n];
         cn_release(t);
     }
-    if (scope_depth == 0 && scope_cap > 4096) {
+    if (scope_depth == 0 && !scope_suspended && scope_cap > 4096) {
         free(scope_items);
         scope_items = NULL;
         scope_cap = 0;
@@ -63,6 +64,7 @@ cn_tensor *cn_scope_add(cn_tensor *t) {
 }
 
 cn_tensor *cn_keep(cn_tensor *t) {
+    CN_CHECK_LIVE("keep", t, NULL);
     /* Beyond the depth limit the enclosing level is merged with this one:
      * the tensor already lives as long as it would after the move. */
     if (!t || scope_depth == 0 || scope_depth > CN_MAX_SCOPE_DEPTH) return t;
@@ -86,4 +88,33 @@ cn_tensor *cn_keep(cn_tensor *t) {
     /* Not made in this scope (a parameter, an outer tensor): whoever owns it
      * already outlives the scope. */
     return t;
+}
+
+typedef struct scope_saved {
+    int depth;
+    size_t starts[];
+} scope_saved;
+
+void *cn_scope_suspend(void) {
+    int nd = scope_depth < CN_MAX_SCOPE_DEPTH ? scope_depth : CN_MAX_SCOPE_DEPTH;
+    scope_saved *s = malloc(sizeof *s + sizeof(size_t) * (size_t)nd);
+    if (!s) return cn_fail("scope_suspend: out of memory");
+    /* Scopes opened while suspended reuse the low start slots; the open
+     * ones' items stay where they are, below every new scope's start. */
+    s->depth = scope_depth;
+    memcpy(s->starts, scope_starts, sizeof(size_t) * (size_t)nd);
+    scope_depth = 0;
+    scope_suspended++;
+    return s;
+}
+
+void cn_scope_resume(void *saved) {
+    scope_saved *s = saved;
+    if (!s) return;
+    if (scope_depth != 0) cn_fail("scope_resume: %d scopes opened while suspended are still open", scope_depth);
+    int nd = s->depth < CN_MAX_SCOPE_DEPTH ? s->depth : CN_MAX_SCOPE_DEPTH;
+    memcpy(scope_starts, s->starts, sizeof(size_t) * (size_t)nd);
+    scope_depth = s->depth;
+    scope_suspended--;
+    free(s);
 }

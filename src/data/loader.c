@@ -16,7 +16,13 @@
  * On a device (opts.device): the background thread also copies each batch
  * there, into storages (not tensors), so the copy overlaps the caller's
  * work on the previous batch; the copy is issued on the device's queue, so
- * kernels the caller issues later see the data without a wait. */
+ * kernels the caller issues later see the data without a wait.
+ *
+ * Workers: with opts.workers > 1 and transforms to run, the producing
+ * thread cuts each batch's rows among that many threads; each draws
+ * from the same (epoch, sample) addresses, so the batch does not depend
+ * on how many there are. The time cn_loader_next blocks is summed
+ * (cn_loader_wait_seconds), so a data path too slow for the model shows. */
 #include "../io/fileio.h"
 #include "../backend/backend.h"
 #include "../core/profiler.h"
@@ -24,18 +30,22 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define LOADER_MAX_TENSORS 16
 #define LOADER_MAX_TRANSFORMS 16
 #define QUEUE_CAP 2
 
-typedef enum xf_kind { XF_NORMALIZE, XF_CROP, XF_HFLIP } xf_kind;
+typedef enum xf_kind { XF_NORMALIZE, XF_CROP, XF_HFLIP, XF_JITTER } xf_kind;
+
+#define LOADER_MAX_WORKERS 64
 
 typedef struct transform {
     xf_kind kind;
     int which;
     int64_t h, w, pad;  /* crop */
     double p;           /* flip */
+    double bright, contrast; /* jitter */
     double *mean, *std; /* normalize: nmean entries (1 or C) */
     int nmean;
     float *lut; /* normalize of u8: the 256 results per mean/std pair */
@@ -82,6 +92,8 @@ struct cn_loader {
     bool shuffle, drop_last, started;
     uint64_t seed;
     int prefetch;
+    int workers;       /* threads per batch (1: the producing thread alone) */
+    double wait_s;     /* cn_loader_next's time blocked on the data path */
     cn_device device; /* where batches go (the CPU: they stay in buf) */
     int64_t shard_index, shard_count; /* 0 and 1 without shards */
     int64_t epoch; /* the epoch cn_loader_next is in */
@@ -205,7 +217,85 @@ static void apply(const cn_loader *l, int k, const transform *x, int64_t epoch, 
                        ies);
         break;
     }
+    case XF_JITTER: {
+        uint32_t r[4];
+        draw(xf_key(l->seed, k), epoch, sample, r);
+        double b = 1 + x->bright * (2 * ((double)(r[0] >> 8) * 0x1p-24) - 1);
+        double c = 1 + x->contrast * (2 * ((double)(r[1] >> 8) * 0x1p-24) - 1);
+        const float *src = in;
+        float *o = out;
+        int64_t n = C * H * W;
+        double mean = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double v = src[i] * b;
+            v = v < 0 ? 0 : v > 1 ? 1 : v;
+            o[i] = (float)v;
+            mean += v;
+        }
+        mean = n ? mean / (double)n : 0;
+        for (int64_t i = 0; i < n; i++) {
+            double v = (o[i] - mean) * c + mean;
+            o[i] = (float)(v < 0 ? 0 : v > 1 ? 1 : v);
+        }
+        break;
     }
+    }
+}
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Rows [r0, r1) of a batch, every column: the work one thread does.
+ * Reads the dataset and the permutation only, writes its own rows. */
+typedef struct rows_job {
+    const cn_loader *l;
+    const cursor *cur;
+    item *it;
+    int64_t start, r0, r1;
+    size_t scratch;
+    bool ok;
+} rows_job;
+
+static void *produce_rows(void *arg) {
+    rows_job *jb = arg;
+    const cn_loader *l = jb->l;
+    unsigned char *s0 = jb->scratch ? malloc(jb->scratch) : NULL;
+    unsigned char *s1 = jb->scratch ? malloc(jb->scratch) : NULL;
+    jb->ok = !jb->scratch || (s0 && s1);
+    for (int c = 0; c < l->ncols && jb->ok; c++) {
+        const column *col = &l->col[c];
+        unsigned char *dst = jb->it->buf[c];
+        /* The last transform of this column writes the batch. */
+        int last = -1;
+        for (int k = 0; k < l->nxf; k++)
+            if (l->xf[k].which == c) last = k;
+        for (int64_t r = jb->r0; r < jb->r1; r++) {
+            int64_t j = jb->cur->perm[jb->start + r];
+            const unsigned char *src = col->bytes + (size_t)j * col->sample_bytes;
+            unsigned char *out = dst + (size_t)r * col->out_sample_bytes;
+            if (last < 0) {
+                memcpy(out, src, col->sample_bytes);
+                continue;
+            }
+            /* The transforms in order, ping-ponging between the scratch buffers. */
+            const void *in = src;
+            unsigned char *bufs[2] = {s0, s1};
+            int flip = 0;
+            for (int k = 0; k <= last; k++) {
+                if (l->xf[k].which != c) continue;
+                void *o = k == last ? (void *)out : bufs[flip];
+                apply(l, k, &l->xf[k], jb->cur->epoch, j, in, o);
+                in = o;
+                flip ^= 1;
+            }
+        }
+    }
+    free(s0);
+    free(s1);
+    return NULL;
 }
 
 /* Batch b of epoch e into it (buffers from cn_alloc). Runs on either
@@ -234,43 +324,33 @@ static void produce(cn_loader *l, cursor *cur, item *it) {
         if (a > scratch) scratch = a;
         if (b > scratch) scratch = b;
     }
-    unsigned char *s0 = scratch ? malloc(scratch) : NULL, *s1 = scratch ? malloc(scratch) : NULL;
-    bool ok = !scratch || (s0 && s1);
+    bool ok = true;
     for (int c = 0; c < l->ncols && ok; c++) {
-        const column *col = &l->col[c];
-        it->buf[c] = cn_alloc((size_t)rows * col->out_sample_bytes);
-        if (!it->buf[c]) {
-            ok = false;
-            break;
-        }
-        unsigned char *dst = it->buf[c];
-        for (int64_t r = 0; r < rows; r++) {
-            int64_t j = cur->perm[start + r];
-            const unsigned char *src = col->bytes + (size_t)j * col->sample_bytes;
-            unsigned char *out = dst + (size_t)r * col->out_sample_bytes;
-            /* The transforms of this column, in order, ping-ponging between
-             * the scratch buffers; the last one writes the batch. */
-            int last = -1;
-            for (int k = 0; k < l->nxf; k++)
-                if (l->xf[k].which == c) last = k;
-            if (last < 0) {
-                memcpy(out, src, col->sample_bytes);
-                continue;
-            }
-            const void *in = src;
-            unsigned char *bufs[2] = {s0, s1};
-            int flip = 0;
-            for (int k = 0; k <= last; k++) {
-                if (l->xf[k].which != c) continue;
-                void *o = k == last ? (void *)out : bufs[flip];
-                apply(l, k, &l->xf[k], cur->epoch, j, in, o);
-                in = o;
-                flip ^= 1;
-            }
-        }
+        it->buf[c] = cn_alloc((size_t)rows * l->col[c].out_sample_bytes);
+        ok = it->buf[c] != NULL;
     }
-    free(s0);
-    free(s1);
+    if (ok) {
+        /* Workers only where there is per-sample work to share: a plain
+         * copy is faster than starting a thread. */
+        int nw = l->nxf > 0 ? l->workers : 1;
+        if (nw > rows) nw = rows > 0 ? (int)rows : 1;
+        rows_job jobs[LOADER_MAX_WORKERS];
+        pthread_t th[LOADER_MAX_WORKERS];
+        bool started[LOADER_MAX_WORKERS] = {false};
+        for (int w = 0; w < nw; w++)
+            jobs[w] = (rows_job){.l = l, .cur = cur, .it = it, .start = start,
+                                 .r0 = rows * w / nw, .r1 = rows * (w + 1) / nw,
+                                 .scratch = scratch};
+        for (int w = 1; w < nw; w++)
+            started[w] = pthread_create(&th[w], NULL, produce_rows, &jobs[w]) == 0;
+        produce_rows(&jobs[0]);
+        for (int w = 1; w < nw; w++) {
+            if (started[w]) pthread_join(th[w], NULL);
+            else produce_rows(&jobs[w]); /* no thread to be had: done here */
+        }
+        for (int w = 0; w < nw; w++)
+            ok = ok && jobs[w].ok;
+    }
     if (!ok) {
         for (int c = 0; c < l->ncols; c++)
             cn_free(it->buf[c]);
@@ -420,6 +500,8 @@ cn_loader *cn_loader_new(cn_tensor *const *tensors, int ntensors, const cn_loade
     l->drop_last = opts->drop_last;
     l->seed = opts->seed;
     l->prefetch = opts->prefetch;
+    l->workers = opts->workers < 1 ? 1 : opts->workers > LOADER_MAX_WORKERS ? LOADER_MAX_WORKERS
+                                                                              : opts->workers;
     l->device = opts->device;
     l->shard_count = opts->shard_count > 1 ? opts->shard_count : 1;
     l->shard_index = opts->shard_count > 1 ? opts->shard_index : 0;
@@ -590,6 +672,25 @@ int cn_loader_random_hflip(cn_loader *l, int which, double p) {
     return commit_xf(l, x);
 }
 
+int cn_loader_color_jitter(cn_loader *l, int which, double brightness, double contrast) {
+    static const char fn[] = "loader_color_jitter";
+    if (!l) return CN_EINVAL;
+    transform *x = add_xf(l, fn, which);
+    if (!x) return CN_EINVAL;
+    if (x->in_dt != CN_F32)
+        return cn_failc(CN_EINVAL, "%s: samples of tensor %d are %s; jitter takes f32 in [0, 1] "
+                        "(normalise u8 by 255 first)", fn, which, cn_dtype_name(x->in_dt));
+    if (!(brightness >= 0 && brightness <= 1) || !(contrast >= 0 && contrast <= 1))
+        return cn_failc(CN_EINVAL, "%s: brightness %g and contrast %g must be in [0, 1]", fn,
+                        brightness, contrast);
+    x->kind = XF_JITTER;
+    x->bright = brightness;
+    x->contrast = contrast;
+    return commit_xf(l, x);
+}
+
+double cn_loader_wait_seconds(const cn_loader *l) { return l ? l->wait_s : 0; }
+
 int64_t cn_loader_num_batches(const cn_loader *l) { return l ? l->nbatches : CN_EINVAL; }
 
 int64_t cn_loader_epoch(const cn_loader *l) { return l ? l->epoch : CN_EINVAL; }
@@ -645,16 +746,23 @@ static int loader_next(cn_loader *l, cn_tensor **batch) {
     l->started = true;
     item it;
     if (l->prefetch == 0) {
+        double t0 = mono_s();
         produce(l, &l->cur, &it);
         upload(l, &it);
+        l->wait_s += mono_s() - t0;
     } else {
         if (!l->running) {
             int st = start_thread(l);
             if (st != CN_OK) return st;
         }
         pthread_mutex_lock(&l->mu);
-        while (l->qcount == 0)
-            pthread_cond_wait(&l->not_empty, &l->mu);
+        if (l->qcount == 0) {
+            /* Timed only when the batch is not ready: the common case costs nothing. */
+            double t0 = mono_s();
+            while (l->qcount == 0)
+                pthread_cond_wait(&l->not_empty, &l->mu);
+            l->wait_s += mono_s() - t0;
+        }
         it = l->q[l->qhead];
         memset(&l->q[l->qhead], 0, sizeof l->q[l->qhead]);
         l->qhead = (l->qhead + 1) % QUEUE_CAP;

@@ -38,6 +38,7 @@ __attribute__((constructor)) static void install_record_hook(void) {
 
 int cn_set_requires_grad(cn_tensor *t, bool requires_grad) {
     if (!t) return CN_EINVAL;
+    CN_CHECK_LIVE("set_requires_grad", t, CN_EINVAL);
     if (t->node && !cn_is_symbolic(t))
         return cn_failc(CN_EINVAL,
                         "set_requires_grad: only leaves (tensors not made by an op) can be marked; "
@@ -54,7 +55,10 @@ bool cn_requires_grad(const cn_tensor *t) { return t && t->requires_grad; }
 
 bool cn_is_leaf(const cn_tensor *t) { return t && !t->node; }
 
-cn_tensor *cn_get_grad(const cn_tensor *t) { return t ? t->grad : NULL; }
+cn_tensor *cn_get_grad(const cn_tensor *t) {
+    CN_CHECK_LIVE("get_grad", t, NULL);
+    return t ? t->grad : NULL;
+}
 
 static bool same_shape(const cn_tensor *a, const cn_tensor *b) {
     if (a->ndim != b->ndim) return false;
@@ -65,6 +69,8 @@ static bool same_shape(const cn_tensor *a, const cn_tensor *b) {
 
 int cn_set_grad(cn_tensor *t, cn_tensor *grad) {
     if (!t) return CN_EINVAL;
+    CN_CHECK_LIVE("set_grad", t, CN_EINVAL);
+    CN_CHECK_LIVE("set_grad", grad, CN_EINVAL);
     if (grad && !same_shape(t, grad)) {
         char b1[160], b2[160];
         return cn_failc(CN_EINVAL, "set_grad: gradient %s does not match tensor %s",
@@ -77,6 +83,7 @@ int cn_set_grad(cn_tensor *t, cn_tensor *grad) {
 }
 
 void cn_zero_grad(cn_tensor *t) {
+    CN_CHECK_LIVE("zero_grad", t, );
     if (!t) return;
     cn_release(t->grad);
     t->grad = NULL;
@@ -84,6 +91,7 @@ void cn_zero_grad(cn_tensor *t) {
 
 cn_tensor *cn_detach(cn_tensor *t) {
     if (!t) return NULL;
+    CN_CHECK_LIVE("detach", t, NULL);
     cn_tensor *d = cn_t_alias(t);
     if (!d) return NULL;
     d->flags |= CN_TF_LEAF;
@@ -593,6 +601,8 @@ out:
 
 int cn_backward_ex(cn_tensor *root, cn_tensor *seed, unsigned flags) {
     if (!root) return CN_EINVAL;
+    CN_CHECK_LIVE("backward", root, CN_EINVAL);
+    CN_CHECK_LIVE("backward", seed, CN_EINVAL);
     engine_args e = {.roots = &root, .seeds = seed ? &seed : NULL, .nroots = 1, .flags = flags,
                      .fn = "backward"};
     if (CN_LIKELY(!cn_prof_on())) return run_engine(&e);

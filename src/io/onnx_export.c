@@ -125,7 +125,7 @@ static bool add_vinfo(ox_ctx *c, Onnx__ValueInfoProto *vi) {
 /* The nodes of one step; the result is named want when want is set. */
 static const char *export_step(ox_ctx *c, const ir_step *s, const char **vname, const char *want) {
     const cn_ir *ir = c->ir;
-    const cn_op_def *def = s->kind == IRS_OP && s->op < CN_OP_COUNT ? cn_ops[s->op] : NULL;
+    const cn_op_def *def = s->kind == IRS_OP && s->op != CN_OP_COUNT ? cn_ops[s->op] : NULL;
     c->op = def ? def->name : "a fused step";
     if (!def) return ox_unsup(c, "fused steps are not exported: export at -O1");
     ox_emit_fn emit = ox_emitter(s->op);

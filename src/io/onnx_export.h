@@ -84,6 +84,9 @@ const char *ox_emit_lstm_seq(ox_ctx *c, const ir_step *s, const char *const *in,
 /* scaled_dot_product_attention's (onnx_export_attention.c). */
 const char *ox_emit_sdpa(ox_ctx *c, const ir_step *s, const char *const *in,
                          cn_tensor *const *it, const cn_tensor *out);
+/* rope's (onnx_export_rope.c). */
+const char *ox_emit_rope(ox_ctx *c, const ir_step *s, const char *const *in,
+                         cn_tensor *const *it, const cn_tensor *out);
 
 /* "export: OP is not supported (reason)", CN_EUNSUPPORTED; returns NULL. */
 const char *ox_unsup(ox_ctx *c, const char *fmt, ...) CN_PRINTF(2, 3);

@@ -660,6 +660,7 @@ static const ox_emit_fn table[CN_OP_COUNT] = {
 
     [CN_OP_scaled_dot_product_attention] = ox_emit_sdpa,
     [CN_OP_scaled_dot_product_attention_backward] = e_gradient_op,
+    [CN_OP_rope] = ox_emit_rope,
 
     [CN_OP_bernoulli] = e_random,
 };

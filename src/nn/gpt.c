@@ -1,6 +1,8 @@
 /* A GPT: token and learned position embeddings, causal pre-LayerNorm
  * blocks, a final LayerNorm and an LM head tied to the token embedding
- * (GPT-2's architecture; nanoGPT's names: wte, wpe, h.N, ln_f). */
+ * (GPT-2's architecture; nanoGPT's names: wte, wpe, h.N, ln_f). With
+ * rope, positions enter only through the rotation of q and k in every
+ * block, and there is no wpe. */
 #include "transformer.h"
 
 #include <inttypes.h>
@@ -51,9 +53,9 @@ static cn_tensor *gpt_forward(cn_module *m, cn_tensor *ids) {
         return cn_fail("GPT: %" PRId64 " positions; the model has context_length %" PRId64, T,
                        g->cfg.context_length);
     if (T < 0 && !cn_is_symbolic(ids)) return NULL;
-    cn_tensor *tok = cn_module_forward(cn_module_child(m, "wte"), ids);
-    cn_tensor *pos = cn_module_forward(cn_module_child(m, "wpe"), positions(ids, T));
-    cn_tensor *x = cn_dropout(cn_add(tok, pos), g->cfg.dropout, m->training);
+    cn_tensor *x = cn_module_forward(cn_module_child(m, "wte"), ids);
+    if (!g->cfg.rope) x = cn_add(x, cn_module_forward(cn_module_child(m, "wpe"), positions(ids, T)));
+    x = cn_dropout(x, g->cfg.dropout, m->training);
     x = cn_module_forward(cn_module_child(m, "h"), x);
     x = cn_module_forward(cn_module_child(m, "ln_f"), x);
     /* The tied head: the token embedding's transpose (GPT-2's tie). */
@@ -96,14 +98,18 @@ cn_module *cn_nn_gpt(const cn_gpt_config *c) {
                        "n_head", c->vocab_size, c->context_length, c->n_layer, c->n_head, c->n_embd);
     if (!(c->dropout >= 0 && c->dropout < 1))
         return cn_fail("gpt: dropout %g must be in [0, 1)", c->dropout);
+    if (c->rope && ((c->n_embd / c->n_head) % 2 || !(c->rope_base >= 0) || !isfinite(c->rope_base)))
+        return cn_fail("gpt: rope needs an even head size (n_embd %" PRId64 " / n_head %d) and "
+                       "rope_base >= 0 (0: 10000), got %g", c->n_embd, c->n_head, c->rope_base);
     gpt_mod *g = (gpt_mod *)cn_module_new(&gpt_vt, sizeof(gpt_mod));
     if (!g) return NULL;
     g->cfg = *c;
     cn_module *m = &g->base;
     cn_module *h = cn_nn_sequential(NULL, 0);
-    cn_transformer_block_opts bo = {.dropout = c->dropout, .causal = true};
+    cn_transformer_block_opts bo = {.dropout = c->dropout, .causal = true, .rope = c->rope,
+                                    .rope_base = c->rope_base};
     bool ok = cn_module_add_child(m, "wte", cn_nn_embedding(c->vocab_size, c->n_embd, CN_NO_PADDING)) == CN_OK &&
-              cn_module_add_child(m, "wpe", cn_nn_embedding(c->context_length, c->n_embd, CN_NO_PADDING)) == CN_OK;
+              (c->rope || cn_module_add_child(m, "wpe", cn_nn_embedding(c->context_length, c->n_embd, CN_NO_PADDING)) == CN_OK);
     for (int i = 0; ok && i < c->n_layer; i++)
         ok = h && cn_nn_sequential_append(h, cn_nn_transformer_block(c->n_embd, c->n_head, &bo)) == CN_OK;
     if (!ok) cn_module_free(h);

@@ -83,6 +83,13 @@ static cn_tensor *block_cached(cn_gpt_cache *c, int l, cn_module *blk, cn_tensor
     cn_module *attn = cn_module_child(blk, "attn");
     cn_tensor *h = cn_module_forward(cn_module_child(blk, "ln_1"), x), *q, *k, *v;
     if (!h || cn_mha_self_qkv(attn, h, &q, &k, &v) < 0) return NULL;
+    if (c->cfg.rope) {
+        /* New rows at positions len.., as the full forward turns them; the
+         * cache keeps keys already turned, so earlier ones are never redone. */
+        cn_rope_opts ro = {.offset = c->len, .base = c->cfg.rope_base};
+        q = cn_rope(q, &ro);
+        k = cn_rope(k, &ro);
+    }
     if (cn_copy_(cn_narrow(c->k[l], 2, c->len, Tn), k) < 0 ||
         cn_copy_(cn_narrow(c->v[l], 2, c->len, Tn), v) < 0)
         return NULL;
@@ -101,9 +108,11 @@ static cn_tensor *block_cached(cn_gpt_cache *c, int l, cn_module *blk, cn_tensor
 static cn_tensor *forward_cached(cn_gpt_cache *c, cn_tensor *ids) {
     cn_module *m = c->gpt;
     int64_t Tn = ids->shape[1];
-    cn_tensor *tok = cn_module_forward(cn_module_child(m, "wte"), ids);
-    cn_tensor *pos = cn_arange((double)c->len, (double)(c->len + Tn), 1, CN_I64);
-    cn_tensor *x = cn_add(tok, cn_module_forward(cn_module_child(m, "wpe"), pos));
+    cn_tensor *x = cn_module_forward(cn_module_child(m, "wte"), ids);
+    if (!c->cfg.rope) {
+        cn_tensor *pos = cn_arange((double)c->len, (double)(c->len + Tn), 1, CN_I64);
+        x = cn_add(x, cn_module_forward(cn_module_child(m, "wpe"), pos));
+    }
     cn_module *h = cn_module_child(m, "h");
     for (int l = 0; l < h->nchildren && x; l++) x = block_cached(c, l, h->children[l].m, x);
     x = cn_module_forward(cn_module_child(m, "ln_f"), x);

@@ -26,6 +26,8 @@ typedef struct block_mod {
     int64_t E;
     double dropout;
     bool causal;
+    bool rope;
+    double rope_base;
 } block_mod;
 
 static cn_tensor *block_forward(cn_module *m, cn_tensor *x) {
@@ -36,8 +38,21 @@ static cn_tensor *block_forward(cn_module *m, cn_tensor *x) {
                        cn_fmt_shape(buf, sizeof buf, x->ndim, x->shape), b->E);
     }
     cn_tensor *h = cn_module_forward(cn_module_child(m, "ln_1"), x), *a = NULL;
-    cn_mha_forward_opts o = {.is_causal = b->causal};
-    if (cn_mha_forward(cn_module_child(m, "attn"), h, h, h, &o, &a, NULL) < 0) return NULL;
+    if (b->rope) {
+        /* The attention module's own path with q and k turned in between:
+         * the same projections and fused op as cn_mha_forward. */
+        cn_module *attn = cn_module_child(m, "attn");
+        cn_tensor *q, *k, *v;
+        if (!h || cn_mha_self_qkv(attn, h, &q, &k, &v) < 0) return NULL;
+        cn_rope_opts ro = {.base = b->rope_base};
+        double p = m->training ? b->dropout : 0;
+        a = cn_mha_merge_out(attn, cn_scaled_dot_product_attention(cn_rope(q, &ro), cn_rope(k, &ro),
+                                                                    v, NULL, p, b->causal, 0));
+        if (!a) return NULL;
+    } else {
+        cn_mha_forward_opts o = {.is_causal = b->causal};
+        if (cn_mha_forward(cn_module_child(m, "attn"), h, h, h, &o, &a, NULL) < 0) return NULL;
+    }
     x = cn_add(x, cn_dropout(a, b->dropout, m->training));
     cn_tensor *f = cn_module_forward(cn_module_child(m, "ln_2"), x);
     return cn_add(x, cn_module_forward(cn_module_child(m, "mlp"), f));
@@ -53,6 +68,10 @@ cn_module *cn_nn_transformer_block(int64_t E, int64_t H, const cn_transformer_bl
                        "%" PRId64 " (both >= 1)", E, H);
     if (!(opts->dropout >= 0 && opts->dropout <= 1))
         return cn_fail("transformer_block: dropout %g must be in [0, 1]", opts->dropout);
+    if (opts->rope && ((E / H) % 2 || !(opts->rope_base >= 0) || !isfinite(opts->rope_base)))
+        return cn_fail("transformer_block: rope needs an even head size (embed_dim %" PRId64
+                       " / num_heads %" PRId64 ") and a rope_base >= 0 (0: 10000), got %g", E, H,
+                       opts->rope_base);
     if (opts->mlp_hidden < 0 || !(opts->ln_eps >= 0))
         return cn_fail("transformer_block: mlp_hidden %" PRId64 " and ln_eps %g must be >= 0",
                        opts->mlp_hidden, opts->ln_eps);
@@ -63,6 +82,8 @@ cn_module *cn_nn_transformer_block(int64_t E, int64_t H, const cn_transformer_bl
     b->E = E;
     b->dropout = opts->dropout;
     b->causal = opts->causal;
+    b->rope = opts->rope;
+    b->rope_base = opts->rope_base;
     cn_module *m = &b->base;
     mlp_mod *mlp = (mlp_mod *)cn_module_new(&mlp_vt, sizeof(mlp_mod));
     if (mlp) mlp->dropout = opts->dropout;

@@ -139,6 +139,7 @@ static inline cn_tensor *kernel_run(cn_op_id id, cn_tensor *const *in, int nin,
                                      const cn_attrs *a, const cn_meta *m, cn_device dev,
                                      cn_tensor *out) {
     const cn_op_def *op = cn_ops[id];
+    if (CN_UNLIKELY(cn_op_is_custom(id))) return cn_custom_kernel_run(id, in, nin, a, m, dev, out);
     if (CN_LIKELY(dev.kind == CN_DEVICE_CPU && !(op->flags & CN_OPF_TRANSFER))) {
         cn_kernel_fn k = cn_backend_cpu.kernels[id];
         if (!out && !(out = cn_t_empty(m->dtype, m->ndim, m->shape))) return NULL;
@@ -205,6 +206,7 @@ cn_tensor *cn_view_run(const cn_op_def *op, cn_tensor *x, const cn_attrs *a, con
     if (reuse && reuse->refcount == 1) {
         cn_storage *old = reuse->storage;
         memset(reuse, 0, sizeof *reuse);
+        reuse->magic = CN_T_LIVE; /* cleared above; still the same live struct */
         cn_t_alias_into(reuse, x);
         reuse->refcount = 2; /* the owner's and the caller's */
         cn_storage_release(old);
@@ -230,6 +232,15 @@ cn_tensor *cn_view_run(const cn_op_def *op, cn_tensor *x, const cn_attrs *a, con
     return out;
 }
 
+static __attribute__((cold, noinline)) cn_tensor *dead_input(const cn_op_def *op, cn_tensor *const *in, int nin) {
+    for (int i = 0; i < nin; i++)
+        if (cn_t_is_dead(in[i])) {
+            cn_t_dead_fail(op->name, in[i]);
+            break;
+        }
+    return NULL;
+}
+
 /* The body of cn_op_run, inlined into the plain path and the profiled one
  * so that the plain path is what it was before the profiler, plus one
  * branch. */
@@ -237,8 +248,14 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
                                                                cn_tensor *const *in_orig, int nin,
                                                                const cn_attrs *attrs) {
     const cn_op_def *op = cn_ops[id];
-    for (int i = 0; i < nin; i++)
+    /* Released inputs (docs/architecture.md, "Released tensors"): one
+     * branch for all of them, taken only to report. */
+    uint32_t dead = 0;
+    for (int i = 0; i < nin; i++) {
         if (!in_orig[i]) return NULL; /* keep the first error */
+        dead |= in_orig[i]->magic ^ CN_T_LIVE;
+    }
+    if (CN_UNLIKELY(dead)) return dead_input(op, in_orig, nin);
     if ((op->ninputs >= 0 && nin != op->ninputs) || (op->ninputs < 0 && nin < 1))
         return cn_fail("%s: got %d inputs, expects %d", op->name, nin, op->ninputs);
 

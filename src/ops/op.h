@@ -117,9 +117,27 @@ struct cn_op_def {
     const char *grad_doc;
 };
 
-/* The registry (registry.c). */
-extern const cn_op_def *const cn_ops[CN_OP_COUNT];
+/* The registry (registry.c). Built-in ops are [0, CN_OP_COUNT); ops users
+ * register at run time (custom.c) follow from CN_OP_CUSTOM_FIRST, leaving
+ * CN_OP_COUNT free, since programs use it to mean "no op". Per-op tables
+ * of the backends stay CN_OP_COUNT long: custom ids never index them (the
+ * dispatcher and placement ask custom.c instead). Entries past the
+ * registered ones are NULL; an entry is written once, before its id is
+ * handed out, and never changes. */
+#define CN_OP_CUSTOM_FIRST (CN_OP_COUNT + 1)
+#define CN_OP_CUSTOM_MAX 256
+#define CN_OP_TABLE_SIZE (CN_OP_CUSTOM_FIRST + CN_OP_CUSTOM_MAX)
+extern const cn_op_def *cn_ops[CN_OP_TABLE_SIZE];
 const cn_op_def *cn_op_find(const char *name);
+
+/* Custom ops (custom.c). */
+static inline bool cn_op_is_custom(int id) { return id >= CN_OP_CUSTOM_FIRST; }
+/* The kernel step for a custom op, as cn_kernel_run: its kernel for dev's
+ * kind, or its CPU kernel on host copies. */
+cn_tensor *cn_custom_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                                const cn_meta *m, cn_device dev, cn_tensor *out);
+/* Has the custom op a kernel of its own for this kind of device? */
+bool cn_custom_has_kernel(cn_op_id id, cn_device_kind kind);
 
 /* Run op on inputs: promotion, inference, then either a kernel (eager), a
  * view, or a node of a static graph (symbolic inputs); records the node for

@@ -5,7 +5,7 @@
 #include "../core/op_list.h"
 #undef CN_OP
 
-const cn_op_def *const cn_ops[CN_OP_COUNT] = {
+const cn_op_def *cn_ops[CN_OP_TABLE_SIZE] = {
 #define CN_OP(name) [CN_OP_##name] = &cn_opdef_##name,
 #include "../core/op_list.h"
 #undef CN_OP

@@ -11,8 +11,9 @@ import functools
 
 from chutney import _C
 from chutney.autograd import functional  # noqa: F401
+from chutney.autograd.function import Function, FunctionCtx  # noqa: F401
 
-__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+__all__ = ["Function", "FunctionCtx", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "functional"]
 
 is_grad_enabled = _C.is_grad_enabled

@@ -112,6 +112,9 @@ const cn_kernel_fn cn_cpu_kernels[CN_OP_COUNT] = {
     [CN_OP_scaled_dot_product_attention] = cn_cpu_k_sdpa,
     [CN_OP_scaled_dot_product_attention_backward] = cn_cpu_k_sdpa_backward,
 
+    /* rotary position embeddings (rope.c) */
+    [CN_OP_rope] = cn_cpu_k_rope,
+
     /* moving between devices: a transfer (cn_transfer), no kernel */
     [CN_OP_to] = NULL,
 

@@ -104,6 +104,10 @@ int cn_cpu_k_sdpa(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
 int cn_cpu_k_sdpa_backward(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                            cn_tensor *out);
 
+/* rope.c: rotary position embeddings */
+int cn_cpu_k_rope(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                  cn_tensor *out);
+
 /* random.c */
 int cn_cpu_k_send(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);
 int cn_cpu_k_recv(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);

@@ -35,6 +35,8 @@ int cn_gpu_k_rnn(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, 
 /* scaled_dot_product_attention and its backward op (f32, f64; gpu_attention.c). */
 int cn_gpu_k_attention(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                        cn_tensor *out);
+/* rope (f32, f64; gpu_rope.c). */
+int cn_gpu_k_rope(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);
 
 /* ---- shared helpers (gpu_linalg.c) ---- */
 

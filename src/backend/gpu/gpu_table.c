@@ -107,4 +107,7 @@ const cn_kernel_fn cn_gpu_kernels[CN_OP_COUNT] = {
     /* attention, one work item per row (gpu_attention.c) */
     [CN_OP_scaled_dot_product_attention] = cn_gpu_k_attention,
     [CN_OP_scaled_dot_product_attention_backward] = cn_gpu_k_attention,
+
+    /* rotary position embeddings, one work item per element (gpu_rope.c) */
+    [CN_OP_rope] = cn_gpu_k_rope,
 };

@@ -28,6 +28,9 @@ static bool dev_eq(cn_device a, cn_device b) { return a.kind == b.kind && a.inde
 
 /* Can step st run on dev (a device of this machine)? */
 static bool has_kernel(const cn_backend *be, cn_device dev, const ir_step *st) {
+    /* A custom op without a kernel of its own for the device runs on the CPU. */
+    if (st->kind == IRS_OP && cn_op_is_custom(st->op))
+        return dev.kind == CN_DEVICE_CPU || cn_custom_has_kernel((cn_op_id)st->op, (cn_device_kind)dev.kind);
     if (st->kind == IRS_FUSED) {
         if (!be->fused_run) return false;
         if (st->op != CN_OP_COUNT && (!be->kernels[st->op] || test_missing[dev.kind][st->op]))
