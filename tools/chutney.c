@@ -14,7 +14,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"train", cn_tool_train, "train a model on Fashion-MNIST, or a GPT on text (train --help)"},
+    {"train", cn_tool_train, "train a model on Fashion-MNIST or your own data, or a GPT on text (train --help)"},
     {"eval", cn_tool_eval, "test accuracy of a checkpoint written by train --save"},
     {"predict", cn_tool_predict, "classify image files with a checkpoint (predict --help)"},
     {"generate", cn_tool_generate, "continue a text with a GPT checkpoint of train --model gpt"},
