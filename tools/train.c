@@ -962,6 +962,13 @@ static int check_data(const train_args *a, const char *cmd) {
                         "learn (a header name or a 0-based index)\n", cmd, a->data);
         return CN_TOOL_USAGE;
     }
+    if ((kind == DS_CSV || kind == DS_NPY) &&
+        (a->height > 0 || a->width > 0 || a->channels > 0 || a->standardize || a->augment)) {
+        fprintf(stderr, "chutney %s: --image-size, --channels, --standardize and --augment are "
+                        "for a folder of images, not %s\n", cmd,
+                kind == DS_CSV ? "a CSV table" : ".npy arrays");
+        return CN_TOOL_USAGE;
+    }
     if (kind != DS_CSV && (a->target || a->features)) {
         fprintf(stderr, "chutney %s: --target and --features are for a CSV table (--data "
                         "FILE.csv)\n", cmd);
@@ -1476,17 +1483,19 @@ static int train_main(train_args *ap) {
         cn_program_stats ps = {0};
         if (prog) cn_program_stats_get(prog, &ps);
         /* JSON has no NaN or infinity: no batch run, or a diverged loss, is null. */
-        char loss_s[32] = "null", rmse_s[48] = "";
+        char loss_s[32] = "null", rmse_s[48] = "", acc_s[32] = "null";
         if (isfinite(last_loss)) snprintf(loss_s, sizeof loss_s, "%.9g", last_loss);
+        /* A regression has no accuracy: null beside its RMSE, not a 0 that reads as one. */
         if (g_info.regress) snprintf(rmse_s, sizeof rmse_s, ",\"test_rmse\":%.6g", acc);
+        else snprintf(acc_s, sizeof acc_s, "%.4f", acc);
         if (a.json)
             printf("{\"model\":\"%s\",\"device\":\"%s\",\"ranks\":%d,\"mode\":\"%s\",\"epochs\":%d,"
-                   "\"test_accuracy\":%.4f,"
+                   "\"test_accuracy\":%s,"
                    "\"samples_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
                    "\"final_loss\":%s,\"program_steps\":%d,\"planned_mb\":%.3f,"
                    "\"unplanned_mb\":%.3f,\"loader_wait_s\":%.3f%s}\n",
                    a.model, dev_s, a.nranks, prog ? "static" : "eager", a.epochs,
-                   g_info.regress ? 0 : acc, sps, now_s() - t_start,
+                   acc_s, sps, now_s() - t_start,
                    peak_rss_mb(), loss_s, ps.nsteps, ps.planned_bytes / 1e6,
                    ps.unplanned_bytes / 1e6, cn_loader_wait_seconds(loader), rmse_s);
     }

@@ -114,6 +114,8 @@ above "$(json_field "$tmp/out" test_accuracy)" 0.8 && echo "ok: --data x.npy --l
 # ---- bad inputs: a failure (1) names the file or column; usage (2) ----
 expect_exit "missing target column" 1 "--target 'price': no such column" \
     "$CHUTNEY" train --model mlp --data "$tmp/blobs.csv" --target price
+expect_exit "image option on a table" 2 "--augment are for a folder of images, not a CSV table" \
+    "$CHUTNEY" train --model mlp --data "$tmp/blobs.csv" --target label --augment flip
 printf 'a,b,y\n1,2,0\n3,abc,1\n' >"$tmp/bad.csv"
 expect_exit "non-numeric cell" 1 "bad.csv line 3, column 'b': \"abc\" is not a number" \
     "$CHUTNEY" train --model mlp --data "$tmp/bad.csv" --target y
