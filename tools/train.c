@@ -573,6 +573,13 @@ void cn_tool_signals_begin(void) {
 
 int cn_tool_stop_signal(void) { return stop_signal; }
 
+int cn_tool_next_batch(cn_loader *l, cn_tensor **batch) {
+    int got = cn_loader_next(l, batch);
+    if (got == 1) return 0;
+    fprintf(stderr, "chutney: %s\n", got < 0 ? cn_last_error() : "the loader ended the epoch early");
+    return -1;
+}
+
 void cn_tool_signals_end(void) {
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
@@ -1317,11 +1324,7 @@ static int train_main(train_args *ap) {
             cn_tool_prof_step_begin(&prof);
             cn_tensor *batch[2];
             cn_scope_begin();
-            /* 0 (the epoch ended) is as wrong as an error here: nb batches were promised. */
-            int got = cn_loader_next(loader, batch);
-            if (got != 1) {
-                fprintf(stderr, "chutney: %s\n", got < 0 ? cn_last_error()
-                                                         : "the loader ended the epoch early");
+            if (cn_tool_next_batch(loader, batch) < 0) {
                 cn_scope_end();
                 rc = 1;
                 break;

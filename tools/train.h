@@ -85,6 +85,9 @@ int cn_tool_skip_batches(cn_loader *l, int64_t n, const char *resume);
  * with 128 + the signal. end puts the previous handlers back. */
 void cn_tool_signals_begin(void);
 int cn_tool_stop_signal(void);
+/* The next batch of an epoch that promised one: 0, or -1 after a message
+ * (an error, or the epoch ending early, which is as wrong here). */
+int cn_tool_next_batch(cn_loader *l, cn_tensor **batch);
 void cn_tool_signals_end(void);
 
 /* A checkpoint of a run stopped by a signal after `batches` batches of

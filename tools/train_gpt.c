@@ -380,10 +380,7 @@ int cn_tool_train_gpt(train_args *ap) {
             cn_tool_prof_step_begin(&prof);
             cn_tensor *batch[2], *loss = NULL;
             cn_scope_begin();
-            int got = cn_loader_next(r.loader, batch);
-            if (got != 1) {
-                fprintf(stderr, "chutney: %s\n", got < 0 ? cn_last_error()
-                                                         : "the loader ended the epoch early");
+            if (cn_tool_next_batch(r.loader, batch) < 0) {
                 cn_scope_end();
                 rc = 1;
                 break;
