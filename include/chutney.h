@@ -1254,6 +1254,11 @@ int cn_save_safetensors(const char *path, const char *const *names, cn_tensor *c
  * to _exit. Temporaries left by a process killed outright are removed by
  * the next save of the same file. */
 void cn_remove_temporary_files(void);
+/* CRC-32C (Castagnoli) of n bytes, continuing crc (0 to start):
+ * cn_crc32c(cn_crc32c(0, a, na), b, nb) is the CRC of a then b. The
+ * checksum every cn_save_safetensors writes (docs/training.md,
+ * "Checkpoints"), and TensorBoard's record checksum. */
+uint32_t cn_crc32c(uint32_t crc, const void *data, size_t n);
 
 /* A loaded checkpoint: its tensors and metadata in file order. */
 typedef struct cn_checkpoint cn_checkpoint;

@@ -159,6 +159,24 @@ static const char *py_reader =
     "       'i.i32': (4, [2, 2, 2], np.int32), 'l.i64': (5, [3], np.int64),\n"
     "       'u.u8': (6, [10], np.uint8), 'm.bool': (7, [4], np.bool_)}\n"
     "meta = hdr.pop('__metadata__')\n"
+    "# the checksum, recomputed bit by bit from its documented definition\n"
+    "def crc32c(c, b):\n"
+    "    c ^= 0xFFFFFFFF\n"
+    "    for x in b:\n"
+    "        c ^= x\n"
+    "        for _ in range(8):\n"
+    "            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1\n"
+    "    return c ^ 0xFFFFFFFF\n"
+    "saved = meta.pop('chutney.crc32c', None)\n"
+    "c = 0\n"
+    "for k, v in meta.items():\n"
+    "    c = crc32c(c, k.encode() + b'\\0' + v.encode() + b'\\0')\n"
+    "for k, e in hdr.items():\n"
+    "    c = crc32c(c, k.encode() + b'\\0' + e['dtype'].encode() + b'\\0')\n"
+    "    v = [len(e['shape'])] + e['shape'] + e['data_offsets']\n"
+    "    c = crc32c(c, struct.pack('<%dQ' % len(v), *v))\n"
+    "c = crc32c(c, data)\n"
+    "print('crc', 'OK' if saved == '%08x' % c else 'BAD %r %08x' % (saved, c))\n"
     "print('meta', 'OK' if meta == {'format': 'pt', 'note': 'line1\\nline2 \"quoted\" "
     "\\u00fcn\\u00ef \\\\ tab\\t'} else 'BAD %r' % meta)\n"
     "print('count', 'OK' if len(hdr) == 11 else 'BAD')\n"
@@ -220,7 +238,7 @@ static void test_numpy_interop(void) {
         int oks = 0;
         for (char *s = out; (s = strstr(s, " OK")); s++)
             oks++;
-        CHECK_MSG(oks == NT + 3 && !strstr(out, "BAD"), "the NumPy reader says:\n%s", out);
+        CHECK_MSG(oks == NT + 4 && !strstr(out, "BAD"), "the NumPy reader says:\n%s", out);
         free(out);
     }
     out = io_python("st_writer", py_writer);
@@ -640,12 +658,61 @@ static void test_json(void) {
     free(buf);
 }
 
+/* A bit flipped anywhere after the save (data, a metadata value, a tensor's
+ * name) is caught by the checksum, by both loaders, before anything is
+ * written; a file without a checksum (another writer's) still loads. */
+static void test_checksum(void) {
+    const char *p = io_path("sum.safetensors"), *q = io_path("flipped.safetensors");
+    cn_tensor *w = cn_arange(0, 300, 1, CN_F32);
+    CHECK(cn_save_safetensors(p, (const char *[]){"weight"}, &w, 1, (const char *[]){"epoch"},
+                              (const char *[]){"17"}, 1) == CN_OK);
+    size_t n;
+    unsigned char *good = io_read(p, &n);
+    CHECK(good != NULL);
+    if (!good) return;
+    cn_checkpoint *c = cn_load_safetensors(p);
+    CHECK(c && cn_checkpoint_metadata_count(c) == 1 && cn_checkpoint_metadata(c, "chutney.crc32c") == NULL);
+    cn_checkpoint_free(c);
+    CHECK_STATUS_ERROR(cn_save_safetensors(q, (const char *[]){"weight"}, &w, 1,
+                                           (const char *[]){"chutney.crc32c"},
+                                           (const char *[]){"0"}, 1),
+                       "reserved");
+    /* Where to flip: the last data byte, a digit of the metadata value, a
+     * letter of the tensor's name (the JSON stays valid each time). */
+    size_t at[3] = {n - 1, 0, 0};
+    for (size_t i = 8; i + 4 < n; i++) {
+        if (!at[1] && memcmp(good + i, "\"17\"", 4) == 0) at[1] = i + 2;
+        if (!at[2] && memcmp(good + i, "\"weight\"", 8) == 0) at[2] = i + 3;
+    }
+    CHECK(at[1] && at[2]);
+    for (int k = 0; k < 3; k++) {
+        if (!at[k]) continue;
+        good[at[k]] ^= 0x01;
+        io_write(q, good, n);
+        good[at[k]] ^= 0x01;
+        cn_clear_error();
+        CHECK_MSG(cn_load_safetensors(q) == NULL, "flip %d loaded", k);
+        CHECK_MSG(strstr(cn_last_error(), "is corrupt") && strstr(cn_last_error(), "flipped"),
+                  "flip %d: %s", k, cn_last_error());
+        cn_tensor *dst = cn_zeros(CN_F32, CN_SHAPE(300));
+        CHECK_STATUS_ERROR(cn_load_safetensors_into(q, (const char *[]){"weight"}, &dst, 1,
+                                                    CN_CKPT_ALLOW_MISSING |
+                                                        CN_CKPT_ALLOW_UNEXPECTED),
+                           "is corrupt");
+        CHECK(th_at(dst, 299) == 0);
+        cn_release(dst);
+    }
+    free(good);
+    cn_release(w);
+}
+
 int main(void) {
     io_init();
     RUN(test_round_trip);
     RUN(test_numpy_interop);
     RUN(test_load_into);
     RUN(test_bad_files);
+    RUN(test_checksum);
     RUN(test_save_errors);
     RUN(test_atomic_kill);
     RUN(test_json);

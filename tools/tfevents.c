@@ -7,33 +7,12 @@
  * code protoc-c generates from it at build time. */
 #include "tfevents.h"
 
+#include <chutney.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- CRC-32C: the reflected Castagnoli polynomial, a byte at a time ---- */
-
-static uint32_t crc_table[256];
-static bool crc_ready;
-
-static void crc_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[i] = c;
-    }
-    crc_ready = true;
-}
-
-uint32_t cn_crc32c(const void *data, size_t n) {
-    /* Built on first use; the tools call this from one thread. */
-    if (!crc_ready) crc_init();
-    const unsigned char *p = data;
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
 
 #ifdef CN_HAVE_TENSORBOARD
 
@@ -54,7 +33,7 @@ struct cn_tfevents {
 /* TFRecord masks its CRCs so that a CRC of data holding CRCs is not
  * weak (the record format's own rule). */
 static uint32_t masked_crc(const void *p, size_t n) {
-    uint32_t c = cn_crc32c(p, n);
+    uint32_t c = cn_crc32c(0, p, n);
     return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
 }
 

@@ -24,7 +24,4 @@ int cn_tfevents_scalars(cn_tfevents *w, int64_t step, const char *const *tags,
 /* 0, or -1 with errno when the last flush failed. */
 int cn_tfevents_close(cn_tfevents *w);
 
-/* CRC-32C (Castagnoli), as TFRecord checks its records. */
-uint32_t cn_crc32c(const void *data, size_t n);
-
 #endif

@@ -648,8 +648,9 @@ static void train_usage(FILE *f) {
     fprintf(f,
             "usage: chutney train --model {mlp,cnn,lstm} [--epochs N] [--batch B] [--lr X]\n"
             "                     [--optimizer {sgd,adam,adamw,rmsprop,adagrad}] [--threads T]\n"
-            "                     [--seed S] [--data DIR] [--save FILE] [--resume FILE]\n"
-            "                     [--limit N] [--mode {eager,static}] [--device DEV] [--json]\n"
+            "                     [--seed S] [--data DIR] [--save FILE] [--save-every N]\n"
+            "                     [--resume FILE] [--limit N] [--mode {eager,static}]\n"
+            "                     [--device DEV] [--json]\n"
             "                     [--distributed] [--log FILE] [--tensorboard DIR]\n"
             "                     [--profile TRACE.json [--profile-steps N]]\n"
             "                     [--target COL] [--features a,b] [--task T] [--labels Y.npy]\n"
@@ -658,8 +659,9 @@ static void train_usage(FILE *f) {
             "       chutney train --model gpt --data FILE.txt [--vocab V] [--context T]\n"
             "                     [--layers L] [--heads H] [--embed E] [--dropout P] [--clip C]\n"
             "                     [--rope] [--epochs N] [--batch B] [--lr X] [--limit N] [--mode M]\n"
-            "                     [--threads T] [--seed S] [--save FILE] [--resume FILE] [--json]\n"
-            "                     [--log FILE] [--tensorboard DIR]\n"
+            "                     [--threads T] [--seed S] [--save FILE] [--save-every N]\n"
+            "                     [--resume FILE] [--json] [--log FILE] [--tensorboard DIR]\n"
+            "                     [--save-tokens PREFIX]\n"
             "\n"
             "gpt: a GPT language model on a plain-text file (docs/training.md): a BPE\n"
             "tokenizer of --vocab ids (default 512) is trained on the first 90%% of the text\n"
@@ -670,6 +672,9 @@ static void train_usage(FILE *f) {
             "the unigram baseline. --limit N uses the first N training and validation\n"
             "windows. --rope: rotary position embeddings (each head's q and k turned by\n"
             "position) instead of a learned position embedding.\n"
+            "--save-tokens PREFIX writes the token ids of both parts (after --limit) to\n"
+            "PREFIX.train.npy and PREFIX.val.npy, for another framework to train on the\n"
+            "same tokens (bench/torch_gpt.py).\n"
             "`chutney generate --load FILE` continues a prompt with the model.\n"
             "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
@@ -677,9 +682,11 @@ static void train_usage(FILE *f) {
             "128; 2 epochs; seed 1; data in " DEFAULT_DATA ".\n"
             "Every option is checked before the data is read: a bad value, a --save whose\n"
             "directory is missing, a --resume file that is not there stop at once.\n"
-            "--save writes a checkpoint after every epoch; --resume continues one exactly\n"
-            "(--lr and --batch given then win over the checkpoint's). SIGINT or SIGTERM\n"
-            "saves the progress to --save after the current step and exits 130 or 143.\n"
+            "--save writes a checkpoint after every epoch, and after every N steps with\n"
+            "--save-every N; --resume continues one exactly (--lr and --batch given then\n"
+            "win over the checkpoint's). SIGINT or SIGTERM saves the progress to --save\n"
+            "after the current step and exits 130 or 143. Checkpoints carry a CRC-32C\n"
+            "checked on every load.\n"
             "--limit uses only the first N training and test images (quick checks).\n"
             "--profile writes a Chrome trace of --profile-steps steps (10) after two of\n"
             "warm-up; `chutney profile TRACE.json` prints the time by op (docs/profiling.md).\n"
@@ -755,10 +762,12 @@ static const option_info options[] = {
     {"--dropout", "a dropout probability in [0, 1)", FOR_TRAIN},
     {"--clip", "the gradient norm to clip to (0: none)", FOR_TRAIN},
     {"--rope", NULL, FOR_TRAIN},
+    {"--save-tokens", "a path prefix for PREFIX.train.npy and PREFIX.val.npy", FOR_TRAIN},
     {"--log", "a file to write one JSON line per step and epoch", FOR_TRAIN},
     {"--tensorboard", "a directory for TensorBoard event files", FOR_TRAIN},
     {"--profile", "a Chrome trace file to write (docs/profiling.md)", FOR_TRAIN},
     {"--profile-steps", "the number of steps to profile (1 or more)", FOR_TRAIN},
+    {"--save-every", "the number of steps between checkpoints (1 or more)", FOR_TRAIN},
     {"--labels", "the labels' .npy file for --data X.npy", FOR_TRAIN},
     {"--target", "the CSV column to learn (a header name or a 0-based index)", FOR_TRAIN},
     {"--features", "the CSV columns to read, such as a,b,c", FOR_TRAIN},
@@ -892,6 +901,11 @@ static bool set_number(train_args *a, const char *cmd, const char *k, const char
     } else if (!strcmp(k, "--profile-steps")) {
         *ok = cn_tool_int(cmd, k, v, 1, 1000000, &n);
         a->profile_steps = n;
+    } else if (!strcmp(k, "--save-tokens")) {
+        a->save_tokens = v;
+    } else if (!strcmp(k, "--save-every")) {
+        *ok = cn_tool_int(cmd, k, v, 1, INT64_MAX / 2, &n);
+        a->save_every = n;
     } else if (!strcmp(k, "--lr")) {
         *ok = cn_tool_positive(cmd, k, v, &a->lr);
     } else if (!strcmp(k, "--seed")) {
@@ -1015,9 +1029,14 @@ static int check_required(const train_args *a, const char *cmd, bool eval) {
         return CN_TOOL_USAGE;
     }
     if (!gpt && (a->vocab || a->context || a->layers || a->heads || a->embed ||
-                 a->dropout >= 0 || a->clip >= 0 || a->rope)) {
+                 a->dropout >= 0 || a->clip >= 0 || a->rope || a->save_tokens)) {
         fprintf(stderr, "chutney %s: --vocab, --context, --layers, --heads, --embed, --dropout, "
-                        "--clip and --rope are options of --model gpt\n", cmd);
+                        "--clip, --rope and --save-tokens are options of --model gpt\n", cmd);
+        return CN_TOOL_USAGE;
+    }
+    if (a->save_every && !a->save) {
+        fprintf(stderr, "chutney %s: --save-every N needs --save FILE: the checkpoint to write "
+                        "every N steps\n", cmd);
         return CN_TOOL_USAGE;
     }
     if (eval && !a->load) {
@@ -1399,6 +1418,16 @@ static int train_main(train_args *ap) {
                 progress(tty, epoch + 1, a.epochs, b + 1, nb, loss_sum / (double)seen,
                          (double)correct / (double)seen,
                          (double)seen / (now_s() - e_start), now_s() - e_start);
+            if (cn_tool_save_due(&a, (int64_t)epoch * nb + b + 1, b, nb)) {
+                cn_tool_progress now = {.epochs_done = epoch, .batches_done = b + 1,
+                                        .loss_sum = loss_sum, .correct = correct, .seen = seen};
+                if (cn_tool_save_progress(a.save, &a, model, opt, &now, dmeta.keys, dmeta.vals,
+                                          dmeta.n) < 0) {
+                    fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
+                    rc = 1;
+                    break;
+                }
+            }
             if ((stop_sig = cn_tool_stop_signal()) != 0) {
                 stopped = (cn_tool_progress){.epochs_done = epoch, .batches_done = b + 1,
                                              .loss_sum = loss_sum, .correct = correct,

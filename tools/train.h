@@ -28,9 +28,11 @@ typedef struct train_args {
     int64_t vocab, context, layers, heads, embed;
     double dropout, clip;
     bool rope; /* --rope: rotary position embeddings instead of learned ones */
+    const char *save_tokens; /* --save-tokens PREFIX: PREFIX.train.npy, PREFIX.val.npy */
     const char *log, *tensorboard; /* --log FILE, --tensorboard DIR */
     const char *profile;           /* --profile FILE: a Chrome trace (tools/profile.c) */
     int64_t profile_steps;         /* --profile-steps N (0: 10) */
+    int64_t save_every;            /* --save-every N: a resumable checkpoint each N steps (0: none) */
     struct train_log *logger;      /* both, opened (rank 0); NULL: neither (train_log.h) */
     /* Data other than Fashion-MNIST (tools/dataset.h): --labels, --target,
      * --features, --task (-1: from the data), --image-size, --channels,
@@ -48,6 +50,13 @@ typedef struct train_args {
 int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
                             cn_optimizer *opt, int epochs_done, const char *const *keys,
                             const char *const *vals, int nextra);
+
+/* --save-every: true when the step just trained (0-based b of nb in the
+ * epoch, global step number `step`, 1-based) should write a mid-epoch
+ * checkpoint; the end of an epoch has its own. */
+static inline bool cn_tool_save_due(const train_args *a, int64_t step, int64_t b, int64_t nb) {
+    return a->save && a->save_every > 0 && a->rank == 0 && b + 1 < nb && step % a->save_every == 0;
+}
 
 /* How far the run that wrote a checkpoint got, and its settings, read
  * strictly from the metadata (a malformed value fails the load). */

@@ -247,6 +247,18 @@ static int prepare_data(train_args *a, run *r) {
             vtg = cn_narrow(vtg, 0, 0, a->limit);
         }
     }
+    if (rc == 0 && a->save_tokens) {
+        /* The exact tokens of both parts, for another framework's run on
+         * the same data (bench/torch_gpt.py). */
+        cn_tensor *vt = va;
+        if (a->limit > 0 && cn_numel(va) > a->limit * a->context + 1)
+            vt = cn_narrow(va, 0, 0, a->limit * a->context + 1);
+        char path[4096];
+        snprintf(path, sizeof path, "%s.train.npy", a->save_tokens);
+        rc = cn_save_npy(path, tr) == CN_OK ? 0 : -1;
+        snprintf(path, sizeof path, "%s.val.npy", a->save_tokens);
+        if (rc == 0) rc = cn_save_npy(path, vt) == CN_OK ? 0 : -1;
+    }
     if (rc == 0 && tr && vin && vtg) {
         r->train = cn_keep(tr);
         /* Copies: the validation windows outlive the token tensor's scope. */
@@ -350,7 +362,7 @@ int cn_tool_train_gpt(train_args *ap) {
     }
     bool tty = isatty(2);
     double val = NAN, last_loss = NAN, train_time = 0, epoch_time = 0;
-    int64_t tokens = 0;
+    int64_t tokens = 0, steps_run = 0; /* this run's, for --json */
     cn_tool_signals_begin();
     cn_tool_progress stopped = {0}; /* set when a signal stopped the loop */
     int stop_sig = 0;
@@ -404,6 +416,7 @@ int cn_tool_train_gpt(train_args *ap) {
             train_time += dt;
             int64_t bs = cn_shape(batch[0])[0];
             tokens += bs * T;
+            steps_run++;
             last_loss = cn_item(loss);
             loss_sum += last_loss * (double)bs;
             seen += bs;
@@ -428,6 +441,15 @@ int cn_tool_train_gpt(train_args *ap) {
                         loss_sum / (double)seen, (double)(seen * T) / el,
                         el * (double)(nb - b - 1) / (double)(b + 1));
                 fflush(stderr);
+            }
+            if (cn_tool_save_due(&a, (int64_t)epoch * nb + b + 1, b, nb)) {
+                cn_tool_progress now = {.epochs_done = epoch, .batches_done = b + 1,
+                                        .loss_sum = loss_sum, .seen = seen};
+                if (save_gpt(&a, &cfg, r.tok, r.model, r.opt, epoch, &now) < 0) {
+                    fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
+                    rc = 1;
+                    break;
+                }
             }
             if ((stop_sig = cn_tool_stop_signal()) != 0) {
                 stopped = (cn_tool_progress){.epochs_done = epoch, .batches_done = b + 1,
@@ -488,11 +510,13 @@ int cn_tool_train_gpt(train_args *ap) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         if (a.json)
-            printf("{\"model\":\"gpt\",\"mode\":\"%s\",\"epochs\":%d,\"parameters\":%lld,"
+            printf("{\"model\":\"gpt\",\"mode\":\"%s\",\"epochs\":%d,\"steps\":%lld,"
+                   "\"vocab\":%lld,\"parameters\":%lld,"
                    "\"val_loss\":%.6f,\"val_perplexity\":%.4f,\"unigram_loss\":%.6f,"
                    "\"tokens_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
                    "\"final_loss\":%s}\n",
-                   r.prog ? "static" : "eager", a.epochs, (long long)cn_module_num_params(r.model),
+                   r.prog ? "static" : "eager", a.epochs, (long long)steps_run, (long long)V,
+                   (long long)cn_module_num_params(r.model),
                    val, exp(val), unigram, train_time > 0 ? (double)tokens / train_time : 0,
                    now_s() - t_start, (double)ru.ru_maxrss / 1024.0, loss_s);
     }

@@ -16,6 +16,52 @@
 static const char *const st_dtype_names[CN_DTYPE_COUNT] = {"F32", "F64", "F16", "BF16",
                                                            "I32", "I64", "U8",  "BOOL"};
 
+/* Chutney's saves carry a CRC-32C under this metadata key, checked on every
+ * load: a bit flipped on disk or in a copy would otherwise load as a
+ * slightly different model without a word. It covers the other metadata,
+ * every tensor's entry and the data (see st_digest_*); files from other
+ * writers have none and load unchecked. cn_load_safetensors does not list
+ * it among the metadata. */
+#define ST_CHECKSUM_KEY "chutney.crc32c"
+
+static uint32_t st_digest_meta(uint32_t c, const char *key, const char *value) {
+    c = cn_crc32c(c, key, strlen(key) + 1);
+    return cn_crc32c(c, value, strlen(value) + 1);
+}
+
+static uint32_t st_digest_entry(uint32_t c, const char *name, cn_dtype dt, int ndim,
+                                const int64_t *shape, uint64_t begin, uint64_t end) {
+    c = cn_crc32c(c, name, strlen(name) + 1);
+    c = cn_crc32c(c, st_dtype_names[dt], strlen(st_dtype_names[dt]) + 1);
+    unsigned char b[8 * (CN_MAX_DIMS + 3)];
+    size_t k = 0;
+    uint64_t v[CN_MAX_DIMS + 3];
+    v[k++] = (uint64_t)ndim;
+    for (int d = 0; d < ndim; d++) v[k++] = (uint64_t)shape[d];
+    v[k++] = begin;
+    v[k++] = end;
+    for (size_t i = 0; i < k; i++)
+        for (int j = 0; j < 8; j++) b[8 * i + (size_t)j] = (unsigned char)(v[i] >> (8 * j));
+    return cn_crc32c(c, b, 8 * k);
+}
+
+/* The CRC of n elements of esize bytes as they are stored: little-endian. */
+static uint32_t st_digest_le(uint32_t c, const void *p, size_t n, size_t esize) {
+    if (cn_host_is_le() || esize == 1) return cn_crc32c(c, p, n * esize);
+    unsigned char buf[4096];
+    const unsigned char *q = p;
+    size_t per = sizeof buf / esize;
+    while (n) {
+        size_t k = n < per ? n : per;
+        memcpy(buf, q, k * esize);
+        cn_byteswap(buf, k, esize);
+        c = cn_crc32c(c, buf, k * esize);
+        q += k * esize;
+        n -= k;
+    }
+    return c;
+}
+
 typedef struct st_entry {
     const char *name; /* points into the parsed header */
     cn_dtype dt;
@@ -88,6 +134,48 @@ static int check_layout(st_file *h, const char *fn, const char *path) {
                           (unsigned long long)h->data_size);
     free(e);
     return status;
+}
+
+/* Checks the checksum a Chutney save wrote (none: nothing to check). */
+static int st_verify(st_file *h, const char *fn, const char *path) {
+    const char *want_s = NULL;
+    uint32_t c = 0;
+    for (size_t j = 0; h->meta && j < h->meta->n; j++) {
+        if (strcmp(h->meta->keys[j], ST_CHECKSUM_KEY) == 0)
+            want_s = h->meta->items[j].str;
+        else
+            c = st_digest_meta(c, h->meta->keys[j], h->meta->items[j].str);
+    }
+    if (!want_s) return CN_OK;
+    char *end = NULL;
+    unsigned long want = strtoul(want_s, &end, 16);
+    if (strlen(want_s) != 8 || *end || want > 0xFFFFFFFFul)
+        return cn_failc(CN_EFORMAT, "%s: '%s': its checksum \"%.40s\" is not 8 hex digits", fn,
+                        path, want_s);
+    for (int i = 0; i < h->n; i++) {
+        const st_entry *e = &h->e[i];
+        c = st_digest_entry(c, e->name, e->dt, e->ndim, e->shape, e->begin, e->end);
+    }
+    size_t cap = 1u << 20;
+    unsigned char *buf = malloc(cap);
+    if (!buf) return cn_failc(CN_ENOMEM, "%s: out of memory checking '%s'", fn, path);
+    bool ok = fseeko(h->f, (off_t)h->data_start, SEEK_SET) == 0;
+    for (uint64_t left = h->data_size; ok && left > 0;) {
+        size_t k = left < cap ? (size_t)left : cap;
+        ok = fread(buf, 1, k, h->f) == k;
+        c = cn_crc32c(c, buf, k);
+        left -= k;
+    }
+    free(buf);
+    if (!ok)
+        return cn_failc(CN_EIO, "%s: cannot read the data of '%s' (the file changed or is unreadable)",
+                        fn, path);
+    if (c != (uint32_t)want)
+        return cn_failc(CN_EFORMAT,
+                        "%s: '%s' is corrupt: its contents do not match the checksum it was saved "
+                        "with (CRC-32C %08x, saved %s); the file was damaged after it was written",
+                        fn, path, (unsigned)c, want_s);
+    return CN_OK;
 }
 
 /* Opens path and checks its header completely (every entry's dtype, shape,
@@ -281,6 +369,7 @@ static int st_open(const char *path, const char *fn, st_file *h) {
         }
     }
     if (status == CN_OK) status = check_layout(h, fn, path);
+    if (status == CN_OK) status = st_verify(h, fn, path);
     if (status != CN_OK) st_close(h);
     return status;
 }
@@ -349,9 +438,11 @@ cn_checkpoint *cn_load_safetensors(const char *path) {
         st_close(&h);
         return cn_fail("%s: out of memory", fn);
     }
-    for (int i = 0; i < nm; i++) {
-        c->meta_keys[i] = dupstr(h.meta->keys[i]);
-        c->meta_values[i] = dupstr(h.meta->items[i].str);
+    for (int j = 0; j < nm; j++) {
+        if (strcmp(h.meta->keys[j], ST_CHECKSUM_KEY) == 0) continue; /* checked: not the user's */
+        int i = c->nmeta;
+        c->meta_keys[i] = dupstr(h.meta->keys[j]);
+        c->meta_values[i] = dupstr(h.meta->items[j].str);
         c->nmeta = i + 1;
         if (!c->meta_keys[i] || !c->meta_values[i]) {
             cn_checkpoint_free(c);
@@ -484,37 +575,69 @@ int cn_save_safetensors(const char *path, const char *const *names, cn_tensor *c
     }
     int status = check_names(fn, names, tensors, n);
     if (status != CN_OK) return status;
-    for (int i = 0; i < nmeta; i++)
+    for (int i = 0; i < nmeta; i++) {
         if (!meta_keys[i] || !meta_values[i])
             return cn_failc(CN_EINVAL, "%s: metadata entry %d is NULL", fn, i);
+        if (strcmp(meta_keys[i], ST_CHECKSUM_KEY) == 0)
+            return cn_failc(CN_EINVAL, "%s: metadata key \"%s\" is reserved (the checksum)", fn,
+                            ST_CHECKSUM_KEY);
+    }
+
+    /* The data as it will be written (host, contiguous), first for the
+     * checksum that goes into the header before it. */
+    cn_tensor **cs = calloc((size_t)(n ? n : 1), sizeof *cs);
+    if (!cs) return cn_failc(CN_ENOMEM, "%s: out of memory", fn);
+    uint32_t crc = 0;
+    for (int i = 0; i < nmeta; i++) crc = st_digest_meta(crc, meta_keys[i], meta_values[i]);
+    uint64_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        const cn_tensor *t = tensors[i];
+        uint64_t nbytes =
+            (uint64_t)cn_shape_numel(t->ndim, t->shape) * cn_dsize((cn_dtype)t->dtype);
+        crc = st_digest_entry(crc, tensor_name(names, tensors, i), (cn_dtype)t->dtype, t->ndim,
+                              t->shape, offset, offset + nbytes);
+        offset += nbytes;
+    }
+    for (int i = 0; i < n; i++) {
+        cs[i] = cn_t_host_contiguous(tensors[i]);
+        if (!cs[i]) {
+            status = cn_failc(CN_ENOMEM, "%s: out of memory copying tensor %d", fn, i);
+            goto out;
+        }
+        crc = st_digest_le(crc, cn_t_ptr(cs[i]), (size_t)cn_shape_numel(cs[i]->ndim, cs[i]->shape),
+                           cn_dsize((cn_dtype)cs[i]->dtype));
+    }
+    char crc_s[16];
+    snprintf(crc_s, sizeof crc_s, "%08x", (unsigned)crc);
 
     /* The header. */
     char *hdr = NULL;
     size_t len = 0, cap = 0;
-    int r = cn_json_append(&hdr, &len, &cap, "{", 1);
-    if (nmeta > 0) {
-        r = r ? r : cn_json_append(&hdr, &len, &cap, "\"__metadata__\":{", 16);
-        for (int i = 0; i < nmeta && !r; i++) {
-            if (i) r = cn_json_append(&hdr, &len, &cap, ",", 1);
-            r = r ? r : cn_json_append_string(&hdr, &len, &cap, meta_keys[i]);
-            r = r ? r : cn_json_append(&hdr, &len, &cap, ":", 1);
-            r = r ? r : cn_json_append_string(&hdr, &len, &cap, meta_values[i]);
-            if (r == -1) {
-                free(hdr);
-                return cn_failc(CN_EINVAL, "%s: metadata entry %d is not valid UTF-8", fn, i);
-            }
+    int r = cn_json_append(&hdr, &len, &cap, "{\"__metadata__\":{", 17);
+    for (int i = 0; i <= nmeta && !r; i++) {
+        const char *key = i < nmeta ? meta_keys[i] : ST_CHECKSUM_KEY;
+        const char *value = i < nmeta ? meta_values[i] : crc_s;
+        if (i) r = cn_json_append(&hdr, &len, &cap, ",", 1);
+        r = r ? r : cn_json_append_string(&hdr, &len, &cap, key);
+        r = r ? r : cn_json_append(&hdr, &len, &cap, ":", 1);
+        r = r ? r : cn_json_append_string(&hdr, &len, &cap, value);
+        if (r == -1) {
+            free(hdr);
+            status = cn_failc(CN_EINVAL, "%s: metadata entry %d is not valid UTF-8", fn, i);
+            goto out;
         }
-        r = r ? r : cn_json_append(&hdr, &len, &cap, "}", 1);
     }
-    uint64_t offset = 0;
+    r = r ? r : cn_json_append(&hdr, &len, &cap, "}", 1);
+    offset = 0;
     for (int i = 0; i < n && !r; i++) {
         const cn_tensor *t = tensors[i];
         char buf[128];
-        if (i || nmeta > 0) r = cn_json_append(&hdr, &len, &cap, ",", 1);
+        r = cn_json_append(&hdr, &len, &cap, ",", 1);
         r = r ? r : cn_json_append_string(&hdr, &len, &cap, tensor_name(names, tensors, i));
         if (r == -1) {
             free(hdr);
-            return cn_failc(CN_EINVAL, "%s: the name of tensor %d is not valid UTF-8", fn, i);
+            status = cn_failc(CN_EINVAL, "%s: the name of tensor %d is not valid UTF-8", fn, i);
+            goto out;
         }
         int k =
             snprintf(buf, sizeof buf, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_names[t->dtype]);
@@ -537,38 +660,37 @@ int cn_save_safetensors(const char *path, const char *const *names, cn_tensor *c
         r = cn_json_append(&hdr, &len, &cap, " ", 1);
     if (r) {
         free(hdr);
-        return cn_failc(CN_ENOMEM, "%s: out of memory building the header", fn);
+        status = cn_failc(CN_ENOMEM, "%s: out of memory building the header", fn);
+        goto out;
     }
 
     cn_afile af;
     status = cn_afile_open(&af, path, fn);
     if (status != CN_OK) {
         free(hdr);
-        return status;
+        goto out;
     }
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++)
         lenb[i] = (unsigned char)((uint64_t)len >> (8 * i));
     bool ok = fwrite(lenb, 1, 8, af.f) == 8 && fwrite(hdr, 1, len, af.f) == len;
     free(hdr);
-    for (int i = 0; i < n && ok; i++) {
-        cn_tensor *c = cn_t_host_contiguous(tensors[i]);
-        if (!c) {
-            cn_afile_abort(&af);
-            return cn_failc(CN_ENOMEM, "%s: out of memory copying tensor %d", fn, i);
-        }
-        size_t es = cn_dsize((cn_dtype)c->dtype);
-        ok = cn_write_le(af.f, cn_t_ptr(c), (size_t)cn_shape_numel(c->ndim, c->shape), es) == 0;
-        cn_release(c);
-    }
+    for (int i = 0; i < n && ok; i++)
+        ok = cn_write_le(af.f, cn_t_ptr(cs[i]), (size_t)cn_shape_numel(cs[i]->ndim, cs[i]->shape),
+                         cn_dsize((cn_dtype)cs[i]->dtype)) == 0;
     if (!ok) {
         char eb[128];
         int err = errno;
         cn_afile_abort(&af);
-        return cn_failc(CN_EIO, "%s: writing '%s' failed: %s", fn, path,
-                        cn_errno_str(err, eb, sizeof eb));
+        status = cn_failc(CN_EIO, "%s: writing '%s' failed: %s", fn, path,
+                          cn_errno_str(err, eb, sizeof eb));
+        goto out;
     }
-    return cn_afile_commit(&af, fn);
+    status = cn_afile_commit(&af, fn);
+out:
+    for (int i = 0; i < n; i++) cn_release(cs[i]);
+    free(cs);
+    return status;
 }
 
 /* ---- loading into existing tensors ---- */

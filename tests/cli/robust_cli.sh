@@ -42,6 +42,8 @@ h, data = read(p)
 if cmd == "meta":
     print(h.get("__metadata__", {}).get(sys.argv[3], ""))
 elif cmd == "set":
+    # A hand-edited file, as another writer's: without Chutney's checksum.
+    h["__metadata__"].pop("chutney.crc32c", None)
     h["__metadata__"][sys.argv[4]] = sys.argv[5]
     j = json.dumps(h).encode()
     j += b" " * (-len(j) % 8)
@@ -73,6 +75,15 @@ expect_exit "rng_offset '12x'" 1 "metadata rng_offset is '12x'" \
 setmeta "$tmp/one.ckpt" "$tmp/bad.ckpt" batch "0"
 expect_exit "batch '0'" 1 "metadata batch is '0'" \
     "$CHUTNEY" train $small --epochs 2 --resume "$tmp/bad.ckpt"
+
+# ---- a checkpoint damaged after its save: the checksum catches it ----
+$PY -c '
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[-3] ^= 0x10
+open(sys.argv[2], "wb").write(b)' "$tmp/one.ckpt" "$tmp/bad.ckpt"
+expect_exit "a flipped bit" 1 "is corrupt" "$CHUTNEY" train $small --epochs 2 --resume "$tmp/bad.ckpt"
+expect_exit "a flipped bit, eval" 1 "is corrupt" "$CHUTNEY" eval --model mlp --data "$tmp/data" --load "$tmp/bad.ckpt"
 
 # ---- --lr and --batch on resume: given, they win (and are said to); absent, the checkpoint's ----
 resume="--model mlp --data $tmp/data --threads 1 --seed 3 --limit 64 --epochs 2 --resume $tmp/one.ckpt"
