@@ -93,6 +93,15 @@ bool cn_tool_readable(const char *cmd, const char *opt, const char *path);
  * refused unless fstat says regular file. NULL after cn_tool_fail. */
 FILE *cn_tool_fopen_regular(const char *path);
 bool cn_tool_directory(const char *cmd, const char *opt, const char *path);
+/* --config FILE (tools/config_file.c): its `key = value` lines (`#`
+ * comments, blank lines; '_' in a key reads as '-'), in order, into *out
+ * (free() it; the strings live as long as the process). 0, or the exit
+ * status after a message naming FILE:LINE. */
+typedef struct cn_tool_config_entry {
+    const char *key, *value;
+    int line;
+} cn_tool_config_entry;
+int cn_tool_config_read(const char *cmd, const char *path, cn_tool_config_entry **out, int *n);
 bool cn_tool_writable(const char *cmd, const char *opt, const char *path);
 
 /* `chutney profile TRACE.json` and --profile FILE of train and run
