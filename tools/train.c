@@ -1014,6 +1014,7 @@ static int check_data(const train_args *a, const char *cmd);
 static int check_files(const train_args *a, const char *cmd) {
     if ((a->save && !cn_tool_writable(cmd, "--save", a->save)) ||
         (a->resume && !cn_tool_readable(cmd, "--resume", a->resume)) ||
+        (a->model_file && !cn_tool_readable(cmd, "--model-file", a->model_file)) ||
         (a->load && !cn_tool_readable(cmd, "--load", a->load)) ||
         (a->logits && !cn_tool_writable(cmd, "--logits", a->logits)) ||
         (a->profile && !cn_tool_writable(cmd, "--profile", a->profile)))
@@ -1572,7 +1573,7 @@ static int train_main(train_args *ap) {
                 rc = 1;
                 break;
             }
-            double t0 = now_s();
+            double t0 = now_s(), step_lr = cn_optimizer_get_lr(opt); /* the schedule moves it after */
             /* The loader's thread copies batches to the device; this only
              * makes sure of it (a no-op for a batch already there). */
             if (a.on_device) {
@@ -1637,7 +1638,7 @@ static int train_main(train_args *ap) {
             if (a.logger)
                 train_log_step(a.logger, &(train_log_step_info){
                     .epoch = epoch + 1, .step = (int64_t)epoch * nb + b + 1, .loss = last_loss,
-                    .lr = cn_optimizer_get_lr(opt),
+                    .lr = step_lr,
                     .grad_norm = train_log_grad_norm(a.logger, model, opt),
                     .samples_per_sec = (double)(bs * a.nranks) / dt, .tokens_per_sec = NAN});
             if (!a.json && !a.quiet && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199)))

@@ -398,7 +398,7 @@ int cn_tool_train_gpt(train_args *ap) {
                 rc = 1;
                 break;
             }
-            double t0 = now_s();
+            double t0 = now_s(), step_lr = cn_optimizer_get_lr(r.opt); /* the schedule moves it after */
             if (r.prog) {
                 if (cn_run(r.prog, r.ph, batch, 2, &loss, 1) < 0) loss = NULL;
             } else {
@@ -429,7 +429,7 @@ int cn_tool_train_gpt(train_args *ap) {
             if (a.logger)
                 train_log_step(a.logger, &(train_log_step_info){
                     .epoch = epoch + 1, .step = (int64_t)epoch * nb + b + 1, .loss = last_loss,
-                    .lr = cn_optimizer_get_lr(r.opt),
+                    .lr = step_lr,
                     .grad_norm = train_log_grad_norm(a.logger, r.model, r.opt),
                     .samples_per_sec = (double)bs / dt, .tokens_per_sec = (double)(bs * T) / dt});
             if (!a.json && !a.quiet && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199))) {
