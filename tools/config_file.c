@@ -25,7 +25,7 @@ int cn_tool_config_read(const char *cmd, const char *path, cn_tool_config_entry 
     *n = 0;
     FILE *f = cn_tool_fopen_regular(path);
     if (!f) {
-        fprintf(stderr, "chutney %s: --config %s: %s\n", cmd, path, cn_tool_error());
+        fprintf(stderr, "chutney %s: --config: %s\n", cmd, cn_tool_error());
         return CN_TOOL_FAILED;
     }
     free(config_text);

@@ -1065,7 +1065,16 @@ static int check_required(train_args *a, const char *cmd, bool eval) {
         fprintf(stderr, "chutney %s: --model and --model-file both name the model: give one\n", cmd);
         return CN_TOOL_USAGE;
     }
-    if (a->model_file) a->model = CN_TOOL_TEXT_MODEL;
+    if (a->model_file) {
+        /* An .onnx file is a model of another kind, not this text format. */
+        size_t len = strlen(a->model_file);
+        if (len >= 5 && !strcmp(a->model_file + len - 5, ".onnx")) {
+            fprintf(stderr, "chutney %s: --model-file %s: training an ONNX model is not "
+                            "available in this build; give a model text file\n", cmd, a->model_file);
+            return CN_TOOL_USAGE;
+        }
+        a->model = CN_TOOL_TEXT_MODEL;
+    }
     /* A checkpoint knows its model: eval --load and train --resume may leave it out. */
     if (!a->model && !(eval ? a->load : a->resume)) {
         fprintf(stderr, "chutney %s: --model is required: mlp, cnn or lstm%s\n", cmd,
@@ -1094,7 +1103,7 @@ static int check_required(train_args *a, const char *cmd, bool eval) {
                         "options of --model gpt\n", cmd);
         return CN_TOOL_USAGE;
     }
-    if (!gpt && !a->model_file && a->dropout >= 0) {
+    if (!gpt && strcmp(a->model, CN_TOOL_TEXT_MODEL) && a->dropout >= 0) {
         fprintf(stderr, "chutney %s: --dropout: --model %s has no dropout (--model gpt has, and "
                         "a --model-file with dropout lines)\n", cmd, a->model);
         return CN_TOOL_USAGE;
@@ -1272,13 +1281,6 @@ static int settings_from_checkpoint(train_args *a) {
  * optimiser. 0, or the exit status after a message. */
 static int settle_run(train_args *a) {
     if (a->model_file) {
-        /* An .onnx file is a model of another kind, not this text format. */
-        size_t len = strlen(a->model_file);
-        if (len >= 5 && !strcmp(a->model_file + len - 5, ".onnx")) {
-            fprintf(stderr, "chutney train: --model-file %s: training an ONNX model is not "
-                            "available in this build; give a model text file\n", a->model_file);
-            return CN_TOOL_USAGE;
-        }
         if (!(a->model_text = cn_tool_model_text_read(a->model_file))) {
             fprintf(stderr, "chutney train: --model-file %s\n", cn_tool_error());
             return CN_TOOL_FAILED;
@@ -1320,8 +1322,14 @@ int cn_tool_train(int argc, char **argv) {
 static int train_run(train_args *ap) {
     train_args a = *ap;
     int drc = resolve_device(&a, "chutney train");
+    /* The files, then the run's settings (which read --resume and
+     * --model-file), then --data: every usage error before the data's. */
+    const char *data = a.data;
+    a.data = NULL;
     if (!drc) drc = check_files(&a, "train");
+    a.data = data;
     if (!drc) drc = settle_run(&a);
+    if (!drc) drc = check_data(&a, "train");
     ap->model_text = a.model_text;
     if (drc) return drc;
     a.rank = 0;
