@@ -267,7 +267,7 @@ cfg_bad "config: no value" "bad.cfg:2: no value after '='" 'model = mlp\nlr =\n'
 cfg_bad "config: flag value" "bad.cfg:2: bad value 'yes' for nesterov: expected true or false" \
     'model = mlp\nnesterov = yes\n'
 cfg_bad "config: option's check" "--alpha is a setting of rmsprop" 'model = mlp\nalpha = 0.9\n'
-expect_exit "config: missing file" 1 "--config $tmp/none.cfg" "$CHUTNEY" train --config "$tmp/none.cfg"
+expect_exit "config: missing file" 1 "--config: cannot open $tmp/none.cfg" "$CHUTNEY" train --config "$tmp/none.cfg"
 
 # ---- every option's bad value: exit 2 naming it, before the data ----
 opt_bad() { # NEEDLE OPTIONS...
