@@ -1473,7 +1473,7 @@ static int train_main(train_args *ap) {
         fprintf(stderr, "chutney: cannot resume: %s\n", cn_tool_error());
         rrc = 1;
     }
-    if (!rrc && cn_tool_schedule_resume(&a) < 0) rrc = 1;
+    if (!rrc) rrc = cn_tool_schedule_resume(&a);
     if (a.resume && !rrc) rrc = cn_tool_resume_settings(&a, ap, opt, &resumed);
     if (rrc) {
         cn_lr_scheduler_free(a.sched);

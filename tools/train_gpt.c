@@ -324,9 +324,10 @@ int cn_tool_train_gpt(train_args *ap) {
         run_free(&r);
         return 1;
     }
-    if (cn_tool_schedule_resume(&a) < 0) {
+    int src = cn_tool_schedule_resume(&a);
+    if (src) {
         run_free(&r);
-        return 1;
+        return src;
     }
     int rrc = a.resume ? cn_tool_resume_settings(&a, ap, r.opt, &resumed) : 0;
     if (rrc) {

@@ -330,10 +330,19 @@ void cn_tool_optim_meta(const train_args *a, const char **keys, const char **val
     }
 }
 
+/* A slot that belongs to a schedule (or the warm-up). */
+static bool schedule_slot(int slot) {
+    for (int i = 0; i < NTABLE; i++)
+        if (table[i].slot == slot) return table[i].schedules || slot == TO_WARMUP || slot == TO_WARMUP_FACTOR;
+    return false;
+}
+
 int cn_tool_optim_from_meta(train_args *a, cn_checkpoint *c, const char *path) {
+    /* A --schedule given again brings its own settings, not the old one's. */
+    bool new_schedule = !isnan(a->optv[TO_SCHEDULE]);
     for (int i = 0; i < TO_NSLOTS; i++) {
         const char *s = cn_checkpoint_metadata(c, meta_keys[i]);
-        if (!s || !isnan(a->optv[i])) continue;
+        if (!s || !isnan(a->optv[i]) || (new_schedule && schedule_slot(i))) continue;
         double x = NAN;
         bool ok;
         if (i == TO_SCHEDULE) {
@@ -377,8 +386,18 @@ static int schedule_load(cn_lr_scheduler *s, cn_checkpoint *c) {
 int cn_tool_schedule_resume(const train_args *a) {
     if (!a->resume || !a->sched) return 0;
     cn_checkpoint *c = cn_load_safetensors(a->resume);
+    const char *was = c ? cn_checkpoint_metadata(c, "schedule") : NULL;
+    int now = isnan(a->optv[TO_SCHEDULE]) ? SCHED_NONE : (int)a->optv[TO_SCHEDULE];
+    bool warm = c && cn_checkpoint_metadata(c, "warmup");
+    if (c && (strcmp(was ? was : "none", sched_names[now]) || warm != !isnan(a->optv[TO_WARMUP]))) {
+        fprintf(stderr, "chutney train: %s was trained with --schedule %s%s, and a schedule "
+                        "cannot change on resume (give --schedule none to go on at the lr it "
+                        "reached)\n", a->resume, was ? was : "none", warm ? " and --warmup" : "");
+        cn_checkpoint_free(c);
+        return CN_TOOL_USAGE;
+    }
     int rc = c ? schedule_load(a->sched, c) : -1;
     cn_checkpoint_free(c);
     if (rc < 0) fprintf(stderr, "chutney: cannot resume the schedule: %s\n", cn_last_error());
-    return rc;
+    return rc < 0 ? CN_TOOL_FAILED : 0;
 }

@@ -49,8 +49,9 @@ void cn_tool_optim_meta(const struct train_args *a, const char **keys, const cha
  * (resume): 0, or -1 after cn_tool_fail (a malformed value). */
 int cn_tool_optim_from_meta(struct train_args *a, cn_checkpoint *c, const char *path);
 /* a->sched's state from a->resume's entries under "scheduler." (nothing
- * to do without either): 0, or -1 after a message. Made before the
- * optimiser's state is loaded, as a fresh schedule sets the lr. */
+ * to do without either; a->sched is made before the optimiser's state is
+ * loaded, as a fresh schedule sets the lr): 0, or the exit status after a
+ * message (2: the checkpoint's schedule is another). */
 int cn_tool_schedule_resume(const struct train_args *a);
 
 #endif

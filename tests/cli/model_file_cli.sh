@@ -198,9 +198,28 @@ done
 [ "$(ckpt "$tmp/over.ckpt" optimizer.momentum)" = 0.5 ] && [ "$(ckpt "$tmp/over.ckpt" optimizer.weight_decay)" = 0 ] &&
     [ "$(ckpt "$tmp/over.ckpt" momentum)" = 0.5 ] && echo "ok: --momentum and --weight-decay on resume win" ||
     fail "resume --momentum 0.5: $(ckpt "$tmp/over.ckpt" optimizer.momentum)"
+expect_exit "resume with another schedule" 2 "half.ckpt was trained with --schedule cosine and --warmup" \
+    "$CHUTNEY" train --resume "$tmp/half.ckpt" $D --limit 1000 --epochs 2 --schedule step --step-size 5
 printf 'input 1 28 28\nflatten\nlinear 10\n' >"$tmp/other.txt"
 expect_exit "resume with another model text" 2 "other.txt is not the model text" \
     "$CHUTNEY" train --resume "$tmp/half.ckpt" --model-file "$tmp/other.txt" $D
+
+# The GPT takes the options too, and resumes with them exactly.
+i=0
+while [ $i -lt 400 ]; do
+    echo "the cat $((i % 5)) sat on the mat, and the dog $((i % 3)) ran to the door."
+    i=$((i + 1))
+done >"$tmp/text.txt"
+G="--model gpt --data $tmp/text.txt --vocab 300 --context 16 --layers 1 --heads 2 --embed 16 --batch 8
+   --threads 1 --limit 40 --json"
+GO="--schedule cosine --t-max 10 --warmup 2 --betas 0.8,0.99 --weight-decay 0.01 --eps 1e-6 --clip 0.5"
+"$CHUTNEY" train $G $GO --epochs 2 >"$tmp/gfull" 2>"$tmp/err" || { fail "gpt with options"; cat "$tmp/err"; }
+"$CHUTNEY" train $G --epochs 2 >"$tmp/gplain" 2>"$tmp/err" || { fail "gpt"; cat "$tmp/err"; }
+"$CHUTNEY" train $G $GO --epochs 1 --save "$tmp/g.ckpt" >"$tmp/out" 2>"$tmp/err" || { fail "gpt 1 epoch"; cat "$tmp/err"; }
+"$CHUTNEY" train $G --epochs 2 --resume "$tmp/g.ckpt" >"$tmp/gres" 2>"$tmp/err" || { fail "gpt resume"; cat "$tmp/err"; }
+a=$(json_field "$tmp/gfull" final_loss) b=$(json_field "$tmp/gres" final_loss) c=$(json_field "$tmp/gplain" final_loss)
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" != "$c" ] && echo "ok: gpt: the options change the run ($a, not $c) and resume exactly" ||
+    fail "gpt: with options $a, resumed $b, without $c"
 
 # ---- the checkpoint elsewhere: eval, export, run, info, predict ----
 "$CHUTNEY" eval --load "$tmp/static.ckpt" $D --logits "$tmp/eval.npy" >"$tmp/out" 2>"$tmp/err" ||
