@@ -3,7 +3,6 @@
 #include "tools.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,22 +22,12 @@ static char *trim(char *s) {
 int cn_tool_config_read(const char *cmd, const char *path, cn_tool_config_entry **out, int *n) {
     *out = NULL;
     *n = 0;
-    FILE *f = cn_tool_fopen_regular(path);
-    if (!f) {
+    free(config_text);
+    if (!(config_text = cn_tool_read_text(path, MAX_CONFIG, "a file of 'key = value' lines"))) {
         fprintf(stderr, "chutney %s: --config: %s\n", cmd, cn_tool_error());
         return CN_TOOL_FAILED;
     }
-    free(config_text);
-    config_text = malloc(MAX_CONFIG + 1);
-    size_t len = config_text ? fread(config_text, 1, MAX_CONFIG + 1, f) : 0;
-    bool err = ferror(f);
-    fclose(f);
-    if (!config_text || err || len > MAX_CONFIG) {
-        fprintf(stderr, "chutney %s: --config %s: %s\n", cmd, path,
-                !config_text ? "out of memory" : err ? strerror(errno) : "over 1 MiB: not a config file");
-        return CN_TOOL_FAILED;
-    }
-    config_text[len] = '\0';
+    size_t len = strlen(config_text);
     int lines = 1;
     for (size_t i = 0; i < len; i++) lines += config_text[i] == '\n';
     cn_tool_config_entry *e = calloc((size_t)lines, sizeof *e);

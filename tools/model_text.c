@@ -7,14 +7,12 @@
 #include "model_text.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_ARGS 8
-#define MAX_TEXT (1 << 20)
 
 typedef enum {
     L_INPUT, L_LINEAR, L_CONV2D, L_MAXPOOL2D, L_AVGPOOL2D, L_BATCHNORM1D, L_BATCHNORM2D,
@@ -176,16 +174,17 @@ static bool get_choice(const reader *r, const char *key, const char *const *choi
     return false;
 }
 
-static const char *const no_yes[] = {"0", "1"};
-static const char *const bools[] = {"false", "true"};
-
 static bool get_bool(const reader *r, const char *key, bool dflt, bool *out) {
     const char *s = arg(r, key);
     *out = dflt;
     if (!s) return true;
-    int i;
-    if (!strcmp(s, "0") || !strcmp(s, "1")) return get_choice(r, key, no_yes, 2, &i) && (*out = i, true);
-    return get_choice(r, key, bools, 2, &i) && (*out = i, true);
+    bool on = !strcmp(s, "true") || !strcmp(s, "1");
+    if (!on && strcmp(s, "false") && strcmp(s, "0")) {
+        fail_at(r, "%s: %s=%s is not true or false (or 1 or 0)", r->layer, key, s);
+        return false;
+    }
+    *out = on;
+    return true;
 }
 
 static void shape_str(int nd, const int64_t *s, char *buf, size_t size) {
@@ -569,29 +568,6 @@ cn_module *cn_tool_model_text_parse(const char *text, const char *name, double d
     shape->out_ndim = nd;
     memcpy(shape->out, s, sizeof(int64_t) * (size_t)nd);
     return seq;
-}
-
-char *cn_tool_model_text_read(const char *path) {
-    FILE *f = cn_tool_fopen_regular(path);
-    if (!f) return NULL;
-    char *text = malloc(MAX_TEXT + 1);
-    size_t n = text ? fread(text, 1, MAX_TEXT + 1, f) : 0;
-    bool err = ferror(f);
-    fclose(f);
-    if (!text || err || n > MAX_TEXT) {
-        free(text);
-        cn_tool_fail("%s: %s", path, !text ? "out of memory"
-                                     : err  ? "cannot be read"
-                                            : "is over 1 MiB: not a model file");
-        return NULL;
-    }
-    text[n] = '\0';
-    if (strlen(text) != n) {
-        free(text);
-        cn_tool_fail("%s: has a NUL byte: not a model file (a text of layers)", path);
-        return NULL;
-    }
-    return text;
 }
 
 int cn_tool_model_text_fits(const cn_tool_text_shape *s, const char *name, int ndim,

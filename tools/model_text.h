@@ -20,10 +20,6 @@ typedef struct cn_tool_text_shape {
 cn_module *cn_tool_model_text_parse(const char *text, const char *name, double dropout,
                                     cn_tool_text_shape *shape);
 
-/* The whole file (at most 1 MiB) as a string to free(), or NULL after
- * cn_tool_fail. */
-char *cn_tool_model_text_read(const char *path);
-
 /* The text's samples must be the data's (ndim, in) and its output [nout]:
  * 0, or -1 after cn_tool_fail naming the line to change. */
 int cn_tool_model_text_fits(const cn_tool_text_shape *s, const char *name, int ndim,

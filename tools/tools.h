@@ -92,6 +92,10 @@ bool cn_tool_readable(const char *cmd, const char *opt, const char *path);
  * opens its files (src/io/fileio.c, cn_fopen_regular): non-blocking, then
  * refused unless fstat says regular file. NULL after cn_tool_fail. */
 FILE *cn_tool_fopen_regular(const char *path);
+/* A text file the tools read whole (a model file, a --config file), up
+ * to max bytes, as a string to free(); NULL after cn_tool_fail ("PATH: too
+ * large: not WHAT", a NUL byte, an error). */
+char *cn_tool_read_text(const char *path, size_t max, const char *what);
 bool cn_tool_directory(const char *cmd, const char *opt, const char *path);
 /* --config FILE (tools/config_file.c): its `key = value` lines (`#`
  * comments, blank lines; '_' in a key reads as '-'), in order, into *out

@@ -1305,7 +1305,7 @@ static int settings_from_checkpoint(train_args *a) {
  * optimiser. 0, or the exit status after a message. */
 static int settle_run(train_args *a) {
     if (a->model_file) {
-        if (!(a->model_text = cn_tool_model_text_read(a->model_file))) {
+        if (!(a->model_text = cn_tool_read_text(a->model_file, 1 << 20, "a model file (a text of layers)"))) {
             fprintf(stderr, "chutney train: --model-file %s\n", cn_tool_error());
             return CN_TOOL_FAILED;
         }
