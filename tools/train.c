@@ -430,10 +430,11 @@ int cn_tool_load_checkpoint_ex(const char *path, const char *model, cn_module *m
         goto out;
     }
     if (!saved_model || strcmp(saved_model, model) != 0) {
+        char was[64], want[64];
         bool text = saved_model && !strcmp(saved_model, CN_TOOL_TEXT_MODEL);
-        cn_tool_fail("%s holds a%s%s%s model, not '%s'", path, text ? " " : " '",
-                     text ? "--model-file" : saved_model ? saved_model : "?", text ? "" : "'",
-                     strcmp(model, CN_TOOL_TEXT_MODEL) ? model : "a --model-file model");
+        snprintf(was, sizeof was, text ? "--model-file" : "'%s'", saved_model ? saved_model : "?");
+        snprintf(want, sizeof want, strcmp(model, CN_TOOL_TEXT_MODEL) ? "'%s'" : "--model-file", model);
+        cn_tool_fail("%s holds a %s model, not %s", path, was, want);
         goto out;
     }
     /* Before any state is copied: a bad value refuses the whole file. */
@@ -1503,7 +1504,8 @@ static int train_main(train_args *ap) {
     if (!a.quiet && !a.json)
         printf("training %s (%lld parameters) on %s%s: %lld %s, batch %lld%s, %s lr %g, "
                "%d thread%s\n",
-               a.model, (long long)cn_module_num_params(model), dev_s, ranks_s,
+               a.model_file ? a.model_file : a.model_text ? "the checkpoint's model file" : a.model,
+               (long long)cn_module_num_params(model), dev_s, ranks_s,
                (long long)cn_shape(tr.images)[0], g_info.ndim == 3 ? "images" : "samples", (long long)(a.batch * a.nranks),
                a.nranks > 1 ? " (global)" : "", a.optimizer, a.lr,
                cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s");
