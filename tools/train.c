@@ -755,8 +755,9 @@ static void train_usage(FILE *f) {
             "Every option is checked before the data is read: a bad value, a --save whose\n"
             "directory is missing, a --resume file that is not there stop at once.\n"
             "--save writes a checkpoint after every epoch; --resume continues one exactly\n"
-            "(--lr, --batch and the options above given then win over the checkpoint's). SIGINT or SIGTERM\n"
-            "saves the progress to --save after the current step and exits 130 or 143.\n"
+            "(--lr, --batch and the options above given then win over the checkpoint's).\n"
+            "SIGINT or SIGTERM saves the progress to --save after the current step and\n"
+            "exits 130 or 143.\n"
             "--limit uses only the first N training and test images (quick checks).\n"
             "--profile writes a Chrome trace of --profile-steps steps (10) after two of\n"
             "warm-up; `chutney profile TRACE.json` prints the time by op (docs/profiling.md).\n"
@@ -800,7 +801,8 @@ static void eval_usage(FILE *f) {
 }
 
 /* The options of train and eval: what each takes (NULL: a flag), for
- * "needs a value" and "did you mean". */
+ * "needs a value" and "did you mean"; train's optimiser and schedule
+ * options are train_opts.c's table, which find_option also asks. */
 enum { FOR_TRAIN = 1, FOR_EVAL = 2, FOR_BOTH = 3 };
 typedef struct option_info {
     const char *name, *value;
@@ -834,7 +836,6 @@ static const option_info options[] = {
     {"--embed", "the embedding width (a multiple of --heads)", FOR_TRAIN},
     {"--dropout", "a dropout probability in [0, 1)", FOR_TRAIN},
     {"--clip", "the gradient norm to clip to (0: none)", FOR_TRAIN},
-    /* and the optimiser's and schedule's options (train_opts.c) */
     {"--rope", NULL, FOR_TRAIN},
     {"--log", "a file to write one JSON line per step and epoch", FOR_TRAIN},
     {"--tensorboard", "a directory for TensorBoard event files", FOR_TRAIN},
