@@ -1287,16 +1287,15 @@ static int settings_from_checkpoint(train_args *a) {
         rc = CN_TOOL_USAGE;
     }
     if (!a->optimizer) a->optimizer = o;
-    double x;
-    char *end;
-    const char *clip = cn_checkpoint_metadata(c, "clip"), *drop = cn_checkpoint_metadata(c, "dropout");
-    if (!rc && a->clip < 0 && clip && (x = strtod(clip, &end), !*end && x >= 0)) a->clip = x;
-    if (!rc && a->dropout < 0 && drop && (x = strtod(drop, &end), !*end && x >= 0 && x < 1))
-        a->dropout = x;
-    if (!rc && cn_tool_optim_from_meta(a, c, a->resume) < 0) {
+    double clip = -1, drop = -1;
+    if (!rc && (meta_double(c, a->resume, "clip", &clip) < 0 ||
+                meta_double(c, a->resume, "dropout", &drop) < 0 ||
+                cn_tool_optim_from_meta(a, c, a->resume) < 0)) {
         fprintf(stderr, "chutney: cannot resume: %s\n", cn_tool_error());
         rc = CN_TOOL_FAILED;
     }
+    if (a->clip < 0) a->clip = clip;
+    if (a->dropout < 0 && drop < 1) a->dropout = drop;
     cn_checkpoint_free(c);
     return rc;
 }
