@@ -96,7 +96,7 @@ typedef struct reader {
     const char *name; /* the file, for messages */
     int line;
     const char *layer;
-    int nargs;
+    int nargs, dropouts_unset;
     const char *key[MAX_ARGS]; /* the def's argument name for each value */
     const char *val[MAX_ARGS];
 } reader;
@@ -345,6 +345,7 @@ static cn_module *build_layer(reader *r, layer_kind k, char **words, int nwords,
     }
     case L_DROPOUT: {
         double p;
+        if (!arg(r, "p")) r->dropouts_unset++;
         if (!get_real(r, "p", dropout, 0, 1, true, &p)) return NULL;
         return cn_nn_dropout(p);
     }
@@ -565,6 +566,7 @@ cn_module *cn_tool_model_text_parse(const char *text, const char *name, double d
         cn_module_free(seq);
         return NULL;
     }
+    shape->dropouts_unset = r.dropouts_unset;
     shape->out_ndim = nd;
     memcpy(shape->out, s, sizeof(int64_t) * (size_t)nd);
     return seq;

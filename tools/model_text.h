@@ -12,6 +12,7 @@ typedef struct cn_tool_text_shape {
     int in_ndim, out_ndim;
     int64_t in[CN_MAX_DIMS], out[CN_MAX_DIMS];
     int last_line; /* the line of the last layer (for "end with linear K") */
+    int dropouts_unset; /* `dropout` lines without a p (they take --dropout's) */
 } cn_tool_text_shape;
 
 /* The module a text describes (name: the file's name, for messages), its

@@ -1320,6 +1320,10 @@ static int settle_run(train_args *a) {
         if (!m) {
             fprintf(stderr, "chutney train: %s\n", cn_tool_error());
             rc = CN_TOOL_USAGE;
+        } else if (a->dropout >= 0 && !s.dropouts_unset) {
+            fprintf(stderr, "chutney train: --dropout: %s has no 'dropout' line without its own "
+                            "p for it to set\n", name);
+            rc = CN_TOOL_USAGE;
         }
         cn_module_free(m);
     }

@@ -98,6 +98,8 @@ bad "dropout p of 1" "bad.txt:3: dropout: p=1 is not a number from 0 to below 1"
     'input 784\nlinear 10\ndropout 1\n'
 expect_exit "missing file" 1 "--model-file $tmp/none.txt" \
     "$CHUTNEY" train --model-file "$tmp/none.txt"
+expect_exit "--dropout without a dropout line" 2 "--dropout: $EXAMPLE has no 'dropout' line" \
+    "$CHUTNEY" train --model-file "$EXAMPLE" --dropout 0.3 --data "$tmp/nowhere"
 expect_exit "--model and --model-file" 2 "--model and --model-file both name the model" \
     "$CHUTNEY" train --model cnn --model-file "$EXAMPLE"
 expect_exit "--model-file of ONNX" 2 "training an ONNX model is not available" \
@@ -167,7 +169,7 @@ acc=$(json_field "$tmp/out" test_accuracy)
 $PY -c "import sys; sys.exit(not float('${acc:-0}') > 0.70)" &&
     echo "ok: mlp.txt: test accuracy $acc after 1 epoch on 2000 images" || fail "mlp.txt accuracy '$acc'"
 for m in "--model cnn" "--model-file $EXAMPLE"; do
-    "$CHUTNEY" train $m $D --limit 128 --epochs 1 >"$tmp/out" 2>"$tmp/err" || { fail "train $m"; cat "$tmp/err"; }
+    "$CHUTNEY" train $m $D --limit 64 --epochs 1 >"$tmp/out" 2>"$tmp/err" || { fail "train $m"; cat "$tmp/err"; }
     json_field "$tmp/out" final_loss >>"$tmp/cnn_losses"
 done
 [ "$(sort -u "$tmp/cnn_losses" | wc -l)" = 1 ] && echo "ok: examples/models/cnn.txt is the built-in cnn (loss $(head -n 1 "$tmp/cnn_losses"))" ||
