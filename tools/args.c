@@ -162,6 +162,13 @@ bool cn_tool_positive(const char *cmd, const char *opt, const char *s, double *o
     return false;
 }
 
+bool cn_tool_bool(const char *s, bool *out) {
+    bool on = !strcmp(s, "true") || !strcmp(s, "1");
+    if (!on && strcmp(s, "false") && strcmp(s, "0")) return false;
+    *out = on;
+    return true;
+}
+
 int cn_tool_choice(const char *cmd, const char *opt, const char *noun, const char *s,
                    const char *const *choices, int n) {
     for (int i = 0; i < n; i++)

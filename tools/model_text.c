@@ -178,13 +178,9 @@ static bool get_bool(const reader *r, const char *key, bool dflt, bool *out) {
     const char *s = arg(r, key);
     *out = dflt;
     if (!s) return true;
-    bool on = !strcmp(s, "true") || !strcmp(s, "1");
-    if (!on && strcmp(s, "false") && strcmp(s, "0")) {
-        fail_at(r, "%s: %s=%s is not true or false (or 1 or 0)", r->layer, key, s);
-        return false;
-    }
-    *out = on;
-    return true;
+    if (cn_tool_bool(s, out)) return true;
+    fail_at(r, "%s: %s=%s is not true or false (or 1 or 0)", r->layer, key, s);
+    return false;
 }
 
 static void shape_str(int nd, const int64_t *s, char *buf, size_t size) {

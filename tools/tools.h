@@ -80,6 +80,9 @@ bool cn_tool_int(const char *cmd, const char *opt, const char *s, long long lo, 
                  long long *out);
 bool cn_tool_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
 bool cn_tool_positive(const char *cmd, const char *opt, const char *s, double *out);
+/* true/false or 1/0 (a --config flag, a model file's bias=): false if s
+ * is neither, without a message. */
+bool cn_tool_bool(const char *s, bool *out);
 /* The index of s among choices, or -1 after a message ("unknown NOUN", or
  * "bad value" when noun is NULL) listing them, with "did you mean". */
 int cn_tool_choice(const char *cmd, const char *opt, const char *noun, const char *s,

@@ -1166,8 +1166,8 @@ static int apply_config(train_args *a, const char *path) {
         if (!o || !strcmp(k, "--config") || !strcmp(k, "--help")) {
             rc = unknown_option(where, FOR_TRAIN, k);
         } else if (!o->value) {
-            bool on = !strcmp(e[i].value, "true") || !strcmp(e[i].value, "1");
-            if (!on && strcmp(e[i].value, "false") && strcmp(e[i].value, "0")) {
+            bool on;
+            if (!cn_tool_bool(e[i].value, &on)) {
                 fprintf(stderr, "chutney %s: bad value '%s' for %s: expected true or false\n",
                         where, e[i].value, e[i].key);
                 rc = CN_TOOL_USAGE;
@@ -1328,9 +1328,9 @@ static int settle_run(train_args *a) {
         cn_module_free(m);
     }
     if (!rc) {
-        train_args t = *a;
-        if (!t.optimizer) t.optimizer = !strcmp(t.model, "gpt") ? "adamw"
-                                        : !strcmp(t.model, "mlp") ? "sgd" : "adam";
+        train_args t = *a; /* the optimiser the run will have */
+        if (strcmp(t.model, "gpt")) model_defaults(&t);
+        else if (!t.optimizer) t.optimizer = "adamw";
         rc = cn_tool_optim_check(&t);
     }
     return rc;

@@ -122,13 +122,15 @@ int cn_tool_optim_set(train_args *a, const char *cmd, const char *k, const char 
     double x = NAN, y = NAN;
     bool ok = true;
     switch (t->kind) {
-    case K_FLAG:
+    case K_FLAG: {
         /* A --config file's "nesterov = false" says no, explicitly. */
-        ok = !v || !strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "false") || !strcmp(v, "0");
-        x = !v || !strcmp(v, "true") || !strcmp(v, "1");
+        bool on = true;
+        ok = !v || cn_tool_bool(v, &on);
+        x = on;
         if (!ok)
             fprintf(stderr, "chutney %s: bad value '%s' for %s: expected true or false\n", cmd, v, k);
         break;
+    }
     case K_CHOICE: {
         int i = cn_tool_choice(cmd, k, "schedule", v, sched_names, SCHED_COUNT);
         if (i < 0) return CN_TOOL_USAGE;
