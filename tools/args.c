@@ -162,6 +162,13 @@ bool cn_tool_positive(const char *cmd, const char *opt, const char *s, double *o
     return false;
 }
 
+bool cn_tool_bool(const char *s, bool *out) {
+    bool on = !strcmp(s, "true") || !strcmp(s, "1");
+    if (!on && strcmp(s, "false") && strcmp(s, "0")) return false;
+    *out = on;
+    return true;
+}
+
 int cn_tool_choice(const char *cmd, const char *opt, const char *noun, const char *s,
                    const char *const *choices, int n) {
     for (int i = 0; i < n; i++)
@@ -217,6 +224,23 @@ FILE *cn_tool_fopen_regular(const char *path) {
         cn_tool_fail("cannot open %s: out of memory", path);
     }
     return f;
+}
+
+char *cn_tool_read_text(const char *path, size_t max, const char *what) {
+    FILE *f = cn_tool_fopen_regular(path);
+    if (!f) return NULL;
+    char *text = malloc(max + 1);
+    size_t n = text ? fread(text, 1, max + 1, f) : 0;
+    bool err = ferror(f);
+    fclose(f);
+    if (text && !err && n <= max && memchr(text, '\0', n) == NULL) {
+        text[n] = '\0';
+        return text;
+    }
+    if (!text || err) cn_tool_fail("%s: %s", path, !text ? "out of memory" : strerror(errno));
+    else cn_tool_fail("%s: %s: not %s", path, n > max ? "too large" : "has a NUL byte", what);
+    free(text);
+    return NULL;
 }
 
 bool cn_tool_directory(const char *cmd, const char *opt, const char *path) {

@@ -2,6 +2,7 @@
  * into a static graph and written as ONNX. */
 #include "tools.h"
 #include "dataset.h"
+#include "model_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +12,13 @@ static void export_usage(FILE *f) {
     fprintf(f,
             "usage: chutney export --model {mlp,cnn,lstm} [--load CKPT] --output MODEL.onnx\n"
             "                      [--batch N]\n"
+            "       chutney export --load CKPT --output MODEL.onnx [--batch N]\n"
             "\n"
             "Writes the model's forward pass as ONNX (opset 17): input 'images'\n"
             "[N, 1, 28, 28] f32, output 'logits' [N, 10]. --load takes the weights of\n"
             "a checkpoint written by `chutney train --save` (without it the weights\n"
-            "are the model's random initialisation). The batch size N is symbolic\n"
+            "are the model's random initialisation); without --model, the model is the\n"
+            "checkpoint's (a --model-file model's text is in it). The batch size N is symbolic\n"
             "unless --batch fixes it. `chutney info MODEL.onnx` then counts the same\n"
             "parameters.\n"
             "Exit status: 0 done, 1 a failure (files), 2 a bad command line.\n");
@@ -63,8 +66,9 @@ static int export_args_parse(int argc, char **argv, export_args *e) {
         int rc = export_option(e, k, argv[++i]);
         if (rc) return rc;
     }
-    if (!e->model || !e->out) {
-        fprintf(stderr, "chutney export: export needs --model and --output\n");
+    if ((!e->model && !e->load) || !e->out) {
+        fprintf(stderr, "chutney export: export needs --model and --output (or --load CKPT "
+                        "and --output: the checkpoint's model)\n");
         export_usage(stderr);
         return CN_TOOL_USAGE;
     }
@@ -80,6 +84,12 @@ int cn_tool_export(int argc, char **argv) {
     if (prc) return prc < 0 ? 0 : prc;
     const char *model = e.model, *load = e.load, *out = e.out;
     int64_t batch = e.batch;
+    char model_buf[16];
+    if (!model && !cn_tool_checkpoint_model(load, model_buf, sizeof model_buf)) {
+        fprintf(stderr, "chutney export: %s\n", cn_tool_error());
+        return 1;
+    }
+    if (!model) model = model_buf;
     /* A checkpoint of other data (train --data) says its input shape and outputs. */
     ds_info info;
     if (load && cn_tool_data_from_checkpoint(load, NULL, &info, NULL, 0) < 0) {
@@ -87,8 +97,9 @@ int cn_tool_export(int argc, char **argv) {
         return 1;
     }
     if (!load) cn_tool_data_from_checkpoint_defaults(&info);
-    cn_module *m = cn_tool_make_model_for(model, info.ndim, info.shape,
-                                          info.regress ? 1 : info.nclasses);
+    int64_t nout = info.regress ? 1 : info.nclasses;
+    cn_module *m = load ? cn_tool_model_for_checkpoint(model, load, 0.5, info.ndim, info.shape, nout)
+                        : cn_tool_make_model_for(model, info.ndim, info.shape, nout);
     int epochs = 0, rc = 1;
     if (!m || (load && cn_tool_load_checkpoint(load, model, m, NULL, &epochs) < 0)) {
         fprintf(stderr, "chutney: cannot load %s: %s\n", load ? load : model, cn_tool_error());

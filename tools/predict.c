@@ -3,6 +3,7 @@
  * a Fashion-MNIST picture first: grey, light on dark, square, 28x28. */
 #include "tools.h"
 #include "dataset.h"
+#include "model_text.h"
 
 #include <math.h>
 
@@ -101,19 +102,6 @@ static int predict_parse(int argc, char **argv, predict_args *p) {
     for (int i = 0; i < p->nimages; i++)
         if (!cn_tool_readable("predict", "image", p->images[i])) return CN_TOOL_FAILED;
     return 0;
-}
-
-/* The model a checkpoint of `chutney train` holds, into buf; false after
- * cn_tool_fail. */
-static bool checkpoint_model(const char *path, char *buf, size_t size) {
-    cn_checkpoint *c = cn_load_safetensors(path);
-    if (!c) return false;
-    const char *fmt = cn_checkpoint_metadata(c, "format"), *m = cn_checkpoint_metadata(c, "model");
-    bool ok = fmt && !strcmp(fmt, "chutney-train-1") && m && cn_tool_known_model(m);
-    if (ok) snprintf(buf, size, "%s", m);
-    else cn_tool_fail("%s is not a checkpoint written by chutney train", path);
-    cn_checkpoint_free(c);
-    return ok;
 }
 
 /* ---- images as Fashion-MNIST pictures ---- */
@@ -229,7 +217,7 @@ static int predict_data(const predict_args *p, const char *model, const ds_info 
     }
     const char *want = p->model ? p->model : model;
     int64_t nout = info->regress ? 1 : info->nclasses;
-    cn_module *m = cn_tool_make_model_for(want, 3, info->shape, nout);
+    cn_module *m = cn_tool_model_for_checkpoint(want, p->load, 0.5, 3, info->shape, nout);
     int epochs = 0;
     if (!m || cn_tool_load_checkpoint(p->load, want, m, NULL, &epochs) < 0) {
         fprintf(stderr, "chutney predict: cannot load %s: %s\n", p->load, cn_tool_error());
@@ -289,7 +277,7 @@ static int predict_data(const predict_args *p, const char *model, const ds_info 
 /* The checkpoint's model, loaded, classifies the images: the exit status. */
 static int predict_model(const predict_args *p) {
     char model[16];
-    if (!checkpoint_model(p->load, model, sizeof model)) {
+    if (!cn_tool_checkpoint_model(p->load, model, sizeof model)) {
         fprintf(stderr, "chutney predict: cannot load %s: %s\n", p->load, cn_tool_error());
         return CN_TOOL_FAILED;
     }
@@ -306,7 +294,7 @@ static int predict_model(const predict_args *p) {
         return rc;
     }
     const char *want = p->model ? p->model : model;
-    cn_module *m = cn_tool_make_model(want);
+    cn_module *m = cn_tool_model_for_checkpoint(want, p->load, 0.5, 3, (const int64_t[]){1, 28, 28}, 10);
     int epochs = 0;
     if (!m || cn_tool_load_checkpoint(p->load, want, m, NULL, &epochs) < 0) {
         fprintf(stderr, "chutney predict: cannot load %s: %s\n", p->load, cn_tool_error());

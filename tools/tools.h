@@ -80,6 +80,9 @@ bool cn_tool_int(const char *cmd, const char *opt, const char *s, long long lo, 
                  long long *out);
 bool cn_tool_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
 bool cn_tool_positive(const char *cmd, const char *opt, const char *s, double *out);
+/* true/false or 1/0 (a --config flag, a model file's bias=): false if s
+ * is neither, without a message. */
+bool cn_tool_bool(const char *s, bool *out);
 /* The index of s among choices, or -1 after a message ("unknown NOUN", or
  * "bad value" when noun is NULL) listing them, with "did you mean". */
 int cn_tool_choice(const char *cmd, const char *opt, const char *noun, const char *s,
@@ -92,7 +95,20 @@ bool cn_tool_readable(const char *cmd, const char *opt, const char *path);
  * opens its files (src/io/fileio.c, cn_fopen_regular): non-blocking, then
  * refused unless fstat says regular file. NULL after cn_tool_fail. */
 FILE *cn_tool_fopen_regular(const char *path);
+/* A text file the tools read whole (a model file, a --config file), up
+ * to max bytes, as a string to free(); NULL after cn_tool_fail ("PATH: too
+ * large: not WHAT", a NUL byte, an error). */
+char *cn_tool_read_text(const char *path, size_t max, const char *what);
 bool cn_tool_directory(const char *cmd, const char *opt, const char *path);
+/* --config FILE (tools/config_file.c): its `key = value` lines (`#`
+ * comments, blank lines; '_' in a key reads as '-'), in order, into *out
+ * (free() it; the strings live as long as the process). 0, or the exit
+ * status after a message naming FILE:LINE. */
+typedef struct cn_tool_config_entry {
+    const char *key, *value;
+    int line;
+} cn_tool_config_entry;
+int cn_tool_config_read(const char *cmd, const char *path, cn_tool_config_entry **out, int *n);
 bool cn_tool_writable(const char *cmd, const char *opt, const char *path);
 
 /* `chutney profile TRACE.json` and --profile FILE of train and run

@@ -2,6 +2,7 @@
  * docs/benchmarks.md on Fashion-MNIST, with checkpoints and exact resume. */
 #include "train.h"
 #include "dataset.h"
+#include "model_text.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -34,24 +35,15 @@ static double peak_rss_mb(void) {
 static void model_defaults(train_args *a) {
     if (a->epochs < 0) a->epochs = 2;
     bool mlp = !strcmp(a->model, "mlp");
-    if (a->batch <= 0) a->batch = mlp ? 128 : !strcmp(a->model, "cnn") ? 64 : 128;
+    bool cnn = !strcmp(a->model, "cnn") || !strcmp(a->model, CN_TOOL_TEXT_MODEL);
+    if (a->batch <= 0) a->batch = mlp ? 128 : cnn ? 64 : 128;
     if (!a->optimizer) a->optimizer = mlp ? "sgd" : "adam";
     if (!(a->lr > 0)) a->lr = mlp ? 0.05 : 1e-3;
 }
 
+/* The mlp benchmark's SGD has momentum 0.9 unless --momentum says otherwise. */
 static cn_optimizer *make_optimizer(const train_args *a, cn_tensor **params, int n) {
-    const char *o = a->optimizer;
-    bool mlp = !strcmp(a->model, "mlp");
-    if (!strcmp(o, "sgd")) {
-        cn_sgd_opts s = {.lr = a->lr, .momentum = mlp ? 0.9 : 0.0};
-        return cn_sgd(params, n, &s);
-    }
-    if (!strcmp(o, "adam")) return cn_adam(params, n, &(cn_adam_opts){.lr = a->lr});
-    if (!strcmp(o, "adamw")) return cn_adamw(params, n, &(cn_adam_opts){.lr = a->lr});
-    if (!strcmp(o, "rmsprop")) return cn_rmsprop(params, n, &(cn_rmsprop_opts){.lr = a->lr});
-    if (!strcmp(o, "adagrad")) return cn_adagrad(params, n, &(cn_adagrad_opts){.lr = a->lr});
-    cn_tool_fail("unknown optimizer '%s' (choose sgd, adam, adamw, rmsprop or adagrad)", o);
-    return NULL;
+    return cn_tool_optim_make(a, params, n, !strcmp(a->model, "mlp") ? 0.9 : 0.0);
 }
 
 /* ---- data ---- */
@@ -141,9 +133,19 @@ static ds_spec spec_of(const train_args *a) {
                      .standardize = a->standardize, .augment = a->augment};
 }
 
-static cn_module *make_model(const char *name) {
-    return cn_tool_make_model_for(name, g_info.ndim, g_info.shape,
-                                  g_info.regress ? 1 : g_info.nclasses);
+/* --model-file's text (its own `dropout` p, else --dropout's, else
+ * torch's 0.5), or a built-in model, for the data of g_info. */
+static cn_module *make_model(const train_args *a) {
+    int64_t nout = g_info.regress ? 1 : g_info.nclasses;
+    if (!a->model_text) return cn_tool_make_model_for(a->model, g_info.ndim, g_info.shape, nout);
+    cn_tool_text_shape s;
+    const char *name = a->model_file ? a->model_file : "the checkpoint's model text";
+    cn_module *m = cn_tool_model_text_parse(a->model_text, name, a->dropout >= 0 ? a->dropout : 0.5, &s);
+    if (m && cn_tool_model_text_fits(&s, name, g_info.ndim, g_info.shape, nout) < 0) {
+        cn_module_free(m);
+        return NULL;
+    }
+    return m;
 }
 
 static void free_split(dataset *d) {
@@ -239,16 +241,17 @@ static double test_accuracy(cn_module *m, const dataset *d, const train_args *a)
 int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
                             cn_optimizer *opt, int epochs_done, const char *const *xkeys,
                             const char *const *xvals, int nextra) {
-    cn_tensor **mt = NULL, **ot = NULL;
-    const char **mn = NULL, **on = NULL;
+    cn_tensor **mt = NULL, **ot = NULL, **st = NULL;
+    const char **mn = NULL, **on = NULL, **sn = NULL;
     int nm = cn_module_state(m, &mt, &mn);
     int no = cn_optimizer_state(opt, &ot, &on);
+    int ns = a->sched ? cn_lr_scheduler_state(a->sched, &st, &sn) : 0;
     int rc = -1;
-    if (nm < 0 || no < 0) goto out;
-    int total = nm + no;
+    if (nm < 0 || no < 0 || ns < 0) goto out;
+    int total = nm + no + ns;
     const char **names = malloc(sizeof *names * (size_t)total);
     cn_tensor **tensors = malloc(sizeof *tensors * (size_t)total);
-    char **owned = malloc(sizeof *owned * (size_t)(no ? no : 1));
+    char **owned = malloc(sizeof *owned * (size_t)(no + ns ? no + ns : 1));
     if (!names || !tensors || !owned) {
         free(names);
         free(tensors);
@@ -266,6 +269,13 @@ int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
         names[nm + i] = owned[i] ? owned[i] : "";
         tensors[nm + i] = ot[i];
     }
+    for (int i = 0; i < ns; i++) {
+        size_t len = strlen(sn[i]) + 11;
+        owned[no + i] = malloc(len);
+        if (owned[no + i]) snprintf(owned[no + i], len, "scheduler.%s", sn[i]);
+        names[nm + no + i] = owned[no + i] ? owned[no + i] : "";
+        tensors[nm + no + i] = st[i];
+    }
     uint64_t seed, offset;
     cn_rng_get_state(&seed, &offset);
     char epochs_s[32], seed_s[32], offset_s[32], lr_s[64], batch_s[32];
@@ -278,18 +288,41 @@ int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
     snprintf(run_seed, sizeof run_seed, "%llu", (unsigned long long)a->seed);
     char device_s[32]; /* informative: a checkpoint loads on any device */
     cn_device_str(a->device, device_s, sizeof device_s);
-    enum { NBASE = 10, MAXEXTRA = 32 };
-    const char *keys[NBASE + MAXEXTRA] = {"format", "model", "optimizer", "epochs_done", "rng_seed",
-                                          "rng_offset", "lr", "batch", "seed", "device"};
-    const char *vals[NBASE + MAXEXTRA] = {"chutney-train-1", a->model, a->optimizer, epochs_s,
-                                          seed_s, offset_s, lr_s, batch_s, run_seed, device_s};
+    enum { NBASE = 10, MAXEXTRA = 32, MAXRUN = TO_NSLOTS + 3 };
+    const char *keys[NBASE + MAXRUN + MAXEXTRA] = {"format", "model", "optimizer", "epochs_done",
+                                                   "rng_seed", "rng_offset", "lr", "batch", "seed",
+                                                   "device"};
+    const char *vals[NBASE + MAXRUN + MAXEXTRA] = {"chutney-train-1", a->model, a->optimizer,
+                                                   epochs_s, seed_s, offset_s, lr_s, batch_s,
+                                                   run_seed, device_s};
+    /* The optimiser's and schedule's settings, clipping, dropout and a
+     * text model: what a resume rebuilds the run from. */
+    char run_buf[TO_NSLOTS + 2][40];
+    int nrun = 0;
+    cn_tool_optim_meta(a, keys + NBASE, vals + NBASE, run_buf, &nrun);
+    if (a->clip >= 0) {
+        snprintf(run_buf[nrun], 40, "%.17g", a->clip);
+        keys[NBASE + nrun] = "clip";
+        vals[NBASE + nrun] = run_buf[nrun];
+        nrun++;
+    }
+    if (a->dropout >= 0 && a->model_text) {
+        snprintf(run_buf[nrun], 40, "%.17g", a->dropout);
+        keys[NBASE + nrun] = "dropout";
+        vals[NBASE + nrun] = run_buf[nrun];
+        nrun++;
+    }
+    if (a->model_text) {
+        keys[NBASE + nrun] = "model_text";
+        vals[NBASE + nrun++] = a->model_text;
+    }
     if (nextra > MAXEXTRA) nextra = MAXEXTRA; /* the tools' own use: far fewer */
     for (int i = 0; i < nextra; i++) {
-        keys[NBASE + i] = xkeys[i];
-        vals[NBASE + i] = xvals[i];
+        keys[NBASE + nrun + i] = xkeys[i];
+        vals[NBASE + nrun + i] = xvals[i];
     }
-    rc = cn_save_safetensors(path, names, tensors, total, keys, vals, NBASE + nextra);
-    for (int i = 0; i < no; i++) free(owned[i]);
+    rc = cn_save_safetensors(path, names, tensors, total, keys, vals, NBASE + nrun + nextra);
+    for (int i = 0; i < no + ns; i++) free(owned[i]);
     free(owned);
     free(names);
     free(tensors);
@@ -298,6 +331,8 @@ out:
     free(mn);
     free(ot);
     free(on);
+    free(st);
+    free(sn);
     return rc;
 }
 
@@ -395,7 +430,11 @@ int cn_tool_load_checkpoint_ex(const char *path, const char *model, cn_module *m
         goto out;
     }
     if (!saved_model || strcmp(saved_model, model) != 0) {
-        cn_tool_fail("%s holds a '%s' model, not '%s'", path, saved_model ? saved_model : "?", model);
+        char was[64], want[64];
+        bool text = saved_model && !strcmp(saved_model, CN_TOOL_TEXT_MODEL);
+        snprintf(was, sizeof was, text ? "--model-file" : "'%s'", saved_model ? saved_model : "?");
+        snprintf(want, sizeof want, strcmp(model, CN_TOOL_TEXT_MODEL) ? "'%s'" : "--model-file", model);
+        cn_tool_fail("%s holds a %s model, not %s", path, was, want);
         goto out;
     }
     /* Before any state is copied: a bad value refuses the whole file. */
@@ -446,14 +485,29 @@ int cn_tool_load_checkpoint_ex(const char *path, const char *model, cn_module *m
             free(tensors);
             goto out;
         }
+        /* The hyper-parameters (the lr aside: cn_tool_resume_settings)
+         * are this run's: the optimiser was built from the checkpoint's
+         * settings and any given again on the command line, which win. */
+        cn_scope_begin();
+        cn_tensor **ft = NULL;
+        const char **fn = NULL;
+        int nf = cn_optimizer_state(opt, &ft, &fn);
         for (int i = 0; i < n; i++) {
             const char *name = cn_checkpoint_name(c, i);
             if (!strncmp(name, "optimizer.", 10)) {
                 names[k] = name + 10;
-                tensors[k++] = cn_checkpoint_tensor(c, i);
+                tensors[k] = cn_checkpoint_tensor(c, i);
+                for (int f = 0; f < nf; f++)
+                    if (cn_ndim(ft[f]) == 0 && !strcmp(fn[f], names[k]) && strcmp(fn[f], "lr") &&
+                        strcmp(fn[f], "initial_lr"))
+                        tensors[k] = cn_clone(ft[f]);
+                k++;
             }
         }
-        int lrc = cn_optimizer_load_state(opt, names, tensors, k);
+        int lrc = nf < 0 ? -1 : cn_optimizer_load_state(opt, names, tensors, k);
+        cn_scope_end();
+        free(ft);
+        free(fn);
         free(names);
         free(tensors);
         if (lrc < 0) goto out;
@@ -656,6 +710,8 @@ static void train_usage(FILE *f) {
             "                     [--target COL] [--features a,b] [--task T] [--labels Y.npy]\n"
             "                     [--image-size HxW] [--channels C] [--val-split F]\n"
             "                     [--standardize] [--augment crop,flip,jitter]\n"
+            "       chutney train --model-file FILE [the options above] [--dropout P]\n"
+            "       chutney train --resume CKPT [--epochs N] [any option, to change it]\n"
             "       chutney train --model gpt --data FILE.txt [--vocab V] [--context T]\n"
             "                     [--layers L] [--heads H] [--embed E] [--dropout P] [--clip C]\n"
             "                     [--rope] [--epochs N] [--batch B] [--lr X] [--limit N] [--mode M]\n"
@@ -677,16 +733,37 @@ static void train_usage(FILE *f) {
             "same tokens (bench/torch_gpt.py).\n"
             "`chutney generate --load FILE` continues a prompt with the model.\n"
             "\n"
+            "--model-file FILE: a network as a text of layers, one per line (`input 1 28\n"
+            "28`, `conv2d 32 kernel=3 padding=1`, `relu`, `maxpool2d 2`, `flatten`,\n"
+            "`linear 10`, ...; docs/model-format.md, examples/models/cnn.txt), its\n"
+            "shapes checked as it is read; defaults as cnn's. The checkpoint keeps the\n"
+            "text: resume, eval, export and predict need only the checkpoint.\n"
+            "\n"
+            "The optimiser and schedule, for every model (docs/training.md):\n"
+            "  --momentum M, --dampening D, --nesterov (sgd; momentum also rmsprop)\n"
+            "  --weight-decay W (all), --betas B1,B2, --amsgrad (adam, adamw)\n"
+            "  --eps E (adam, adamw, rmsprop, adagrad), --alpha A, --centered (rmsprop)\n"
+            "  --lr-decay D, --initial-accumulator V (adagrad)\n"
+            "  --schedule step --step-size N [--gamma G]; --schedule exponential --gamma G;\n"
+            "  --schedule cosine [--t-max N] [--eta-min X]; --schedule linear\n"
+            "  [--start-factor A] [--end-factor B] [--total-iters N]; --warmup N\n"
+            "  [--warmup-factor F]: per step, torch.optim.lr_scheduler's formulas\n"
+            "  --clip C (gradient norm), --label-smoothing E (cross-entropy),\n"
+            "  --dropout P (a model file's dropout lines without a p; gpt)\n"
+            "Each is saved in the checkpoint and comes back on --resume unless given.\n"
+            "--config FILE: options as `key = value` lines (`weight-decay = 1e-4`, `#`\n"
+            "comments); the command line wins over the file.\n"
+            "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
             "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
             "128; 2 epochs; seed 1; data in " DEFAULT_DATA ".\n"
             "Every option is checked before the data is read: a bad value, a --save whose\n"
             "directory is missing, a --resume file that is not there stop at once.\n"
             "--save writes a checkpoint after every epoch, and after every N steps with\n"
-            "--save-every N; --resume continues one exactly (--lr and --batch given then\n"
-            "win over the checkpoint's). SIGINT or SIGTERM saves the progress to --save\n"
-            "after the current step and exits 130 or 143. Checkpoints carry a CRC-32C\n"
-            "checked on every load.\n"
+            "--save-every N; --resume continues one exactly (--lr, --batch and the options\n"
+            "above given then win over the checkpoint's). SIGINT or SIGTERM saves the\n"
+            "progress to --save after the current step and exits 130 or 143. Checkpoints\n"
+            "carry a CRC-32C checked on every load.\n"
             "--limit uses only the first N training and test images (quick checks).\n"
             "--profile writes a Chrome trace of --profile-steps steps (10) after two of\n"
             "warm-up; `chutney profile TRACE.json` prints the time by op (docs/profiling.md).\n"
@@ -716,20 +793,22 @@ static void train_usage(FILE *f) {
 
 static void eval_usage(FILE *f) {
     fprintf(f,
-            "usage: chutney eval --model {mlp,cnn,lstm} --load FILE [--data DIR] [--threads T]\n"
+            "usage: chutney eval [--model {mlp,cnn,lstm}] --load FILE [--data DIR] [--threads T]\n"
             "                    [--limit N] [--logits OUT.npy] [--device DEV] [--json]\n"
             "\n"
             "The test accuracy of a checkpoint written by `chutney train --save`\n"
-            "(a regression's: the test RMSE). A checkpoint of your own data is\n"
-            "evaluated on its test split, read as training read it (--data only\n"
-            "if the data moved).\n"
+            "(a regression's: the test RMSE). Its model is the checkpoint's (a\n"
+            "--model-file model's text is in it); --model only checks it. A\n"
+            "checkpoint of your own data is evaluated on its test split, read as\n"
+            "training read it (--data only if the data moved).\n"
             "--logits writes the model's logits for the test images ([N, 10] f32 .npy).\n"
             "--limit uses only the first N test images; data in " DEFAULT_DATA ".\n"
             "Exit status: 0 done, 1 a failure (data, files, device), 2 a bad command line.\n");
 }
 
 /* The options of train and eval: what each takes (NULL: a flag), for
- * "needs a value" and "did you mean". */
+ * "needs a value" and "did you mean"; train's optimiser and schedule
+ * options are train_opts.c's table, which find_option also asks. */
 enum { FOR_TRAIN = 1, FOR_EVAL = 2, FOR_BOTH = 3 };
 typedef struct option_info {
     const char *name, *value;
@@ -738,6 +817,8 @@ typedef struct option_info {
 
 static const option_info options[] = {
     {"--model", "mlp, cnn or lstm (train: or gpt)", FOR_BOTH},
+    {"--model-file", "a model file of layers (docs/model-format.md)", FOR_TRAIN},
+    {"--config", "a file of 'key = value' lines (docs/training.md)", FOR_TRAIN},
     {"--epochs", "the number of epochs (0 or more)", FOR_TRAIN},
     {"--batch", "the batch size (1 or more)", FOR_TRAIN},
     {"--lr", "a learning rate such as 0.01", FOR_TRAIN},
@@ -841,14 +922,20 @@ static bool set_data_option(train_args *a, const char *cmd, const char *k, const
 static const option_info *find_option(const char *k, int cmd) {
     for (int i = 0; i < NOPTIONS; i++)
         if ((options[i].cmds & cmd) && !strcmp(options[i].name, k)) return &options[i];
-    return NULL;
+    static option_info optim; /* one of train_opts.c's */
+    bool flag;
+    const char *what;
+    if (!(cmd & FOR_TRAIN) || !cn_tool_optim_known(k, &flag, &what)) return NULL;
+    optim = (option_info){k, flag ? NULL : what, FOR_TRAIN};
+    return &optim;
 }
 
 static int unknown_option(const char *cmd_name, int cmd, const char *k) {
-    const char *names[NOPTIONS];
+    const char *names[NOPTIONS + 64];
     int n = 0;
     for (int i = 0; i < NOPTIONS; i++)
         if (options[i].cmds & cmd) names[n++] = options[i].name;
+    if (cmd & FOR_TRAIN) n += cn_tool_optim_names(names + n, 64);
     return cn_tool_unknown_option(cmd_name, k, names, n);
 }
 
@@ -918,14 +1005,16 @@ static bool set_number(train_args *a, const char *cmd, const char *k, const char
 
 /* Option k (taking a value) set to v: 0, or CN_TOOL_USAGE after a message. */
 static int set_value(train_args *a, const char *cmd, const char *k, const char *v) {
-    bool ok = true;
+    bool ok = true, flag;
+    const char *what;
+    if (cn_tool_optim_known(k, &flag, &what)) return cn_tool_optim_set(a, cmd, k, v);
     if (set_number(a, cmd, k, v, &ok)) return ok ? 0 : CN_TOOL_USAGE;
     if (set_data_option(a, cmd, k, v, &ok)) return ok ? 0 : CN_TOOL_USAGE;
     if (!strcmp(k, "--model")) {
         a->model = v;
         /* train also has the language model; eval the classifiers only. */
         static const char *const train_models[] = {"mlp", "cnn", "lstm", "gpt"};
-        ok = strcmp(cmd, "train") ? cn_tool_choice(cmd, k, "model", v, cn_tool_models, 3) >= 0
+        ok = strncmp(cmd, "train", 5) ? cn_tool_choice(cmd, k, "model", v, cn_tool_models, 3) >= 0
                                   : cn_tool_choice(cmd, k, "model", v, train_models, 4) >= 0;
     } else if (!strcmp(k, "--optimizer")) {
         a->optimizer = v;
@@ -939,6 +1028,8 @@ static int set_value(train_args *a, const char *cmd, const char *k, const char *
         a->data_given = true;
     }
     else if (!strcmp(k, "--save")) a->save = v;
+    else if (!strcmp(k, "--model-file")) a->model_file = v;
+    else if (!strcmp(k, "--config")) a->config = v;
     else if (!strcmp(k, "--profile")) a->profile = v;
     else if (!strcmp(k, "--resume")) a->resume = v;
     else if (!strcmp(k, "--load")) a->load = v;
@@ -962,6 +1053,7 @@ static int check_data(const train_args *a, const char *cmd);
 static int check_files(const train_args *a, const char *cmd) {
     if ((a->save && !cn_tool_writable(cmd, "--save", a->save)) ||
         (a->resume && !cn_tool_readable(cmd, "--resume", a->resume)) ||
+        (a->model_file && !cn_tool_readable(cmd, "--model-file", a->model_file)) ||
         (a->load && !cn_tool_readable(cmd, "--load", a->load)) ||
         (a->logits && !cn_tool_writable(cmd, "--logits", a->logits)) ||
         (a->profile && !cn_tool_writable(cmd, "--profile", a->profile)))
@@ -1007,12 +1099,29 @@ static int check_data(const train_args *a, const char *cmd) {
 }
 
 /* What must be given: 0, or CN_TOOL_USAGE after a message. */
-static int check_required(const train_args *a, const char *cmd, bool eval) {
-    if (!a->model) {
-        fprintf(stderr, "chutney %s: --model is required: mlp, cnn or lstm%s\n", cmd,
-                eval ? "" : " (or gpt)");
+static int check_required(train_args *a, const char *cmd, bool eval) {
+    if (a->model && a->model_file && strcmp(a->model, CN_TOOL_TEXT_MODEL)) {
+        fprintf(stderr, "chutney %s: --model and --model-file both name the model: give one\n", cmd);
         return CN_TOOL_USAGE;
     }
+    if (a->model_file) {
+        /* An .onnx file is a model of another kind, not this text format. */
+        size_t len = strlen(a->model_file);
+        if (len >= 5 && !strcmp(a->model_file + len - 5, ".onnx")) {
+            fprintf(stderr, "chutney %s: --model-file %s: training an ONNX model is not "
+                            "available in this build; give a model text file\n", cmd, a->model_file);
+            return CN_TOOL_USAGE;
+        }
+        a->model = CN_TOOL_TEXT_MODEL;
+    }
+    /* A checkpoint knows its model: eval --load and train --resume may leave it out. */
+    if (!a->model && !(eval ? a->load : a->resume)) {
+        fprintf(stderr, "chutney %s: --model is required: mlp, cnn or lstm%s\n", cmd,
+                eval ? " (or none with --load: the checkpoint's)"
+                     : " (or gpt), or --model-file FILE");
+        return CN_TOOL_USAGE;
+    }
+    if (!a->model) return 0;
     bool gpt = !strcmp(a->model, "gpt");
     if (gpt && !a->data_given) {
         fprintf(stderr, "chutney %s: --model gpt needs --data FILE: a plain-text file to learn "
@@ -1028,15 +1137,20 @@ static int check_required(const train_args *a, const char *cmd, bool eval) {
                 cmd);
         return CN_TOOL_USAGE;
     }
-    if (!gpt && (a->vocab || a->context || a->layers || a->heads || a->embed ||
-                 a->dropout >= 0 || a->clip >= 0 || a->rope || a->save_tokens)) {
-        fprintf(stderr, "chutney %s: --vocab, --context, --layers, --heads, --embed, --dropout, "
-                        "--clip, --rope and --save-tokens are options of --model gpt\n", cmd);
+    if (!gpt && (a->vocab || a->context || a->layers || a->heads || a->embed || a->rope ||
+                 a->save_tokens)) {
+        fprintf(stderr, "chutney %s: --vocab, --context, --layers, --heads, --embed, --rope and "
+                        "--save-tokens are options of --model gpt\n", cmd);
         return CN_TOOL_USAGE;
     }
     if (a->save_every && !a->save) {
         fprintf(stderr, "chutney %s: --save-every N needs --save FILE: the checkpoint to write "
                         "every N steps\n", cmd);
+        return CN_TOOL_USAGE;
+    }
+    if (!gpt && strcmp(a->model, CN_TOOL_TEXT_MODEL) && a->dropout >= 0) {
+        fprintf(stderr, "chutney %s: --dropout: --model %s has no dropout (--model gpt has, and "
+                        "a --model-file with dropout lines)\n", cmd, a->model);
         return CN_TOOL_USAGE;
     }
     if (eval && !a->load) {
@@ -1046,13 +1160,62 @@ static int check_required(const train_args *a, const char *cmd, bool eval) {
     return 0;
 }
 
+/* A flag option k: on, or (a --config file's "false") off. */
+static int set_flag(train_args *a, const char *cmd, const char *k, bool on) {
+    bool flag;
+    const char *what;
+    if (cn_tool_optim_known(k, &flag, &what)) return cn_tool_optim_set(a, cmd, k, on ? "1" : "0");
+    if (!strcmp(k, "--json")) a->json = on;
+    else if (!strcmp(k, "--standardize")) a->standardize = on;
+    else if (!strcmp(k, "--rope")) a->rope = on;
+    else a->distributed = on;
+    return 0;
+}
+
+/* --config FILE's lines, as if given before the command line's options
+ * (which then win): 0, or the exit status after a message naming the line. */
+static int apply_config(train_args *a, const char *path) {
+    cn_tool_config_entry *e;
+    int n, rc = cn_tool_config_read("train", path, &e, &n);
+    for (int i = 0; i < n && !rc; i++) {
+        char k[80], where[600];
+        snprintf(k, sizeof k, "--%s", e[i].key);
+        snprintf(where, sizeof where, "train: %s:%d", path, e[i].line);
+        const option_info *o = find_option(k, FOR_TRAIN);
+        if (!o || !strcmp(k, "--config") || !strcmp(k, "--help")) {
+            rc = unknown_option(where, FOR_TRAIN, k);
+        } else if (!o->value) {
+            bool on;
+            if (!cn_tool_bool(e[i].value, &on)) {
+                fprintf(stderr, "chutney %s: bad value '%s' for %s: expected true or false\n",
+                        where, e[i].value, e[i].key);
+                rc = CN_TOOL_USAGE;
+            } else {
+                rc = set_flag(a, where, k, on);
+            }
+        } else {
+            rc = set_value(a, where, k, e[i].value);
+        }
+    }
+    free(e);
+    return rc;
+}
+
 /* 0: go on; -1: --help was printed (exit 0); else the exit status. */
 static int parse_args(int argc, char **argv, train_args *a, bool eval) {
     /* epochs, dropout and clip: < 0 until given (each model has its defaults). */
     *a = (train_args){.epochs = -1, .seed = 1, .data = DEFAULT_DATA, .static_mode = true,
                       .dropout = -1, .clip = -1, .task = -1, .val_split = -1};
+    for (int i = 0; i < TO_NSLOTS; i++) a->optv[i] = NAN;
     const char *cmd = eval ? "eval" : "train";
     int which = eval ? FOR_EVAL : FOR_TRAIN;
+    /* The file first, wherever --config stands: the command line wins. */
+    for (int i = 1; !eval && i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--config") && strncmp(argv[i + 1], "--", 2)) {
+            int rc = apply_config(a, argv[i + 1]);
+            if (rc) return rc;
+            break;
+        }
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -1062,10 +1225,8 @@ static int parse_args(int argc, char **argv, train_args *a, bool eval) {
         const option_info *o = find_option(k, which);
         if (!o) return unknown_option(cmd, which, k);
         if (!o->value) {
-            if (!strcmp(k, "--json")) a->json = true;
-            else if (!strcmp(k, "--standardize")) a->standardize = true;
-            else if (!strcmp(k, "--rope")) a->rope = true;
-            else a->distributed = true;
+            int rc = set_flag(a, cmd, k, true);
+            if (rc) return rc;
             continue;
         }
         /* "--model --epochs 3" forgot the model: not a model named "--epochs". */
@@ -1110,14 +1271,114 @@ static int check_same_data(const dataset *d, const train_args *a) {
     return all ? 0 : -1;
 }
 
+/* The name among names equal to s (a checkpoint's string outlives its
+ * file this way), or NULL. */
+static const char *known_name(const char *s, const char *const *names, int n) {
+    for (int i = 0; s && i < n; i++)
+        if (!strcmp(s, names[i])) return names[i];
+    return NULL;
+}
+
+/* What a --resume checkpoint says of the run and the command line does
+ * not: the model (a text model's text), the optimiser and its settings,
+ * clipping and dropout. 0, or the exit status after a message. */
+static int settings_from_checkpoint(train_args *a) {
+    cn_checkpoint *c = cn_load_safetensors(a->resume);
+    if (!c) {
+        fprintf(stderr, "chutney: cannot resume: %s\n", cn_last_error());
+        return CN_TOOL_FAILED;
+    }
+    static const char *const models[] = {"mlp", "cnn", "lstm", "gpt", CN_TOOL_TEXT_MODEL};
+    const char *m = known_name(cn_checkpoint_metadata(c, "model"), models, 5);
+    const char *text = cn_checkpoint_metadata(c, "model_text");
+    const char *o = known_name(cn_checkpoint_metadata(c, "optimizer"), optimizers, 5);
+    int rc = 0;
+    if (!a->model && (!m || (m == models[4] && !text))) {
+        fprintf(stderr, "chutney train: %s does not say which model it holds: give --model\n",
+                a->resume);
+        rc = CN_TOOL_FAILED;
+    } else if (!a->model) {
+        a->model = m;
+        if (text && !(a->model_text = strdup(text))) rc = CN_TOOL_FAILED;
+    } else if (a->model_text && text && strcmp(a->model_text, text)) {
+        fprintf(stderr, "chutney train: %s is not the model text %s was trained with (drop "
+                        "--model-file to go on with the checkpoint's)\n", a->model_file, a->resume);
+        rc = CN_TOOL_USAGE;
+    }
+    if (!a->optimizer) a->optimizer = o;
+    double clip = -1, drop = -1;
+    if (!rc && (meta_double(c, a->resume, "clip", &clip) < 0 ||
+                meta_double(c, a->resume, "dropout", &drop) < 0 ||
+                cn_tool_optim_from_meta(a, c, a->resume) < 0)) {
+        fprintf(stderr, "chutney: cannot resume: %s\n", cn_tool_error());
+        rc = CN_TOOL_FAILED;
+    }
+    if (a->clip < 0) a->clip = clip;
+    if (a->dropout < 0 && drop < 1) a->dropout = drop;
+    cn_checkpoint_free(c);
+    return rc;
+}
+
+/* The run's model and settings, complete and checked before any data is
+ * read: the checkpoint's where the command line is silent, --model-file's
+ * text read and its layers checked, each optimiser option against the
+ * optimiser. 0, or the exit status after a message. */
+static int settle_run(train_args *a) {
+    if (a->model_file) {
+        if (!(a->model_text = cn_tool_read_text(a->model_file, 1 << 20, "a model file (a text of layers)"))) {
+            fprintf(stderr, "chutney train: --model-file %s\n", cn_tool_error());
+            return CN_TOOL_FAILED;
+        }
+    }
+    int rc = a->resume ? settings_from_checkpoint(a) : 0;
+    if (!rc) rc = check_required(a, "train", false);
+    if (!rc && a->model_text) {
+        cn_tool_text_shape s;
+        const char *name = a->model_file ? a->model_file : a->resume;
+        cn_module *m = cn_tool_model_text_parse(a->model_text, name, 0.5, &s);
+        if (!m) {
+            fprintf(stderr, "chutney train: %s\n", cn_tool_error());
+            rc = CN_TOOL_USAGE;
+        } else if (a->dropout >= 0 && !s.dropouts_unset) {
+            fprintf(stderr, "chutney train: --dropout: %s has no 'dropout' line without its own "
+                            "p for it to set\n", name);
+            rc = CN_TOOL_USAGE;
+        }
+        cn_module_free(m);
+    }
+    if (!rc) {
+        train_args t = *a; /* the optimiser the run will have */
+        if (strcmp(t.model, "gpt")) model_defaults(&t);
+        else if (!t.optimizer) t.optimizer = "adamw";
+        rc = cn_tool_optim_check(&t);
+    }
+    return rc;
+}
+
 static int train_main(train_args *ap);
+static int train_run(train_args *ap);
 
 int cn_tool_train(int argc, char **argv) {
     train_args a;
     int prc = parse_args(argc, argv, &a, false);
     if (prc) return prc < 0 ? 0 : prc;
+    int rc = train_run(&a);
+    free(a.model_text);
+    return rc;
+}
+
+static int train_run(train_args *ap) {
+    train_args a = *ap;
     int drc = resolve_device(&a, "chutney train");
+    /* The files, then the run's settings (which read --resume and
+     * --model-file), then --data: every usage error before the data's. */
+    const char *data = a.data;
+    a.data = NULL;
     if (!drc) drc = check_files(&a, "train");
+    a.data = data;
+    if (!drc) drc = settle_run(&a);
+    if (!drc) drc = check_data(&a, "train");
+    ap->model_text = a.model_text;
     if (drc) return drc;
     a.rank = 0;
     a.nranks = 1;
@@ -1195,7 +1456,15 @@ static int train_main(train_args *ap) {
         free_split(&te);
         return 1;
     }
-    cn_module *model = make_model(a.model);
+    if (g_info.regress && !isnan(a.optv[TO_LABEL_SMOOTHING])) {
+        fprintf(stderr, "chutney train: --label-smoothing is for classification, and this data "
+                        "is a regression\n");
+        free_split(&tr);
+        free_split(&te);
+        return 2;
+    }
+    double smoothing = isnan(a.optv[TO_LABEL_SMOOTHING]) ? 0 : a.optv[TO_LABEL_SMOOTHING];
+    cn_module *model = make_model(&a);
     /* On the device before the optimiser is made: it keeps the parameters'
      * buffers (and makes its state where they are). */
     if (model && a.on_device && cn_module_to(model, a.device) < 0) {
@@ -1206,8 +1475,17 @@ static int train_main(train_args *ap) {
     int np = model ? cn_module_parameters(model, &params, NULL) : -1;
     cn_optimizer *opt = np >= 0 ? make_optimizer(&a, params, np) : NULL;
     free(params);
-    if (!model || !opt) {
+    /* Before the checkpoint's state: making a schedule sets the lr, the
+     * optimiser's state then brings the saved one back. */
+    bool sched_failed = false;
+    if (opt) {
+        int64_t per_rank = (cn_shape(tr.images)[0] + a.nranks - 1) / a.nranks;
+        a.sched = cn_tool_schedule_make(&a, opt, (int64_t)a.epochs * ((per_rank + a.batch - 1) / a.batch),
+                                        &sched_failed);
+    }
+    if (!model || !opt || sched_failed) {
         fprintf(stderr, "chutney: %s\n", cn_tool_error());
+        cn_optimizer_free(opt);
         cn_module_free(model);
         free_split(&tr);
         free_split(&te);
@@ -1219,8 +1497,10 @@ static int train_main(train_args *ap) {
         fprintf(stderr, "chutney: cannot resume: %s\n", cn_tool_error());
         rrc = 1;
     }
+    if (!rrc) rrc = cn_tool_schedule_resume(&a);
     if (a.resume && !rrc) rrc = cn_tool_resume_settings(&a, ap, opt, &resumed);
     if (rrc) {
+        cn_lr_scheduler_free(a.sched);
         cn_optimizer_free(opt);
         cn_module_free(model);
         free_split(&tr);
@@ -1233,6 +1513,7 @@ static int train_main(train_args *ap) {
     cn_ddp *ddp = NULL;
     if (a.distributed && !(ddp = cn_ddp_new(model, opt, NULL))) {
         fprintf(stderr, "chutney: rank %d: %s\n", a.rank, cn_last_error());
+        cn_lr_scheduler_free(a.sched);
         cn_optimizer_free(opt);
         cn_module_free(model);
         free_split(&tr);
@@ -1246,7 +1527,8 @@ static int train_main(train_args *ap) {
     if (!a.quiet && !a.json)
         printf("training %s (%lld parameters) on %s%s: %lld %s, batch %lld%s, %s lr %g, "
                "%d thread%s\n",
-               a.model, (long long)cn_module_num_params(model), dev_s, ranks_s,
+               a.model_file ? a.model_file : a.model_text ? "the checkpoint's model file" : a.model,
+               (long long)cn_module_num_params(model), dev_s, ranks_s,
                (long long)cn_shape(tr.images)[0], g_info.ndim == 3 ? "images" : "samples", (long long)(a.batch * a.nranks),
                a.nranks > 1 ? " (global)" : "", a.optimizer, a.lr,
                cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s");
@@ -1286,7 +1568,7 @@ static int train_main(train_args *ap) {
             outs[0] = cn_mse_loss(logits, ph[1], CN_REDUCTION_MEAN);
             prog = outs[0] ? cn_compile_train_step(graph, outs, 1, opt, NULL) : NULL;
         } else {
-            outs[0] = cn_cross_entropy(logits, ph[1], CN_REDUCTION_MEAN, 0);
+            outs[0] = cn_cross_entropy(logits, ph[1], CN_REDUCTION_MEAN, smoothing);
             outs[1] = cn_sum(cn_cast(cn_eq(cn_argmax(logits, 1, false), ph[1]), CN_I64), NULL, 0, false);
             prog = outs[1] ? cn_compile_train_step(graph, outs, 2, opt, NULL) : NULL;
         }
@@ -1348,7 +1630,7 @@ static int train_main(train_args *ap) {
                 rc = 1;
                 break;
             }
-            double t0 = now_s();
+            double t0 = now_s(), step_lr = cn_optimizer_get_lr(opt); /* the schedule moves it after */
             /* The loader's thread copies batches to the device; this only
              * makes sure of it (a no-op for a batch already there). */
             if (a.on_device) {
@@ -1364,9 +1646,11 @@ static int train_main(train_args *ap) {
                 cn_optimizer_zero_grad(opt);
                 logits = cn_module_forward(model, batch[0]);
                 loss = g_info.regress ? cn_mse_loss(logits, batch[1], CN_REDUCTION_MEAN)
-                                      : cn_cross_entropy(logits, batch[1], CN_REDUCTION_MEAN, 0);
+                                      : cn_cross_entropy(logits, batch[1], CN_REDUCTION_MEAN, smoothing);
                 if (loss && (cn_backward(loss, NULL) < 0 || cn_optimizer_step(opt) < 0)) loss = NULL;
             }
+            /* The schedule moves per step (batch), after the update. */
+            if (loss && a.sched && cn_lr_scheduler_step(a.sched) < 0) loss = NULL;
             if (!loss) {
                 fprintf(stderr, "chutney: training step failed: %s\n", cn_last_error());
                 cn_scope_end();
@@ -1411,7 +1695,7 @@ static int train_main(train_args *ap) {
             if (a.logger)
                 train_log_step(a.logger, &(train_log_step_info){
                     .epoch = epoch + 1, .step = (int64_t)epoch * nb + b + 1, .loss = last_loss,
-                    .lr = cn_optimizer_get_lr(opt),
+                    .lr = step_lr,
                     .grad_norm = train_log_grad_norm(a.logger, model, opt),
                     .samples_per_sec = (double)(bs * a.nranks) / dt, .tokens_per_sec = NAN});
             if (!a.json && !a.quiet && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199)))
@@ -1546,6 +1830,7 @@ static int train_main(train_args *ap) {
                     st.comm_seconds, st.wait_seconds);
     }
     cn_ddp_free(ddp);
+    cn_lr_scheduler_free(a.sched);
     cn_optimizer_free(opt);
     cn_module_free(model);
     free_split(&tr);
@@ -1572,6 +1857,14 @@ int cn_tool_eval(int argc, char **argv) {
         drc = check_files(&a, "eval");
         a.data = given;
     }
+    char model_buf[16];
+    if (!drc && !a.model) {
+        if (!cn_tool_checkpoint_model(a.load, model_buf, sizeof model_buf)) {
+            fprintf(stderr, "chutney eval: %s\n", cn_tool_error());
+            return 1;
+        }
+        a.model = model_buf;
+    }
     if (!drc && cn_tool_data_from_checkpoint(a.load, &spec, &g_info, data_buf, sizeof data_buf) < 0) {
         fprintf(stderr, "chutney eval: cannot load %s: %s\n", a.load, cn_tool_error());
         return 1;
@@ -1590,7 +1883,8 @@ int cn_tool_eval(int argc, char **argv) {
         return 1;
     }
     free_split(&tr);
-    cn_module *model = make_model(a.model);
+    cn_module *model = cn_tool_model_for_checkpoint(a.model, a.load, 0.5, g_info.ndim, g_info.shape,
+                                                    g_info.regress ? 1 : g_info.nclasses);
     int epochs = 0;
     if (model && a.on_device && cn_module_to(model, a.device) < 0) {
         fprintf(stderr, "chutney: cannot move the model to %s: %s\n", a.device_name,

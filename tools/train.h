@@ -6,6 +6,7 @@
 
 #include "tools.h"
 #include "train_log.h"
+#include "train_opts.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
@@ -42,6 +43,15 @@ typedef struct train_args {
     int64_t height, width;
     double val_split;
     bool standardize;
+    /* --model-file: the path and its text (the model is then
+     * CN_TOOL_TEXT_MODEL; docs/model-format.md); on resume and eval the
+     * text may come from the checkpoint instead, kept here. */
+    const char *model_file;
+    char *model_text;
+    const char *config; /* --config FILE */
+    /* The optimiser's and schedule's settings (train_opts.h); NAN: not given. */
+    double optv[TO_NSLOTS];
+    cn_lr_scheduler *sched; /* the run's schedule, saved under "scheduler." (NULL: none) */
 } train_args;
 
 /* The model state, the optimiser state under "optimizer.", and metadata:

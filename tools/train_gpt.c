@@ -164,18 +164,19 @@ static cn_optimizer *make_optimizer(const train_args *a, cn_module *m) {
     cn_tensor **p;
     int n = cn_module_parameters(m, &p, NULL);
     if (n < 0) return NULL;
-    cn_adam_opts o = {.lr = a->lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = GPT_WEIGHT_DECAY};
-    cn_optimizer *opt = cn_adamw(p, n, &o);
+    train_args g = *a; /* --betas, --weight-decay, ... where given */
+    if (isnan(g.optv[TO_BETA1])) {
+        g.optv[TO_BETA1] = 0.9;
+        g.optv[TO_BETA2] = 0.95;
+    }
+    if (isnan(g.optv[TO_WEIGHT_DECAY])) g.optv[TO_WEIGHT_DECAY] = GPT_WEIGHT_DECAY;
+    cn_optimizer *opt = cn_tool_optim_make(&g, p, n, 0);
     for (int i = 0; opt && i < n; i++)
         if (cn_ndim(p[i]) < 2 && cn_optimizer_set_param_weight_decay(opt, i, 0) < 0) {
             cn_optimizer_free(opt);
             opt = NULL;
         }
     free(p);
-    if (opt && a->clip > 0 && cn_optimizer_set_clip_grad_norm(opt, a->clip) < 0) {
-        cn_optimizer_free(opt);
-        opt = NULL;
-    }
     return opt;
 }
 
@@ -188,6 +189,7 @@ typedef struct run {
     cn_graph *graph;
     cn_program *prog;
     cn_tensor *ph[2];
+    cn_lr_scheduler *sched; /* --schedule, --warmup (NULL: none) */
 } run;
 
 static void run_free(run *r) {
@@ -196,6 +198,7 @@ static void run_free(run *r) {
     cn_release(r->ph[1]);
     cn_graph_free(r->graph);
     cn_loader_free(r->loader);
+    cn_lr_scheduler_free(r->sched);
     cn_optimizer_free(r->opt);
     cn_module_free(r->model);
     cn_release(r->train);
@@ -317,7 +320,13 @@ int cn_tool_train_gpt(train_args *ap) {
     r.model = cn_nn_gpt(&cfg);
     r.opt = r.model ? make_optimizer(&a, r.model) : NULL;
     cn_tool_progress resumed = {0};
-    if (!r.model || !r.opt) {
+    bool sched_failed = false;
+    if (r.opt) {
+        int64_t windows = (cn_numel(r.train) - 1) / T;
+        r.sched = a.sched = cn_tool_schedule_make(&a, r.opt, (int64_t)a.epochs * ((windows + a.batch - 1) / a.batch),
+                                                  &sched_failed);
+    }
+    if (!r.model || !r.opt || sched_failed) {
         fprintf(stderr, "chutney: %s\n", cn_tool_error());
         run_free(&r);
         return 1;
@@ -326,6 +335,11 @@ int cn_tool_train_gpt(train_args *ap) {
         fprintf(stderr, "chutney: cannot resume: %s\n", cn_tool_error());
         run_free(&r);
         return 1;
+    }
+    int src = cn_tool_schedule_resume(&a);
+    if (src) {
+        run_free(&r);
+        return src;
     }
     int rrc = a.resume ? cn_tool_resume_settings(&a, ap, r.opt, &resumed) : 0;
     if (rrc) {
@@ -397,7 +411,7 @@ int cn_tool_train_gpt(train_args *ap) {
                 rc = 1;
                 break;
             }
-            double t0 = now_s();
+            double t0 = now_s(), step_lr = cn_optimizer_get_lr(r.opt); /* the schedule moves it after */
             if (r.prog) {
                 if (cn_run(r.prog, r.ph, batch, 2, &loss, 1) < 0) loss = NULL;
             } else {
@@ -406,6 +420,7 @@ int cn_tool_train_gpt(train_args *ap) {
                 if (loss && (cn_backward(loss, NULL) < 0 || cn_optimizer_step(r.opt) < 0))
                     loss = NULL;
             }
+            if (loss && r.sched && cn_lr_scheduler_step(r.sched) < 0) loss = NULL;
             if (!loss) {
                 fprintf(stderr, "chutney: training step failed: %s\n", cn_last_error());
                 cn_scope_end();
@@ -428,7 +443,7 @@ int cn_tool_train_gpt(train_args *ap) {
             if (a.logger)
                 train_log_step(a.logger, &(train_log_step_info){
                     .epoch = epoch + 1, .step = (int64_t)epoch * nb + b + 1, .loss = last_loss,
-                    .lr = cn_optimizer_get_lr(r.opt),
+                    .lr = step_lr,
                     .grad_norm = train_log_grad_norm(a.logger, r.model, r.opt),
                     .samples_per_sec = (double)bs / dt, .tokens_per_sec = (double)(bs * T) / dt});
             if (!a.json && !a.quiet && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199))) {
