@@ -2,6 +2,7 @@
  * into a static graph and written as ONNX. */
 #include "tools.h"
 #include "dataset.h"
+#include "train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@ static void export_usage(FILE *f) {
     fprintf(f,
             "usage: chutney export --model {mlp,cnn,lstm} [--load CKPT] --output MODEL.onnx\n"
             "                      [--batch N]\n"
+            "       chutney export --load CKPT [--model-file M.onnx] --output MODEL.onnx\n"
             "\n"
             "Writes the model's forward pass as ONNX (opset 17): input 'images'\n"
             "[N, 1, 28, 28] f32, output 'logits' [N, 10]. --load takes the weights of\n"
@@ -18,13 +20,17 @@ static void export_usage(FILE *f) {
             "are the model's random initialisation). The batch size N is symbolic\n"
             "unless --batch fixes it. `chutney info MODEL.onnx` then counts the same\n"
             "parameters.\n"
+            "A checkpoint of `chutney train --model-file M.onnx` is written as that file\n"
+            "with the trained weights (M.onnx as the checkpoint names it, or\n"
+            "--model-file where it moved; its contents must be the same).\n"
             "Exit status: 0 done, 1 a failure (files), 2 a bad command line.\n");
 }
 
-static const char *const export_options[] = {"--model", "--load", "--output", "--batch", "--help"};
+static const char *const export_options[] = {"--model", "--load", "--output", "--batch",
+                                             "--model-file", "--help"};
 
 typedef struct export_args {
-    const char *model, *load, *out;
+    const char *model, *load, *out, *model_file;
     int64_t batch; /* -1: symbolic */
 } export_args;
 
@@ -39,6 +45,7 @@ static int export_option(export_args *e, const char *k, const char *v) {
         if (!cn_tool_int("export", k, v, 1, INT32_MAX, &n)) return CN_TOOL_USAGE;
         e->batch = n;
     } else if (!strcmp(k, "--load")) e->load = v;
+    else if (!strcmp(k, "--model-file")) e->model_file = v;
     else e->out = v;
     return 0;
 }
@@ -54,8 +61,8 @@ static int export_args_parse(int argc, char **argv, export_args *e) {
             return -1;
         }
         bool known = false;
-        for (int o = 0; o < 4; o++) known |= !strcmp(k, export_options[o]);
-        if (!known) return cn_tool_unknown_option("export", k, export_options, 5);
+        for (int o = 0; o < 5; o++) known |= !strcmp(k, export_options[o]);
+        if (!known) return cn_tool_unknown_option("export", k, export_options, 6);
         if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
             return cn_tool_missing_value("export", k, !strcmp(k, "--model") ? "mlp, cnn or lstm"
                                                       : !strcmp(k, "--batch") ? "a batch size (1 or more)"
@@ -63,6 +70,16 @@ static int export_args_parse(int argc, char **argv, export_args *e) {
         int rc = export_option(e, k, argv[++i]);
         if (rc) return rc;
     }
+    /* A checkpoint of an ONNX model is exported as that model (tools/train_onnx.c). */
+    bool onnx = e->load && !e->model && cn_tool_checkpoint_is_onnx(e->load);
+    if (e->model_file && !onnx) {
+        fprintf(stderr, "chutney export: --model-file is for --load CKPT of a model trained "
+                        "with train --model-file\n");
+        return CN_TOOL_USAGE;
+    }
+    if (e->model_file && !cn_tool_readable("export", "--model-file", e->model_file))
+        return CN_TOOL_FAILED;
+    if (onnx) e->model = "onnx";
     if (!e->model || !e->out) {
         fprintf(stderr, "chutney export: export needs --model and --output\n");
         export_usage(stderr);
@@ -78,6 +95,7 @@ int cn_tool_export(int argc, char **argv) {
     export_args e;
     int prc = export_args_parse(argc, argv, &e);
     if (prc) return prc < 0 ? 0 : prc;
+    if (!strcmp(e.model, "onnx")) return cn_tool_export_onnx(e.load, e.model_file, e.out);
     const char *model = e.model, *load = e.load, *out = e.out;
     int64_t batch = e.batch;
     /* A checkpoint of other data (train --data) says its input shape and outputs. */

@@ -34,7 +34,8 @@ static double peak_rss_mb(void) {
 static void model_defaults(train_args *a) {
     if (a->epochs < 0) a->epochs = 2;
     bool mlp = !strcmp(a->model, "mlp");
-    if (a->batch <= 0) a->batch = mlp ? 128 : !strcmp(a->model, "cnn") ? 64 : 128;
+    bool cnn = !strcmp(a->model, "cnn") || !strcmp(a->model, "onnx");
+    if (a->batch <= 0) a->batch = mlp ? 128 : cnn ? 64 : 128;
     if (!a->optimizer) a->optimizer = mlp ? "sgd" : "adam";
     if (!(a->lr > 0)) a->lr = mlp ? 0.05 : 1e-3;
 }
@@ -141,9 +142,11 @@ static ds_spec spec_of(const train_args *a) {
                      .standardize = a->standardize, .augment = a->augment};
 }
 
-static cn_module *make_model(const char *name) {
-    return cn_tool_make_model_for(name, g_info.ndim, g_info.shape,
-                                  g_info.regress ? 1 : g_info.nclasses);
+static cn_module *make_model(const train_args *a) {
+    int64_t nout = g_info.regress ? 1 : g_info.nclasses;
+    if (a->model_file)
+        return cn_tool_onnx_model(a->model_file, g_info.ndim, g_info.shape, nout, g_info.regress);
+    return cn_tool_make_model_for(a->model, g_info.ndim, g_info.shape, nout);
 }
 
 static void free_split(dataset *d) {
@@ -655,6 +658,7 @@ static void train_usage(FILE *f) {
             "                     [--target COL] [--features a,b] [--task T] [--labels Y.npy]\n"
             "                     [--image-size HxW] [--channels C] [--val-split F]\n"
             "                     [--standardize] [--augment crop,flip,jitter]\n"
+            "       chutney train --model-file MODEL.onnx [the options above]\n"
             "       chutney train --model gpt --data FILE.txt [--vocab V] [--context T]\n"
             "                     [--layers L] [--heads H] [--embed E] [--dropout P] [--clip C]\n"
             "                     [--rope] [--epochs N] [--batch B] [--lr X] [--limit N] [--mode M]\n"
@@ -671,6 +675,15 @@ static void train_usage(FILE *f) {
             "windows. --rope: rotary position embeddings (each head's q and k turned by\n"
             "position) instead of a learned position embedding.\n"
             "`chutney generate --load FILE` continues a prompt with the model.\n"
+            "\n"
+            "--model-file MODEL.onnx: your own model, e.g. exported untrained from PyTorch\n"
+            "(docs/training.md, \"Your own model: ONNX\"): its float initializers are the\n"
+            "parameters; one input, the batch (a symbolic batch size), and one output, the\n"
+            "logits (classes: cross-entropy) or one value (--task regress: MSE), checked\n"
+            "against the data before training. BatchNormalization and Dropout train as in\n"
+            "PyTorch. Defaults as cnn. Checkpoints keep a hash of the file (a resume\n"
+            "from another file is refused); `chutney export --load FILE --output OUT.onnx`\n"
+            "writes the trained model, which `chutney run` runs.\n"
             "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
             "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
@@ -731,6 +744,7 @@ typedef struct option_info {
 
 static const option_info options[] = {
     {"--model", "mlp, cnn or lstm (train: or gpt)", FOR_BOTH},
+    {"--model-file", "an ONNX model file such as model.onnx", FOR_BOTH},
     {"--epochs", "the number of epochs (0 or more)", FOR_TRAIN},
     {"--batch", "the batch size (1 or more)", FOR_TRAIN},
     {"--lr", "a learning rate such as 0.01", FOR_TRAIN},
@@ -924,6 +938,13 @@ static int set_value(train_args *a, const char *cmd, const char *k, const char *
         a->data = v;
         a->data_given = true;
     }
+    else if (!strcmp(k, "--model-file")) {
+        a->model_file = v;
+        ok = cn_tool_is_onnx_file(v);
+        if (!ok)
+            fprintf(stderr, "chutney %s: --model-file %s: expected an ONNX model (a file ending "
+                            "in .onnx)\n", cmd, v);
+    }
     else if (!strcmp(k, "--save")) a->save = v;
     else if (!strcmp(k, "--profile")) a->profile = v;
     else if (!strcmp(k, "--resume")) a->resume = v;
@@ -949,6 +970,7 @@ static int check_files(const train_args *a, const char *cmd) {
     if ((a->save && !cn_tool_writable(cmd, "--save", a->save)) ||
         (a->resume && !cn_tool_readable(cmd, "--resume", a->resume)) ||
         (a->load && !cn_tool_readable(cmd, "--load", a->load)) ||
+        (a->model_file && !cn_tool_readable(cmd, "--model-file", a->model_file)) ||
         (a->logits && !cn_tool_writable(cmd, "--logits", a->logits)) ||
         (a->profile && !cn_tool_writable(cmd, "--profile", a->profile)))
         return CN_TOOL_FAILED;
@@ -993,10 +1015,15 @@ static int check_data(const train_args *a, const char *cmd) {
 }
 
 /* What must be given: 0, or CN_TOOL_USAGE after a message. */
-static int check_required(const train_args *a, const char *cmd, bool eval) {
+static int check_required(train_args *a, const char *cmd, bool eval) {
+    if (a->model && a->model_file) {
+        fprintf(stderr, "chutney %s: give --model or --model-file, not both\n", cmd);
+        return CN_TOOL_USAGE;
+    }
+    if (a->model_file) a->model = "onnx";
     if (!a->model) {
-        fprintf(stderr, "chutney %s: --model is required: mlp, cnn or lstm%s\n", cmd,
-                eval ? "" : " (or gpt)");
+        fprintf(stderr, "chutney %s: --model is required: mlp, cnn or lstm%s (or --model-file "
+                        "M.onnx)\n", cmd, eval ? "" : ", gpt");
         return CN_TOOL_USAGE;
     }
     bool gpt = !strcmp(a->model, "gpt");
@@ -1171,12 +1198,20 @@ static int train_main(train_args *ap) {
     }
     ds_meta dmeta;
     cn_tool_data_meta(&spec, &g_info, &dmeta);
+    if (a.model_file && (cn_tool_onnx_meta(a.model_file, &dmeta) < 0 ||
+                         (a.resume && cn_tool_onnx_check(a.resume, a.model_file) < 0))) {
+        fprintf(stderr, "chutney: %s%s\n", a.resume ? "cannot resume: " : "", cn_tool_error());
+        cn_tool_data_meta_free(&dmeta);
+        free_split(&tr);
+        free_split(&te);
+        return 1;
+    }
     if (a.nranks > 1 && check_same_data(&tr, &a) < 0) {
         free_split(&tr);
         free_split(&te);
         return 1;
     }
-    cn_module *model = make_model(a.model);
+    cn_module *model = make_model(&a);
     /* On the device before the optimiser is made: it keeps the parameters'
      * buffers (and makes its state where they are). */
     if (model && a.on_device && cn_module_to(model, a.device) < 0) {
@@ -1561,7 +1596,7 @@ int cn_tool_eval(int argc, char **argv) {
         return 1;
     }
     free_split(&tr);
-    cn_module *model = make_model(a.model);
+    cn_module *model = make_model(&a);
     int epochs = 0;
     if (model && a.on_device && cn_module_to(model, a.device) < 0) {
         fprintf(stderr, "chutney: cannot move the model to %s: %s\n", a.device_name,
@@ -1570,7 +1605,8 @@ int cn_tool_eval(int argc, char **argv) {
         free_split(&te);
         return 1;
     }
-    if (!model || cn_tool_load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
+    if (!model || (a.model_file && cn_tool_onnx_check(a.load, a.model_file) < 0) ||
+        cn_tool_load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
         fprintf(stderr, "chutney: cannot load %s: %s\n", a.load, cn_tool_error());
         cn_module_free(model);
         free_split(&te);
