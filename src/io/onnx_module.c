@@ -26,6 +26,7 @@ typedef struct onnx_mod {
      * or buffer, or (integers) a constant; retained. */
     cn_tensor **inits;
     int ninits;
+    bool *read; /* while loading: which initializers graph nodes read */
 } onnx_mod;
 
 static cn_tensor *part_forward(cn_module *m, cn_tensor *x) {
@@ -39,6 +40,7 @@ static void om_free(cn_module *base) {
     onnx_mod *m = (onnx_mod *)base;
     for (int i = 0; i < m->ninits; i++) cn_release(m->inits[i]);
     free(m->inits);
+    free(m->read);
     free(m->base_dir);
     if (m->mp) onnx__model_proto__free_unpacked(m->mp, NULL);
 }
@@ -81,15 +83,15 @@ static bool running_stat(const Onnx__GraphProto *g, const char *name) {
 /* A tensor with data that requires a gradient is read at run time only if
  * it is a parameter or a view of one; anything else was computed from the
  * parameters while tracing and would stay at their values of that moment. */
-static bool frozen(const cn_tensor *t) {
+static const cn_tensor *view_base(const cn_tensor *t) {
     while (t->node && (cn_ops[t->node->op]->flags & CN_OPF_VIEW)) t = t->node->in[0];
-    return t->node != NULL;
+    return t;
 }
 
 /* The graph nodes the handler of n built: each must have a gradient rule
  * where a gradient flows, and read parameters at run time. The walk stops
  * at n's inputs (checked where they were made). */
-static int check_node(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n) {
+static int check_node(onnx_mod *m, onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n) {
     cn_tensor *stack[512];
     const cn_tensor *seen[4096];
     int sp = 0, nseen = 0;
@@ -114,10 +116,13 @@ static int check_node(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n) {
         for (int k = 0; k < t->node->nin; k++) {
             cn_tensor *u = t->node->in[k];
             if (!cn_is_symbolic_tensor(u)) {
-                if (u->requires_grad && frozen(u))
+                const cn_tensor *base = view_base(u);
+                if (u->requires_grad && base->node)
                     return onnx_bad(c, "cannot be trained: it computes from its weights alone "
                                        "(%s of a parameter) while the graph is traced, which "
                                        "would keep their first values", cn_ops[u->node->op]->name);
+                for (int i = 0; m->read && i < m->ninits; i++)
+                    if (m->inits[i] == base) m->read[i] = true;
             } else if (sp < 512) {
                 stack[sp++] = u;
             }
@@ -155,7 +160,7 @@ static cn_tensor *om_forward(cn_module *base, cn_tensor *x) {
     for (size_t i = 0; i < g->n_node && rc == 0; i++) {
         c.node_index = (int)i;
         rc = onnx_import_node(&c, &vals, g->node[i]);
-        if (rc == 0 && symbolic) rc = check_node(&c, &vals, g->node[i]);
+        if (rc == 0 && symbolic) rc = check_node(m, &c, &vals, g->node[i]);
     }
     const char *oname = g->output[0]->name ? g->output[0]->name : "";
     cn_tensor *y = rc == 0 ? vmap_get(&vals, oname) : NULL;
@@ -187,8 +192,7 @@ static int setup(onnx_mod *m, const char *path) {
         if (t && cn_dtype_is_float(cn_tensor_dtype(t))) {
             /* A tensor of its own: the file's bytes may be shared views. */
             t = cn_contiguous(cn_clone(t));
-            bool stat = running_stat(g, name);
-            rc = t ? add_named(&m->base, name, t, !stat) : CN_ENOMEM;
+            rc = t ? cn_set_requires_grad(t, !running_stat(g, name)) : CN_ENOMEM;
         }
         if (rc == 0) m->inits[m->ninits++] = cn_retain(t);
         cn_scope_end();
@@ -211,12 +215,11 @@ static int setup(onnx_mod *m, const char *path) {
     if (ninputs != 1)
         return cn_failc(CN_EUNSUPPORTED, "unsupported: the model has %d inputs; a trainable model "
                                          "takes one (the batch)", ninputs);
-    if (cn_module_num_params(&m->base) <= 0)
-        return cn_failc(CN_EINVAL, "onnx: %s has no floating-point initializers: nothing to "
-                                   "train (was it exported with its weights?)", path);
     /* Every node once on a placeholder of the declared input, in training
      * mode: an op that cannot be trained, or is not supported, fails now,
      * naming the node, not at the first step. */
+    m->read = calloc((size_t)m->ninits + 1, sizeof *m->read);
+    if (!m->read) return cn_failc(CN_ENOMEM, "onnx: out of memory");
     cn_scope_begin();
     cn_graph *tg = cn_graph_new();
     cn_elem_budget saved = cn_t_budget;
@@ -230,6 +233,22 @@ static int setup(onnx_mod *m, const char *path) {
     cn_t_budget = saved;
     cn_scope_end();
     cn_graph_free(tg);
+    /* The weights are what the graph reads; a float initializer the
+     * handlers read while loading (a Dropout ratio, Resize scales) stays a
+     * constant of the file. */
+    for (int i = 0; i < m->ninits && rc == 0; i++) {
+        cn_tensor *t = m->inits[i];
+        const char *name = g->initializer[i]->name ? g->initializer[i]->name : "";
+        if (!cn_dtype_is_float(cn_tensor_dtype(t))) continue;
+        if (running_stat(g, name)) rc = add_named(&m->base, name, t, false);
+        else if (m->read[i]) rc = add_named(&m->base, name, t, true);
+        else rc = cn_set_requires_grad(t, false);
+    }
+    free(m->read);
+    m->read = NULL;
+    if (rc == 0 && cn_module_num_params(&m->base) <= 0)
+        return cn_failc(CN_EINVAL, "onnx: %s has no floating-point weights: nothing to train "
+                                   "(was it exported with its weights?)", path);
     return rc;
 }
 
