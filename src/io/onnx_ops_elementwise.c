@@ -381,7 +381,7 @@ const onnx_op_entry cn_onnx_ops_elementwise[] = {
     {"IsInf", h_isinf, "detect_negative,detect_positive", 1, 1, 1, "float inputs"},
     {"PRelu", h_prelu, "consumed_inputs", 2, 2, 1, "float inputs"},
     {"Clip", h_clip, "min,max,consumed_inputs", 1, 3, 1, ""},
-    {"Dropout", h_dropout, "ratio,is_test,seed,consumed_inputs", 1, 3, 2, "inference (training_mode a constant false, or ratio 0)"},
+    {"Dropout", h_dropout, "ratio,is_test,seed,consumed_inputs", 1, 3, 2, "training only in a trainable load (else training_mode a constant false, or ratio 0)"},
     {"Add", h_add, BIN_ATTRS, 2, 2, 1, ""},
     {"Sub", h_sub, BIN_ATTRS, 2, 2, 1, ""},
     {"Mul", h_mul, BIN_ATTRS, 2, 2, 1, ""},
