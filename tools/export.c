@@ -79,6 +79,11 @@ static int export_args_parse(int argc, char **argv, export_args *e) {
     }
     if (e->model_file && !cn_tool_readable("export", "--model-file", e->model_file))
         return CN_TOOL_FAILED;
+    if (onnx && e->batch >= 0) {
+        fprintf(stderr, "chutney export: --batch is for --model; a model trained with "
+                        "--model-file keeps its file's input shape\n");
+        return CN_TOOL_USAGE;
+    }
     if (onnx) e->model = "onnx";
     if (!e->model || !e->out) {
         fprintf(stderr, "chutney export: export needs --model and --output\n");

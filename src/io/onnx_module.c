@@ -88,47 +88,89 @@ static const cn_tensor *view_base(const cn_tensor *t) {
     return t;
 }
 
+/* Tensors already walked: open addressing on the pointer (a handler may
+ * build thousands of shared nodes: an unrolled recurrence). */
+typedef struct ptrset {
+    const void **k;
+    size_t cap, n;
+} ptrset;
+
+/* Adds p: 1 if new, 0 if there already, < 0 out of memory. */
+static int ptrset_add(ptrset *s, const void *p) {
+    if ((s->n + 1) * 2 > s->cap) {
+        ptrset b = {calloc(s->cap ? s->cap * 2 : 64, sizeof *b.k), s->cap ? s->cap * 2 : 64, 0};
+        if (!b.k) return CN_ENOMEM;
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->k[i]) ptrset_add(&b, s->k[i]);
+        free(s->k);
+        *s = b;
+    }
+    size_t h = (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ULL) & (s->cap - 1);
+    for (; s->k[h]; h = (h + 1) & (s->cap - 1))
+        if (s->k[h] == p) return 0;
+    s->k[h] = p;
+    s->n++;
+    return 1;
+}
+
 /* The graph nodes the handler of n built: each must have a gradient rule
  * where a gradient flows, and read parameters at run time. The walk stops
  * at n's inputs (checked where they were made). */
 static int check_node(onnx_mod *m, onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n) {
-    cn_tensor *stack[512];
-    const cn_tensor *seen[4096];
-    int sp = 0, nseen = 0;
-    for (size_t i = 0; i < n->n_output && sp < 512; i++)
-        if (n->output[i] && *n->output[i]) {
-            cn_tensor *t = vmap_get(vals, n->output[i]);
-            if (t) stack[sp++] = t;
+    ptrset seen = {0};
+    cn_tensor **stack = NULL;
+    size_t sp = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n->n_input && rc >= 0; i++)
+        if (n->input[i] && *n->input[i]) rc = ptrset_add(&seen, vmap_get(vals, n->input[i]));
+    for (size_t i = 0; i < n->n_output && rc >= 0; i++) {
+        cn_tensor *t = n->output[i] && *n->output[i] ? vmap_get(vals, n->output[i]) : NULL;
+        if (!t) continue;
+        if (sp == cap) {
+            cap = cap ? 2 * cap : 64;
+            cn_tensor **ns = realloc(stack, sizeof *ns * cap);
+            if (!ns) rc = CN_ENOMEM;
+            else stack = ns;
         }
-    while (sp > 0) {
+        if (rc >= 0) stack[sp++] = t;
+    }
+    while (sp > 0 && rc >= 0) {
         cn_tensor *t = stack[--sp];
-        if (!cn_is_symbolic_tensor(t) || !t->node) continue;
-        bool input = false;
-        for (size_t i = 0; i < n->n_input && !input; i++)
-            input = n->input[i] && *n->input[i] && vmap_get(vals, n->input[i]) == t;
-        for (int i = 0; i < nseen && !input; i++) input = seen[i] == t;
-        if (input) continue;
-        if (nseen < 4096) seen[nseen++] = t;
+        if (!cn_is_symbolic_tensor(t) || !t->node || (rc = ptrset_add(&seen, t)) <= 0) continue;
         const cn_op_def *d = cn_ops[t->node->op];
-        if (t->requires_grad && !d->vjp && !(d->flags & CN_OPF_NONDIFF))
-            return onnx_bad(c, "cannot be trained: Chutney's %s, which it becomes, has no "
-                               "gradient rule", d->name);
-        for (int k = 0; k < t->node->nin; k++) {
+        if (t->requires_grad && !d->vjp && !(d->flags & CN_OPF_NONDIFF)) {
+            rc = onnx_bad(c, "cannot be trained: Chutney's %s, which it becomes, has no gradient "
+                             "rule", d->name);
+            break;
+        }
+        for (int k = 0; k < t->node->nin && rc >= 0; k++) {
             cn_tensor *u = t->node->in[k];
             if (!cn_is_symbolic_tensor(u)) {
                 const cn_tensor *base = view_base(u);
                 if (u->requires_grad && base->node)
-                    return onnx_bad(c, "cannot be trained: it computes from its weights alone "
-                                       "(%s of a parameter) while the graph is traced, which "
-                                       "would keep their first values", cn_ops[u->node->op]->name);
+                    rc = onnx_bad(c, "cannot be trained: it computes from its weights alone (%s "
+                                     "of a parameter) while the graph is traced, which would "
+                                     "keep their first values", cn_ops[u->node->op]->name);
                 for (int i = 0; m->read && i < m->ninits; i++)
                     if (m->inits[i] == base) m->read[i] = true;
-            } else if (sp < 512) {
-                stack[sp++] = u;
+                continue;
             }
+            if (sp == cap) {
+                cap *= 2;
+                cn_tensor **ns = realloc(stack, sizeof *ns * cap);
+                if (!ns) {
+                    rc = CN_ENOMEM;
+                    break;
+                }
+                stack = ns;
+            }
+            stack[sp++] = u;
         }
     }
-    return 0;
+    free(stack);
+    free(seen.k);
+    if (rc == CN_ENOMEM) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    return rc < 0 ? rc : 0;
 }
 
 /* ---- forward ---- */
