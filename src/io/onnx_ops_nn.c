@@ -21,15 +21,15 @@ static cn_tensor *per_channel(cn_tensor *v, int r) {
 }
 
 /* The running statistics' update as PyTorch makes it: stat + (batch - stat)
- * f with f = 1 - momentum, the variance unbiased. Every term has a batch
- * value as an operand, so a static trace reads the statistics at run time;
- * there the update is a graph effect of every program that computes var,
- * eagerly it is written at once. */
-static int bn_update(onnx_ctx *c, cn_tensor *x, const int *axes, int nax, cn_tensor *mean,
+ * f with f = 1 - momentum, the variance unbiased (n values per channel; -1:
+ * unknown until run time, computed from x). Every term has a batch value as
+ * an operand, so a static trace reads the statistics at run time; there the
+ * update is a graph effect of every program that computes var, eagerly it
+ * is written at once. */
+static int bn_update(cn_tensor *x, const int *axes, int nax, int64_t n, cn_tensor *mean,
                      cn_tensor *var, cn_tensor *rm, cn_tensor *rv, double f, cn_tensor **out,
                      int nout) {
-    int64_t C = cn_numel(rm), n = 1;
-    for (int i = 0; i < nax; i++) n = n < 0 || cn_dim(x, axes[i]) < 0 ? -1 : n * cn_dim(x, axes[i]);
+    int64_t C = cn_numel(rm);
     cn_no_grad_begin();
     cn_tensor *bv = n >= 0 ? cn_mul_scalar(var, (double)n / (double)(n - 1))
                            : cn_var(x, axes, nax, 1, true);
@@ -48,7 +48,6 @@ static int bn_update(onnx_ctx *c, cn_tensor *x, const int *axes, int nax, cn_ten
     if (rc < 0) return rc;
     if (nout > 1) out[1] = nm;
     if (nout > 2) out[2] = nv;
-    (void)c;
     return 0;
 }
 
@@ -59,19 +58,22 @@ static int batch_norm_trainable(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor
                                 cn_tensor **out, int nout, double eps) {
     cn_tensor *x = in[0];
     int r = cn_ndim(x), axes[CN_MAX_DIMS], nax = 0;
+    int64_t per = 1; /* values per channel; -1: unknown */
     for (int i = 0; i < r; i++)
-        if (i != 1) axes[nax++] = i;
+        if (i != 1) {
+            axes[nax++] = i;
+            per = per < 0 || cn_dim(x, i) < 0 ? -1 : per * cn_dim(x, i);
+        }
     cn_tensor *mean, *var;
     if (c->training) {
-        int64_t per = 1;
-        for (int i = 0; i < nax; i++) per = per < 0 || cn_dim(x, axes[i]) < 0 ? -1 : per * cn_dim(x, axes[i]);
         if (per >= 0 && per <= 1)
             return onnx_bad(c, "training needs more than one value per channel (input %s)",
                             cn_shape_str(x, (char[128]){0}, 128));
         mean = cn_mean(x, axes, nax, true);
         var = cn_var(x, axes, nax, 0, true);
         double momentum = onnx_attr_float(n, "momentum", 0.9);
-        if (!var || bn_update(c, x, axes, nax, mean, var, in[3], in[4], 1 - momentum, out, nout) < 0)
+        if (!var ||
+            bn_update(x, axes, nax, per, mean, var, in[3], in[4], 1 - momentum, out, nout) < 0)
             return CN_EINVAL;
     } else {
         mean = per_channel(in[3], r);
@@ -88,7 +90,8 @@ H(h_batch_norm) {
     cn_tensor *x = in[0];
     int r = cn_ndim(x);
     if (r < 2) return onnx_bad(c, "input of rank %d", r);
-    if (c->trainable) return batch_norm_trainable(c, n, in, out, nout, onnx_attr_float(n, "epsilon", 1e-5));
+    if (c->trainable)
+        return batch_norm_trainable(c, n, in, out, nout, onnx_attr_float(n, "epsilon", 1e-5));
     if (onnx_attr_int(n, "training_mode", 0))
         return onnx_unsup(c, "training_mode = 1 (train the model with cn_onnx_load_trainable, "
                              "whose written model is in inference mode)");

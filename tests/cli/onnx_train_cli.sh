@@ -70,7 +70,6 @@ m = onnx.load(sys.argv[1])
 m.graph.initializer[0].raw_data = bytes(len(m.graph.initializer[0].raw_data))
 onnx.save(m, sys.argv[2])
 EOF
-# shellcheck disable=SC2086
 expect_exit "resume against another model file" 1 "whose contents differ" \
     "$CHUTNEY" train --model-file "$tmp/other.onnx" --data "$tmp/img" --resume "$tmp/one.st"
 expect_exit "export against another model file" 1 "whose contents differ" \
@@ -81,8 +80,11 @@ $PY "$HERE/check_log.py" "$tmp/log.jsonl" "$tmp/full.out" 96 64 3 || fails=$((fa
 if have cairo; then
     "$CHUTNEY" plot "$tmp/log.jsonl" -o "$tmp/curves.png" >"$tmp/out" 2>"$tmp/err" ||
         { fail "plot"; cat "$tmp/err"; }
-    grep -q 'curves.png: 6 steps, 3 epochs' "$tmp/out" && echo "ok: plot: $(cat "$tmp/out")" ||
-        { fail "plot's summary:"; cat "$tmp/out"; }
+    if grep -q 'curves.png: 6 steps, 3 epochs' "$tmp/out"; then
+        echo "ok: plot: $(cat "$tmp/out")"
+    else
+        fail "plot's summary:"; cat "$tmp/out"
+    fi
 fi
 if have tensorboard; then
     set -- "$tmp"/tb/events.out.tfevents.*
@@ -94,16 +96,22 @@ fi
 "$CHUTNEY" train $run --epochs 2 --profile "$tmp/prof.json" --profile-steps 1 >/dev/null 2>"$tmp/err" ||
     { fail "train --profile"; cat "$tmp/err"; }
 "$CHUTNEY" profile "$tmp/prof.json" >"$tmp/table" 2>"$tmp/err" || { fail "profile"; cat "$tmp/err"; }
-grep -q "conv2d" "$tmp/table" && echo "ok: profile of a step: $(grep -c . "$tmp/table") lines, conv2d among them" ||
-    { fail "profile: no conv2d row"; cat "$tmp/table"; }
+if grep -q "conv2d" "$tmp/table"; then
+    echo "ok: profile of a step: $(grep -c . "$tmp/table") lines, conv2d among them"
+else
+    fail "profile: no conv2d row"; cat "$tmp/table"
+fi
 
 # The trained model as ONNX, run by chutney and compared with PyTorch.
 "$CHUTNEY" export --load "$tmp/full.st" --output "$tmp/trained.onnx" >"$tmp/out" 2>"$tmp/err" ||
     { fail "export --load"; cat "$tmp/err"; }
 "$CHUTNEY" run "$tmp/trained.onnx" --input images="$tmp/x.npy" --output-dir "$tmp/run" >/dev/null 2>"$tmp/err" ||
     { fail "run the trained model"; cat "$tmp/err"; }
-$PY "$HERE/onnx_train_model.py" check "$tmp/trained.onnx" "$tmp/x.npy" "$tmp/run/logits.npy" &&
-    echo "ok: the trained model in chutney run equals PyTorch's" || fail "trained model vs PyTorch"
+if $PY "$HERE/onnx_train_model.py" check "$tmp/trained.onnx" "$tmp/x.npy" "$tmp/run/logits.npy"; then
+    echo "ok: the trained model in chutney run equals PyTorch's"
+else
+    fail "trained model vs PyTorch"
+fi
 
 # The data checked against the model before training.
 expect_exit "a model for 3 classes on 2" 1 "the data needs [N, 2]" \
