@@ -3,6 +3,7 @@
 # does it: an untrained PyTorch CNN (conv, BatchNorm, ReLU, max pool,
 # dropout, linear) exported to ONNX by torch 1.13 (onnx_train_model.py),
 #   - trained on a small image folder (data_gen.py) to well above chance;
+#   - `chutney eval` of its checkpoint: the same test accuracy;
 #   - a run stopped after one epoch and resumed: the same final loss as the
 #     uninterrupted run; a resume or export against another model file is
 #     refused;
@@ -28,12 +29,11 @@ if ! have onnx; then
     echo "skip: built without ONNX support"
     exit 77
 fi
-$PY "$HERE/onnx_train_model.py" export "$tmp/net.onnx" >"$tmp/out" 2>"$tmp/err"
+$PY "$HERE/onnx_train_model.py" export "$tmp/net.onnx" "$tmp/x.npy" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ $rc -eq 77 ] && { cat "$tmp/out"; exit 77; }
 [ $rc -eq 0 ] || { cat "$tmp/err"; echo "FAIL: export from PyTorch"; exit 1; }
 $PY "$HERE/data_gen.py" "$tmp" >/dev/null || { echo "FAIL: data_gen.py"; exit 1; }
-$PY "$HERE/onnx_train_model.py" input "$tmp/x.npy" || { echo "FAIL: input"; exit 1; }
 
 # 120 images of 3 classes (80% to train), 12x12 RGB.
 run="--model-file $tmp/net.onnx --data $tmp/img --epochs 3 --lr 0.01 --threads 1 --json"
@@ -48,6 +48,15 @@ if awk -v a="$acc" 'BEGIN { exit !(a >= 0.8) }'; then
     echo "ok: train --model-file: test accuracy $acc (chance: 0.33), final loss $loss"
 else
     fail "train --model-file: test accuracy '$acc'"; cat "$tmp/full.out"
+fi
+
+# eval of the checkpoint: train's test accuracy.
+"$CHUTNEY" eval --model-file "$tmp/net.onnx" --load "$tmp/full.st" --json >"$tmp/eval.out" 2>"$tmp/err" ||
+    { fail "eval --model-file"; cat "$tmp/err"; }
+if grep -q "\"test_accuracy\":$acc" "$tmp/eval.out"; then
+    echo "ok: eval --load: test accuracy $acc"
+else
+    fail "eval: not $acc:"; cat "$tmp/eval.out"
 fi
 
 # One epoch, then two more from its checkpoint: the same last loss.

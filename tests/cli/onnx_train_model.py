@@ -1,11 +1,9 @@
 """The PyTorch side of tests/cli/onnx_train_cli.sh (Debian's torch 1.13).
 
-    onnx_train_model.py export OUT.onnx
+    onnx_train_model.py export OUT.onnx X.npy
         examples/export_pytorch_cnn.py's untrained CNN (conv, BatchNorm,
         ReLU, max pool, dropout, linear), exported as docs/training.md tells
-        users to
-    onnx_train_model.py input X.npy
-        a batch of 5 random images
+        users to, and a batch of 5 random images for it
     onnx_train_model.py check TRAINED.onnx X.npy Y.npy
         loads TRAINED.onnx's initializers into the same torch model by name
         (strictly: every parameter and running statistic), runs it in
@@ -34,9 +32,8 @@ def main():
     if cmd == "export":
         torch.manual_seed(0)
         export(Net(), sys.argv[2], torch.zeros(2, 3, 12, 12))
-    elif cmd == "input":
         rng = np.random.default_rng(3)
-        np.save(sys.argv[2], rng.random((5, 3, 12, 12), dtype=np.float32))
+        np.save(sys.argv[3], rng.random((5, 3, 12, 12), dtype=np.float32))
     else:
         trained = onnx.load(sys.argv[2])
         onnx.checker.check_model(trained)
