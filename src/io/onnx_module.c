@@ -181,15 +181,15 @@ static cn_tensor *om_forward(cn_module *base, cn_tensor *x) {
     bool ok = cn_tensor_dtype(x) == (cn_dtype)m->in_dtype && cn_ndim(x) == m->in_ndim;
     for (int d = 0; ok && d < m->in_ndim; d++)
         ok = m->in_shape[d] < 0 || cn_dim(x, d) == m->in_shape[d];
+    bool batch_fixed = m->in_ndim > 0 && m->in_shape[0] >= 0 && cn_ndim(x) == m->in_ndim &&
+                       cn_dim(x, 0) != m->in_shape[0];
     if (!ok)
-        return cn_fail("onnx model: input '%s' is declared %s %s; given %s%s", m->in_name,
+        return cn_fail("onnx model: input '%s' is declared %s %s; given %s%s%s%s", m->in_name,
                        cn_dtype_name((cn_dtype)m->in_dtype),
                        cn_fmt_shape(b1, sizeof b1, m->in_ndim, m->in_shape),
-                       cn_shape_str(x, b2, sizeof b2),
-                       m->in_ndim > 0 && m->in_shape[0] >= 0 && cn_ndim(x) == m->in_ndim
-                           ? " (a model trained in batches needs a symbolic batch size: export "
-                             "it with dynamic_axes={'<input>': {0: 'batch'}})"
-                           : "");
+                       cn_shape_str(x, b2, sizeof b2), batch_fixed ? " (a model trained in "
+                       "batches needs a symbolic batch size: export it with dynamic_axes={'" : "",
+                       batch_fixed ? m->in_name : "", batch_fixed ? "': {0: 'batch'}})" : "");
     const Onnx__GraphProto *g = m->mp->graph;
     onnx_ctx c = {.opset = m->opset, .base_dir = m->base_dir, .trainable = true,
                   .training = base->training, .budget = -1};

@@ -127,6 +127,14 @@ expect_exit "a model for 3 classes on 2" 1 "the data needs [N, 2]" \
     "$CHUTNEY" train --model-file "$tmp/net.onnx" --data "$tmp/split" --channels 3 --image-size 12x12
 expect_exit "images of another size" 1 "does not take the data's samples (3x16x16)" \
     "$CHUTNEY" train --model-file "$tmp/net.onnx" --data "$tmp/img" --image-size 16x16
+$PY - "$tmp/net.onnx" "$tmp/fixed.onnx" <<'EOF'
+import onnx, sys
+m = onnx.load(sys.argv[1])
+m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2
+onnx.save(m, sys.argv[2])
+EOF
+expect_exit "a batch size fixed at export" 1 "export it with dynamic_axes={'images': {0: 'batch'}}" \
+    "$CHUTNEY" train --model-file "$tmp/fixed.onnx" --data "$tmp/img"
 expect_exit "--model and --model-file" 2 "not both" \
     "$CHUTNEY" train --model cnn --model-file "$tmp/net.onnx"
 expect_exit "--model-file of another format" 2 "expected an ONNX model" \
