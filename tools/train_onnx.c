@@ -117,31 +117,28 @@ int cn_tool_onnx_check(const char *ckpt, const char *path) {
     return rc;
 }
 
-/* The model file a checkpoint names (malloc'd), or NULL after cn_tool_fail. */
-static char *checkpoint_model_file(const char *ckpt) {
+/* A copy of the checkpoint's metadata key (malloc'd), or NULL: absent, or
+ * the file not a checkpoint (the library's error then says why). */
+static char *checkpoint_meta(const char *ckpt, const char *key) {
     cn_checkpoint *c = cn_load_safetensors(ckpt);
-    if (!c) return NULL;
-    const char *file = cn_checkpoint_metadata(c, "model_file");
-    char *r = file ? strdup(file) : NULL;
-    if (!file) cn_tool_fail("%s does not name the ONNX model file it was trained from", ckpt);
+    const char *v = c ? cn_checkpoint_metadata(c, key) : NULL;
+    char *r = v ? strdup(v) : NULL;
     cn_checkpoint_free(c);
     return r;
 }
 
 bool cn_tool_checkpoint_is_onnx(const char *ckpt) {
-    cn_checkpoint *c = cn_load_safetensors(ckpt);
-    if (!c) {
-        cn_clear_error();
-        return false;
-    }
-    const char *model = cn_checkpoint_metadata(c, "model");
+    char *model = checkpoint_meta(ckpt, "model");
     bool r = model && !strcmp(model, "onnx");
-    cn_checkpoint_free(c);
+    free(model);
+    cn_clear_error();
     return r;
 }
 
 int cn_tool_export_onnx(const char *ckpt, const char *model_file, const char *out) {
-    char *file = model_file ? strdup(model_file) : checkpoint_model_file(ckpt);
+    char *file = model_file ? strdup(model_file) : checkpoint_meta(ckpt, "model_file");
+    if (!file && !model_file && !cn_last_error()[0])
+        cn_tool_fail("%s does not name the ONNX model file it was trained from", ckpt);
     cn_module *m = NULL;
     int epochs = 0, rc = -1;
     if (file && cn_tool_onnx_check(ckpt, file) == 0 && (m = cn_onnx_load_trainable(file)) &&
