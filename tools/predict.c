@@ -3,6 +3,7 @@
  * a Fashion-MNIST picture first: grey, light on dark, square, 28x28. */
 #include "tools.h"
 #include "dataset.h"
+#include "train.h"
 
 #include <math.h>
 
@@ -109,7 +110,8 @@ static bool checkpoint_model(const char *path, char *buf, size_t size) {
     cn_checkpoint *c = cn_load_safetensors(path);
     if (!c) return false;
     const char *fmt = cn_checkpoint_metadata(c, "format"), *m = cn_checkpoint_metadata(c, "model");
-    bool ok = fmt && !strcmp(fmt, "chutney-train-1") && m && cn_tool_known_model(m);
+    bool ok = fmt && !strcmp(fmt, "chutney-train-1") && m &&
+              (cn_tool_known_model(m) || !strcmp(m, "onnx"));
     if (ok) snprintf(buf, size, "%s", m);
     else cn_tool_fail("%s is not a checkpoint written by chutney train", path);
     cn_checkpoint_free(c);
@@ -229,7 +231,9 @@ static int predict_data(const predict_args *p, const char *model, const ds_info 
     }
     const char *want = p->model ? p->model : model;
     int64_t nout = info->regress ? 1 : info->nclasses;
-    cn_module *m = cn_tool_make_model_for(want, 3, info->shape, nout);
+    cn_module *m = !strcmp(want, "onnx")
+                       ? cn_tool_onnx_model_of(p->load, 3, info->shape, nout, info->regress)
+                       : cn_tool_make_model_for(want, 3, info->shape, nout);
     int epochs = 0;
     if (!m || cn_tool_load_checkpoint(p->load, want, m, NULL, &epochs) < 0) {
         fprintf(stderr, "chutney predict: cannot load %s: %s\n", p->load, cn_tool_error());
@@ -306,7 +310,9 @@ static int predict_model(const predict_args *p) {
         return rc;
     }
     const char *want = p->model ? p->model : model;
-    cn_module *m = cn_tool_make_model(want);
+    cn_module *m = !strcmp(want, "onnx")
+                       ? cn_tool_onnx_model_of(p->load, 3, (int64_t[]){1, 28, 28}, 10, false)
+                       : cn_tool_make_model(want);
     int epochs = 0;
     if (!m || cn_tool_load_checkpoint(p->load, want, m, NULL, &epochs) < 0) {
         fprintf(stderr, "chutney predict: cannot load %s: %s\n", p->load, cn_tool_error());

@@ -118,6 +118,10 @@ int cn_tool_onnx_meta(const char *path, ds_meta *m);
 int cn_tool_onnx_check(const char *ckpt, const char *path);
 /* Is ckpt a checkpoint of an ONNX model (metadata model "onnx")? */
 bool cn_tool_checkpoint_is_onnx(const char *ckpt);
+/* cn_tool_onnx_model of the file a checkpoint of train --model-file names
+ * (checked against its hash); its weights are still the file's. */
+cn_module *cn_tool_onnx_model_of(const char *ckpt, int ndim, const int64_t *in, int64_t nout,
+                                 bool regress);
 /* `chutney export --load CKPT`: the model file (model_file, or the one the
  * checkpoint names) with the checkpoint's weights, written to out. The
  * exit status, after a message. */

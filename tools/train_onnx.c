@@ -135,6 +135,18 @@ bool cn_tool_checkpoint_is_onnx(const char *ckpt) {
     return r;
 }
 
+cn_module *cn_tool_onnx_model_of(const char *ckpt, int ndim, const int64_t *in, int64_t nout,
+                                 bool regress) {
+    char *file = checkpoint_meta(ckpt, "model_file");
+    if (!file && !cn_last_error()[0])
+        cn_tool_fail("%s does not name the ONNX model file it was trained from", ckpt);
+    cn_module *m = file && cn_tool_onnx_check(ckpt, file) == 0
+                       ? cn_tool_onnx_model(file, ndim, in, nout, regress)
+                       : NULL;
+    free(file);
+    return m;
+}
+
 int cn_tool_export_onnx(const char *ckpt, const char *model_file, const char *out) {
     char *file = model_file ? strdup(model_file) : checkpoint_meta(ckpt, "model_file");
     if (!file && !model_file && !cn_last_error()[0])

@@ -3,7 +3,8 @@
 # does it: an untrained PyTorch CNN (conv, BatchNorm, ReLU, max pool,
 # dropout, linear) exported to ONNX by torch 1.13 (onnx_train_model.py),
 #   - trained on a small image folder (data_gen.py) to well above chance;
-#   - `chutney eval` of its checkpoint: the same test accuracy;
+#   - `chutney eval` of its checkpoint: the same test accuracy; `chutney
+#     predict` classifies an image with it;
 #   - a run stopped after one epoch and resumed: the same final loss as the
 #     uninterrupted run; a resume or export against another model file is
 #     refused;
@@ -57,6 +58,15 @@ if grep -q "\"test_accuracy\":$acc" "$tmp/eval.out"; then
     echo "ok: eval --load: test accuracy $acc"
 else
     fail "eval: not $acc:"; cat "$tmp/eval.out"
+fi
+
+# predict with the checkpoint: a red square is "red".
+"$CHUTNEY" predict --load "$tmp/full.st" "$tmp/img/red/000.png" >"$tmp/pred.out" 2>"$tmp/err" ||
+    { fail "predict --load"; cat "$tmp/err"; }
+if grep -q "000.png: red " "$tmp/pred.out"; then
+    echo "ok: predict: $(cat "$tmp/pred.out")"
+else
+    fail "predict:"; cat "$tmp/pred.out"
 fi
 
 # One epoch, then two more from its checkpoint: the same last loss.
