@@ -2,7 +2,8 @@
 # `chutney train --model-file M.onnx` from the outside, as README's tour
 # does it: an untrained PyTorch CNN (conv, BatchNorm, ReLU, max pool,
 # dropout, linear) exported to ONNX by torch 1.13 (onnx_train_model.py),
-#   - trained on a small image folder (data_gen.py) to well above chance;
+#   - trained on a small image folder (data_gen.py) to well above chance,
+#     and so is PyTorch's default evaluation-mode export of the same model;
 #   - `chutney eval` of its checkpoint: the same test accuracy; `chutney
 #     predict` classifies an image with it;
 #   - a run stopped after one epoch and resumed: the same final loss as the
@@ -30,14 +31,15 @@ if ! have onnx; then
     echo "skip: built without ONNX support"
     exit 77
 fi
-$PY "$HERE/onnx_train_model.py" export "$tmp/net.onnx" "$tmp/x.npy" >"$tmp/out" 2>"$tmp/err"
+$PY "$HERE/onnx_train_model.py" export "$tmp/net.onnx" "$tmp/x.npy" "$tmp/eval.onnx" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ $rc -eq 77 ] && { cat "$tmp/out"; exit 77; }
 [ $rc -eq 0 ] || { cat "$tmp/err"; echo "FAIL: export from PyTorch"; exit 1; }
 $PY "$HERE/data_gen.py" "$tmp" >/dev/null || { echo "FAIL: data_gen.py"; exit 1; }
 
 # 120 images of 3 classes (80% to train), 12x12 RGB.
-run="--model-file $tmp/net.onnx --data $tmp/img --epochs 3 --lr 0.01 --threads 1 --json"
+common="--data $tmp/img --epochs 3 --lr 0.01 --threads 1 --json"
+run="--model-file $tmp/net.onnx $common"
 tb=""
 have tensorboard && tb="--tensorboard $tmp/tb"
 # shellcheck disable=SC2086 # options are words
@@ -49,6 +51,18 @@ if awk -v a="$acc" 'BEGIN { exit !(a >= 0.8) }'; then
     echo "ok: train --model-file: test accuracy $acc (chance: 0.33), final loss $loss"
 else
     fail "train --model-file: test accuracy '$acc'"; cat "$tmp/full.out"
+fi
+
+# PyTorch's default export (evaluation mode: BatchNorm folded, no Dropout)
+# trains too.
+# shellcheck disable=SC2086 # options are words
+"$CHUTNEY" train --model-file "$tmp/eval.onnx" $common >"$tmp/evalmode.out" 2>"$tmp/err" ||
+    { fail "train an evaluation-mode export"; cat "$tmp/err"; }
+eacc=$(sed -n 's/.*"test_accuracy":\([0-9.]*\).*/\1/p' "$tmp/evalmode.out")
+if awk -v a="$eacc" 'BEGIN { exit !(a >= 0.8) }'; then
+    echo "ok: an evaluation-mode export: test accuracy $eacc"
+else
+    fail "an evaluation-mode export: test accuracy '$eacc'"; cat "$tmp/evalmode.out"
 fi
 
 # eval of the checkpoint: train's test accuracy.

@@ -1,9 +1,11 @@
 """The PyTorch side of tests/cli/onnx_train_cli.sh (Debian's torch 1.13).
 
-    onnx_train_model.py export OUT.onnx X.npy
+    onnx_train_model.py export OUT.onnx X.npy EVAL.onnx
         examples/export_pytorch_cnn.py's untrained CNN (conv, BatchNorm,
         ReLU, max pool, dropout, linear), exported as docs/training.md tells
-        users to, and a batch of 5 random images for it
+        users to, a batch of 5 random images for it, and the same model as
+        PyTorch's default (evaluation-mode) export writes it: BatchNorm
+        folded into the convolution, no Dropout
     onnx_train_model.py check TRAINED.onnx X.npy Y.npy
         loads TRAINED.onnx's initializers into the same torch model by name
         (strictly: every parameter and running statistic), runs it in
@@ -31,7 +33,11 @@ def main():
     cmd = sys.argv[1]
     if cmd == "export":
         torch.manual_seed(0)
-        export(Net(), sys.argv[2], torch.zeros(2, 3, 12, 12))
+        net = Net()
+        export(net, sys.argv[2], torch.zeros(2, 3, 12, 12))
+        torch.onnx.export(net.eval(), torch.zeros(2, 3, 12, 12), sys.argv[4],
+                          input_names=["images"], output_names=["logits"],
+                          dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}})
         rng = np.random.default_rng(3)
         np.save(sys.argv[3], rng.random((5, 3, 12, 12), dtype=np.float32))
     else:
