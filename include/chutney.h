@@ -1452,6 +1452,34 @@ const char *cn_onnx_node_op(const cn_onnx_model *m, int i);
  * scope). The program is compiled on the first call and reused. */
 int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs);
 
+/* Training an imported model (docs/onnx.md, "Training"). The model as a
+ * module (cn_module_forward, cn_module_train, optimisers,
+ * cn_compile_train_step) whose forward walks the file's nodes on the tensor
+ * it is given: eagerly on data, or building a static graph on a placeholder.
+ * Its floating-point initializers are the module's parameters (one tensor
+ * per name, however many nodes read it), BatchNormalization's running mean
+ * and variance its buffers; cn_module_parameters and cn_module_state list
+ * them under the initializers' names (PyTorch's "fc.weight" is the
+ * parameter "weight" of a child "fc"). In training mode BatchNormalization
+ * normalises with the batch's statistics and updates the running ones as
+ * PyTorch does (momentum from the node, the unbiased variance), and Dropout
+ * draws masks, whatever the file's training_mode; in evaluation mode both
+ * are the inference ops. The model must have one graph input (the batch;
+ * its declared sizes must match, so export with a symbolic batch size), and
+ * forward returns the first graph output. Each node is tried on a
+ * placeholder of the declared input at load: a node that cannot be trained
+ * (an op without a gradient rule where gradients flow, or one computing
+ * from weights alone, which a traced program would keep at their first
+ * values) fails the load naming the node. */
+typedef struct cn_module cn_module; /* (the Modules section) */
+cn_module *cn_onnx_load_trainable(const char *path);
+/* The file m (from cn_onnx_load_trainable) was loaded from, with every
+ * floating-point initializer holding the module's current value, and
+ * BatchNormalization and Dropout nodes in inference form (no training_mode,
+ * no running-statistics outputs), written atomically: it runs in
+ * `chutney run`, ONNX Runtime and other ONNX tools as the original would. */
+int cn_onnx_save_trained(cn_module *m, const char *path);
+
 /* A serialized TensorProto file (the ONNX test data's input_0.pb, ...). */
 cn_tensor *cn_onnx_load_tensor(const char *path);
 

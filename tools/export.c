@@ -3,6 +3,7 @@
 #include "tools.h"
 #include "dataset.h"
 #include "model_text.h"
+#include "train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@ static void export_usage(FILE *f) {
             "usage: chutney export --model {mlp,cnn,lstm} [--load CKPT] --output MODEL.onnx\n"
             "                      [--batch N]\n"
             "       chutney export --load CKPT --output MODEL.onnx [--batch N]\n"
+            "       chutney export --load CKPT [--model-file M.onnx] --output MODEL.onnx\n"
             "\n"
             "Writes the model's forward pass as ONNX (opset 17): input 'images'\n"
             "[N, 1, 28, 28] f32, output 'logits' [N, 10]. --load takes the weights of\n"
@@ -21,13 +23,17 @@ static void export_usage(FILE *f) {
             "checkpoint's (a --model-file model's text is in it). The batch size N is symbolic\n"
             "unless --batch fixes it. `chutney info MODEL.onnx` then counts the same\n"
             "parameters.\n"
+            "A checkpoint of `chutney train --model-file M.onnx` is written as that file\n"
+            "with the trained weights (M.onnx as the checkpoint names it, or\n"
+            "--model-file where it moved; its contents must be the same).\n"
             "Exit status: 0 done, 1 a failure (files), 2 a bad command line.\n");
 }
 
-static const char *const export_options[] = {"--model", "--load", "--output", "--batch", "--help"};
+static const char *const export_options[] = {"--model", "--load", "--output", "--batch",
+                                             "--model-file", "--help"};
 
 typedef struct export_args {
-    const char *model, *load, *out;
+    const char *model, *load, *out, *model_file;
     int64_t batch; /* -1: symbolic */
 } export_args;
 
@@ -42,6 +48,7 @@ static int export_option(export_args *e, const char *k, const char *v) {
         if (!cn_tool_int("export", k, v, 1, INT32_MAX, &n)) return CN_TOOL_USAGE;
         e->batch = n;
     } else if (!strcmp(k, "--load")) e->load = v;
+    else if (!strcmp(k, "--model-file")) e->model_file = v;
     else e->out = v;
     return 0;
 }
@@ -57,8 +64,8 @@ static int export_args_parse(int argc, char **argv, export_args *e) {
             return -1;
         }
         bool known = false;
-        for (int o = 0; o < 4; o++) known |= !strcmp(k, export_options[o]);
-        if (!known) return cn_tool_unknown_option("export", k, export_options, 5);
+        for (int o = 0; o < 5; o++) known |= !strcmp(k, export_options[o]);
+        if (!known) return cn_tool_unknown_option("export", k, export_options, 6);
         if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
             return cn_tool_missing_value("export", k, !strcmp(k, "--model") ? "mlp, cnn or lstm"
                                                       : !strcmp(k, "--batch") ? "a batch size (1 or more)"
@@ -66,6 +73,21 @@ static int export_args_parse(int argc, char **argv, export_args *e) {
         int rc = export_option(e, k, argv[++i]);
         if (rc) return rc;
     }
+    /* A checkpoint of an ONNX model is exported as that model (tools/train_onnx.c). */
+    bool onnx = e->load && !e->model && cn_tool_checkpoint_is_onnx(e->load);
+    if (e->model_file && !onnx) {
+        fprintf(stderr, "chutney export: --model-file is for --load CKPT of a model trained "
+                        "with train --model-file M.onnx\n");
+        return CN_TOOL_USAGE;
+    }
+    if (e->model_file && !cn_tool_readable("export", "--model-file", e->model_file))
+        return CN_TOOL_FAILED;
+    if (onnx && e->batch >= 0) {
+        fprintf(stderr, "chutney export: --batch is for --model; a model trained with "
+                        "--model-file M.onnx keeps its file's input shape\n");
+        return CN_TOOL_USAGE;
+    }
+    if (onnx) e->model = "onnx";
     if ((!e->model && !e->load) || !e->out) {
         fprintf(stderr, "chutney export: export needs --model and --output (or --load CKPT "
                         "and --output: the checkpoint's model)\n");
@@ -82,6 +104,7 @@ int cn_tool_export(int argc, char **argv) {
     export_args e;
     int prc = export_args_parse(argc, argv, &e);
     if (prc) return prc < 0 ? 0 : prc;
+    if (e.model && !strcmp(e.model, "onnx")) return cn_tool_export_onnx(e.load, e.model_file, e.out);
     const char *model = e.model, *load = e.load, *out = e.out;
     int64_t batch = e.batch;
     char model_buf[16];

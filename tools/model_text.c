@@ -5,6 +5,7 @@
  * convolution arithmetic here) and the first layer that does not fit is the
  * line reported. */
 #include "model_text.h"
+#include "train.h"
 
 #include <errno.h>
 #include <math.h>
@@ -598,7 +599,8 @@ bool cn_tool_checkpoint_model(const char *path, char *buf, size_t size) {
     }
     const char *fmt = cn_checkpoint_metadata(c, "format"), *m = cn_checkpoint_metadata(c, "model");
     bool text = m && !strcmp(m, CN_TOOL_TEXT_MODEL) && cn_checkpoint_metadata(c, "model_text");
-    bool ok = fmt && !strcmp(fmt, "chutney-train-1") && m && (cn_tool_known_model(m) || text);
+    bool onnx = m && !strcmp(m, "onnx"); /* train --model-file M.onnx (tools/train_onnx.c) */
+    bool ok = fmt && !strcmp(fmt, "chutney-train-1") && m && (cn_tool_known_model(m) || text || onnx);
     if (ok) snprintf(buf, size, "%s", m);
     else cn_tool_fail("%s is not a checkpoint written by chutney train", path);
     cn_checkpoint_free(c);
@@ -607,6 +609,8 @@ bool cn_tool_checkpoint_model(const char *path, char *buf, size_t size) {
 
 cn_module *cn_tool_model_for_checkpoint(const char *model, const char *ckpt, double dropout,
                                         int ndim, const int64_t *in, int64_t nout) {
+    /* The ONNX model the checkpoint names (its hash checked); one output is a regression's. */
+    if (!strcmp(model, "onnx")) return cn_tool_onnx_model_of(ckpt, ndim, in, nout, nout == 1);
     if (strcmp(model, CN_TOOL_TEXT_MODEL)) return cn_tool_make_model_for(model, ndim, in, nout);
     cn_checkpoint *c = cn_load_safetensors(ckpt);
     if (!c) {

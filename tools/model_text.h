@@ -30,14 +30,15 @@ int cn_tool_model_text_fits(const cn_tool_text_shape *s, const char *name, int n
  * CN_TOOL_TEXT_MODEL and "model_text" the text itself. */
 #define CN_TOOL_TEXT_MODEL "file"
 
-/* The model to rebuild for a checkpoint: a built-in one by name, or the
- * checkpoint's own text (its `dropout` lines at p), shaped for the data
+/* The model to rebuild for a checkpoint: a built-in one by name, the
+ * checkpoint's own text (its `dropout` lines at p), or the ONNX file it
+ * names ("onnx", tools/train_onnx.c), shaped for the data
  * (ndim, in, nout). NULL after cn_tool_fail. */
 cn_module *cn_tool_model_for_checkpoint(const char *model, const char *ckpt, double dropout,
                                         int ndim, const int64_t *in, int64_t nout);
 
 /* The model name a checkpoint of `chutney train` holds, into buf (a
- * built-in name or CN_TOOL_TEXT_MODEL); false after cn_tool_fail. */
+ * built-in name, CN_TOOL_TEXT_MODEL or "onnx"); false after cn_tool_fail. */
 bool cn_tool_checkpoint_model(const char *path, char *buf, size_t size);
 
 #endif

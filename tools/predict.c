@@ -4,6 +4,7 @@
 #include "tools.h"
 #include "dataset.h"
 #include "model_text.h"
+#include "train.h"
 
 #include <math.h>
 

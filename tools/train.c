@@ -35,7 +35,8 @@ static double peak_rss_mb(void) {
 static void model_defaults(train_args *a) {
     if (a->epochs < 0) a->epochs = 2;
     bool mlp = !strcmp(a->model, "mlp");
-    bool cnn = !strcmp(a->model, "cnn") || !strcmp(a->model, CN_TOOL_TEXT_MODEL);
+    bool cnn = !strcmp(a->model, "cnn") || !strcmp(a->model, CN_TOOL_TEXT_MODEL) ||
+               !strcmp(a->model, "onnx");
     if (a->batch <= 0) a->batch = mlp ? 128 : cnn ? 64 : 128;
     if (!a->optimizer) a->optimizer = mlp ? "sgd" : "adam";
     if (!(a->lr > 0)) a->lr = mlp ? 0.05 : 1e-3;
@@ -133,10 +134,13 @@ static ds_spec spec_of(const train_args *a) {
                      .standardize = a->standardize, .augment = a->augment};
 }
 
-/* --model-file's text (its own `dropout` p, else --dropout's, else
- * torch's 0.5), or a built-in model, for the data of g_info. */
+/* An ONNX file (its initializers the parameters), --model-file's text (its
+ * own `dropout` p, else --dropout's, else torch's 0.5), or a built-in
+ * model, for the data of g_info. */
 static cn_module *make_model(const train_args *a) {
     int64_t nout = g_info.regress ? 1 : g_info.nclasses;
+    if (!strcmp(a->model, "onnx"))
+        return cn_tool_onnx_model(a->model_file, g_info.ndim, g_info.shape, nout, g_info.regress);
     if (!a->model_text) return cn_tool_make_model_for(a->model, g_info.ndim, g_info.shape, nout);
     cn_tool_text_shape s;
     const char *name = a->model_file ? a->model_file : "the checkpoint's model text";
@@ -711,6 +715,7 @@ static void train_usage(FILE *f) {
             "                     [--image-size HxW] [--channels C] [--val-split F]\n"
             "                     [--standardize] [--augment crop,flip,jitter]\n"
             "       chutney train --model-file FILE [the options above] [--dropout P]\n"
+            "       chutney train --model-file MODEL.onnx [the options above]\n"
             "       chutney train --resume CKPT [--epochs N] [any option, to change it]\n"
             "       chutney train --model gpt --data FILE.txt [--vocab V] [--context T]\n"
             "                     [--layers L] [--heads H] [--embed E] [--dropout P] [--clip C]\n"
@@ -753,6 +758,15 @@ static void train_usage(FILE *f) {
             "Each is saved in the checkpoint and comes back on --resume unless given.\n"
             "--config FILE: options as `key = value` lines (`weight-decay = 1e-4`, `#`\n"
             "comments); the command line wins over the file.\n"
+"--model-file MODEL.onnx: your own model, e.g. exported untrained from PyTorch\n"
+            "(docs/training.md, \"Your own model: ONNX\"): its float initializers are the\n"
+            "parameters; one input, the batch (a symbolic batch size), and one output, the\n"
+            "logits (classes: cross-entropy) or one value (--task regress: MSE), checked\n"
+            "against the data before training. BatchNormalization and Dropout train as in\n"
+            "PyTorch. Defaults as cnn. Checkpoints keep a hash of the file (a resume\n"
+            "or eval from another file is refused; give --model-file again to resume);\n"
+            "`chutney export --load FILE --output OUT.onnx` writes the trained model,\n"
+            "which `chutney run` runs.\n"
             "\n"
             "Defaults are the benchmark workloads of docs/benchmarks.md: mlp = SGD lr 0.05\n"
             "momentum 0.9 batch 128; cnn = Adam lr 1e-3 batch 64; lstm = Adam lr 1e-3 batch\n"
@@ -817,7 +831,7 @@ typedef struct option_info {
 
 static const option_info options[] = {
     {"--model", "mlp, cnn or lstm (train: or gpt)", FOR_BOTH},
-    {"--model-file", "a model file of layers (docs/model-format.md)", FOR_TRAIN},
+    {"--model-file", "a model file of layers (docs/model-format.md) or an ONNX model (.onnx)", FOR_BOTH},
     {"--config", "a file of 'key = value' lines (docs/training.md)", FOR_TRAIN},
     {"--epochs", "the number of epochs (0 or more)", FOR_TRAIN},
     {"--batch", "the batch size (1 or more)", FOR_TRAIN},
@@ -1100,19 +1114,21 @@ static int check_data(const train_args *a, const char *cmd) {
 
 /* What must be given: 0, or CN_TOOL_USAGE after a message. */
 static int check_required(train_args *a, const char *cmd, bool eval) {
-    if (a->model && a->model_file && strcmp(a->model, CN_TOOL_TEXT_MODEL)) {
+    if (a->model && a->model_file && strcmp(a->model, CN_TOOL_TEXT_MODEL) &&
+        strcmp(a->model, "onnx")) {
         fprintf(stderr, "chutney %s: --model and --model-file both name the model: give one\n", cmd);
         return CN_TOOL_USAGE;
     }
     if (a->model_file) {
-        /* An .onnx file is a model of another kind, not this text format. */
-        size_t len = strlen(a->model_file);
-        if (len >= 5 && !strcmp(a->model_file + len - 5, ".onnx")) {
-            fprintf(stderr, "chutney %s: --model-file %s: training an ONNX model is not "
-                            "available in this build; give a model text file\n", cmd, a->model_file);
+        /* An .onnx file trains as ONNX (tools/train_onnx.c), any other is a text of layers. */
+        bool onnx = cn_tool_is_onnx_file(a->model_file);
+        if (eval && !onnx) {
+            fprintf(stderr, "chutney %s: --model-file %s: a model text comes from the checkpoint "
+                            "(--load); --model-file is for an ONNX model that moved\n", cmd,
+                    a->model_file);
             return CN_TOOL_USAGE;
         }
-        a->model = CN_TOOL_TEXT_MODEL;
+        a->model = onnx ? "onnx" : CN_TOOL_TEXT_MODEL;
     }
     /* A checkpoint knows its model: eval --load and train --resume may leave it out. */
     if (!a->model && !(eval ? a->load : a->resume)) {
@@ -1288,8 +1304,8 @@ static int settings_from_checkpoint(train_args *a) {
         fprintf(stderr, "chutney: cannot resume: %s\n", cn_last_error());
         return CN_TOOL_FAILED;
     }
-    static const char *const models[] = {"mlp", "cnn", "lstm", "gpt", CN_TOOL_TEXT_MODEL};
-    const char *m = known_name(cn_checkpoint_metadata(c, "model"), models, 5);
+    static const char *const models[] = {"mlp", "cnn", "lstm", "gpt", CN_TOOL_TEXT_MODEL, "onnx"};
+    const char *m = known_name(cn_checkpoint_metadata(c, "model"), models, 6);
     const char *text = cn_checkpoint_metadata(c, "model_text");
     const char *o = known_name(cn_checkpoint_metadata(c, "optimizer"), optimizers, 5);
     int rc = 0;
@@ -1297,6 +1313,12 @@ static int settings_from_checkpoint(train_args *a) {
         fprintf(stderr, "chutney train: %s does not say which model it holds: give --model\n",
                 a->resume);
         rc = CN_TOOL_FAILED;
+    } else if (m == models[5] && !a->model_file) {
+        /* The file is not in the checkpoint, only its path and hash. */
+        const char *f = cn_checkpoint_metadata(c, "model_file");
+        fprintf(stderr, "chutney train: %s holds an ONNX model: give --model-file with the "
+                        "file it was trained from (%s)\n", a->resume, f ? f : "its path is not recorded");
+        rc = CN_TOOL_USAGE;
     } else if (!a->model) {
         a->model = m;
         if (text && !(a->model_text = strdup(text))) rc = CN_TOOL_FAILED;
@@ -1324,7 +1346,7 @@ static int settings_from_checkpoint(train_args *a) {
  * text read and its layers checked, each optimiser option against the
  * optimiser. 0, or the exit status after a message. */
 static int settle_run(train_args *a) {
-    if (a->model_file) {
+    if (a->model_file && !cn_tool_is_onnx_file(a->model_file)) {
         if (!(a->model_text = cn_tool_read_text(a->model_file, 1 << 20, "a model file (a text of layers)"))) {
             fprintf(stderr, "chutney train: --model-file %s\n", cn_tool_error());
             return CN_TOOL_FAILED;
@@ -1451,6 +1473,14 @@ static int train_main(train_args *ap) {
     }
     ds_meta dmeta;
     cn_tool_data_meta(&spec, &g_info, &dmeta);
+    if (!strcmp(a.model, "onnx") && (cn_tool_onnx_meta(a.model_file, &dmeta) < 0 ||
+                         (a.resume && cn_tool_onnx_check(a.resume, a.model_file) < 0))) {
+        fprintf(stderr, "chutney: %s%s\n", a.resume ? "cannot resume: " : "", cn_tool_error());
+        cn_tool_data_meta_free(&dmeta);
+        free_split(&tr);
+        free_split(&te);
+        return 1;
+    }
     if (a.nranks > 1 && check_same_data(&tr, &a) < 0) {
         free_split(&tr);
         free_split(&te);
@@ -1883,8 +1913,12 @@ int cn_tool_eval(int argc, char **argv) {
         return 1;
     }
     free_split(&tr);
-    cn_module *model = cn_tool_model_for_checkpoint(a.model, a.load, 0.5, g_info.ndim, g_info.shape,
-                                                    g_info.regress ? 1 : g_info.nclasses);
+    /* An ONNX model from the --model-file given (the file moved), else the checkpoint's. */
+    cn_module *model = a.model_file && !strcmp(a.model, "onnx")
+                           ? make_model(&a)
+                           : cn_tool_model_for_checkpoint(a.model, a.load, 0.5, g_info.ndim,
+                                                          g_info.shape,
+                                                          g_info.regress ? 1 : g_info.nclasses);
     int epochs = 0;
     if (model && a.on_device && cn_module_to(model, a.device) < 0) {
         fprintf(stderr, "chutney: cannot move the model to %s: %s\n", a.device_name,
@@ -1893,7 +1927,9 @@ int cn_tool_eval(int argc, char **argv) {
         free_split(&te);
         return 1;
     }
-    if (!model || cn_tool_load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
+    if (!model || (a.model_file && !strcmp(a.model, "onnx") &&
+                   cn_tool_onnx_check(a.load, a.model_file) < 0) ||
+        cn_tool_load_checkpoint(a.load, a.model, model, NULL, &epochs) < 0) {
         fprintf(stderr, "chutney: cannot load %s: %s\n", a.load, cn_tool_error());
         cn_module_free(model);
         free_split(&te);

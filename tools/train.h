@@ -7,11 +7,15 @@
 #include "tools.h"
 #include "train_log.h"
 #include "train_opts.h"
+#include "dataset.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
 typedef struct train_args {
     const char *model, *optimizer, *data, *save, *resume, *load;
+    /* --model-file: an ONNX model (model is then "onnx"; tools/train_onnx.c) or a text of
+     * layers (model CN_TOOL_TEXT_MODEL, its text in model_text; tools/model_text.c) */
+    const char *model_file;
     const char *logits; /* eval: write the test logits here (.npy) */
     const char *device_name; /* --device as given (NULL: the CPU) */
     cn_device device;        /* where the model lives and the batches go */
@@ -43,10 +47,8 @@ typedef struct train_args {
     int64_t height, width;
     double val_split;
     bool standardize;
-    /* --model-file: the path and its text (the model is then
-     * CN_TOOL_TEXT_MODEL; docs/model-format.md); on resume and eval the
-     * text may come from the checkpoint instead, kept here. */
-    const char *model_file;
+    /* A text model's layers (docs/model-format.md): --model-file's text, or
+     * on resume and eval the checkpoint's, kept here. */
     char *model_text;
     const char *config; /* --config FILE */
     /* The optimiser's and schedule's settings (train_opts.h); NAN: not given. */
@@ -120,6 +122,29 @@ int cn_tool_save_progress(const char *path, const train_args *a, cn_module *m,
 /* The message and exit status of a run stopped by signal sig: what was
  * saved (saved: the path, NULL: no --save) and how to go on. */
 int cn_tool_stopped(int sig, const char *saved, const cn_tool_progress *p, int64_t nbatches);
+
+/* --model-file M.onnx (tools/train_onnx.c). Does path end in .onnx? */
+bool cn_tool_is_onnx_file(const char *path);
+/* The ONNX model at path as a trainable module, checked against the data:
+ * samples of shape in[0..ndim), nout outputs. NULL after cn_tool_fail. */
+cn_module *cn_tool_onnx_model(const char *path, int ndim, const int64_t *in, int64_t nout,
+                              bool regress);
+/* The checkpoint metadata model_file (its real path) and model_hash added
+ * to m. 0, or -1 after cn_tool_fail. */
+int cn_tool_onnx_meta(const char *path, ds_meta *m);
+/* Was ckpt trained from this very file (its hash)? 0, or -1 after
+ * cn_tool_fail. */
+int cn_tool_onnx_check(const char *ckpt, const char *path);
+/* Is ckpt a checkpoint of an ONNX model (metadata model "onnx")? */
+bool cn_tool_checkpoint_is_onnx(const char *ckpt);
+/* cn_tool_onnx_model of the file a checkpoint of train --model-file names
+ * (checked against its hash); its weights are still the file's. */
+cn_module *cn_tool_onnx_model_of(const char *ckpt, int ndim, const int64_t *in, int64_t nout,
+                                 bool regress);
+/* `chutney export --load CKPT`: the model file (model_file, or the one the
+ * checkpoint names) with the checkpoint's weights, written to out. The
+ * exit status, after a message. */
+int cn_tool_export_onnx(const char *ckpt, const char *model_file, const char *out);
 
 /* `chutney train --model gpt` after the command line was checked
  * (tools/train_gpt.c). */

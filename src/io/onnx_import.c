@@ -28,13 +28,7 @@ struct cn_onnx_model {
     char **node_ops;
 };
 
-/* ---- the value map: ONNX value name -> tensor (retained) ---- */
-
-typedef struct vmap {
-    char **keys;
-    cn_tensor **vals;
-    size_t cap, n;
-} vmap;
+/* ---- the value map (onnx_internal.h) ---- */
 
 static uint64_t str_hash(const char *s) {
     uint64_t h = 1469598103934665603ULL;
@@ -42,7 +36,7 @@ static uint64_t str_hash(const char *s) {
     return h;
 }
 
-static cn_tensor *vmap_get(const vmap *m, const char *k) {
+cn_tensor *vmap_get(const vmap *m, const char *k) {
     if (!m->cap) return NULL;
     for (size_t h = str_hash(k) & (m->cap - 1);; h = (h + 1) & (m->cap - 1)) {
         if (!m->keys[h]) return NULL;
@@ -50,7 +44,7 @@ static cn_tensor *vmap_get(const vmap *m, const char *k) {
     }
 }
 
-static int vmap_put(vmap *m, const char *k, cn_tensor *v) {
+int vmap_put(vmap *m, const char *k, cn_tensor *v) {
     if ((m->n + 1) * 2 > m->cap) {
         size_t nc = m->cap ? m->cap * 2 : 256;
         char **nk = calloc(nc, sizeof *nk);
@@ -87,7 +81,7 @@ static int vmap_put(vmap *m, const char *k, cn_tensor *v) {
     return 0;
 }
 
-static void vmap_free(vmap *m) {
+void vmap_free(vmap *m) {
     for (size_t i = 0; i < m->cap; i++)
         if (m->keys[i]) {
             free(m->keys[i]);
@@ -146,7 +140,7 @@ static int check_outputs_new(onnx_ctx *c, const vmap *vals, const Onnx__NodeProt
     return 0;
 }
 
-static int import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
+int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
     c->node = n;
     c->opset_of_node = c->opset;
     const char *op = n->op_type ? n->op_type : "";
@@ -206,7 +200,7 @@ static int import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
 }
 
 /* Declared dtype and shape of a graph input/output. */
-static int value_type(const Onnx__ValueInfoProto *v, int *dt, int *ndim, int64_t *shape) {
+int onnx_value_type(const Onnx__ValueInfoProto *v, int *dt, int *ndim, int64_t *shape) {
     const char *name = v->name ? v->name : "";
     const Onnx__TypeProto *t = v->type;
     if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type)
@@ -257,7 +251,7 @@ static int add_inputs(onnx_ctx *c, cn_onnx_model *m, vmap *vals, const Onnx__Gra
         }
         int dt = 0, ndim = 0;
         int64_t shape[CN_MAX_DIMS];
-        if ((rc = value_type(v, &dt, &ndim, shape)) < 0) break;
+        if ((rc = onnx_value_type(v, &dt, &ndim, shape)) < 0) break;
         for (int k = 0; k < nshapes && rc == 0; k++) {
             const cn_onnx_input_shape *s = &opts->shapes[k];
             if (!names_input(s->name, k, name, pos)) continue;
@@ -337,17 +331,23 @@ static int start_budget(onnx_ctx *c, const cn_onnx_model *m) {
     return 0;
 }
 
-static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_dir,
-                 const cn_onnx_load_opts *opts) {
-    onnx_ctx c = {.base_dir = base_dir, .opset = -1};
+int onnx_model_opset(const Onnx__ModelProto *mp) {
+    int opset = -1;
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
-        if (default_domain(o->domain) && o->has_version) c.opset = (int)o->version;
+        if (default_domain(o->domain) && o->has_version) opset = (int)o->version;
     }
-    if (c.opset < 0 && mp->has_ir_version && mp->ir_version < 3) c.opset = 1;
-    if (c.opset < 0) c.opset = 0; /* only other domains: their nodes are refused one by one */
-    if (c.opset > 17)
-        return cn_failc(CN_EUNSUPPORTED, "unsupported: opset %d (opsets up to 17 are supported)", c.opset);
+    if (opset < 0 && mp->has_ir_version && mp->ir_version < 3) opset = 1;
+    if (opset < 0) opset = 0; /* only other domains: their nodes are refused one by one */
+    if (opset > 17)
+        return cn_failc(CN_EUNSUPPORTED, "unsupported: opset %d (opsets up to 17 are supported)", opset);
+    return opset;
+}
+
+static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_dir,
+                 const cn_onnx_load_opts *opts) {
+    onnx_ctx c = {.base_dir = base_dir, .opset = onnx_model_opset(mp)};
+    if (c.opset < 0) return c.opset;
     m->opset = c.opset;
     const Onnx__GraphProto *g = mp->graph;
     if (!g) return cn_failc(CN_EFORMAT, "onnx: the model has no graph");
@@ -379,7 +379,7 @@ static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_
         m->node_ops[i] = strdup(g->node[i]->op_type ? g->node[i]->op_type : "");
         m->nnodes++;
         c.node_index = (int)i;
-        rc = import_node(&c, &vals, g->node[i]);
+        rc = onnx_import_node(&c, &vals, g->node[i]);
     }
     cn_t_budget = saved;
     if (rc == 0) {
@@ -426,11 +426,17 @@ static int check_wire(const void *data, size_t size, const ProtobufCMessageDescr
     }
 }
 
-static cn_onnx_model *load(const void *data, size_t size, const char *base_dir,
-                           const cn_onnx_load_opts *opts, const char *what) {
+Onnx__ModelProto *onnx_unpack_model(const void *data, size_t size, const char *what) {
     if (check_wire(data, size, &onnx__model_proto__descriptor, what, "ONNX model") < 0) return NULL;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp) return cn_fail("onnx: %s is not a valid ONNX model (the protobuf does not parse)", what);
+    return mp;
+}
+
+static cn_onnx_model *load(const void *data, size_t size, const char *base_dir,
+                           const cn_onnx_load_opts *opts, const char *what) {
+    Onnx__ModelProto *mp = onnx_unpack_model(data, size, what);
+    if (!mp) return NULL;
     cn_onnx_model *m = calloc(1, sizeof *m);
     if (!m) {
         onnx__model_proto__free_unpacked(mp, NULL);
@@ -451,7 +457,7 @@ static cn_onnx_model *load(const void *data, size_t size, const char *base_dir,
 
 /* The whole file into memory, size checked first. Only a regular file: a
  * FIFO given as the model would block the open or the read forever. */
-static void *read_all(const char *path, size_t *size) {
+void *onnx_read_file(const char *path, size_t *size) {
     FILE *f = NULL;
     int64_t n = -1;
     if (cn_fopen_regular(path, "onnx", &f, &n) < 0) return NULL;
@@ -471,7 +477,7 @@ static void *read_all(const char *path, size_t *size) {
     return buf;
 }
 
-static char *dir_of(const char *path) {
+char *onnx_dir_of(const char *path) {
     const char *slash = strrchr(path, '/');
     if (!slash) return strdup(".");
     size_t k = slash == path ? 1 : (size_t)(slash - path);
@@ -486,9 +492,9 @@ static char *dir_of(const char *path) {
 cn_onnx_model *cn_onnx_load(const char *path, const cn_onnx_load_opts *opts) {
     if (!path) return cn_fail("onnx_load: path is NULL");
     size_t n;
-    void *buf = read_all(path, &n);
+    void *buf = onnx_read_file(path, &n);
     if (!buf) return NULL;
-    char *dir = dir_of(path);
+    char *dir = onnx_dir_of(path);
     cn_onnx_model *m = dir ? load(buf, n, dir, opts, path) : cn_fail("onnx: out of memory");
     free(dir);
     free(buf);
@@ -563,7 +569,7 @@ int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs)
 cn_tensor *cn_onnx_load_tensor(const char *path) {
     if (!path) return cn_fail("onnx_load_tensor: path is NULL");
     size_t n;
-    void *buf = read_all(path, &n);
+    void *buf = onnx_read_file(path, &n);
     if (!buf) return NULL;
     char what[1100];
     snprintf(what, sizeof what, "'%.1000s'", path);
@@ -574,7 +580,7 @@ cn_tensor *cn_onnx_load_tensor(const char *path) {
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, n, buf);
     free(buf);
     if (!tp) return cn_fail("onnx: '%s' is not a valid TensorProto (the protobuf does not parse)", path);
-    char *dir = dir_of(path);
+    char *dir = onnx_dir_of(path);
     cn_tensor *t = dir ? onnx_tensor_from_proto(tp, dir) : cn_fail("onnx: out of memory");
     free(dir);
     onnx__tensor_proto__free_unpacked(tp, NULL);

@@ -19,7 +19,39 @@ typedef struct onnx_ctx {
     int node_index;              /* its position in the graph, for messages */
     int64_t budget;              /* elements the load may compute (cn_t_budget's start) */
     int opset_of_node;
+    /* A module's forward (onnx_module.c): the floating-point initializers
+     * are parameters and state, which a static trace must read at run time
+     * (never computed from alone while tracing); training: BatchNormalization
+     * on batch statistics, Dropout drawing masks. */
+    bool trainable, training;
 } onnx_ctx;
+
+/* ONNX value name -> tensor (retained): what a walk over the nodes has
+ * defined so far. */
+typedef struct vmap {
+    char **keys;
+    cn_tensor **vals;
+    size_t cap, n;
+} vmap;
+cn_tensor *vmap_get(const vmap *m, const char *k);
+int vmap_put(vmap *m, const char *k, cn_tensor *v);
+void vmap_free(vmap *m);
+
+/* The declared dtype and shape (-1: unknown) of a graph input or output. */
+int onnx_value_type(const Onnx__ValueInfoProto *v, int *dt, int *ndim, int64_t *shape);
+/* The opset of the default domain, or < 0 after cn_fail (above 17). */
+int onnx_model_opset(const Onnx__ModelProto *mp);
+/* The ModelProto in data, checked (onnx_wire_check) before protobuf-c
+ * unpacks it; what names it in messages. NULL after cn_fail. */
+Onnx__ModelProto *onnx_unpack_model(const void *data, size_t size, const char *what);
+/* The whole regular file path (at most ONNX_MAX_BYTES), malloc'd. */
+void *onnx_read_file(const char *path, size_t *size);
+/* path's folder, malloc'd ("." for a bare name). */
+char *onnx_dir_of(const char *path);
+
+/* Node n through its family's handler, its outputs into vals: 0 or < 0
+ * after cn_fail naming the node. */
+int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n);
 
 /* Resource bounds of a load (docs/onnx.md, "Limits"). A file or buffer
  * larger than ONNX_MAX_BYTES (protobuf's own 2 GiB), nested deeper than
@@ -110,6 +142,13 @@ const char *onnx_dtype_name(int32_t elem_type);
 /* Small tensor helpers for handlers (scope-owned results). */
 cn_tensor *onnx_i64_vec(int n, const int64_t *v);
 cn_tensor *onnx_scalar_like(const cn_tensor *t, double v); /* rank 0, t's dtype */
+/* x's shape filled with v, as an op: a value of x's graph when x is
+ * symbolic (cn_full_like needs data). */
+cn_tensor *onnx_full_like(cn_tensor *x, double v);
+/* An f32 scalar v; when x is symbolic, a value of x's graph, so that
+ * arithmetic with parameters and running statistics runs in the program
+ * instead of being computed once while tracing (onnx_ctx.trainable). */
+cn_tensor *onnx_scalar_of(cn_tensor *x, double v);
 /* A tensor a handler creates at load time from sizes in the file (a
  * ConstantOfShape, a Tile): refuses negative sizes and more elements than
  * are left of the load's budget (cn_t_budget, which every tensor made

@@ -176,8 +176,29 @@ H(h_clip) {
     DONE(cn_cast(y, dt));
 }
 
+/* Dropout of a module (onnx_ctx.trainable): masks drawn in training
+ * (as an op, so a static program draws a new one each run), whatever the
+ * file's training_mode says; the identity in evaluation. */
+static int dropout_trainable(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin,
+                             cn_tensor **out, int nout) {
+    double p = c->opset_of_node < 12 ? onnx_attr_float(n, "ratio", 0.5) : 0.5;
+    if (nin > 1 && in[1] && onnx_const_scalar(c, in[1], "ratio", &p) < 0) return CN_EINVAL;
+    if (!(p >= 0 && p < 1)) return onnx_bad(c, "ratio %g is not in [0, 1)", p);
+    cn_tensor *x = in[0];
+    if (!c->training || p == 0) {
+        out[0] = x;
+        if (nout > 1) out[1] = cn_cast(onnx_full_like(x, 1), CN_BOOL);
+        return out[0] && (nout < 2 || out[1]) ? 0 : CN_EINVAL;
+    }
+    cn_tensor *keep = cn_bernoulli(onnx_full_like(x, 1 - p));
+    out[0] = cn_mul(x, cn_mul_scalar(keep, 1 / (1 - p)));
+    if (nout > 1) out[1] = cn_cast(keep, CN_BOOL);
+    return out[0] && (nout < 2 || out[1]) ? 0 : CN_EINVAL;
+}
+
 H(h_dropout) {
     UNUSED;
+    if (c->trainable) return dropout_trainable(c, n, in, nin, out, nout);
     if (c->opset_of_node < 7 && onnx_attr_int(n, "is_test", 0) == 0)
         return onnx_unsup(c, "training mode (is_test = 0)");
     if (nin > 2 && in[2]) {
@@ -193,7 +214,7 @@ H(h_dropout) {
         if (t != 0 && ratio != 0) return onnx_unsup(c, "training mode (random masks)");
     }
     out[0] = in[0];
-    if (nout > 1) out[1] = cn_cast(cn_ones_like(in[0]), CN_BOOL);
+    if (nout > 1) out[1] = cn_cast(onnx_full_like(in[0], 1), CN_BOOL);
     return 0;
 }
 
@@ -360,7 +381,7 @@ const onnx_op_entry cn_onnx_ops_elementwise[] = {
     {"IsInf", h_isinf, "detect_negative,detect_positive", 1, 1, 1, "float inputs"},
     {"PRelu", h_prelu, "consumed_inputs", 2, 2, 1, "float inputs"},
     {"Clip", h_clip, "min,max,consumed_inputs", 1, 3, 1, ""},
-    {"Dropout", h_dropout, "ratio,is_test,seed,consumed_inputs", 1, 3, 2, "inference (training_mode a constant false, or ratio 0)"},
+    {"Dropout", h_dropout, "ratio,is_test,seed,consumed_inputs", 1, 3, 2, "training only in a trainable load (else training_mode a constant false, or ratio 0)"},
     {"Add", h_add, BIN_ATTRS, 2, 2, 1, ""},
     {"Sub", h_sub, BIN_ATTRS, 2, 2, 1, ""},
     {"Mul", h_mul, BIN_ATTRS, 2, 2, 1, ""},

@@ -4,6 +4,7 @@
  * first, as the reference nests them) is a weighted sum of index_selects
  * whose indices and weights are computed at load time from the sizes. */
 #include "onnx_internal.h"
+#include "../graph/effects.h"
 
 #ifdef CN_HAVE_ONNX
 #include <inttypes.h>
@@ -19,12 +20,81 @@ static cn_tensor *per_channel(cn_tensor *v, int r) {
     return cn_reshape(v, r - 1 > 0 ? r - 1 : 1, s);
 }
 
+/* The running statistics' update as PyTorch makes it: stat + (batch - stat)
+ * f with f = 1 - momentum, the variance unbiased (n values per channel; -1:
+ * unknown until run time, computed from x). Every term has a batch value as
+ * an operand, so a static trace reads the statistics at run time; there the
+ * update is a graph effect of every program that computes var, eagerly it
+ * is written at once. */
+static int bn_update(cn_tensor *x, const int *axes, int nax, int64_t n, cn_tensor *mean,
+                     cn_tensor *var, cn_tensor *rm, cn_tensor *rv, double f, cn_tensor **out,
+                     int nout) {
+    int64_t C = cn_numel(rm);
+    cn_no_grad_begin();
+    cn_tensor *bv = n >= 0 ? cn_mul_scalar(var, (double)n / (double)(n - 1))
+                           : cn_var(x, axes, nax, 1, true);
+    cn_tensor *nm = cn_add(rm, cn_mul_scalar(cn_sub(cn_reshape(mean, 1, &C), rm), f));
+    cn_tensor *nv = cn_add(rv, cn_mul_scalar(cn_sub(cn_reshape(bv, 1, &C), rv), f));
+    cn_no_grad_end();
+    if (!nm || !nv) return CN_EINVAL;
+    int rc;
+    if (cn_is_symbolic_tensor(x)) {
+        rc = cn_graph_add_effect(rm, nm, var);
+        if (rc == 0) rc = cn_graph_add_effect(rv, nv, var);
+    } else {
+        rc = cn_copy_(rm, nm);
+        if (rc == 0) rc = cn_copy_(rv, nv);
+    }
+    if (rc < 0) return rc;
+    if (nout > 1) out[1] = nm;
+    if (nout > 2) out[2] = nv;
+    return 0;
+}
+
+/* BatchNormalization of a module (onnx_ctx.trainable): training normalises
+ * with the batch's statistics and updates the running ones, whatever the
+ * file's training_mode says; evaluation uses the running ones. */
+static int batch_norm_trainable(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in,
+                                cn_tensor **out, int nout, double eps) {
+    cn_tensor *x = in[0];
+    int r = cn_ndim(x), axes[CN_MAX_DIMS], nax = 0;
+    int64_t per = 1; /* values per channel; -1: unknown */
+    for (int i = 0; i < r; i++)
+        if (i != 1) {
+            axes[nax++] = i;
+            per = per < 0 || cn_dim(x, i) < 0 ? -1 : per * cn_dim(x, i);
+        }
+    cn_tensor *mean, *var;
+    if (c->training) {
+        if (per >= 0 && per <= 1)
+            return onnx_bad(c, "training needs more than one value per channel (input %s)",
+                            cn_shape_str(x, (char[128]){0}, 128));
+        mean = cn_mean(x, axes, nax, true);
+        var = cn_var(x, axes, nax, 0, true);
+        double momentum = onnx_attr_float(n, "momentum", 0.9);
+        if (!var ||
+            bn_update(x, axes, nax, per, mean, var, in[3], in[4], 1 - momentum, out, nout) < 0)
+            return CN_EINVAL;
+    } else {
+        mean = per_channel(in[3], r);
+        var = per_channel(in[4], r);
+        if (nout > 1) out[1] = in[3];
+        if (nout > 2) out[2] = in[4];
+    }
+    cn_tensor *y = cn_mul(cn_sub(x, mean), cn_rsqrt(cn_add(var, onnx_scalar_of(x, eps))));
+    DONE(cn_add(cn_mul(y, per_channel(in[1], r)), per_channel(in[2], r)));
+}
+
 H(h_batch_norm) {
     UNUSED;
     cn_tensor *x = in[0];
     int r = cn_ndim(x);
     if (r < 2) return onnx_bad(c, "input of rank %d", r);
-    if (onnx_attr_int(n, "training_mode", 0)) return onnx_unsup(c, "training_mode = 1");
+    if (c->trainable)
+        return batch_norm_trainable(c, n, in, out, nout, onnx_attr_float(n, "epsilon", 1e-5));
+    if (onnx_attr_int(n, "training_mode", 0))
+        return onnx_unsup(c, "training_mode = 1 (train the model with cn_onnx_load_trainable, "
+                             "whose written model is in inference mode)");
     if (c->opset_of_node < 7 && !onnx_attr_int(n, "is_test", 0) && nout > 1)
         return onnx_unsup(c, "training mode (is_test = 0)");
     if (c->opset_of_node < 9 && !onnx_attr_int(n, "spatial", 1))
@@ -375,7 +445,7 @@ H(h_softmax_ce_loss) {
 
 const onnx_op_entry cn_onnx_ops_nn[] = {
     {"BatchNormalization", h_batch_norm, "epsilon,momentum,is_test,spatial,consumed_inputs,training_mode",
-     5, 5, 1, "inference only"},
+     5, 5, 3, "training_mode = 1 only in a trainable load"},
     {"InstanceNormalization", h_instance_norm, "epsilon", 3, 3, 1, ""},
     {"LayerNormalization", h_layer_norm, "axis,epsilon,stash_type", 2, 3, 3, "stash_type 1"},
     {"LRN", h_lrn, "alpha,beta,bias,size", 1, 1, 1, ""},

@@ -6,6 +6,7 @@
 
 #ifdef CN_HAVE_ONNX
 #include "fileio.h"
+#include "../ops/op.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -342,6 +343,20 @@ cn_tensor *onnx_i64_vec(int n, const int64_t *v) {
 
 cn_tensor *onnx_scalar_like(const cn_tensor *t, double v) {
     return cn_scalar(cn_tensor_dtype(t), v);
+}
+
+cn_tensor *onnx_full_like(cn_tensor *x, double v) {
+    if (!x) return NULL;
+    cn_attrs a = {0};
+    a.f[0] = v;
+    a.i[0] = -1; /* x's dtype */
+    return cn_op_apply(CN_OP_full_like, &x, 1, &a);
+}
+
+cn_tensor *onnx_scalar_of(cn_tensor *x, double v) {
+    if (!cn_is_symbolic_tensor(x)) return cn_scalar(CN_F32, v);
+    cn_tensor *one = cn_reshape(cn_narrow(cn_reshape(x, 1, (int64_t[]){-1}), 0, 0, 1), 0, NULL);
+    return onnx_full_like(cn_cast(one, CN_F32), v);
 }
 
 int onnx_check_size(onnx_ctx *c, int ndim, const int64_t *shape) {

@@ -102,8 +102,6 @@ expect_exit "--dropout without a dropout line" 2 "--dropout: $EXAMPLE has no 'dr
     "$CHUTNEY" train --model-file "$EXAMPLE" --dropout 0.3 --data "$tmp/nowhere"
 expect_exit "--model and --model-file" 2 "--model and --model-file both name the model" \
     "$CHUTNEY" train --model cnn --model-file "$EXAMPLE"
-expect_exit "--model-file of ONNX" 2 "training an ONNX model is not available" \
-    "$CHUTNEY" train --model-file "$tmp/m.onnx"
 # Checked against the data before training: its samples and classes.
 printf 'input 1 28 28\nflatten\nlinear 5\n' >"$tmp/five.txt"
 expect_exit "output size" 1 "five.txt:3: the last layer gives [5] per sample, and the data needs [10]" \

@@ -76,3 +76,44 @@ save("dyn", [
 save("shape_input", [helper.make_node("Reshape", ["x", "shape"], ["y"])],
      [helper.make_tensor_value_info("x", F, [2, 3]), helper.make_tensor_value_info("shape", I64, [2])],
      [helper.make_tensor_value_info("y", F, [3, 2])])
+
+# For tests/test_onnx_train.c, in f64 (gradients against finite
+# differences): a CNN as torch exports one in training mode (Conv,
+# BatchNormalization with training_mode 1 and its running-statistics
+# outputs, Relu, MaxPool, Flatten, Dropout with constant ratio and
+# training_mode inputs, Gemm), fc.bias read by two nodes.
+D = TensorProto.DOUBLE
+rng = np.random.default_rng(11)
+
+
+def init(name, *shape, lo=-0.5, hi=0.5):
+    return numpy_helper.from_array(rng.uniform(lo, hi, shape).astype(np.float64), name)
+
+
+ratio = numpy_helper.from_array(np.array(0.5, dtype=np.float64), "ratio")
+train_flag = numpy_helper.from_array(np.array(True), "train_flag")
+save("train_cnn", [
+    helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["c"], kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1]),
+    helper.make_node("BatchNormalization", ["c", "bn.weight", "bn.bias", "bn.running_mean",
+                                            "bn.running_var"], ["b", "b_mean", "b_var"],
+                     epsilon=1e-5, momentum=0.9, training_mode=1),
+    helper.make_node("Relu", ["b"], ["r"]),
+    helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("Flatten", ["p"], ["f"], axis=1),
+    helper.make_node("Dropout", ["f", "ratio", "train_flag"], ["d", "mask"]),
+    helper.make_node("Gemm", ["d", "fc.weight", "fc.bias"], ["g"], transB=1),
+    helper.make_node("Add", ["g", "fc.bias"], ["y"]),
+], [helper.make_tensor_value_info("x", D, ["N", 2, 4, 4])],
+    [helper.make_tensor_value_info("y", D, ["N", 2])],
+    [init("conv.weight", 3, 2, 3, 3), init("conv.bias", 3), init("bn.weight", 3, lo=0.5, hi=1.5),
+     init("bn.bias", 3), init("bn.running_mean", 3), init("bn.running_var", 3, lo=0.5, hi=2),
+     init("fc.weight", 2, 12), init("fc.bias", 2), ratio, train_flag], opset=15)
+
+# C * 0.5 computed from a weight alone: a traced program would keep it.
+save("train_frozen", [helper.make_node("Gemm", ["x", "w", "bias"], ["y"], name="head", transB=1,
+                                       beta=0.5)],
+     [helper.make_tensor_value_info("x", F, ["N", 3])],
+     [helper.make_tensor_value_info("y", F, ["N", 2])],
+     [numpy_helper.from_array(np.ones((2, 3), np.float32), "w"),
+      numpy_helper.from_array(np.ones(2, np.float32), "bias")])
