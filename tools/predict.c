@@ -241,7 +241,7 @@ static int predict_data(const predict_args *p, const char *model, const ds_info 
     float *batch = malloc(sizeof *batch * per * (size_t)p->nimages);
     bool ok = batch != NULL;
     for (int i = 0; ok && i < p->nimages; i++)
-        if (cn_tool_image_input(p->images[i], info, batch + per * (size_t)i) < 0) {
+        if (cn_tool_file_input(p->images[i], info, batch + per * (size_t)i) < 0) {
             fprintf(stderr, "chutney predict: %s\n", cn_tool_error());
             ok = false;
         }

@@ -4,6 +4,7 @@
 #ifndef CN_TOOLS_TRAIN_H
 #define CN_TOOLS_TRAIN_H
 
+#include "dataset.h"
 #include "tools.h"
 #include "train_log.h"
 
@@ -40,6 +41,7 @@ typedef struct train_args {
     int64_t height, width;
     double val_split;
     bool standardize;
+    ds_audio audio; /* --n-fft, --hop, --n-mels, --fmin, --fmax, --clip-seconds */
 } train_args;
 
 /* The model state, the optimiser state under "optimizer.", and metadata:
