@@ -133,7 +133,8 @@ int cn_tool_audio_input(const char *path, const ds_info *info, float *out);
 /* --sample-rate and the other audio options: 1 if k is one and v is good,
  * 0 if k is not one, -1 after a usage message. */
 int cn_tool_audio_option(ds_audio *a, const char *cmd, const char *k, const char *v);
-/* Whether any audio option was given. */
-bool cn_tool_audio_given(const ds_audio *a);
+/* The audio options given for data of this kind: 0, or CN_TOOL_USAGE
+ * after a message (audio options for other data, --fmin not below --fmax). */
+int cn_tool_audio_check(const char *cmd, ds_kind kind, const ds_audio *a);
 
 #endif

@@ -91,8 +91,17 @@ int cn_tool_audio_option(ds_audio *a, const char *cmd, const char *k, const char
     return 1;
 }
 
-bool cn_tool_audio_given(const ds_audio *a) {
-    return a->n_fft || a->hop || a->n_mels || a->fmin || a->fmax || a->seconds;
+int cn_tool_audio_check(const char *cmd, ds_kind kind, const ds_audio *a) {
+    if (kind != DS_AUDIO && (a->n_fft || a->hop || a->n_mels || a->fmin || a->fmax || a->seconds)) {
+        fprintf(stderr, "chutney %s: --n-fft, --hop, --n-mels, --fmin, --fmax and --clip-seconds "
+                        "are for a folder of WAV clips (class folders of .wav files)\n", cmd);
+        return CN_TOOL_USAGE;
+    }
+    if (a->fmax && a->fmin >= a->fmax) {
+        fprintf(stderr, "chutney %s: --fmin %g is not below --fmax %g\n", cmd, a->fmin, a->fmax);
+        return CN_TOOL_USAGE;
+    }
+    return 0;
 }
 
 /* ---- clips ---- */

@@ -991,11 +991,7 @@ static int check_data(const train_args *a, const char *cmd) {
                 kind == DS_CSV ? "a CSV table" : kind == DS_AUDIO ? "WAV clips" : ".npy arrays");
         return CN_TOOL_USAGE;
     }
-    if (kind != DS_AUDIO && cn_tool_audio_given(&a->audio)) {
-        fprintf(stderr, "chutney %s: --n-fft, --hop, --n-mels, --fmin, --fmax and --clip-seconds "
-                        "are for a folder of WAV clips (class folders of .wav files)\n", cmd);
-        return CN_TOOL_USAGE;
-    }
+    if (cn_tool_audio_check(cmd, kind, &a->audio)) return CN_TOOL_USAGE;
     if (kind != DS_CSV && (a->target || a->features)) {
         fprintf(stderr, "chutney %s: --target and --features are for a CSV table (--data "
                         "FILE.csv)\n", cmd);

@@ -63,6 +63,7 @@ expect_exit "--image-size for clips" 2 "not WAV clips" run --data "$small" --ima
 printf 'a,b\n1,0\n2,1\n' >"$tmp/t.csv"
 expect_exit "--n-mels for a table" 2 "are for a folder of WAV clips" run --data "$tmp/t.csv" --target b --n-mels 8
 expect_exit "--n-mels for eval" 2 "--n-mels" "$CHUTNEY" eval --model cnn --load "$tmp/d.ckpt" --n-mels 8
+expect_exit "--fmin above --fmax" 2 "--fmin 900 is not below --fmax 800" run --data "$small" --fmin 900 --fmax 800
 expect_exit "--fmax above Nyquist" 1 "they need fmin < fmax <= 11025" run --data "$small" --fmax 20000
 expect_exit "too short a clip" 1 "too short for --n-fft 512" run --data "$small" --clip-seconds 0.01
 # A clip at another rate, one that is not a WAV, one cut short.
