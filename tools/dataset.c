@@ -457,6 +457,18 @@ static int load_images(const ds_spec *sp, bool stats, dataset *tr, dataset *te, 
 
 /* ---- tables: features [N, F] f32 and a target ---- */
 
+void cn_tool_mean_std(const float *x, int64_t n, int64_t stride, double *mean, double *std) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += x[i * stride];
+        sq += (double)x[i * stride] * x[i * stride];
+    }
+    double m = n ? sum / (double)n : 0, var = n ? sq / (double)n - m * m : 0;
+    *mean = m;
+    /* A constant column stays at 0 instead of dividing by 0. */
+    *std = var > 1e-12 ? sqrt(var) : 1;
+}
+
 /* Standardise x's columns with the training split's statistics (computed
  * here unless stats), and a regression target likewise. */
 static int standardize_table(bool stats, dataset *tr, dataset *te, ds_info *info) {
@@ -468,28 +480,9 @@ static int standardize_table(bool stats, dataset *tr, dataset *te, ds_info *info
         if (!info->mean || !info->std) return -1;
         int64_t n = cn_dim(tr->images, 0);
         const float *x = cn_data(tr->images);
-        for (int64_t f = 0; f < F; f++) {
-            double sum = 0, sq = 0;
-            for (int64_t i = 0; i < n; i++) {
-                sum += x[i * F + f];
-                sq += (double)x[i * F + f] * x[i * F + f];
-            }
-            double m = n ? sum / (double)n : 0, var = n ? sq / (double)n - m * m : 0;
-            info->mean[f] = m;
-            /* A constant column stays at 0 instead of dividing by 0. */
-            info->std[f] = var > 1e-12 ? sqrt(var) : 1;
-        }
-        if (info->regress) {
-            const float *y = cn_data(tr->labels);
-            double sum = 0, sq = 0;
-            for (int64_t i = 0; i < n; i++) {
-                sum += y[i];
-                sq += (double)y[i] * y[i];
-            }
-            double m = n ? sum / (double)n : 0, var = n ? sq / (double)n - m * m : 0;
-            info->y_mean = m;
-            info->y_std = var > 1e-12 ? sqrt(var) : 1;
-        }
+        for (int64_t f = 0; f < F; f++) cn_tool_mean_std(x + f, n, F, &info->mean[f], &info->std[f]);
+        if (info->regress)
+            cn_tool_mean_std(cn_data(tr->labels), n, 1, &info->y_mean, &info->y_std);
     } else if (info->nnorm != F) {
         cn_tool_fail("the data has %lld features, the checkpoint's model %d", (long long)F,
                      info->nnorm);

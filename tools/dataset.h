@@ -114,6 +114,9 @@ void cn_tool_class_files_free(ds_files *f);
 /* info's classes from f (taken over); with stats (eval) the checkpoint's
  * stand and f's must be the same. 0, or -1 after cn_tool_fail. */
 int cn_tool_take_classes(const char *data, bool stats, ds_files *f, ds_info *info);
+/* The mean and standard deviation of n values stride apart (a standard
+ * deviation of 1 where they are constant, so that dividing keeps 0). */
+void cn_tool_mean_std(const float *x, int64_t n, int64_t stride, double *mean, double *std);
 /* x and y split by --val-split (sp's, or the default): a fixed shuffle. */
 int cn_tool_holdout(cn_tensor *x, cn_tensor *y, const ds_spec *sp, dataset *tr, dataset *te);
 

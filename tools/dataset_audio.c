@@ -132,17 +132,15 @@ static cn_tensor *read_clip(const char *path, int want, int *rate) {
 }
 
 /* The clip padded with silence or cut at the end to a's length, as a's
- * log-mel spectrogram into out (n_mels x frames floats). */
+ * log-mel spectrogram into out (n_mels x frames floats). -1 with the
+ * library's message. */
 static int features(cn_tensor *wave, const ds_audio *a, float *out) {
     /* A negative pad cuts. */
     int64_t pads[2] = {0, clip_samples(a) - cn_dim(wave, 0)};
     cn_tensor *x = cn_pad(wave, pads, 2, CN_PAD_CONSTANT, 0.0);
     cn_mel_opts o = mel_opts(a);
     cn_tensor *s = cn_contiguous(cn_log_mel_spectrogram(x, &o));
-    if (!s) {
-        cn_tool_fail("%s", cn_last_error());
-        return -1;
-    }
+    if (!s) return -1;
     memcpy(out, cn_data(s), sizeof *out * (size_t)cn_numel(s));
     return 0;
 }
@@ -185,7 +183,7 @@ static int assemble(const ds_file_set *s, cn_tensor **waves, const ds_audio *a, 
         int rc = features(waves[i], a, o + (size_t)i * (size_t)per);
         cn_scope_end();
         if (rc < 0) {
-            cn_tool_fail("%s: %s", s->paths[i], cn_tool_error());
+            cn_tool_fail("%s: %s", s->paths[i], cn_last_error());
             return -1;
         }
     }
@@ -198,17 +196,11 @@ static int standardize(const dataset *tr, ds_info *info) {
     info->nnorm = 1;
     info->mean = calloc(1, sizeof(double));
     info->std = calloc(1, sizeof(double));
-    if (!info->mean || !info->std) return -1;
-    int64_t n = cn_numel(tr->images);
-    const float *v = cn_data(tr->images);
-    double sum = 0, sq = 0;
-    for (int64_t i = 0; i < n; i++) {
-        sum += v[i];
-        sq += (double)v[i] * v[i];
+    if (!info->mean || !info->std) {
+        cn_tool_fail("out of memory");
+        return -1;
     }
-    double m = n ? sum / (double)n : 0, var = n ? sq / (double)n - m * m : 0;
-    info->mean[0] = m;
-    info->std[0] = var > 1e-12 ? sqrt(var) : 1;
+    cn_tool_mean_std(cn_data(tr->images), cn_numel(tr->images), 1, info->mean, info->std);
     return 0;
 }
 
@@ -303,6 +295,7 @@ int cn_tool_audio_input(const char *path, const ds_info *info, float *out) {
     cn_scope_begin();
     cn_tensor *w = read_clip(path, info->audio.rate, NULL);
     int rc = w ? features(w, &info->audio, out) : -1;
+    if (w && rc < 0) cn_tool_fail("%s: %s", path, cn_last_error());
     cn_scope_end();
     if (rc < 0) return -1;
     int64_t n = info->shape[1] * info->shape[2];

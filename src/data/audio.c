@@ -115,7 +115,7 @@ cn_tensor *cn_load_wav(const char *path, int *sample_rate) {
                 info.channels, info.samplerate);
         goto out;
     }
-    if ((uint64_t)info.frames * (uint64_t)info.channels > max_samples) {
+    if ((uint64_t)info.frames > max_samples / (uint64_t)info.channels) {
         cn_fail("%s: '%s' holds %lld frames of %d channels, more than the limit of %llu samples "
                 "(set %s to raise it, 0 for no limit)",
                 fn, path, (long long)info.frames, info.channels, (unsigned long long)max_samples,
@@ -124,8 +124,10 @@ cn_tensor *cn_load_wav(const char *path, int *sample_rate) {
     }
     int64_t frames = info.frames, ch = info.channels;
     t = cn_t_empty(CN_F32, 1, &frames);
-    size_t nbuf = (size_t)(frames * ch);
-    float *buf = t ? malloc(sizeof *buf * (nbuf ? nbuf : 1)) : NULL;
+    /* Without a limit the product may not fit: then no buffer. */
+    bool fits = (uint64_t)frames <= SIZE_MAX / sizeof(float) / (uint64_t)ch;
+    size_t nbuf = fits ? (size_t)frames * (size_t)ch : 0;
+    float *buf = t && fits ? malloc(sizeof *buf * (nbuf ? nbuf : 1)) : NULL;
     if (t && !buf) cn_fail("%s: out of memory reading '%s'", fn, path);
     sf_count_t got = buf ? sf_readf_float(sf, buf, frames) : 0;
     if (buf && got != frames) {
