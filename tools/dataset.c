@@ -214,13 +214,11 @@ static void free_list(char **v, int n) {
     free(v);
 }
 
-typedef ds_file_set image_set;
-
 /* The files of root/CLASS/ that want takes (what: their kind, for a
  * message), for each class (test: root's folders must be among them). -1
  * after a message. */
 static int collect(const char *root, bool (*want)(const char *), const char *what,
-                   char **classes, int *nclasses, bool test, image_set *s) {
+                   char **classes, int *nclasses, bool test, ds_file_set *s) {
     char **dirs;
     int nd = list_dir(root, NULL, &dirs);
     if (nd < 0) return -1;
@@ -276,14 +274,14 @@ static int collect(const char *root, bool (*want)(const char *), const char *wha
     return 0;
 }
 
-static void free_set(image_set *s) {
+static void free_set(ds_file_set *s) {
     for (int i = 0; i < s->n; i++) free(s->paths[i]);
     free(s->paths);
     free(s->labels);
 }
 
 /* Every image of s decoded (kept as in the file): tensors in decoded[]. */
-static int decode_all(image_set *s, cn_tensor **decoded) {
+static int decode_all(ds_file_set *s, cn_tensor **decoded) {
     for (int i = 0; i < s->n; i++) {
         cn_scope_begin();
         /* Retained, not kept: the caller releases each (the enclosing
@@ -299,7 +297,7 @@ static int decode_all(image_set *s, cn_tensor **decoded) {
 }
 
 /* The decoded images of s at C x H x W, u8, and their labels. */
-static int assemble(image_set *s, cn_tensor **decoded, int C, int64_t H, int64_t W,
+static int assemble(ds_file_set *s, cn_tensor **decoded, int C, int64_t H, int64_t W,
                     dataset *d) {
     d->images = cn_empty(CN_U8, CN_SHAPE(s->n, C, H, W));
     d->labels = cn_from_data(CN_I64, CN_SHAPE(s->n), s->labels);
@@ -344,8 +342,6 @@ int cn_tool_class_files(const char *data, bool (*want)(const char *name), const 
     return rc;
 }
 
-static void free_set(image_set *s);
-
 void cn_tool_class_files_free(ds_files *f) {
     for (int i = 0; f->classes && i < f->nclasses; i++) free(f->classes[i]);
     free(f->classes);
@@ -383,7 +379,7 @@ static const char IMAGE_FILES[] = "images (PNG, JPEG, BMP, GIF, TGA or PNM files
 static int load_images(const ds_spec *sp, bool stats, dataset *tr, dataset *te, ds_info *info) {
     ds_files cf;
     int rc = cn_tool_class_files(sp->data, image_ext, IMAGE_FILES, &cf);
-    image_set *s = cf.set;
+    ds_file_set *s = cf.set;
     int ntot = s[0].n + s[1].n;
     cn_tensor **dec = rc == 0 ? calloc((size_t)(ntot ? ntot : 1), sizeof *dec) : NULL;
     if (rc == 0 && !dec) rc = -1;

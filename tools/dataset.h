@@ -12,8 +12,9 @@ typedef enum ds_kind { DS_IDX, DS_IMAGES, DS_CSV, DS_NPY, DS_AUDIO } ds_kind;
 /* The augmentations of --augment (bits). */
 enum { DS_AUG_CROP = 1, DS_AUG_FLIP = 2, DS_AUG_JITTER = 4 };
 
-/* How clips become spectrograms: --sample-rate ... --clip-seconds (zero:
- * the default), then what the data gave, saved in the checkpoint. */
+/* How clips become spectrograms: --n-fft ... --clip-seconds as given (zero:
+ * the default), then resolved with the clips' rate and saved in the
+ * checkpoint. */
 typedef struct ds_audio {
     int rate, n_fft, hop, n_mels;
     double fmin, fmax, seconds;
@@ -133,7 +134,7 @@ void cn_tool_audio_meta(const ds_info *info, ds_meta *m);
 int cn_tool_audio_from_checkpoint(const char *path, const cn_checkpoint *c, ds_info *info);
 /* A WAV file as the model's input (C*H*W floats), as training read clips. */
 int cn_tool_audio_input(const char *path, const ds_info *info, float *out);
-/* --sample-rate and the other audio options: 1 if k is one and v is good,
+/* --n-fft and the other audio options: 1 if k is one and v is good,
  * 0 if k is not one, -1 after a usage message. */
 int cn_tool_audio_option(ds_audio *a, const char *cmd, const char *k, const char *v);
 /* The audio options given for data of this kind: 0, or CN_TOOL_USAGE
