@@ -25,6 +25,13 @@ if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 fi
 dir=$1
 size=${2:-full}
+case $dir in
+*[[:space:]\'\"\\]*)
+    # The clips' paths go through xargs, which splits and unquotes them.
+    echo "spoken-digits.sh: DIR '$dir' has a space, quote or backslash; choose another" >&2
+    exit 2
+    ;;
+esac
 case $size in
 full)
     train_voices="m1 m2 m3 m4 m5 f1 f2 f3" train_speeds="140 175" train_pitches="35 65"
