@@ -8,7 +8,7 @@
 # Usage: scripts/spoken-digits.sh DIR [full|small]
 #
 # The test split is spoken by voices the training split never hears, at a
-# speed and pitches between the training ones:
+# speed between the training ones (in the full set, pitches between too):
 #   full   train: en+m1..m5, en+f1..f3 at 140 and 175 words/min, pitch 35
 #          and 65 (32 clips a digit, 320 in all); test: en+m6, en+m7, en+f4
 #          at 160 words/min, pitch 45 and 55 (6 a digit, 60 in all)
