@@ -166,8 +166,8 @@ static double mel_to_hz(double m) { return 700.0 * (pow(10.0, m / 2595.0) - 1.0)
 /* o with its defaults filled in (torchaudio's MelSpectrogram: n_fft 400,
  * hop n_fft / 2, 128 mels, 0 to the Nyquist frequency), checked. */
 static int mel_resolve(const char *fn, const cn_mel_opts *in, cn_mel_opts *o) {
+    *o = in ? *in : (cn_mel_opts){0};
     if (!in) return cn_failc(CN_EINVAL, "%s: opts is NULL (the sample rate is needed)", fn);
-    *o = *in;
     if (!o->n_fft) o->n_fft = 400;
     if (!o->hop) o->hop = o->n_fft / 2 > 0 ? o->n_fft / 2 : 1;
     if (!o->n_mels) o->n_mels = 128;
