@@ -1020,6 +1020,8 @@ static void add(ds_meta *m, const char *k, char *v) {
     m->owned[m->n++] = v;
 }
 
+void cn_tool_meta_add(ds_meta *m, const char *key, char *value) { add(m, key, value); }
+
 static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 static char *fmt(const char *f, ...) {
     va_list ap;

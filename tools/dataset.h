@@ -73,6 +73,9 @@ typedef struct ds_meta {
     int n;
 } ds_meta;
 int cn_tool_data_meta(const ds_spec *s, const ds_info *info, ds_meta *m);
+/* One more entry: key (not copied) and value (malloc'd, taken over; NULL
+ * for an empty value when out of memory). */
+void cn_tool_meta_add(ds_meta *m, const char *key, char *value);
 void cn_tool_data_meta_free(ds_meta *m);
 
 /* The spec and info a checkpoint recorded (one without data metadata is

@@ -255,13 +255,10 @@ static void values(const ds_audio *a, double v[7]) {
 void cn_tool_audio_meta(const ds_info *info, ds_meta *m) {
     double v[7];
     values(&info->audio, v);
-    for (int i = 0; i < 7 && m->n < (int)(sizeof m->keys / sizeof *m->keys); i++) {
+    for (int i = 0; i < 7; i++) {
         char buf[64];
         snprintf(buf, sizeof buf, "%.17g", v[i]);
-        m->keys[m->n] = keys[i];
-        m->owned[m->n] = strdup(buf);
-        m->vals[m->n] = m->owned[m->n] ? m->owned[m->n] : "";
-        m->n++;
+        cn_tool_meta_add(m, keys[i], strdup(buf));
     }
 }
 
