@@ -13,6 +13,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
      * allocate stays far below the fuzzer's memory limit: a report is then
      * a bound missing, not a big valid file. */
     setenv("CN_MAX_IMAGE_PIXELS", "4194304", 0);
+    setenv("CN_MAX_AUDIO_SAMPLES", "4194304", 0);
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* One fuzz input for a file reader: arbitrary bytes as a .npy file, a
  * safetensors checkpoint, a safetensors JSON header, an IDX file (plain or
- * gzip), a CSV file, an image or a BPE tokenizer file. The reader must give
+ * gzip), a CSV file, an image, a BPE tokenizer file or a WAV file. The reader must give
  * a value or an error message, never crash, read out of bounds, overflow,
  * leak or hang. Shared by the libFuzzer targets (fuzz_reader.c, one
  * executable per reader) and the test that replays what they found
@@ -35,7 +35,7 @@
 
 /* The readers' names, as the fuzz targets (fuzz_<name>) and the folders of
  * fuzz/seeds/ and fuzz/regressions/ spell them. */
-static const char *const cn_fuzz_readers[] = {"npy", "safetensors", "json", "idx", "csv", "image", "bpe"};
+static const char *const cn_fuzz_readers[] = {"npy", "safetensors", "json", "idx", "csv", "image", "bpe", "wav"};
 #define CN_FUZZ_NREADERS ((int)(sizeof cn_fuzz_readers / sizeof *cn_fuzz_readers))
 
 /* Writes data to the process's memfd (made once) and gives its path, or NULL. */
@@ -174,6 +174,18 @@ static int cn_fuzz_bpe(const char *path, size_t size) {
     return 1;
 }
 
+/* A clip that loads is made a spectrogram too, with a window picked from
+ * the length (the reflection padding needs more samples than half of it). */
+static int cn_fuzz_wav(const char *path, size_t size) {
+    int rate = 0;
+    cn_tensor *w = cn_load_wav(path, &rate);
+    if (!w) return 0;
+    static const int nfft[] = {2, 16, 64, 400};
+    cn_mel_opts o = {.sample_rate = rate, .n_fft = nfft[size % 4], .n_mels = (int)(size / 4 % 8) + 1};
+    if (cn_numel(w) > o.n_fft / 2 && cn_numel(w) <= 1 << 16) (void)cn_log_mel_spectrogram(w, &o);
+    return 1;
+}
+
 /* Returns 1 if the reader accepted the input, 0 if it refused it (an error
  * message is set), -1 for an unknown reader or no memfd. */
 static int cn_fuzz_reader_one(const char *reader, const uint8_t *data, size_t size) {
@@ -196,6 +208,8 @@ static int cn_fuzz_reader_one(const char *reader, const uint8_t *data, size_t si
             r = cn_fuzz_image(path, size);
         else if (!strcmp(reader, "bpe"))
             r = cn_fuzz_bpe(path, size);
+        else if (!strcmp(reader, "wav"))
+            r = cn_fuzz_wav(path, size);
     }
     cn_scope_end();
     return r;

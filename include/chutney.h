@@ -1154,6 +1154,37 @@ cn_tensor *cn_load_image(const char *path, int channels, cn_image_layout layout,
  * jpeg_quality: 1 to 100 (0: 90). */
 int cn_save_image(const char *path, const cn_tensor *img, cn_image_layout layout, int jpeg_quality);
 
+/* Audio. WAV files through libsndfile (a build without it fails with "built
+ * without libsndfile"): 8/16/24/32-bit PCM, float, A-law, mu-law, ADPCM...
+ * in RIFF WAV, WAVE_FORMAT_EXTENSIBLE or RF64. The channels are mixed down
+ * to mono (their mean) and samples scaled to [-1, 1]: f32 [frames]. The
+ * rate is the file's, into *sample_rate (may be NULL); nothing is
+ * resampled. A truncated file (its data chunk longer than the file) fails. */
+cn_tensor *cn_load_wav(const char *path, int *sample_rate);
+/* A log-mel spectrogram as torchaudio's MelSpectrogram computes it with its
+ * defaults (center=True, reflect padding, periodic Hann window of n_fft,
+ * power 2, HTK mel scale, no filter normalisation), then log(max(mel,
+ * floor)), the natural log (torchaudio's AmplitudeToDB is 10 log10). The
+ * FFT is FFTW's (a build without it fails with "built without FFTW"). Zero
+ * fields take the defaults given. docs/training.md, "Audio". */
+typedef struct cn_mel_opts {
+    int sample_rate; /* Hz, required */
+    int n_fft;       /* window and FFT length (0: 400) */
+    int hop;         /* samples between frames (0: n_fft / 2) */
+    int n_mels;      /* filters (0: 128) */
+    double fmin;     /* Hz, the lowest filter's lower edge (0) */
+    double fmax;     /* Hz, the highest filter's upper edge (0: sample_rate / 2) */
+    double floor;    /* the smallest value the log sees (0: 1e-10) */
+} cn_mel_opts;
+/* wave: 1-D float [samples], more than n_fft / 2 of them. Returns f32
+ * [n_mels, 1 + samples / hop] (for an even n_fft). */
+cn_tensor *cn_log_mel_spectrogram(const cn_tensor *wave, const cn_mel_opts *opts);
+/* The triangular filters: f32 [n_mels, n_fft / 2 + 1], filter m rising
+ * from mel point m to m + 1 and falling to m + 2, the n_mels + 2 points
+ * equally spaced in HTK mels (2595 log10(1 + f / 700)) from fmin to fmax,
+ * bin k at k * sample_rate / n_fft Hz. Needs no FFTW. */
+cn_tensor *cn_mel_filterbank(const cn_mel_opts *opts);
+
 /* CSV with numeric cells -> a 2-D tensor [rows, columns]. Blank lines are
  * skipped; cells may be quoted and padded with spaces; "nan" and "inf" are
  * read for float dtypes. */

@@ -14,14 +14,14 @@
 #            GPU needed), and the conformance suite on every CUDA device,
 #            which reports "skipped: no CUDA device" where there is none;
 #            "skipped: no CUDA toolkit" where the build has no CUDA backend
-#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX, OpenCL, CUDA, MPI): the suite
+#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, libsndfile, FFTW, ONNX, OpenCL, CUDA, MPI): the suite
 #   python   build/ again: the Python binding (python/run_tests.sh: pip
 #            install ./python into build/python-venv against build/'s
 #            library, then pytest tests/python, PyTorch parity included);
 #            "skipped: no python3 with venv" where it cannot run
 #   install  build/ installed into a temporary prefix, used from outside
 #   fuzz     build-fuzz/ (clang, ASan + UBSan): the libFuzzer targets, about
-#            a minute in all: the ONNX loader 15 s, each of the 7 file readers
+#            a minute in all: the ONNX loader 15 s, each of the 8 file readers
 #            6 s (`make fuzz`; FUZZ_SECONDS / FUZZ_READER_SECONDS change them;
 #            skipped without clang's libFuzzer)
 #
@@ -100,7 +100,8 @@ for stage in "${stages[@]}"; do
         suite bare build-bare -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF \
             -DCHUTNEY_WITH_BLAS=OFF -DCHUTNEY_WITH_ZLIB=OFF -DCHUTNEY_WITH_STB=OFF -DCHUTNEY_WITH_DNNL=OFF \
             -DCHUTNEY_WITH_OPENCL=OFF -DCHUTNEY_WITH_CUDA=OFF -DCHUTNEY_WITH_MPI=OFF \
-            -DCHUTNEY_WITH_ONNX=OFF -DCHUTNEY_WITH_TENSORBOARD=OFF -DCHUTNEY_WITH_CAIRO=OFF
+            -DCHUTNEY_WITH_ONNX=OFF -DCHUTNEY_WITH_TENSORBOARD=OFF -DCHUTNEY_WITH_CAIRO=OFF \
+            -DCHUTNEY_WITH_SNDFILE=OFF -DCHUTNEY_WITH_FFTW=OFF
         ;;
     opencl)
         note "opencl: the device tests on build/"

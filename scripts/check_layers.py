@@ -55,6 +55,8 @@ PEER_INCLUDES = [
     ("src/data/csv.c", "src/io/fileio.h"),
     ("src/data/idx.c", "src/io/fileio.h"),
     ("src/data/image.c", "src/io/fileio.h"),
+    # WAV files: the regular-file open and the size limit's variable.
+    ("src/data/audio.c", "src/io/fileio.h"),
     ("src/data/loader.c", "src/io/fileio.h"),
     # The tokenizer's files: atomic writes and whole-file reads.
     ("src/data/bpe_file.c", "src/io/fileio.h"),

@@ -13,9 +13,10 @@ python3-numpy python3-torch dataset-fashion-mnist"
 # a second compiler; torchvision's models for the ONNX real-model test, clang
 # for `make fuzz`; OpenMPI for distributed training and iproute2 for its
 # two-host test; Python's headers, venv and pytest for the binding; cairo for
-# `chutney plot`). Installed when possible; the build works without them.
+# `chutney plot`; libsndfile and FFTW for audio, espeak-ng for the spoken-digit
+# data set). Installed when possible; the build works without them.
 optional="libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx libonnx-testdata python3-torchvision
-libcairo2-dev
+libcairo2-dev libsndfile1-dev libfftw3-dev espeak-ng
 libdnnl-dev graphviz clang ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd libclblast-dev clinfo
 libopenmpi-dev openmpi-bin iproute2 python3-dev python3-venv python3-pytest python3-setuptools python3-wheel"
 

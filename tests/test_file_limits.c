@@ -52,6 +52,9 @@ static void test_fifo(void) {
 #ifdef CN_HAVE_STB
     check_fifo_refused("load_image", cn_load_image(p, 0, CN_IMAGE_HWC, CN_U8) == NULL, p);
 #endif
+#ifdef CN_HAVE_SNDFILE
+    check_fifo_refused("load_wav", cn_load_wav(p, NULL) == NULL, p);
+#endif
     /* Fashion-MNIST's reader looks for name, then name.gz: a FIFO there is
      * found, then refused, not opened. */
     const char *dir = io_path("fifo_data");

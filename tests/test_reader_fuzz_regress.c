@@ -43,6 +43,7 @@ static void test_replay(void) {
     CHECK_MSG(dir != NULL, "CN_FUZZ_DIR is not set");
     if (!dir) return;
     setenv("CN_MAX_IMAGE_PIXELS", "4194304", 0);
+    setenv("CN_MAX_AUDIO_SAMPLES", "4194304", 0);
     for (int i = 0; i < CN_FUZZ_NREADERS; i++) {
         char sub[1024];
         snprintf(sub, sizeof sub, "%s/seeds/%s", dir, cn_fuzz_readers[i]);

@@ -75,7 +75,7 @@ ds_kind cn_tool_data_kind(const char *path, const char *labels) {
         free(p);
     }
     if (d) closedir(d);
-    return sub ? DS_IMAGES : DS_IDX;
+    return !sub ? DS_IDX : cn_tool_audio_folder(path) ? DS_AUDIO : DS_IMAGES;
 }
 
 /* ---- small helpers ---- */
@@ -169,11 +169,12 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The names in dir (no dot files) that are directories (dirs) or image
- * files, sorted: a malloc'd array of malloc'd strings. -1 after a message. */
+/* The names in dir (no dot files) that are directories (want NULL) or
+ * files that want takes, sorted: a malloc'd array of malloc'd strings. -1
+ * after a message. */
 static void free_list(char **v, int n);
 
-static int list_dir(const char *dir, bool dirs, char ***out) {
+static int list_dir(const char *dir, bool (*want)(const char *name), char ***out) {
     *out = NULL;
     DIR *d = opendir(dir);
     if (!d) {
@@ -185,7 +186,7 @@ static int list_dir(const char *dir, bool dirs, char ***out) {
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;
         char *p = join(dir, e->d_name);
-        bool take = p && (dirs ? is_dir(p) : is_file(p) && image_ext(e->d_name));
+        bool take = p && (!want ? is_dir(p) : is_file(p) && want(e->d_name));
         free(p);
         if (!take) continue;
         if (n == cap) {
@@ -213,21 +214,17 @@ static void free_list(char **v, int n) {
     free(v);
 }
 
-typedef struct image_set {
-    int n, cap;
-    char **paths;
-    int64_t *labels;
-} image_set;
-
-/* The images of root/CLASS/ for each class (test: root's folders must be
- * among them). -1 after a message. */
-static int collect(const char *root, char **classes, int *nclasses, bool test, image_set *s) {
+/* The files of root/CLASS/ that want takes (what: their kind, for a
+ * message), for each class (test: root's folders must be among them). -1
+ * after a message. */
+static int collect(const char *root, bool (*want)(const char *), const char *what,
+                   char **classes, int *nclasses, bool test, ds_file_set *s) {
     char **dirs;
-    int nd = list_dir(root, true, &dirs);
+    int nd = list_dir(root, NULL, &dirs);
     if (nd < 0) return -1;
     if (!test) {
         if (nd == 0) {
-            cn_tool_fail("%s has no class folders (one folder of images per class)", root);
+            cn_tool_fail("%s has no class folders (one folder of %s per class)", root, what);
             free_list(dirs, nd);
             return -1;
         }
@@ -250,10 +247,8 @@ static int collect(const char *root, char **classes, int *nclasses, bool test, i
         }
         char *cdir = join(root, dirs[i]);
         char **files;
-        int nf = cdir ? list_dir(cdir, false, &files) : -1;
-        if (nf == 0)
-            cn_tool_fail("%s: no images in this class folder (PNG, JPEG, BMP, GIF, TGA or PNM "
-                         "files)", cdir);
+        int nf = cdir ? list_dir(cdir, want, &files) : -1;
+        if (nf == 0) cn_tool_fail("%s: no %s in this class folder", cdir, what);
         for (int f = 0; f < nf; f++) {
             if (s->n == s->cap) {
                 s->cap = s->cap ? 2 * s->cap : 256;
@@ -279,14 +274,14 @@ static int collect(const char *root, char **classes, int *nclasses, bool test, i
     return 0;
 }
 
-static void free_set(image_set *s) {
+static void free_set(ds_file_set *s) {
     for (int i = 0; i < s->n; i++) free(s->paths[i]);
     free(s->paths);
     free(s->labels);
 }
 
 /* Every image of s decoded (kept as in the file): tensors in decoded[]. */
-static int decode_all(image_set *s, cn_tensor **decoded) {
+static int decode_all(ds_file_set *s, cn_tensor **decoded) {
     for (int i = 0; i < s->n; i++) {
         cn_scope_begin();
         /* Retained, not kept: the caller releases each (the enclosing
@@ -302,7 +297,7 @@ static int decode_all(image_set *s, cn_tensor **decoded) {
 }
 
 /* The decoded images of s at C x H x W, u8, and their labels. */
-static int assemble(image_set *s, cn_tensor **decoded, int C, int64_t H, int64_t W,
+static int assemble(ds_file_set *s, cn_tensor **decoded, int C, int64_t H, int64_t W,
                     dataset *d) {
     d->images = cn_empty(CN_U8, CN_SHAPE(s->n, C, H, W));
     d->labels = cn_from_data(CN_I64, CN_SHAPE(s->n), s->labels);
@@ -316,14 +311,15 @@ static int assemble(image_set *s, cn_tensor **decoded, int C, int64_t H, int64_t
     return 0;
 }
 
-static int load_images(const ds_spec *sp, bool stats, dataset *tr, dataset *te, ds_info *info) {
-    char *trdir = join(sp->data, "train"), *tedir = NULL;
-    bool split_dirs = trdir && is_dir(trdir);
-    if (split_dirs) {
-        tedir = join(sp->data, "test");
+int cn_tool_class_files(const char *data, bool (*want)(const char *name), const char *what,
+                        ds_files *f) {
+    memset(f, 0, sizeof *f);
+    char *trdir = join(data, "train"), *tedir = NULL;
+    if (trdir && is_dir(trdir)) {
+        tedir = join(data, "test");
         if (tedir && !is_dir(tedir)) {
             free(tedir);
-            tedir = join(sp->data, "val");
+            tedir = join(data, "val");
             if (tedir && !is_dir(tedir)) {
                 free(tedir);
                 tedir = NULL;
@@ -331,13 +327,59 @@ static int load_images(const ds_spec *sp, bool stats, dataset *tr, dataset *te, 
         }
     } else {
         free(trdir);
-        trdir = strdup(sp->data);
+        trdir = strdup(data);
     }
-    char *names[DS_MAX_CLASSES];
-    int nclasses = 0;
-    image_set s[2] = {{0}, {0}};
-    int rc = collect(trdir, names, &nclasses, false, &s[0]);
-    if (rc == 0 && tedir) rc = collect(tedir, names, &nclasses, true, &s[1]);
+    f->split = tedir != NULL;
+    f->classes = calloc(DS_MAX_CLASSES, sizeof *f->classes);
+    int rc = f->classes && trdir ? 0 : -1;
+    if (rc < 0) cn_tool_fail("out of memory");
+    if (rc == 0) rc = collect(trdir, want, what, f->classes, &f->nclasses, false, &f->set[0]);
+    if (rc == 0 && tedir)
+        rc = collect(tedir, want, what, f->classes, &f->nclasses, true, &f->set[1]);
+    free(trdir);
+    free(tedir);
+    if (rc < 0) cn_tool_class_files_free(f);
+    return rc;
+}
+
+void cn_tool_class_files_free(ds_files *f) {
+    for (int i = 0; f->classes && i < f->nclasses; i++) free(f->classes[i]);
+    free(f->classes);
+    free_set(&f->set[0]);
+    free_set(&f->set[1]);
+    memset(f, 0, sizeof *f);
+}
+
+int cn_tool_take_classes(const char *data, bool stats, ds_files *f, ds_info *info) {
+    if (stats) {
+        /* The checkpoint's classes stand; the folder's must be the same. */
+        bool same = f->nclasses == info->nclasses;
+        for (int i = 0; same && i < f->nclasses; i++)
+            same = info->classes && !strcmp(info->classes[i], f->classes[i]);
+        if (!same) {
+            cn_tool_fail("%s: its class folders are not the %lld classes the checkpoint was "
+                         "trained on", data, (long long)info->nclasses);
+            return -1;
+        }
+        return 0;
+    }
+    info->nclasses = f->nclasses;
+    info->classes = f->classes;
+    f->classes = NULL;
+    f->nclasses = 0;
+    return 0;
+}
+
+int cn_tool_holdout(cn_tensor *x, cn_tensor *y, const ds_spec *sp, dataset *tr, dataset *te) {
+    return holdout(x, y, sp->val_split < 0 ? DEFAULT_VAL_SPLIT : sp->val_split, tr, te);
+}
+
+static const char IMAGE_FILES[] = "images (PNG, JPEG, BMP, GIF, TGA or PNM files)";
+
+static int load_images(const ds_spec *sp, bool stats, dataset *tr, dataset *te, ds_info *info) {
+    ds_files cf;
+    int rc = cn_tool_class_files(sp->data, image_ext, IMAGE_FILES, &cf);
+    ds_file_set *s = cf.set;
     int ntot = s[0].n + s[1].n;
     cn_tensor **dec = rc == 0 ? calloc((size_t)(ntot ? ntot : 1), sizeof *dec) : NULL;
     if (rc == 0 && !dec) rc = -1;
@@ -370,43 +412,21 @@ static int load_images(const ds_spec *sp, bool stats, dataset *tr, dataset *te, 
             }
     }
     dataset all = {0};
-    if (rc == 0) rc = assemble(&s[0], dec, C, H, W, tedir ? tr : &all);
-    if (rc == 0 && tedir) rc = assemble(&s[1], dec + s[0].n, C, H, W, te);
-    if (rc == 0 && !tedir)
-        rc = holdout(all.images, all.labels, sp->val_split < 0 ? DEFAULT_VAL_SPLIT : sp->val_split,
-                     tr, te);
+    if (rc == 0) rc = assemble(&s[0], dec, C, H, W, cf.split ? tr : &all);
+    if (rc == 0 && cf.split) rc = assemble(&s[1], dec + s[0].n, C, H, W, te);
+    if (rc == 0 && !cf.split) rc = cn_tool_holdout(all.images, all.labels, sp, tr, te);
     for (int i = 0; dec && i < ntot; i++) cn_release(dec[i]);
     free(dec);
-    free_set(&s[0]);
-    free_set(&s[1]);
-    free(trdir);
-    free(tedir);
-    if (rc < 0) {
-        for (int i = 0; i < nclasses; i++) free(names[i]);
-        return -1;
-    }
+    if (rc == 0) rc = cn_tool_take_classes(sp->data, stats, &cf, info);
+    cn_tool_class_files_free(&cf);
+    if (rc < 0) return -1;
     info->kind = DS_IMAGES;
     info->ndim = 3;
     info->shape[0] = C;
     info->shape[1] = H;
     info->shape[2] = W;
     info->scale255 = true;
-    if (stats) {
-        /* The checkpoint's classes stand; the folder's must be the same. */
-        bool same = nclasses == info->nclasses;
-        for (int i = 0; same && i < nclasses; i++)
-            same = info->classes && !strcmp(info->classes[i], names[i]);
-        for (int i = 0; i < nclasses; i++) free(names[i]);
-        if (!same) {
-            cn_tool_fail("%s: its class folders are not the %lld classes the checkpoint was "
-                         "trained on", sp->data, (long long)info->nclasses);
-            return -1;
-        }
-        return 0;
-    }
-    info->nclasses = nclasses;
-    info->classes = malloc(sizeof(char *) * (size_t)nclasses);
-    for (int i = 0; i < nclasses; i++) info->classes[i] = names[i];
+    if (stats) return 0;
     if (sp->standardize) {
         /* Per channel, of the training pixels in [0, 1]. */
         int64_t n = cn_dim(tr->images, 0), hw = H * W;
@@ -433,6 +453,18 @@ static int load_images(const ds_spec *sp, bool stats, dataset *tr, dataset *te, 
 
 /* ---- tables: features [N, F] f32 and a target ---- */
 
+void cn_tool_mean_std(const float *x, int64_t n, int64_t stride, double *mean, double *std) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += x[i * stride];
+        sq += (double)x[i * stride] * x[i * stride];
+    }
+    double m = n ? sum / (double)n : 0, var = n ? sq / (double)n - m * m : 0;
+    *mean = m;
+    /* A constant column stays at 0 instead of dividing by 0. */
+    *std = var > 1e-12 ? sqrt(var) : 1;
+}
+
 /* Standardise x's columns with the training split's statistics (computed
  * here unless stats), and a regression target likewise. */
 static int standardize_table(bool stats, dataset *tr, dataset *te, ds_info *info) {
@@ -444,28 +476,9 @@ static int standardize_table(bool stats, dataset *tr, dataset *te, ds_info *info
         if (!info->mean || !info->std) return -1;
         int64_t n = cn_dim(tr->images, 0);
         const float *x = cn_data(tr->images);
-        for (int64_t f = 0; f < F; f++) {
-            double sum = 0, sq = 0;
-            for (int64_t i = 0; i < n; i++) {
-                sum += x[i * F + f];
-                sq += (double)x[i * F + f] * x[i * F + f];
-            }
-            double m = n ? sum / (double)n : 0, var = n ? sq / (double)n - m * m : 0;
-            info->mean[f] = m;
-            /* A constant column stays at 0 instead of dividing by 0. */
-            info->std[f] = var > 1e-12 ? sqrt(var) : 1;
-        }
-        if (info->regress) {
-            const float *y = cn_data(tr->labels);
-            double sum = 0, sq = 0;
-            for (int64_t i = 0; i < n; i++) {
-                sum += y[i];
-                sq += (double)y[i] * y[i];
-            }
-            double m = n ? sum / (double)n : 0, var = n ? sq / (double)n - m * m : 0;
-            info->y_mean = m;
-            info->y_std = var > 1e-12 ? sqrt(var) : 1;
-        }
+        for (int64_t f = 0; f < F; f++) cn_tool_mean_std(x + f, n, F, &info->mean[f], &info->std[f]);
+        if (info->regress)
+            cn_tool_mean_std(cn_data(tr->labels), n, 1, &info->y_mean, &info->y_std);
     } else if (info->nnorm != F) {
         cn_tool_fail("the data has %lld features, the checkpoint's model %d", (long long)F,
                      info->nnorm);
@@ -795,7 +808,7 @@ static int load_csv(const ds_spec *sp, bool stats, dataset *tr, dataset *te, ds_
     } else {
         distinct = NULL; /* the checkpoint's */
     }
-    if (holdout(x, y, sp->val_split < 0 ? DEFAULT_VAL_SPLIT : sp->val_split, tr, te) < 0) goto out;
+    if (cn_tool_holdout(x, y, sp, tr, te) < 0) goto out;
     rc = standardize_table(stats, tr, te, info);
 out:
     if (distinct && !stats) {
@@ -910,7 +923,7 @@ static int load_npy(const ds_spec *sp, bool stats, dataset *tr, dataset *te, ds_
         }
         *tr = (dataset){x, y};
         *te = (dataset){x2, y2};
-    } else if (holdout(x, y, sp->val_split < 0 ? DEFAULT_VAL_SPLIT : sp->val_split, tr, te) < 0) {
+    } else if (cn_tool_holdout(x, y, sp, tr, te) < 0) {
         goto out;
     }
     info->kind = DS_NPY;
@@ -961,6 +974,7 @@ int cn_tool_data_load(const ds_spec *s, int64_t limit, bool stats, dataset *tr, 
     int rc = k == DS_IMAGES ? load_images(s, stats, tr, te, info)
              : k == DS_CSV  ? load_csv(s, stats, tr, te, info)
              : k == DS_NPY  ? load_npy(s, stats, tr, te, info)
+             : k == DS_AUDIO ? cn_tool_audio_load(s, stats, tr, te, info)
                             : -1;
     if (rc == 0 && (!tr->images || !te->images || !tr->labels || !te->labels)) {
         cn_tool_fail("%s", cn_last_error());
@@ -997,13 +1011,16 @@ void cn_tool_data_info_free(ds_info *info) {
     info->mean = info->std = NULL;
 }
 
-static const char *const kind_names[] = {"idx", "images", "csv", "npy"};
+static const char *const kind_names[] = {"idx", "images", "csv", "npy", "audio"};
+#define NKINDS (int)(sizeof kind_names / sizeof *kind_names)
 
 static void add(ds_meta *m, const char *k, char *v) {
     m->keys[m->n] = k;
     m->vals[m->n] = v ? v : "";
     m->owned[m->n++] = v;
 }
+
+void cn_tool_meta_add(ds_meta *m, const char *key, char *value) { add(m, key, value); }
 
 static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 static char *fmt(const char *f, ...) {
@@ -1060,6 +1077,7 @@ int cn_tool_data_meta(const ds_spec *s, const ds_info *info, ds_meta *m) {
     if (s->features) add(m, "features", strdup(s->features));
     add(m, "val_split", fmt("%.17g", s->val_split < 0 ? DEFAULT_VAL_SPLIT : s->val_split));
     add(m, "pixels_scaled", strdup(info->scale255 ? "255" : "1"));
+    if (info->kind == DS_AUDIO) cn_tool_audio_meta(info, m);
     return m->n;
 }
 
@@ -1113,7 +1131,7 @@ int cn_tool_data_from_checkpoint(const char *path, ds_spec *s, ds_info *info, ch
         goto out;
     }
     int k = -1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NKINDS; i++)
         if (!strcmp(kind, kind_names[i])) k = i;
     const char *task = cn_checkpoint_metadata(c, "task"), *shape = cn_checkpoint_metadata(c, "input_shape");
     const char *ncls = cn_checkpoint_metadata(c, "num_classes");
@@ -1158,6 +1176,7 @@ int cn_tool_data_from_checkpoint(const char *path, ds_spec *s, ds_info *info, ch
     info->y_std = ys ? strtod(ys, NULL) : 1;
     const char *px = cn_checkpoint_metadata(c, "pixels_scaled");
     info->scale255 = !px || !strcmp(px, "255");
+    if (info->kind == DS_AUDIO && cn_tool_audio_from_checkpoint(path, c, info) < 0) goto out;
     const char *data = cn_checkpoint_metadata(c, "data");
     if (data && s && data_buf) {
         snprintf(data_buf, data_size, "%s", data);
@@ -1188,7 +1207,8 @@ out:
     return rc;
 }
 
-int cn_tool_image_input(const char *path, const ds_info *info, float *out) {
+int cn_tool_file_input(const char *path, const ds_info *info, float *out) {
+    if (info->kind == DS_AUDIO) return cn_tool_audio_input(path, info, out);
     if (info->ndim != 3) {
         cn_tool_fail("the checkpoint's model reads %lld features, not images",
                      (long long)info->shape[0]);

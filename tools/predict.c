@@ -1,6 +1,7 @@
 /* `chutney predict`: a checkpoint of `chutney train` classifies image files
  * (PNG, JPEG, BMP, PNM, ... through cn_load_image), each made to look like
- * a Fashion-MNIST picture first: grey, light on dark, square, 28x28. */
+ * a Fashion-MNIST picture first: grey, light on dark, square, 28x28; or,
+ * for a checkpoint of WAV clips, WAV files. */
 #include "tools.h"
 #include "dataset.h"
 #include "model_text.h"
@@ -31,6 +32,9 @@ static void predict_usage(FILE *f) {
             "an image whose border is light (a photo on white); yes or no forces it.\n"
             "The class names are Fashion-MNIST's; --numbers prints the labels 0-9\n"
             "instead (a model trained on MNIST digits with --data).\n"
+            "A checkpoint of your own data reads files as training read its data: images\n"
+            "at its size and channels, or, trained on WAV clips, WAV files at the clips'\n"
+            "rate, padded or cut to their length (docs/training.md, \"Audio\").\n"
             "Exit status: 0 done, 1 a failure (files, images), 2 a bad command line.\n");
 }
 
@@ -206,9 +210,10 @@ static int predict_run(const predict_args *p, cn_module *m) {
     return ok ? 0 : CN_TOOL_FAILED;
 }
 
-/* A checkpoint trained on other images (an image folder, .npy images):
- * each image as training read them (its channels and size, [0, 1], the
- * checkpoint's standardisation), and the checkpoint's class names. */
+/* A checkpoint trained on other images (an image folder, .npy images) or
+ * WAV clips: each file as training read them (an image's channels and
+ * size, [0, 1]; a clip's spectrogram; the checkpoint's standardisation),
+ * and the checkpoint's class names. */
 static int predict_data(const predict_args *p, const char *model, const ds_info *info) {
     if (info->ndim != 3) {
         fprintf(stderr, "chutney predict: %s was trained on a table of %lld features, not on "
@@ -230,7 +235,7 @@ static int predict_data(const predict_args *p, const char *model, const ds_info 
     float *batch = malloc(sizeof *batch * per * (size_t)p->nimages);
     bool ok = batch != NULL;
     for (int i = 0; ok && i < p->nimages; i++)
-        if (cn_tool_image_input(p->images[i], info, batch + per * (size_t)i) < 0) {
+        if (cn_tool_file_input(p->images[i], info, batch + per * (size_t)i) < 0) {
             fprintf(stderr, "chutney predict: %s\n", cn_tool_error());
             ok = false;
         }

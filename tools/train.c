@@ -131,7 +131,7 @@ static ds_spec spec_of(const train_args *a) {
     return (ds_spec){.data = a->data, .labels = a->labels, .target = a->target,
                      .features = a->features, .task = a->task, .height = a->height,
                      .width = a->width, .channels = a->channels, .val_split = a->val_split,
-                     .standardize = a->standardize, .augment = a->augment};
+                     .standardize = a->standardize, .augment = a->augment, .audio = a->audio};
 }
 
 /* An ONNX file (its initializers the parameters), --model-file's text (its
@@ -714,6 +714,8 @@ static void train_usage(FILE *f) {
             "                     [--target COL] [--features a,b] [--task T] [--labels Y.npy]\n"
             "                     [--image-size HxW] [--channels C] [--val-split F]\n"
             "                     [--standardize] [--augment crop,flip,jitter]\n"
+            "                     [--n-fft N] [--hop N] [--n-mels N] [--fmin HZ] [--fmax HZ]\n"
+            "                     [--clip-seconds S]\n"
             "       chutney train --model-file FILE [the options above] [--dropout P]\n"
             "       chutney train --model-file MODEL.onnx [the options above]\n"
             "       chutney train --resume CKPT [--epochs N] [any option, to change it]\n"
@@ -800,8 +802,12 @@ static void train_usage(FILE *f) {
             "--data FILE.csv --target COLUMN [--features a,b] [--task classify|regress],\n"
             "--data DIR with x.npy and y.npy, or --data X.npy --labels Y.npy. Images:\n"
             "--image-size HxW, --channels 1|3, --standardize (per-channel mean/std),\n"
-            "--augment crop,flip,jitter (training only, seeded). The checkpoint keeps\n"
-            "the shape, classes and statistics for eval and predict.\n"
+            "--augment crop,flip,jitter (training only, seeded). Class folders of WAV\n"
+            "files: each clip, padded or cut to --clip-seconds (default: the longest\n"
+            "training clip), becomes a log-mel spectrogram [1, n_mels, frames]: --n-fft\n"
+            "(512), --hop (n_fft/2), --n-mels (40), --fmin (0), --fmax (half the rate)\n"
+            "Hz; every clip must have the first one's sample rate. The checkpoint keeps\n"
+            "the shape, classes, statistics and audio settings for eval and predict.\n"
             "Exit status: 0 done, 1 a failure (data, files, device), 2 a bad command line.\n");
 }
 
@@ -872,6 +878,12 @@ static const option_info options[] = {
     {"--val-split", "the fraction held out for testing, such as 0.2", FOR_TRAIN},
     {"--augment", "crop, flip, jitter, or a list such as crop,flip", FOR_TRAIN},
     {"--standardize", NULL, FOR_TRAIN},
+    {"--n-fft", "the spectrogram's window in samples, such as 512", FOR_TRAIN},
+    {"--hop", "the samples between frames, such as 256", FOR_TRAIN},
+    {"--n-mels", "the number of mel filters, such as 40", FOR_TRAIN},
+    {"--fmin", "the lowest frequency in Hz, such as 0", FOR_TRAIN},
+    {"--fmax", "the highest frequency in Hz, such as 8000", FOR_TRAIN},
+    {"--clip-seconds", "the clips' length in seconds, such as 1", FOR_TRAIN},
     {"--help", NULL, FOR_BOTH},
 };
 #define NOPTIONS (int)(sizeof options / sizeof options[0])
@@ -883,7 +895,10 @@ static const char *const augments[] = {"crop", "flip", "jitter"};
 
 /* The options of data other than Fashion-MNIST: true if k was one. */
 static bool set_data_option(train_args *a, const char *cmd, const char *k, const char *v, bool *ok) {
-    if (!strcmp(k, "--labels")) {
+    int audio = cn_tool_audio_option(&a->audio, cmd, k, v);
+    if (audio) {
+        *ok = audio > 0;
+    } else if (!strcmp(k, "--labels")) {
         a->labels = v;
     } else if (!strcmp(k, "--target")) {
         a->target = v;
@@ -1089,13 +1104,14 @@ static int check_data(const train_args *a, const char *cmd) {
                         "learn (a header name or a 0-based index)\n", cmd, a->data);
         return CN_TOOL_USAGE;
     }
-    if ((kind == DS_CSV || kind == DS_NPY) &&
+    if (kind != DS_IMAGES && kind != DS_IDX &&
         (a->height > 0 || a->width > 0 || a->channels > 0 || a->standardize || a->augment)) {
         fprintf(stderr, "chutney %s: --image-size, --channels, --standardize and --augment are "
                         "for a folder of images, not %s\n", cmd,
-                kind == DS_CSV ? "a CSV table" : ".npy arrays");
+                kind == DS_CSV ? "a CSV table" : kind == DS_AUDIO ? "WAV clips" : ".npy arrays");
         return CN_TOOL_USAGE;
     }
+    if (cn_tool_audio_check(cmd, kind, &a->audio)) return CN_TOOL_USAGE;
     if (kind != DS_CSV && (a->target || a->features)) {
         fprintf(stderr, "chutney %s: --target and --features are for a CSV table (--data "
                         "FILE.csv)\n", cmd);

@@ -4,6 +4,7 @@
 #ifndef CN_TOOLS_TRAIN_H
 #define CN_TOOLS_TRAIN_H
 
+#include "dataset.h"
 #include "tools.h"
 #include "train_log.h"
 #include "train_opts.h"
@@ -54,6 +55,7 @@ typedef struct train_args {
     /* The optimiser's and schedule's settings (train_opts.h); NAN: not given. */
     double optv[TO_NSLOTS];
     cn_lr_scheduler *sched; /* the run's schedule, saved under "scheduler." (NULL: none) */
+    ds_audio audio; /* --n-fft, --hop, --n-mels, --fmin, --fmax, --clip-seconds */
 } train_args;
 
 /* The model state, the optimiser state under "optimizer.", and metadata:

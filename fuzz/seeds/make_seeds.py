@@ -185,6 +185,25 @@ def bpe_seeds(root):
         b'specials 2\n"<\\x01\\"\\\\>"\n"<pad>"\nend\n')
 
 
+# ---- WAV ----
+def wav(tag, channels, rate, bits, payload, data_len=None, extra=b""):
+    block = channels * bits // 8
+    fmt = struct.pack("<HHIIHH", tag, channels, rate, rate * block, block, bits) + extra
+    n = len(payload) if data_len is None else data_len
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", n) + payload
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def wav_seeds(root):
+    put(root, "wav", "pcm16.wav", wav(1, 1, 8000, 16, struct.pack("<6h", 0, 1, -1, 32767, -32768, 100)))
+    put(root, "wav", "stereo_f32.wav", wav(3, 2, 22050, 32, struct.pack("<4f", 0.5, -0.5, 0.25, 1)))
+    put(root, "wav", "u8.wav", wav(1, 1, 11025, 8, bytes([0, 128, 255, 64])))
+    put(root, "wav", "pcm24.wav", wav(1, 1, 16000, 24, bytes(range(12))))
+    put(root, "wav", "mulaw.wav", wav(7, 1, 8000, 8, bytes(range(0, 256, 16))))
+    put(root, "wav", "streamed.wav", wav(1, 1, 8000, 16, struct.pack("<4h", 1, 2, 3, 4), 0xFFFFFFFF))
+    put(root, "wav", "long.wav", wav(1, 1, 8000, 16, struct.pack("<400h", *([1000, -1000] * 200))))
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     npy_seeds(root)
@@ -193,6 +212,7 @@ def main():
     csv_seeds(root)
     image_seeds(root)
     bpe_seeds(root)
+    wav_seeds(root)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,12 @@ const char *cn_build_info(void) {
 #ifdef CN_HAVE_STB
            " +stb"
 #endif
+#ifdef CN_HAVE_SNDFILE
+           " +sndfile"
+#endif
+#ifdef CN_HAVE_FFTW
+           " +fftw"
+#endif
 #ifdef CN_HAVE_OPENCL
            " +opencl"
 #endif
@@ -103,6 +109,16 @@ const char *cn_build_info(void) {
 #else
 #define HAS_STB false
 #endif
+#ifdef CN_HAVE_SNDFILE
+#define HAS_SNDFILE true
+#else
+#define HAS_SNDFILE false
+#endif
+#ifdef CN_HAVE_FFTW
+#define HAS_FFTW true
+#else
+#define HAS_FFTW false
+#endif
 
 static const cn_build_feature features[] = {
     {"onnx", "ONNX import and export (protobuf-c)", HAS_ONNX},
@@ -116,6 +132,8 @@ static const cn_build_feature features[] = {
     {"mpi", "distributed training over MPI", HAS_MPI},
     {"zlib", "gzip-compressed data files (.gz)", HAS_ZLIB},
     {"stb", "image files: PNG, JPEG, BMP, ... (stb_image)", HAS_STB},
+    {"sndfile", "WAV audio files (libsndfile)", HAS_SNDFILE},
+    {"fftw", "log-mel spectrograms (FFTW's real FFT)", HAS_FFTW},
 };
 
 int cn_build_feature_count(void) { return (int)(sizeof features / sizeof features[0]); }
