@@ -1,5 +1,6 @@
 /* IR nodes: an op applied to inputs, shared by autograd and static graphs. */
 #include "core.h"
+#include "struct_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,15 @@ static cn_node *node_struct(void) {
         return n;
     }
     return malloc(sizeof *n);
+}
+
+void cn_node_struct_cache_flush(void) {
+    while (free_nodes) {
+        cn_node *n = free_nodes;
+        free_nodes = n->extra;
+        free(n);
+    }
+    free_node_count = 0;
 }
 
 static void node_struct_free(cn_node *n) {

@@ -1,6 +1,7 @@
 /* Tensor structs: allocation, reference counts, metadata, element access. */
 #include "core.h"
 #include "budget.h"
+#include "struct_cache.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -135,6 +136,16 @@ static __attribute__((cold, noinline)) void tensor_struct_quarantine(cn_tensor *
 }
 
 static void tensor_struct_free(cn_tensor *t) { tensor_struct_recycle(t); }
+
+void cn_t_struct_cache_flush(void) {
+    while (cn_free_tensors) {
+        cn_tensor *t = cn_free_tensors;
+        t_unbury(t);
+        cn_free_tensors = t->grad;
+        free(t);
+    }
+    cn_free_tensor_count = 0;
+}
 
 int cn_t_dead_fail(const char *fn, const cn_tensor *t) {
     /* The struct may be poisoned (ASan): read a copy made with it unpoisoned. */
