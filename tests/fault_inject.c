@@ -6,8 +6,9 @@
  * replaces the write functions of a whole program (the `chutney` command,
  * tests/cli/faults_cli.sh), armed from the environment: CN_FAULT_WRITE=N
  * fails the Nth write, CN_FAULT_KIND=enospc|eio|short how, and the count
- * of writes is written to the file CN_FAULT_COUNT at exit. Allocations are
- * not replaced there (dlsym itself allocates). */
+ * of writes is written to the file CN_FAULT_COUNT at exit (CN_FAULT_TRAP
+ * set: fi_trap). Allocations are not replaced there (dlsym itself
+ * allocates). */
 #define _GNU_SOURCE
 #include "fault_inject.h"
 
@@ -222,6 +223,7 @@ static const char *count_file;
 __attribute__((constructor)) static void arm_from_env(void) {
     const char *n = getenv("CN_FAULT_WRITE"), *k = getenv("CN_FAULT_KIND");
     count_file = getenv("CN_FAULT_COUNT");
+    fi_trap = getenv("CN_FAULT_TRAP") != NULL;
     fi_write_kind kind = !k || !strcmp(k, "enospc") ? FI_ENOSPC : !strcmp(k, "eio") ? FI_EIO : FI_SHORT;
     fi_arm(FI_WRITE, n ? atol(n) : 0, kind);
 }
