@@ -9,15 +9,16 @@
 #include <pthread.h>
 
 #define NTHREADS 4
-#define NRUNS 6
-#define N 8 /* rows of the input */
+#define NRUNS 8
+#define N 2048 /* rows: the elementwise ops are large enough to use the pool */
 
+static pthread_barrier_t start;
 static void *model_buf;
 static size_t model_size;
 static float expect[N * 5];
 
 static cn_tensor *input(void) {
-    float v[N * 12];
+    static _Thread_local float v[N * 12];
     for (int i = 0; i < N * 12; i++) v[i] = (float)((i * 13 % 17) - 8) / 8.0f;
     return cn_from_data(CN_F32, CN_SHAPE(N, 12), v);
 }
@@ -46,7 +47,8 @@ static int run_model(float *out_vals) {
 }
 
 static void *worker(void *arg) {
-    float vals[N * 5];
+    static _Thread_local float vals[N * 5];
+    pthread_barrier_wait(&start); /* all load and run at once */
     *(int *)arg = run_model(vals);
     return NULL;
 }
@@ -66,7 +68,7 @@ static void test_concurrent_runs(void) {
     cn_scope_end();
 
     /* The reference: one thread alone (and a check of it against eager). */
-    float first[N * 5];
+    static float first[N * 5];
     memset(expect, 0, sizeof expect);
     CHECK(run_model(first) >= 0);
     memcpy(expect, first, sizeof expect);
@@ -77,11 +79,13 @@ static void test_concurrent_runs(void) {
 
     pthread_t th[NTHREADS];
     int bad[NTHREADS];
+    pthread_barrier_init(&start, NULL, NTHREADS);
     for (int i = 0; i < NTHREADS; i++) CHECK_EQ_INT(pthread_create(&th[i], NULL, worker, &bad[i]), 0);
     for (int i = 0; i < NTHREADS; i++) {
         pthread_join(th[i], NULL);
         CHECK_MSG(bad[i] == 0, "thread %d: %d of %d runs differ (or -1: an error)", i, bad[i], NRUNS);
     }
+    pthread_barrier_destroy(&start);
     free(model_buf);
 }
 
