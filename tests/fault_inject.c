@@ -5,10 +5,9 @@
  * Compiled with FI_PRELOAD it is instead a library for LD_PRELOAD that
  * replaces the write functions of a whole program (the `chutney` command,
  * tests/cli/faults_cli.sh), armed from the environment: CN_FAULT_WRITE=N
- * fails the Nth write, CN_FAULT_KIND=enospc|eio|short how, and the count
- * of writes is written to the file CN_FAULT_COUNT at exit (CN_FAULT_TRAP
- * set: fi_trap). Allocations are not replaced there (dlsym itself
- * allocates). */
+ * fails the Nth write, CN_FAULT_KIND=enospc|eio|short how (or
+ * CN_FAULT_ALLOC=N the Nth allocation), and the count of the calls is
+ * written to the file CN_FAULT_COUNT at exit (CN_FAULT_TRAP set: fi_trap). */
 #define _GNU_SOURCE
 #include "fault_inject.h"
 
@@ -26,6 +25,23 @@
 #define WRAP(name) name
 #define REAL(name) ((__typeof__(&name))real_fn(#name))
 static void *real_fn(const char *name) { return dlsym(RTLD_NEXT, name); }
+/* glibc's own entry points: dlsym may allocate, so the allocation functions
+ * cannot be looked up through it. Calls inside libc (fopen, strdup, ...)
+ * come here too, as they would to any replacement malloc. */
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t m);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_memalign(size_t align, size_t n);
+#define __real_malloc __libc_malloc
+#define __real_calloc __libc_calloc
+#define __real_realloc __libc_realloc
+static int __real_posix_memalign(void **out, size_t align, size_t n) {
+    void *p = __libc_memalign(align, n);
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+static void *__real_aligned_alloc(size_t align, size_t n) { return __libc_memalign(align, n); }
 #else
 #define WRAP(name) __wrap_##name
 #define REAL(name) __real_##name
@@ -82,38 +98,37 @@ static bool fail_now(fi_class c) {
 }
 
 /* ---- allocations ---- */
-#ifndef FI_PRELOAD
 
-void *__wrap_malloc(size_t n) {
+void *WRAP(malloc)(size_t n) {
     if (fail_now(FI_ALLOC)) return errno = ENOMEM, NULL;
     return __real_malloc(n);
 }
-void *__wrap_calloc(size_t n, size_t m) {
+void *WRAP(calloc)(size_t n, size_t m) {
     if (fail_now(FI_ALLOC)) return errno = ENOMEM, NULL;
     return __real_calloc(n, m);
 }
-void *__wrap_realloc(void *p, size_t n) {
+void *WRAP(realloc)(void *p, size_t n) {
     if (fail_now(FI_ALLOC)) return errno = ENOMEM, NULL;
     return __real_realloc(p, n);
 }
-char *__wrap_strdup(const char *s) {
+#ifndef FI_PRELOAD /* there libc's own strdup calls the malloc above */
+char *WRAP(strdup)(const char *s) {
     if (fail_now(FI_ALLOC)) return errno = ENOMEM, NULL;
     return __real_strdup(s);
 }
-char *__wrap_strndup(const char *s, size_t n) {
+char *WRAP(strndup)(const char *s, size_t n) {
     if (fail_now(FI_ALLOC)) return errno = ENOMEM, NULL;
     return __real_strndup(s, n);
 }
-int __wrap_posix_memalign(void **out, size_t align, size_t n) {
+#endif
+int WRAP(posix_memalign)(void **out, size_t align, size_t n) {
     if (fail_now(FI_ALLOC)) return ENOMEM;
     return __real_posix_memalign(out, align, n);
 }
-void *__wrap_aligned_alloc(size_t align, size_t n) {
+void *WRAP(aligned_alloc)(size_t align, size_t n) {
     if (fail_now(FI_ALLOC)) return errno = ENOMEM, NULL;
     return __real_aligned_alloc(align, n);
 }
-
-#endif
 
 /* ---- writes ---- */
 
@@ -222,10 +237,12 @@ static const char *count_file;
 
 __attribute__((constructor)) static void arm_from_env(void) {
     const char *n = getenv("CN_FAULT_WRITE"), *k = getenv("CN_FAULT_KIND");
+    const char *na = getenv("CN_FAULT_ALLOC");
     count_file = getenv("CN_FAULT_COUNT");
     fi_trap = getenv("CN_FAULT_TRAP") != NULL;
     fi_write_kind kind = !k || !strcmp(k, "enospc") ? FI_ENOSPC : !strcmp(k, "eio") ? FI_EIO : FI_SHORT;
-    fi_arm(FI_WRITE, n ? atol(n) : 0, kind);
+    if (na) fi_arm(FI_ALLOC, atol(na), kind);
+    else fi_arm(FI_WRITE, n ? atol(n) : 0, kind);
 }
 
 __attribute__((destructor)) static void report_count(void) {

@@ -5,7 +5,8 @@
 # then `chutney export` of the checkpoint, each run again with its Nth
 # write failing (ENOSPC for train; ENOSPC, EIO and short writes for
 # export), through tests/fault_inject.c built for LD_PRELOAD. (--profile's
-# trace is thousands of small writes: test_faults sweeps its writer.) Every run
+# trace is thousands of small writes: test_faults sweeps its writer.)
+# Then `chutney info` of the model with its Nth allocation failing. Every run
 # exits 0 with the reference files or 1 with a message, never anything
 # else; the checkpoint and the exported model are always the previous file
 # or the new one, whole, and no temporary file is left.
@@ -121,5 +122,30 @@ while [ "$n" -le "$export_writes" ]; do
     done
     n=$((n + 1))
 done
-echo "faults_cli: $runs runs ($train_writes writes of train, $export_writes of export), $failed_cleanly failed cleanly, $fails wrong"
+# Allocations: `chutney info` of the exported model (reading the ONNX file,
+# the importer, the summary) with its Nth allocation failing, for every N.
+info_allocs=0
+if [ "$have_onnx" = 1 ]; then
+    rm -f "$tmp/count"
+    LD_PRELOAD=$PRELOAD CN_FAULT_ALLOC=0 CN_FAULT_COUNT=$tmp/count \
+        "$CHUTNEY" info "$tmp/ref.onnx" >"$tmp/ref.info" 2>"$tmp/stderr" || { fail "info (reference)"; cat "$tmp/stderr"; }
+    info_allocs=$(cat "$tmp/count" 2>/dev/null || echo 0)
+fi
+n=1
+while [ "$n" -le "$info_allocs" ]; do
+    LD_PRELOAD=$PRELOAD CN_FAULT_ALLOC=$n "$CHUTNEY" info "$tmp/ref.onnx" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    runs=$((runs + 1))
+    if [ "$rc" = 1 ]; then
+        failed_cleanly=$((failed_cleanly + 1))
+        grep -q '^chutney' "$tmp/stderr" || { fail "info, allocation $n failing: exit 1 without a message"; cat "$tmp/stderr"; }
+    elif [ "$rc" = 0 ]; then
+        cmp -s "$tmp/stdout" "$tmp/ref.info" || fail "info, allocation $n failing: exit 0 with different output"
+    else
+        fail "info, allocation $n failing: exit status $rc"; cat "$tmp/stderr"
+    fi
+    n=$((n + 1))
+done
+
+echo "faults_cli: $runs runs ($train_writes writes of train, $export_writes of export, $info_allocs allocations of info), $failed_cleanly failed cleanly, $fails wrong"
 [ "$fails" -eq 0 ]
