@@ -127,6 +127,82 @@ out:
     return rc;
 }
 
+/* A small CNN: SGD with momentum and a step schedule, an eager step and a
+ * compiled one. */
+static int sc_cnn(result *r) {
+    cn_manual_seed(6);
+    int rc = -1;
+    cn_conv_opts c = {.padding = {1, 1}};
+    cn_pool_opts pool = {.kernel = {2, 2}};
+    cn_module *l[5] = {cn_nn_conv2d(1, 2, 3, 3, &c, true), cn_nn_relu(), cn_nn_max_pool2d(&pool),
+                       cn_nn_flatten(1, -1), cn_nn_linear(2 * 4 * 4, 3, true)};
+    cn_module *m = NULL;
+    if (l[0] && l[1] && l[2] && l[3] && l[4]) m = cn_nn_sequential(l, 5);
+    else
+        for (int i = 0; i < 5; i++) cn_module_free(l[i]);
+    cn_tensor **params = NULL;
+    cn_optimizer *opt = NULL;
+    cn_lr_scheduler *sched = NULL;
+    cn_graph *g = NULL;
+    cn_program *p = NULL;
+    int np = m ? cn_module_parameters(m, &params, NULL) : -1;
+    if (np < 0 || !(opt = cn_sgd(params, np, &(cn_sgd_opts){.lr = 0.1, .momentum = 0.9})) ||
+        !(sched = cn_step_lr(opt, 1, 0.5)))
+        goto out;
+    cn_tensor *x = cn_reshape(cn_cos(cn_arange(0, 128, 1, CN_F32)), CN_SHAPE(2, 1, 8, 8));
+    int64_t tv[2] = {1, 2};
+    cn_tensor *target = cn_from_data(CN_I64, CN_SHAPE(2), tv);
+    if (cn_optimizer_zero_grad(opt) < 0) goto out;
+    cn_tensor *loss = cn_cross_entropy(cn_module_forward(m, x), target, CN_REDUCTION_MEAN, 0);
+    if (!loss || cn_backward(loss, NULL) < 0 || cn_optimizer_step(opt) < 0 ||
+        cn_lr_scheduler_step(sched) < 0 || put(r, loss) < 0)
+        goto out;
+    if (!(g = cn_graph_new())) goto out;
+    cn_tensor *ph[2] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 1, 8, 8)),
+                        cn_placeholder(g, "y", CN_I64, CN_SHAPE(-1))};
+    loss = cn_cross_entropy(cn_module_forward(m, ph[0]), ph[1], CN_REDUCTION_MEAN, 0);
+    if (!loss || !(p = cn_compile_train_step(g, &loss, 1, opt, NULL))) goto out;
+    cn_tensor *vals[2] = {x, target}, *out = NULL;
+    if (cn_run(p, ph, vals, 2, &out, 1) < 0 || put(r, out) < 0) goto out;
+    for (int i = 0; i < np; i++)
+        if (put(r, params[i]) < 0) goto out;
+    rc = 0;
+out:
+    cn_program_free(p);
+    cn_graph_free(g);
+    cn_lr_scheduler_free(sched);
+    cn_optimizer_free(opt);
+    free(params);
+    cn_module_free(m);
+    return rc;
+}
+
+/* An epoch of a shuffling loader with transforms, then the next epoch's
+ * first batch. */
+static int sc_loader(result *r) {
+    cn_tensor *t[2] = {cn_reshape(cn_arange(0, 10 * 36, 1, CN_F32), CN_SHAPE(10, 1, 6, 6)),
+                       cn_arange(0, 10, 1, CN_I64)};
+    cn_loader *l = t[0] && t[1] ? cn_loader_new(t, 2, &(cn_loader_opts){.batch_size = 4, .shuffle = true,
+                                                                         .seed = 3})
+                                : NULL;
+    int rc = -1;
+    double mean = 100, std = 50;
+    if (!l || cn_loader_random_crop(l, 0, 6, 6, 1) < 0 || cn_loader_random_hflip(l, 0, 0.5) < 0 ||
+        cn_loader_normalize(l, 0, &mean, &std, 1) < 0)
+        goto out;
+    cn_tensor *b[2];
+    for (int k = 0; k < 4; k++) {
+        int got = cn_loader_next(l, b);
+        if (got < 0) goto out;
+        r->v[r->n++] = got;
+        if (got && (put(r, b[0]) < 0 || put(r, b[1]) < 0)) goto out;
+    }
+    rc = 0;
+out:
+    cn_loader_free(l);
+    return rc;
+}
+
 /* A graph exported to ONNX in memory, loaded back and run. */
 static int sc_onnx(result *r) {
     cn_manual_seed(3);
@@ -258,7 +334,8 @@ static void test_alloc_sweep(void) {
     struct {
         const char *name;
         scenario fn;
-    } s[] = {{"program", sc_program}, {"train", sc_train}, {"onnx", sc_onnx}, {"checkpoint", sc_checkpoint}};
+    } s[] = {{"program", sc_program}, {"train", sc_train}, {"cnn", sc_cnn},
+             {"loader", sc_loader},   {"onnx", sc_onnx},   {"checkpoint", sc_checkpoint}};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         if (s[i].fn == sc_onnx && !have_onnx) continue;
         long err = total_errors;
