@@ -16,7 +16,7 @@
 #            "skipped: no CUDA toolkit" where the build has no CUDA backend
 #   tsan     build-tsan/  ThreadSanitizer (gcc, -O1 -g): only the library and the
 #            tests of code that runs on several threads (the thread pool,
-#            static programs at 2 and 3 threads, the data loader's workers,
+#            static programs at 3 threads, the data loader's workers,
 #            cn_onnx_run from several threads at once); stops at the first
 #            race (halt_on_error), tests/tsan.supp for third-party code only
 #   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, ONNX, OpenCL, CUDA, MPI): the suite
@@ -57,16 +57,16 @@ record() {
 build() {
     local dir=$1
     shift
-    cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j"$jobs"
+    build_targets "$dir" -- "$@"
 }
 
-# build_targets DIR TARGET... -- CMAKE_ARGS...: configure, build only those.
+# build_targets DIR [TARGET...] -- CMAKE_ARGS...: the same, only those targets.
 build_targets() {
     local dir=$1 targets=()
     shift
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do targets+=("$1"); shift; done
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do targets+=(--target "$1"); shift; done
     shift
-    cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
+    cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j"$jobs" "${targets[@]}"
 }
 
 # suite STAGE DIR CMAKE_ARGS...: build, then run the CTest suite.
