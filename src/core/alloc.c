@@ -11,7 +11,7 @@
  * sanitizer sees every use after free. */
 #include "core.h"
 #include "profiler.h"
-#include "struct_cache.h"
+#include "thread_state.h"
 
 #include <pthread.h>
 #include <stdlib.h>

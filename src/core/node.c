@@ -1,6 +1,6 @@
 /* IR nodes: an op applied to inputs, shared by autograd and static graphs. */
 #include "core.h"
-#include "struct_cache.h"
+#include "thread_state.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +22,7 @@ static cn_node *node_struct(void) {
         free_node_count--;
         return n;
     }
+    cn_thread_state_keep();
     return malloc(sizeof *n);
 }
 
@@ -36,6 +37,7 @@ void cn_node_struct_cache_flush(void) {
 
 static void node_struct_free(cn_node *n) {
     if (free_node_count < CN_NODE_CACHE_MAX) {
+        if (!free_nodes) cn_thread_state_keep(); /* a thread that only releases */
         n->extra = free_nodes; /* reuse the field as the list link */
         free_nodes = n;
         free_node_count++;

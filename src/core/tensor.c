@@ -1,7 +1,7 @@
 /* Tensor structs: allocation, reference counts, metadata, element access. */
 #include "core.h"
 #include "budget.h"
-#include "struct_cache.h"
+#include "thread_state.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -83,6 +83,7 @@ cn_tensor *cn_t_alloc(void) {
     } else {
         t = calloc(1, sizeof *t);
         if (!t) return cn_fail("out of memory allocating a tensor");
+        cn_thread_state_keep();
     }
     t->refcount = 1;
     t->magic = CN_T_LIVE;
@@ -92,6 +93,7 @@ cn_tensor *cn_t_alloc(void) {
 static void tensor_struct_recycle(cn_tensor *t) {
     t->magic = CN_T_DEAD;
     if (cn_free_tensor_count < CN_TENSOR_CACHE_MAX) {
+        if (!cn_free_tensors) cn_thread_state_keep(); /* a thread that only releases */
         t->grad = cn_free_tensors; /* reuse the field as the list link */
         cn_free_tensors = t;
         cn_free_tensor_count++;
