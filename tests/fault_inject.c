@@ -3,7 +3,7 @@
  * one thread, so the Nth call is the same call in every run.
  *
  * Compiled with FI_PRELOAD it is instead a library for LD_PRELOAD that
- * replaces the write functions of a whole program (the `chutney` command,
+ * replaces these functions in a whole program (the `chutney` command,
  * tests/cli/faults_cli.sh), armed from the environment: CN_FAULT_WRITE=N
  * fails the Nth write, CN_FAULT_KIND=enospc|eio|short how (or
  * CN_FAULT_ALLOC=N the Nth allocation), and the count of the calls is
@@ -24,7 +24,14 @@
 #include <dlfcn.h>
 #define WRAP(name) name
 #define REAL(name) ((__typeof__(&name))real_fn(#name))
-static void *real_fn(const char *name) { return dlsym(RTLD_NEXT, name); }
+/* dlsym's own allocations are not the program's: never failed. */
+static _Thread_local bool resolving;
+static void *real_fn(const char *name) {
+    resolving = true;
+    void *p = dlsym(RTLD_NEXT, name);
+    resolving = false;
+    return p;
+}
 /* glibc's own entry points: dlsym may allocate, so the allocation functions
  * cannot be looked up through it. Calls inside libc (fopen, strdup, ...)
  * come here too, as they would to any replacement malloc. */
@@ -90,6 +97,9 @@ bool fi_fired(void) { return atomic_load(&fired); }
 /* Is this call of class c the one to fail? */
 static bool fail_now(fi_class c) {
     if (atomic_load_explicit(&armed, memory_order_relaxed) != (int)c) return false;
+#ifdef FI_PRELOAD
+    if (resolving) return false;
+#endif
     long k = atomic_fetch_add(&calls, 1) + 1;
     if (k != atomic_load(&target)) return false;
     atomic_store(&fired, true);
