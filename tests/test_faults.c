@@ -328,7 +328,7 @@ static long sweep(const char *name, scenario fn, fi_class c, fi_write_kind kind)
     return count;
 }
 
-static bool have_onnx;
+static bool have_onnx, have_stb;
 
 static void test_alloc_sweep(void) {
     struct {
@@ -396,6 +396,13 @@ static int w_trace(const char *path, int v) {
     cn_tensor *t = cn_sum(cn_mul(cn_arange(0, 10 + v, 1, CN_F32), cn_scalar(CN_F32, 2)), NULL, 0, false);
     cn_profiler_stop();
     return t ? cn_profiler_write_chrome_trace(path) : -1;
+}
+
+static int w_image(const char *path, int v) {
+    cn_tensor *ramp = cn_add(cn_mul(cn_arange(0, 48, 1, CN_F32), cn_scalar(CN_F32, 5)),
+                             cn_scalar(CN_F32, 7 * v)); /* 0 .. 242 */
+    cn_tensor *img = cn_cast(cn_reshape(ramp, CN_SHAPE(4, 4, 3)), CN_U8);
+    return img ? cn_save_image(path, img, CN_IMAGE_HWC, 0) : -1;
 }
 
 static char *read_file(const char *path, size_t *n) {
@@ -484,6 +491,7 @@ static void test_write_sweep(void) {
     write_sweep("a.npy", w_npy, true);
     if (have_onnx) write_sweep("model.onnx", w_onnx, true);
     write_sweep("tok.json", w_tokenizer, true);
+    if (have_stb) write_sweep("img.png", w_image, true);
     write_sweep("trace.json", w_trace, false);
 }
 
@@ -500,6 +508,9 @@ int main(void) {
     cn_onnx_model *probe = cn_onnx_load_buffer("", 0, NULL, NULL);
     have_onnx = probe || !strstr(cn_last_error(), "built without ONNX");
     cn_onnx_free(probe);
+    cn_build_feature f;
+    for (int i = 0; i < cn_build_feature_count(); i++)
+        if (cn_build_feature_get(i, &f) == 0 && !strcmp(f.name, "stb")) have_stb = f.enabled;
     RUN(test_alloc_sweep);
     unlink(file("state.safetensors"));
     RUN(test_write_sweep);
