@@ -177,6 +177,32 @@ out:
     return rc;
 }
 
+/* A one-layer GPT with rotary embeddings: a step of AdamW on next-token
+ * cross-entropy. */
+static int sc_gpt(result *r) {
+    cn_manual_seed(8);
+    int rc = -1;
+    cn_module *m = cn_nn_gpt(&(cn_gpt_config){.vocab_size = 11, .context_length = 8, .n_layer = 1,
+                                              .n_head = 2, .n_embd = 8, .rope = true});
+    cn_tensor **params = NULL;
+    cn_optimizer *opt = NULL;
+    int np = m ? cn_module_parameters(m, &params, NULL) : -1;
+    if (np < 0 || !(opt = cn_adamw(params, np, &(cn_adam_opts){.lr = 0.01}))) goto out;
+    int64_t ids[2 * 6], next[2 * 6];
+    for (int i = 0; i < 12; i++) ids[i] = i * 7 % 11, next[i] = (i * 7 + 3) % 11;
+    cn_tensor *logits = cn_module_forward(m, cn_from_data(CN_I64, CN_SHAPE(2, 6), ids));
+    cn_tensor *loss = cn_cross_entropy(cn_reshape(logits, CN_SHAPE(12, 11)),
+                                       cn_from_data(CN_I64, CN_SHAPE(12), next), CN_REDUCTION_MEAN, 0);
+    if (!loss || cn_backward(loss, NULL) < 0 || cn_optimizer_step(opt) < 0 || put(r, loss) < 0) goto out;
+    if (put(r, params[0]) < 0) goto out;
+    rc = 0;
+out:
+    cn_optimizer_free(opt);
+    free(params);
+    cn_module_free(m);
+    return rc;
+}
+
 /* An epoch of a shuffling loader with transforms, then the next epoch's
  * first batch. */
 static int sc_loader(result *r) {
@@ -335,7 +361,8 @@ static void test_alloc_sweep(void) {
         const char *name;
         scenario fn;
     } s[] = {{"program", sc_program}, {"train", sc_train}, {"cnn", sc_cnn},
-             {"loader", sc_loader},   {"onnx", sc_onnx},   {"checkpoint", sc_checkpoint}};
+             {"gpt", sc_gpt},         {"loader", sc_loader},
+             {"onnx", sc_onnx},       {"checkpoint", sc_checkpoint}};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         if (s[i].fn == sc_onnx && !have_onnx) continue;
         long err = total_errors;
