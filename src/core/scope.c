@@ -53,9 +53,10 @@ cn_tensor *cn_scope_add(cn_tensor *t) {
         size_t ncap = scope_cap ? scope_cap * 2 : 256;
         cn_tensor **ni = realloc(scope_items, ncap * sizeof *ni);
         if (!ni) {
-            /* Untracked it would leak: the result is an error instead. */
-            cn_release(t);
-            return cn_fail("scope: out of memory tracking a tensor");
+            /* Cannot track it: hand it back untracked rather than lose it
+             * (callers that ignore the result still hold it). */
+            cn_fail("scope: out of memory tracking a tensor (it will leak)");
+            return t;
         }
         if (!scope_items) cn_thread_state_keep();
         scope_items = ni;
