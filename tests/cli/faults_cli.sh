@@ -1,5 +1,5 @@
 #!/bin/sh
-# Write failures in the `chutney` command (docs/reliability.md): a tiny
+# Write and allocation failures in the `chutney` command (docs/reliability.md): a tiny
 # training run that writes every kind of file the command writes (a
 # checkpoint over an older one, --log, --tensorboard, standard output),
 # then `chutney export` of the checkpoint, each run again with its Nth
