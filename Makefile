@@ -1,7 +1,7 @@
 # The two commands of the README, and a few shortcuts around CMake.
 #
 #   make          build Release into build/ (library, `chutney`, tests, examples)
-#   make check    set up, then every test: Release, ASan+UBSan, OpenCL, no-BLAS, install
+#   make check    set up, then every test: Release, ASan+UBSan, TSan, OpenCL, no-BLAS, install
 #                 (scripts/check.sh; `make check STAGES="release asan"` runs some)
 #   make demo     set up, then the main job (training Fashion-MNIST)
 #   make bench    set up, build, then Chutney against PyTorch on the benchmark

@@ -14,6 +14,11 @@
 #            GPU needed), and the conformance suite on every CUDA device,
 #            which reports "skipped: no CUDA device" where there is none;
 #            "skipped: no CUDA toolkit" where the build has no CUDA backend
+#   tsan     build-tsan/  ThreadSanitizer (gcc, -O1 -g): only the library and the
+#            tests of code that runs on several threads (the thread pool,
+#            static programs at 3 threads, the data loader's workers,
+#            cn_onnx_run from several threads at once); stops at the first
+#            race (halt_on_error), tests/tsan.supp for third-party code only
 #   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, libsndfile, FFTW, ONNX, OpenCL, CUDA, MPI): the suite
 #   python   build/ again: the Python binding (python/run_tests.sh: pip
 #            install ./python into build/python-venv against build/'s
@@ -30,7 +35,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 jobs=${JOBS:-2}
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(release asan opencl cuda python bare install fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(release asan tsan opencl cuda python bare install fuzz)
 
 total_run=0
 total_passed=0
@@ -52,7 +57,16 @@ record() {
 build() {
     local dir=$1
     shift
-    cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j"$jobs"
+    build_targets "$dir" -- "$@"
+}
+
+# build_targets DIR [TARGET...] -- CMAKE_ARGS...: the same, only those targets.
+build_targets() {
+    local dir=$1 targets=()
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do targets+=(--target "$1"); shift; done
+    shift
+    cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j"$jobs" "${targets[@]}"
 }
 
 # suite STAGE DIR CMAKE_ARGS...: build, then run the CTest suite.
@@ -64,7 +78,14 @@ suite() {
         record "$stage" 1 0 "(the build failed)"
         return
     fi
-    ctest --test-dir "$dir" -j"$jobs" --output-on-failure 2>&1 | tee "$log"
+    run_ctest "$stage" "$dir" -j"$jobs"
+}
+
+# run_ctest STAGE DIR CTEST_ARGS...: run CTest and record its summary.
+run_ctest() {
+    local stage=$1 dir=$2
+    shift 2
+    ctest --test-dir "$dir" "$@" --output-on-failure 2>&1 | tee "$log"
     # CTest's summary: "NN% tests passed, F tests failed out of N".
     local line n f
     line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
@@ -96,6 +117,31 @@ for stage in "${stages[@]}"; do
             suite asan build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
             -DCHUTNEY_SANITIZE=ON -DCHUTNEY_WITH_BLAS=ON
         ;;
+    tsan)
+        # Only what runs on several threads, and none of the optional
+        # libraries that bring threads of their own (oneDNN's OpenMP, the
+        # device runtimes, MPI): their synchronisation is invisible to
+        # ThreadSanitizer, which would report it as races. OpenBLAS stays
+        # (matrix products run inside the pool's chunks) with
+        # OPENBLAS_NUM_THREADS=1: otherwise it starts its own threads when
+        # loaded, before Chutney can make it single-threaded, and hands them
+        # work through spinning on plain memory, which TSan cannot see.
+        note "tsan: build-tsan/, the threaded tests under ThreadSanitizer"
+        tsan_tests=(test_threads test_threads_sched test_static test_loader test_onnx_threads)
+        if ! build_targets build-tsan "${tsan_tests[@]}" -- -DCMAKE_BUILD_TYPE=Debug \
+            -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_C_FLAGS=-fsanitize=thread \
+            -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
+            -DCHUTNEY_SANITIZE=OFF -DCHUTNEY_WITH_BLAS=ON -DCHUTNEY_WITH_DNNL=OFF \
+            -DCHUTNEY_WITH_OPENCL=OFF -DCHUTNEY_WITH_CUDA=OFF -DCHUTNEY_WITH_MPI=OFF \
+            -DCHUTNEY_BUILD_BENCH=OFF -DCHUTNEY_BUILD_EXAMPLES=OFF; then
+            record tsan 1 0 "(the build failed)"
+            continue
+        fi
+        # 3 threads: the pool has workers even on a machine of 1 or 2 cores.
+        OPENBLAS_NUM_THREADS=1 CN_NUM_THREADS=3 \
+        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
+            run_ctest tsan build-tsan -j"$jobs" -R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
+        ;;
     bare)
         suite bare build-bare -DCMAKE_BUILD_TYPE=Release -DCHUTNEY_SANITIZE=OFF \
             -DCHUTNEY_WITH_BLAS=OFF -DCHUTNEY_WITH_ZLIB=OFF -DCHUTNEY_WITH_STB=OFF -DCHUTNEY_WITH_DNNL=OFF \
@@ -115,16 +161,7 @@ for stage in "${stages[@]}"; do
             continue
         fi
         ./build/chutney devices
-        ctest --test-dir build -R 'test_backends|test_placement|test_opencl_kernels|device_cli|onnx_cli' \
-            --output-on-failure 2>&1 | tee "$log"
-        line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
-        if [ -z "$line" ]; then
-            record opencl 1 0 "(CTest ran no tests)"
-        else
-            n=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
-            f=$(sed -E 's/.*, ([0-9]+) tests? failed.*/\1/' <<<"$line")
-            record opencl "$n" $((n - f))
-        fi
+        run_ctest opencl build -R 'test_backends|test_placement|test_opencl_kernels|device_cli|onnx_cli'
         ;;
     cuda)
         note "cuda: the CUDA backend on build/"
@@ -199,7 +236,7 @@ for stage in "${stages[@]}"; do
         fi
         ;;
     *)
-        echo "check.sh: unknown stage '$stage' (release, asan, opencl, cuda, python, bare, install, fuzz)" >&2
+        echo "check.sh: unknown stage '$stage' (release, asan, tsan, opencl, cuda, python, bare, install, fuzz)" >&2
         exit 2
         ;;
     esac

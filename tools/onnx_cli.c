@@ -514,23 +514,25 @@ static void info_usage(FILE *f) {
                "are counted apart) and a histogram of its ops.\n");
 }
 
-/* The ops of the file, most used first. */
-static void print_ops(const cn_onnx_model *m) {
+/* The ops of the file, most used first; -1 out of memory. */
+static int print_ops(const cn_onnx_model *m) {
     int nn = cn_onnx_num_nodes(m), nk = 0;
     op_count *h = calloc((size_t)nn + 1, sizeof *h);
-    for (int i = 0; h && i < nn; i++) {
+    if (!h) return -1;
+    for (int i = 0; i < nn; i++) {
         const char *op = cn_onnx_node_op(m, i);
         int k = 0;
         while (k < nk && strcmp(h[k].op, op)) k++;
         if (k == nk) h[nk++] = (op_count){op, 0};
         h[k].n++;
     }
-    if (h) qsort(h, (size_t)nk, sizeof *h, cmp_count);
-    for (int k = 0; h && k < nk; k++) printf("  %-24s %d\n", h[k].op, h[k].n);
+    qsort(h, (size_t)nk, sizeof *h, cmp_count);
+    for (int k = 0; k < nk; k++) printf("  %-24s %d\n", h[k].op, h[k].n);
     free(h);
+    return 0;
 }
 
-static void print_info(const char *path, const cn_onnx_model *m, bool as_one) {
+static int print_info(const char *path, const cn_onnx_model *m, bool as_one) {
     printf("%s: opset %d, %d nodes\ninputs:\n", path, cn_onnx_opset(m), cn_onnx_num_nodes(m));
     for (int i = 0; i < cn_onnx_num_inputs(m); i++)
         print_value(stdout, cn_onnx_input_name(m, i), cn_onnx_input(m, i));
@@ -544,7 +546,7 @@ static void print_info(const char *path, const cn_onnx_model *m, bool as_one) {
     printf("parameters: %lld", (long long)weights);
     if (other > 0) printf(" (and %lld elements of integer constants: shapes, indices)", (long long)other);
     printf("\nops:\n");
-    print_ops(m);
+    return print_ops(m);
 }
 
 int cn_tool_info(int argc, char **argv) {
@@ -568,7 +570,11 @@ int cn_tool_info(int argc, char **argv) {
         fprintf(stderr, "chutney info: %s\n", cn_last_error());
         return CN_TOOL_FAILED;
     }
-    print_info(argv[1], m, as_one);
+    int rc = print_info(argv[1], m, as_one);
     cn_onnx_free(m);
+    if (rc < 0) {
+        fprintf(stderr, "chutney info: out of memory\n");
+        return CN_TOOL_FAILED;
+    }
     return 0;
 }

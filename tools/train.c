@@ -1545,6 +1545,12 @@ static int train_main(train_args *ap) {
     }
     if (!rrc) rrc = cn_tool_schedule_resume(&a);
     if (a.resume && !rrc) rrc = cn_tool_resume_settings(&a, ap, opt, &resumed);
+    /* Counting lists the parameters, which can fail (out of memory). */
+    int64_t nparams = rrc ? 0 : cn_module_num_params(model);
+    if (nparams < 0) {
+        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        rrc = 1;
+    }
     if (rrc) {
         cn_lr_scheduler_free(a.sched);
         cn_optimizer_free(opt);
@@ -1574,7 +1580,7 @@ static int train_main(train_args *ap) {
         printf("training %s (%lld parameters) on %s%s: %lld %s, batch %lld%s, %s lr %g, "
                "%d thread%s\n",
                a.model_file ? a.model_file : a.model_text ? "the checkpoint's model file" : a.model,
-               (long long)cn_module_num_params(model), dev_s, ranks_s,
+               (long long)nparams, dev_s, ranks_s,
                (long long)cn_shape(tr.images)[0], g_info.ndim == 3 ? "images" : "samples", (long long)(a.batch * a.nranks),
                a.nranks > 1 ? " (global)" : "", a.optimizer, a.lr,
                cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s");

@@ -356,6 +356,13 @@ int cn_tool_train_gpt(train_args *ap) {
         run_free(&r);
         return 1;
     }
+    /* Counting lists the parameters, which can fail (out of memory). */
+    int64_t nparams = cn_module_num_params(r.model);
+    if (nparams < 0) {
+        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        run_free(&r);
+        return 1;
+    }
     int64_t nb = cn_loader_num_batches(r.loader), nval = cn_shape(r.val_in)[0];
     double unigram = unigram_loss(r.train, r.val_tg, V);
     train_log_start(a.logger, &(train_log_start_info){
@@ -366,7 +373,7 @@ int cn_tool_train_gpt(train_args *ap) {
         printf("training gpt (%lld parameters: %d layers, %d heads, width %lld, context %lld, "
                "vocab %lld%s) on %s: %lld training windows, %lld validation, batch %lld, adamw lr "
                "%g, %s mode, %d thread%s\n",
-               (long long)cn_module_num_params(r.model), cfg.n_layer, cfg.n_head,
+               (long long)nparams, cfg.n_layer, cfg.n_head,
                (long long)cfg.n_embd, (long long)T, (long long)V, cfg.rope ? ", rope" : "", a.data,
                (long long)(cn_numel(r.train) - 1) / T, (long long)nval, (long long)a.batch, a.lr,
                r.prog ? "static" : "eager", cn_get_num_threads(),
@@ -531,7 +538,7 @@ int cn_tool_train_gpt(train_args *ap) {
                    "\"tokens_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
                    "\"final_loss\":%s}\n",
                    r.prog ? "static" : "eager", a.epochs, (long long)steps_run, (long long)V,
-                   (long long)cn_module_num_params(r.model),
+                   (long long)nparams,
                    val, exp(val), unigram, train_time > 0 ? (double)tokens / train_time : 0,
                    now_s() - t_start, (double)ru.ru_maxrss / 1024.0, loss_s);
     }

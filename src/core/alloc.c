@@ -11,6 +11,7 @@
  * sanitizer sees every use after free. */
 #include "core.h"
 #include "profiler.h"
+#include "thread_state.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -364,6 +365,8 @@ int64_t cn_cpu_bytes_in_use(void) {
 
 size_t cn_empty_cache(void) {
     local_flush(); /* other threads' small caches stay theirs */
+    cn_t_struct_cache_flush();
+    cn_node_struct_cache_flush();
     pthread_mutex_lock(&cache_lock);
     block_header *all[NCLASSES];
     for (int c = 0; c < NCLASSES; c++) {

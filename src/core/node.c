@@ -1,5 +1,6 @@
 /* IR nodes: an op applied to inputs, shared by autograd and static graphs. */
 #include "core.h"
+#include "thread_state.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +22,22 @@ static cn_node *node_struct(void) {
         free_node_count--;
         return n;
     }
+    cn_thread_state_keep();
     return malloc(sizeof *n);
+}
+
+void cn_node_struct_cache_flush(void) {
+    while (free_nodes) {
+        cn_node *n = free_nodes;
+        free_nodes = n->extra;
+        free(n);
+    }
+    free_node_count = 0;
 }
 
 static void node_struct_free(cn_node *n) {
     if (free_node_count < CN_NODE_CACHE_MAX) {
+        if (!free_nodes) cn_thread_state_keep(); /* a thread that only releases */
         n->extra = free_nodes; /* reuse the field as the list link */
         free_nodes = n;
         free_node_count++;

@@ -3,6 +3,7 @@
  * array per thread holds the tensors of all open scopes, and a stack of start
  * indices marks where each scope begins. */
 #include "core.h"
+#include "thread_state.h"
 
 #include <stdlib.h>
 
@@ -52,15 +53,23 @@ cn_tensor *cn_scope_add(cn_tensor *t) {
         size_t ncap = scope_cap ? scope_cap * 2 : 256;
         cn_tensor **ni = realloc(scope_items, ncap * sizeof *ni);
         if (!ni) {
-            /* Cannot track it: hand it back untracked rather than lose it. */
+            /* Cannot track it: hand it back untracked rather than lose it
+             * (callers that ignore the result still hold it). */
             cn_fail("scope: out of memory tracking a tensor (it will leak)");
             return t;
         }
+        if (!scope_items) cn_thread_state_keep();
         scope_items = ni;
         scope_cap = ncap;
     }
     scope_items[scope_n++] = t;
     return t;
+}
+
+void cn_scope_thread_free(void) {
+    free(scope_items);
+    scope_items = NULL;
+    scope_n = scope_cap = 0;
 }
 
 cn_tensor *cn_keep(cn_tensor *t) {

@@ -1,6 +1,7 @@
 /* Tensor structs: allocation, reference counts, metadata, element access. */
 #include "core.h"
 #include "budget.h"
+#include "thread_state.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -82,6 +83,7 @@ cn_tensor *cn_t_alloc(void) {
     } else {
         t = calloc(1, sizeof *t);
         if (!t) return cn_fail("out of memory allocating a tensor");
+        cn_thread_state_keep();
     }
     t->refcount = 1;
     t->magic = CN_T_LIVE;
@@ -91,6 +93,7 @@ cn_tensor *cn_t_alloc(void) {
 static void tensor_struct_recycle(cn_tensor *t) {
     t->magic = CN_T_DEAD;
     if (cn_free_tensor_count < CN_TENSOR_CACHE_MAX) {
+        if (!cn_free_tensors) cn_thread_state_keep(); /* a thread that only releases */
         t->grad = cn_free_tensors; /* reuse the field as the list link */
         cn_free_tensors = t;
         cn_free_tensor_count++;
@@ -135,6 +138,16 @@ static __attribute__((cold, noinline)) void tensor_struct_quarantine(cn_tensor *
 }
 
 static void tensor_struct_free(cn_tensor *t) { tensor_struct_recycle(t); }
+
+void cn_t_struct_cache_flush(void) {
+    while (cn_free_tensors) {
+        cn_tensor *t = cn_free_tensors;
+        t_unbury(t);
+        cn_free_tensors = t->grad;
+        free(t);
+    }
+    cn_free_tensor_count = 0;
+}
 
 int cn_t_dead_fail(const char *fn, const cn_tensor *t) {
     /* The struct may be poisoned (ASan): read a copy made with it unpoisoned. */

@@ -24,7 +24,8 @@ cn_graph *cn_graph_new(void) {
     if (!g) return cn_fail("graph_new: out of memory");
     g->head.refcount = 1;
     g->head.destroy = graph_destroy;
-    g->id = ++graph_counter;
+    /* Atomic: threads build graphs of their own at once (an ONNX model each). */
+    g->id = __atomic_add_fetch(&graph_counter, 1, __ATOMIC_RELAXED);
     return g;
 }
 

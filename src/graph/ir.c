@@ -99,13 +99,14 @@ static uint8_t kind_of(const cn_tensor *t) {
 
 cn_ir *ir_from_graph(cn_tensor *const *outputs, int noutputs) {
     cn_ir *ir = calloc(1, sizeof *ir);
+    if (!ir) return cn_fail("compile: out of memory");
     ptrmap m = {calloc(256, sizeof(void *)), malloc(256 * sizeof(int32_t)), 256, 0};
     cn_tensor **stack = NULL;
     uint8_t *state = NULL; /* per value: 1 = inputs pushed, 2 = emitted */
     int state_cap = 0, sp = 0, scap = 64;
     stack = malloc(sizeof *stack * (size_t)scap);
-    ir->outputs = ir ? malloc(sizeof *ir->outputs * (size_t)noutputs) : NULL;
-    if (!ir || !m.keys || !m.vals || !stack || !ir->outputs) goto oom;
+    ir->outputs = malloc(sizeof *ir->outputs * (size_t)noutputs);
+    if (!m.keys || !m.vals || !stack || !ir->outputs) goto oom;
     ir->noutputs = noutputs;
     /* Depth-first post-order from the outputs (explicit stack: graphs of
      * unrolled loops are deep). */

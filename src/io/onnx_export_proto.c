@@ -47,7 +47,10 @@ bool ox_grow(void **arr, size_t *cap, size_t need, size_t esize) {
     size_t nc = *cap ? *cap * 2 : 64;
     while (nc < need) nc *= 2;
     void *p = realloc(*arr, nc * esize);
-    if (!p) return false;
+    if (!p) {
+        cn_fail("export: out of memory");
+        return false;
+    }
     *arr = p;
     *cap = nc;
     return true;

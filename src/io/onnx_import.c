@@ -377,6 +377,10 @@ static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_
     if (rc == 0) rc = start_budget(&c, m);
     for (size_t i = 0; i < g->n_node && rc == 0; i++) {
         m->node_ops[i] = strdup(g->node[i]->op_type ? g->node[i]->op_type : "");
+        if (!m->node_ops[i]) {
+            rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+            break;
+        }
         m->nnodes++;
         c.node_index = (int)i;
         rc = onnx_import_node(&c, &vals, g->node[i]);
@@ -426,10 +430,37 @@ static int check_wire(const void *data, size_t size, const ProtobufCMessageDescr
     }
 }
 
+/* protobuf-c allocates through this rather than its own default: the calls
+ * are then the library's own (the fault-injection sweeps count and fail
+ * them, tests/test_faults.c), and an unpack that ran out of memory says so
+ * instead of blaming the file, which check_wire has already accepted. */
+typedef struct pb_heap {
+    ProtobufCAllocator a;
+    bool failed;
+} pb_heap;
+static void *pb_alloc(void *ctx, size_t n) {
+    void *p = malloc(n);
+    if (!p) ((pb_heap *)ctx)->failed = true;
+    return p;
+}
+static void pb_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+#define PB_HEAP_INIT(h) {{pb_alloc, pb_free, &(h)}, false}
+
+static void *pb_unpack_failed(const pb_heap *h, const char *what, const char *kind) {
+    if (h->failed) return cn_fail("onnx: out of memory reading %s", what);
+    return cn_fail("onnx: %s is not a valid %s (the protobuf does not parse)", what, kind);
+}
+
+/* The allocator is malloc and free, so what this returns is freed by
+ * onnx__model_proto__free_unpacked(mp, NULL) as well. */
 Onnx__ModelProto *onnx_unpack_model(const void *data, size_t size, const char *what) {
     if (check_wire(data, size, &onnx__model_proto__descriptor, what, "ONNX model") < 0) return NULL;
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
-    if (!mp) return cn_fail("onnx: %s is not a valid ONNX model (the protobuf does not parse)", what);
+    pb_heap heap = PB_HEAP_INIT(heap);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(&heap.a, size, data);
+    if (!mp) return pb_unpack_failed(&heap, what, "ONNX model");
     return mp;
 }
 
@@ -577,13 +608,14 @@ cn_tensor *cn_onnx_load_tensor(const char *path) {
         free(buf);
         return NULL;
     }
-    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, n, buf);
+    pb_heap heap = PB_HEAP_INIT(heap);
+    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(&heap.a, n, buf);
     free(buf);
-    if (!tp) return cn_fail("onnx: '%s' is not a valid TensorProto (the protobuf does not parse)", path);
+    if (!tp) return pb_unpack_failed(&heap, what, "TensorProto");
     char *dir = onnx_dir_of(path);
     cn_tensor *t = dir ? onnx_tensor_from_proto(tp, dir) : cn_fail("onnx: out of memory");
     free(dir);
-    onnx__tensor_proto__free_unpacked(tp, NULL);
+    onnx__tensor_proto__free_unpacked(tp, &heap.a);
     if (!t) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", cn_last_error());

@@ -154,6 +154,7 @@ static cn_tensor *class_entry(const char *fn, cn_tensor *x, cn_tensor *target,
     }
     if (!x || !target || !check_class_shapes(fn, x, target, probs)) return NULL;
     cn_tensor *logp = from_logits ? cn_log_softmax(x, 1) : x;
+    if (!logp) return NULL;
     cn_tensor *l = class_loss(fn, logp, target, o, eps);
     return unbatched && o->reduction == CN_REDUCTION_NONE ? cn_squeeze(l, 0) : l;
 }

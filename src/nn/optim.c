@@ -525,7 +525,9 @@ static int optimizer_step(cn_optimizer *o) {
         if (!o->w_items || !o->w_start || !o->w_item_of || !o->w_ptmp || !o->w_gtmp) {
             free(o->w_items), free(o->w_start), free(o->w_item_of), free(o->w_ptmp),
                 free(o->w_gtmp);
-            o->w_items = NULL;
+            /* All of them: cn_optimizer_free frees them again otherwise. */
+            o->w_items = NULL, o->w_start = NULL, o->w_item_of = NULL;
+            o->w_ptmp = o->w_gtmp = NULL;
             return cn_failc(CN_ENOMEM, "optimizer_step: out of memory");
         }
     }
