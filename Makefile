@@ -52,14 +52,14 @@ bench: setup build
 	    $(if $(WORKLOADS),--workloads "$(WORKLOADS)") $(if $(REPEATS),--repeats $(REPEATS)) \
 	    $(if $(THREADS),--threads "$(THREADS)")
 
-# Hostile input: fuzz/fuzz_onnx_load.c and fuzz/fuzz_reader.c (seeds, figures and
+# Hostile input: fuzz/fuzz_onnx_load.c, fuzz/fuzz_reader.c and fuzz/fuzz_tool_text.c (seeds, figures and
 # how to replay a crash: docs/architecture.md, "Fuzzing"; docs/onnx.md).
 fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 	    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCHUTNEY_SANITIZE=ON -DCHUTNEY_FUZZ=ON -DCHUTNEY_WITH_DNNL=OFF \
 	    -DCHUTNEY_BUILD_TESTS=OFF -DCHUTNEY_BUILD_BENCH=OFF -DCHUTNEY_BUILD_EXAMPLES=OFF
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_onnx_load fuzz_npy fuzz_safetensors \
-	    fuzz_json fuzz_idx fuzz_csv fuzz_image fuzz_bpe
+	    fuzz_json fuzz_idx fuzz_csv fuzz_image fuzz_bpe fuzz_wav fuzz_model_text fuzz_config
 	sh fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_READER_SECONDS) $(FUZZ_TARGETS)
 
 install: build

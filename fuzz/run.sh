@@ -4,7 +4,7 @@
 #   fuzz/run.sh BUILD_DIR SECONDS [READER_SECONDS [TARGET...]]
 # The ONNX loader's fuzzer runs SECONDS, each file reader's READER_SECONDS
 # (default SECONDS); TARGETs pick some (onnx npy safetensors json idx csv
-# image bpe wav; default all). A crash leaves its input in
+# image bpe wav, and the command line's model_text and config; default all). A crash leaves its input in
 # BUILD_DIR/artifacts/<target>/ and makes this script fail after the rest
 # have run; the last lines give each target's executions.
 #
@@ -18,7 +18,7 @@ set -u
 build=$1 secs=$2 rsecs=${3:-$2}
 shift 2
 [ $# -gt 0 ] && shift
-targets=${*:-onnx npy safetensors json idx csv image bpe wav}
+targets=${*:-onnx npy safetensors json idx csv image bpe wav model_text config}
 here=$(cd "$(dirname "$0")" && pwd)
 summary=$build/fuzz-summary.txt
 : >"$summary"

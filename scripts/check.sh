@@ -26,8 +26,9 @@
 #            "skipped: no python3 with venv" where it cannot run
 #   install  build/ installed into a temporary prefix, used from outside
 #   fuzz     build-fuzz/ (clang, ASan + UBSan): the libFuzzer targets, about
-#            a minute in all: the ONNX loader 15 s, each of the 8 file readers
-#            6 s (`make fuzz`; FUZZ_SECONDS / FUZZ_READER_SECONDS change them;
+#            75 s in all: the ONNX loader 15 s, each of the 10 other targets
+#            (8 file readers, model files, --config files) 6 s (`make fuzz`;
+#            FUZZ_SECONDS / FUZZ_READER_SECONDS change them;
 #            skipped without clang's libFuzzer)
 #
 # Usage: scripts/check.sh [STAGE...]    (default: all of them, in that order)

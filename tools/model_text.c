@@ -98,6 +98,7 @@ typedef struct reader {
     int line;
     const char *layer;
     int nargs, dropouts_unset;
+    double params; /* the layers' parameters so far (a double: sums of huge sizes do not wrap) */
     const char *key[MAX_ARGS]; /* the def's argument name for each value */
     const char *val[MAX_ARGS];
 } reader;
@@ -112,6 +113,30 @@ static void fail_at(const reader *r, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     cn_tool_fail("%s:%d: %s", r->name, r->line, msg);
+}
+
+/* Every size is bounded one by one, but a few large layers together could
+ * still ask for terabytes: the model's parameters are counted before each
+ * layer is made, against CN_MAX_MODEL_PARAMS (default 2^30, 4 GiB of f32;
+ * 0: no limit), so a file cannot make the process allocate without bound
+ * (docs/reliability.md). */
+static bool params_fit(reader *r, double n) {
+    double limit = (double)(1u << 30);
+    const char *env = getenv("CN_MAX_MODEL_PARAMS");
+    if (env && *env) {
+        char *end;
+        double v = strtod(env, &end);
+        if (*end || !(v >= 0)) {
+            fail_at(r, "CN_MAX_MODEL_PARAMS='%.40s' is not a whole number of parameters", env);
+            return false;
+        }
+        limit = v > 0 ? v : INFINITY;
+    }
+    r->params += n;
+    if (r->params <= limit) return true;
+    fail_at(r, "%s makes the model %.4g parameters, more than the %.4g CN_MAX_MODEL_PARAMS "
+               "allows (set it higher, or to 0 for no limit)", r->layer, r->params, limit);
+    return false;
 }
 
 static const char *arg(const reader *r, const char *key) {
@@ -299,7 +324,9 @@ static cn_module *build_layer(reader *r, layer_kind k, char **words, int nwords,
     case L_LINEAR: {
         int64_t out;
         bool bias;
-        if (!get_int(r, "out", 0, 1, 1 << 24, &out) || !get_bool(r, "bias", true, &bias)) return NULL;
+        if (!get_int(r, "out", 0, 1, 1 << 24, &out) || !get_bool(r, "bias", true, &bias) ||
+            !params_fit(r, ((double)s[nd - 1] + bias) * (double)out))
+            return NULL;
         return cn_nn_linear(s[nd - 1], out, bias);
     }
     case L_CONV2D: {
@@ -315,6 +342,8 @@ static cn_module *build_layer(reader *r, layer_kind k, char **words, int nwords,
                     (long long)groups, (long long)s[0], (long long)out);
             return NULL;
         }
+        if (!params_fit(r, (double)out * ((double)(s[0] / groups) * (double)kk * (double)kk + bias)))
+            return NULL;
         cn_conv_opts o = {.stride = {st, st}, .padding = {pad, pad}, .dilation = {dil, dil},
                           .groups = groups};
         return cn_nn_conv2d(s[0], out, kk, kk, &o, bias);
@@ -332,12 +361,14 @@ static cn_module *build_layer(reader *r, layer_kind k, char **words, int nwords,
         if (!get_real(r, "eps", 1e-5, 1e-300, 1, false, &eps) ||
             !get_real(r, "momentum", 0.1, 1e-300, 1, false, &mom))
             return NULL;
+        if (!params_fit(r, 4.0 * (double)s[0])) return NULL; /* weight, bias, mean, variance */
         cn_batch_norm_opts o = {.eps = eps, .momentum = mom};
         return k == L_BATCHNORM1D ? cn_nn_batch_norm1d(s[0], &o) : cn_nn_batch_norm2d(s[0], &o);
     }
     case L_LAYERNORM: {
         double eps;
-        if (!get_real(r, "eps", 1e-5, 1e-300, 1, false, &eps)) return NULL;
+        if (!get_real(r, "eps", 1e-5, 1e-300, 1, false, &eps) || !params_fit(r, 2.0 * (double)s[nd - 1]))
+            return NULL;
         return cn_nn_layer_norm(1, &s[nd - 1], eps, true);
     }
     case L_DROPOUT: {
@@ -396,6 +427,12 @@ static cn_module *build_layer(reader *r, layer_kind k, char **words, int nwords,
             !get_bool(r, "bidirectional", false, &bidir) || !get_choice(r, "output", outs, 2, &out) ||
             !get_real(r, "dropout", 0, 0, 1, true, &p))
             return NULL;
+        /* Per layer and direction: gates x (input + hidden + 2 biases) x hidden; the
+         * layers after the first read 2 hidden when bidirectional. */
+        double gates = k == L_LSTM ? 4 : k == L_GRU ? 3 : 1, dirs = bidir ? 2 : 1;
+        double first = gates * ((double)s[1] + (double)hidden + 2) * (double)hidden;
+        double rest = gates * (dirs * (double)hidden + (double)hidden + 2) * (double)hidden;
+        if (!params_fit(r, dirs * (first + (double)(layers - 1) * rest))) return NULL;
         cn_rnn_opts o = {.num_layers = (int)layers, .batch_first = true, .bidirectional = bidir,
                          .dropout = p};
         cn_module *rnn = k == L_LSTM ? cn_nn_lstm(s[1], hidden, &o)

@@ -102,6 +102,13 @@ expect_exit "--dropout without a dropout line" 2 "--dropout: $EXAMPLE has no 'dr
     "$CHUTNEY" train --model-file "$EXAMPLE" --dropout 0.3 --data "$tmp/nowhere"
 expect_exit "--model and --model-file" 2 "--model and --model-file both name the model" \
     "$CHUTNEY" train --model cnn --model-file "$EXAMPLE"
+# A few large layers together: the parameter budget, before anything is allocated.
+printf 'input 1 28 28\nflatten\nlinear 16000000\nlinear 10\n' >"$tmp/big.txt"
+expect_exit "parameter budget" 2 "big.txt:3: linear makes the model 1.256e+10 parameters, more than" \
+    "$CHUTNEY" train --model-file "$tmp/big.txt"
+printf 'input 1 28 28\nflatten\nlinear 64\nlinear 10\n' >"$tmp/small.txt"
+CN_MAX_MODEL_PARAMS=1000 expect_exit "parameter budget lowered" 2 "small.txt:3: linear makes the model 5.024e+04 parameters, more than the 1000" \
+    "$CHUTNEY" train --model-file "$tmp/small.txt"
 # Checked against the data before training: its samples and classes.
 printf 'input 1 28 28\nflatten\nlinear 5\n' >"$tmp/five.txt"
 expect_exit "output size" 1 "five.txt:3: the last layer gives [5] per sample, and the data needs [10]" \
