@@ -147,17 +147,22 @@ def summarise(res, errors, cold, diffs, models, batches, threads, peers):
                     if c and p.get("ms"):
                         p["ratio"] = c / p["ms"]
                 rows.append(row)
+    return rows
+
+
+def geomeans(rows, peers):
+    """Per (batch, threads, peer): the geometric mean of Chutney / peer over
+    the models both ran."""
     gm = []
-    for b in batches:
-        for t in threads:
-            for who in peers:
-                label = PEERS[who][0]
-                r = [x[label]["ratio"] for x in rows
-                     if x["batch"] == b and x["threads"] == t and "ratio" in x[label]]
-                if r:
-                    gm.append({"batch": b, "threads": t, "peer": label, "geomean_ratio": geomean(r),
-                               "models": len(r)})
-    return rows, gm
+    for b, t in sorted({(x["batch"], x["threads"]) for x in rows}):
+        for who in peers:
+            label = PEERS[who][0]
+            r = [x[label]["ratio"] for x in rows
+                 if x["batch"] == b and x["threads"] == t and "ratio" in x.get(label, {})]
+            if r:
+                gm.append({"batch": b, "threads": t, "peer": label, "geomean_ratio": geomean(r),
+                           "models": len(r)})
+    return gm
 
 
 def print_table(rows, gm, peers, repeats):
@@ -270,7 +275,8 @@ def main():
             if who != "chutney" and os.path.exists(c):
                 diffs[(name, b, t, who)] = float(np.abs(
                     np.load(c) - np.load(os.path.join(d, "%s_%s_%d_%d.npy" % (who, name, b, t)))).max())
-    rows, gm = summarise(res, errors, cold, diffs, models, batches, threads, peers)
+    rows = summarise(res, errors, cold, diffs, models, batches, threads, peers)
+    gm = geomeans(rows, peers)
     print_table(rows, gm, peers, a.repeats)
     if a.json:
         print(json.dumps({"repeats": a.repeats, "seconds": round(time.time() - t_start, 1),

@@ -47,7 +47,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from bench_infer import MODELS, PEERS  # noqa: E402
+from bench_infer import MODELS, PEERS, geomeans  # noqa: E402
 
 PY = "/usr/bin/python3"
 DATA = "/usr/share/datasets/fashion-mnist"
@@ -119,6 +119,8 @@ class Bench:
         self.venv_py = os.path.join(args.venv, "bin", "python")
         self.peer_errors = {}  # (workload, peer) -> why it failed
         self.geomean = []
+        self.infer_rows = []  # bench_infer.py's own rows, for the geometric means
+        self.save = None  # writes the JSON so far: a long run keeps what it finished
 
     # ---- PyTorch side ----
     def torch_version(self):
@@ -291,15 +293,27 @@ class Bench:
             for m in models:
                 self.skipped.append({"workload": m, "why": "`chutney run` is built without ONNX"})
             return
+        # One model at a time, all its frameworks interleaved: a run of every
+        # model takes hours on a busy machine, and what finished is saved.
+        for model in models:
+            self.infer_model(model, threads, repeats)
+            self.save()
+
+    def infer_model(self, model, threads, repeats):
+        peers = ["torch1"] + self.peers
         argv = [PY, "bench/bench_infer.py", "--build", self.a.build, "--repeats", str(repeats),
-                "--models", ",".join(models), "--threads", ",".join(map(str, threads)),
+                "--models", model, "--threads", ",".join(map(str, threads)),
                 "--batches", self.a.infer_batches or ("1" if self.a.quick else "1,16"),
-                "--peers", ",".join(["torch1"] + self.peers), "--venv", self.a.venv, "--json"]
-        # Its progress goes straight to the terminal: a full run takes long.
+                "--peers", ",".join(peers), "--venv", self.a.venv, "--json"]
+        if self.a.infer_runs:
+            argv += ["--runs", str(self.a.infer_runs)]
+        # Its progress goes straight to the terminal.
         p = subprocess.run(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         j = last_json(p.stdout)
         if p.returncode != 0 or not j:
             fail("bench_infer", argv, p.returncode, p.stdout[-2000:])
+        self.infer_rows += j["rows"]
+        self.geomean = geomeans(self.infer_rows, peers)
         t1 = PEERS["torch1"][0]
         for w in j["rows"]:
             c, ref = w["chutney"], w[t1]
@@ -317,7 +331,6 @@ class Bench:
                         cell[f] = x[f]
                 row["peers"][PEERS[key][0]] = {k: v for k, v in cell.items() if v is not None}
             self.rows.append(row)
-        self.geomean = j["geomean"]
 
 
 def target_of(row):
@@ -443,6 +456,8 @@ def main():
                    help="timed training batches after the %d warm-up ones" % WARMUP)
     p.add_argument("--infer-batches", default="", help="batch sizes of the inference rows "
                    "(default 1,16; 1 with --quick)")
+    p.add_argument("--infer-runs", type=int, default=0, help="timed passes per inference "
+                   "process (default 10 at batch 1, 3 at larger batches)")
     p.add_argument("--peers", default=",".join(VENV_PEERS),
                    help="peers beside PyTorch 1.13, any of %s, or none" % ",".join(VENV_PEERS))
     p.add_argument("--venv", default="", help="their virtual environment (default "
@@ -487,9 +502,38 @@ def main():
         b.skipped.append({"workload": "pytorch 2, onnxruntime", "why": "no " + b.venv_py})
     log("bench: %s; PyTorch %s; repeats %d; threads %s" %
         (version.strip(), b.torch or "-", repeats, threads))
+    cmd = "make bench" + (" QUICK=1" if a.quick else "")
+    out = os.path.join(ROOT, a.out)
+
+    def save(final=False):
+        """The JSON of the rows so far (each row finished), as the run goes."""
+        order = {w: i for i, w in enumerate(ALL)}
+        b.rows.sort(key=lambda r: (order[r["workload"].split()[0]],
+                                   r["workload"].split()[-1].zfill(8), r["threads"]))
+        for r in b.rows:
+            finish_row(r)
+        res = {"command": cmd, "argv": sys.argv[1:], "finished": final,
+               "date": datetime.datetime.now().isoformat(timespec="seconds"),
+               "seconds": round(time.time() - t_start, 1), "machine": machine(),
+               "loadavg_at_start": load_start,
+               "chutney": version.strip(), "pytorch": b.torch, "peers_venv": venv,
+               "repeats": repeats, "threads": threads, "warmup_batches": WARMUP,
+               "static_mode": b.static,
+               "ratio": "Chutney / reference of the figure shown (samples/s, us/op, GFLOP/s or "
+                        "ms); the same for each peer",
+               "rows": b.rows, "geomean": b.geomean, "skipped": b.skipped}
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out + ".tmp", "w") as f:
+            json.dump(res, f, indent=1)
+            f.write("\n")
+        os.replace(out + ".tmp", out)
+        return res
+    b.save = save
+
     models = [w for w in workloads if w in TRAIN]
     if models:
         b.train(models, threads, repeats)
+        save()
     if "overhead" in workloads:
         b.overhead(threads, repeats)
     if "gemm" in workloads:
@@ -497,28 +541,8 @@ def main():
     infer = [w for w in workloads if w in MODELS]
     if infer:
         b.infer(infer, threads, repeats)
-    order = {w: i for i, w in enumerate(ALL)}
-    b.rows.sort(key=lambda r: (order[r["workload"].split()[0]], r["workload"].split()[-1].zfill(8),
-                               r["threads"]))
-    for r in b.rows:
-        finish_row(r)
-
-    m = machine()
-    cmd = "make bench" + (" QUICK=1" if a.quick else "")
-    res = {"command": cmd, "argv": sys.argv[1:],
-           "date": datetime.datetime.now().isoformat(timespec="seconds"),
-           "seconds": round(time.time() - t_start, 1), "machine": m,
-           "loadavg_at_start": load_start,
-           "chutney": version.strip(), "pytorch": b.torch, "peers_venv": venv,
-           "repeats": repeats,
-           "threads": threads, "warmup_batches": WARMUP, "static_mode": b.static,
-           "ratio": "Chutney / reference of the figure shown (samples/s, us/op or GFLOP/s)",
-           "rows": b.rows, "geomean": b.geomean, "skipped": b.skipped}
-    out = os.path.join(ROOT, a.out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
+    res = save(final=True)
+    m = res["machine"]
 
     print()
     print("%s: Chutney against PyTorch %s, medians of %d; %s, %d CPUs; %.0f s" %
