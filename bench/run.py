@@ -154,7 +154,7 @@ class Bench:
                         jobs.reverse()
                     line = []
                     for who, split in jobs:
-                        if who != "torch":
+                        if who in ("chutney", "static"):
                             argv = [self.chutney, "train", "--model", m, "--epochs", "1",
                                     "--limit", str(limit), "--threads", str(t), "--json"]
                             if self.static:  # the default mode has changed once already
