@@ -150,19 +150,14 @@ def summarise(res, errors, cold, diffs, models, batches, threads, peers):
     return rows
 
 
-def geomeans(rows, peers):
-    """Per (batch, threads, peer): the geometric mean of Chutney / peer over
-    the models both ran."""
-    gm = []
-    for b, t in sorted({(x["batch"], x["threads"]) for x in rows}):
-        for who in peers:
-            label = PEERS[who][0]
-            r = [x[label]["ratio"] for x in rows
-                 if x["batch"] == b and x["threads"] == t and "ratio" in x.get(label, {})]
-            if r:
-                gm.append({"batch": b, "threads": t, "peer": label, "geomean_ratio": geomean(r),
-                           "models": len(r)})
-    return gm
+def geomeans(ratios):
+    """From (batch, threads, peer, Chutney / peer) of every model both ran:
+    per (batch, threads, peer) the geometric mean over the models."""
+    groups = {}
+    for b, t, peer, ratio in ratios:
+        groups.setdefault((b, t, peer), []).append(ratio)
+    return [{"batch": b, "threads": t, "peer": peer, "geomean_ratio": geomean(r), "models": len(r)}
+            for (b, t, peer), r in groups.items()]
 
 
 def print_table(rows, gm, peers, repeats):
@@ -276,7 +271,8 @@ def main():
                 diffs[(name, b, t, who)] = float(np.abs(
                     np.load(c) - np.load(os.path.join(d, "%s_%s_%d_%d.npy" % (who, name, b, t)))).max())
     rows = summarise(res, errors, cold, diffs, models, batches, threads, peers)
-    gm = geomeans(rows, peers)
+    gm = geomeans((x["batch"], x["threads"], PEERS[who][0], x[PEERS[who][0]]["ratio"])
+                  for x in rows for who in peers if "ratio" in x[PEERS[who][0]])
     print_table(rows, gm, peers, a.repeats)
     if a.json:
         print(json.dumps({"repeats": a.repeats, "seconds": round(time.time() - t_start, 1),

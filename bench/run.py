@@ -119,7 +119,6 @@ class Bench:
         self.venv_py = os.path.join(args.venv, "bin", "python")
         self.peer_errors = {}  # (workload, peer) -> why it failed
         self.geomean = []
-        self.infer_rows = []  # bench_infer.py's own rows, for the geometric means
         self.save = None  # writes the JSON so far: a long run keeps what it finished
 
     # ---- PyTorch side ----
@@ -312,8 +311,6 @@ class Bench:
         j = last_json(p.stdout)
         if p.returncode != 0 or not j:
             fail("bench_infer", argv, p.returncode, p.stdout[-2000:])
-        self.infer_rows += j["rows"]
-        self.geomean = geomeans(self.infer_rows, peers)
         t1 = PEERS["torch1"][0]
         for w in j["rows"]:
             c, ref = w["chutney"], w[t1]
@@ -331,6 +328,16 @@ class Bench:
                         cell[f] = x[f]
                 row["peers"][PEERS[key][0]] = {k: v for k, v in cell.items() if v is not None}
             self.rows.append(row)
+        self.geomean = infer_geomeans(self.rows)
+
+
+def infer_geomeans(rows):
+    """The geometric means over models of the inference rows' ratios."""
+    def model_row(r):
+        return r["unit"] == "ms" and r["workload"].split()[0] in MODELS
+    return geomeans((int(r["workload"].split()[-1]), r["threads"], n, r["chutney"] / p["value"])
+                    for r in rows if model_row(r) and r["chutney"]
+                    for n, p in r.get("peers", {}).items() if p.get("value"))
 
 
 def target_of(row):
@@ -395,26 +402,45 @@ def columns(head, lines, left):
     return "\n".join(out)
 
 
+PEER_NAMES = [PEERS[k][0] for k in PEERS]
+
+
+def peer_cells(r, names, why=False):
+    """A row's Chutney figure and each peer's "figure (Chutney / peer)";
+    rows without peers show their one reference (overhead: PyTorch 1.13,
+    GEMM: cblas_sgemm) in the last cell. why: a failed cell says why."""
+    def spread(x):
+        return "" if x is None else " ±%.0f%%" % (100 * x)
+
+    def cell(p):
+        if p is None:
+            return ""
+        if p.get("value") is None:
+            return "failed" + (": " + p.get("error", "") if why else "")
+        c = "%s%s (%s)" % (fmt(p["value"], r["unit"]), spread(p.get("spread")),
+                           "-" if p.get("ratio") is None else "%.2f" % p["ratio"])
+        if p.get("compile_s") is not None:
+            c += ", compile %.0f s%s" % (p["compile_s"], "" if p.get("compile_cold", True) else
+                                         " (cached)")
+        return c
+    c = fmt(r["chutney"], r["unit"]) + spread(r.get("chutney_spread")) if r["chutney"] is not None \
+        else "failed" + (": " + r.get("chutney_error", "") if why else "")
+    peers = dict(r.get("peers") or {})
+    other = ""
+    if not peers and r.get("ref") is not None:
+        ref = {"value": r["ref"], "ratio": r.get("ratio")}
+        if r["reference"].startswith("pytorch"):
+            peers[PEERS["torch1"][0]] = ref
+        else:
+            other = "%s: %s" % (r["reference"], cell(ref))
+    return [c] + [cell(peers.get(n)) for n in names] + [other]
+
+
 def peer_table(rows):
     """Every peer of the rows that have several: figure (ratio)."""
     rows = [r for r in rows if r.get("peers")]
-    names = []
-    for r in rows:
-        names += [n for n in r["peers"] if n not in names]
-    lines = []
-    for r in rows:
-        def cell(p):
-            if p is None:
-                return ""
-            if p.get("value") is None:
-                return "failed"
-            return "%s (%s)" % (fmt(p["value"], r["unit"]),
-                                "-" if p.get("ratio") is None else "%.2f" % p["ratio"])
-        c = fmt(r["chutney"], r["unit"]) if r["chutney"] is not None else "failed"
-        if r.get("chutney_spread") is not None:
-            c += " ±%.0f%%" % (100 * r["chutney_spread"])
-        lines.append([r["workload"], str(r["threads"]), r["unit"], c] +
-                     [cell(r["peers"].get(n)) for n in names])
+    names = [n for n in PEER_NAMES if any(n in r["peers"] for r in rows)]
+    lines = [[r["workload"], str(r["threads"]), r["unit"]] + peer_cells(r, names)[:-1] for r in rows]
     out = [columns(["workload", "thr", "unit", "Chutney"] + names, lines, {0, 2})]
     for r in rows:
         for n, p in r["peers"].items():
@@ -424,6 +450,27 @@ def peer_table(rows):
             out.append("%s, %d thr, Chutney failed: %s" % (r["workload"], r["threads"],
                                                           r["chutney_error"]))
     return "\n".join(out)
+
+
+def markdown(paths):
+    """One Markdown table of the rows of earlier runs' JSON files, and the
+    geometric means over all their inference rows (docs/benchmarks.md)."""
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            rows += json.load(f)["rows"]
+    head = ["workload", "thr", "unit", "Chutney"] + PEER_NAMES + ["other reference"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join([r["workload"], str(r["threads"]), r["unit"]] +
+                                peer_cells(r, PEER_NAMES, why=True)).replace("\n", " ") + " |")
+    print()
+    print("| batch | threads | peer | geometric mean of Chutney / peer | models |")
+    print("|---|---|---|---|---|")
+    for g in infer_geomeans(rows):
+        print("| %d | %d | %s | %.2f | %d |" % (g["batch"], g["threads"], g["peer"],
+                                                g["geomean_ratio"], g["models"]))
 
 
 def machine():
@@ -464,7 +511,11 @@ def main():
                    "BUILD/bench-venv; bench/setup-venv.sh makes it)")
     p.add_argument("--build", default="build", help="the Release build directory")
     p.add_argument("--out", default="bench/results/latest.json")
+    p.add_argument("--markdown", nargs="+", metavar="JSON", help="only print the rows of these "
+                   "earlier runs as one Markdown table")
     a = p.parse_args()
+    if a.markdown:
+        return markdown(a.markdown)
     a.build = os.path.abspath(os.path.join(ROOT, a.build))
     a.venv = os.path.abspath(a.venv) if a.venv else os.path.join(a.build, "bench-venv")
     workloads = []
