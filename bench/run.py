@@ -405,16 +405,17 @@ def columns(head, lines, left):
 PEER_NAMES = [PEERS[k][0] for k in PEERS]
 
 
-def peer_cells(r, names, why=False):
+def peer_cells(r, names, why=False, missing=""):
     """A row's Chutney figure and each peer's "figure (Chutney / peer)";
     rows without peers show their one reference (overhead: PyTorch 1.13,
-    GEMM: cblas_sgemm) in the last cell. why: a failed cell says why."""
+    GEMM: cblas_sgemm) in the last cell. why: a failed cell says why;
+    missing: what a peer the row's run left out shows."""
     def spread(x):
         return "" if x is None else " ±%.0f%%" % (100 * x)
 
-    def cell(p):
+    def cell(p, absent=""):
         if p is None:
-            return ""
+            return absent
         if p.get("value") is None:
             return "failed" + (": " + p.get("error", "") if why else "")
         c = "%s%s (%s)" % (fmt(p["value"], r["unit"]), spread(p.get("spread")),
@@ -433,7 +434,7 @@ def peer_cells(r, names, why=False):
             peers[PEERS["torch1"][0]] = ref
         else:
             other = "%s: %s" % (r["reference"], cell(ref))
-    return [c] + [cell(peers.get(n)) for n in names] + [other]
+    return [c] + [cell(peers.get(n), missing if r.get("peers") else "") for n in names] + [other]
 
 
 def peer_table(rows):
@@ -464,7 +465,7 @@ def markdown(paths):
     print("|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join([r["workload"], str(r["threads"]), r["unit"]] +
-                                peer_cells(r, PEER_NAMES, why=True)).replace("\n", " ") + " |")
+                                peer_cells(r, PEER_NAMES, True, "not run")).replace("\n", " ") + " |")
     print()
     print("| batch | threads | peer | geometric mean of Chutney / peer | models |")
     print("|---|---|---|---|---|")

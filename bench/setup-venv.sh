@@ -23,8 +23,8 @@ if ! $py -c 'import ensurepip' 2>/dev/null; then
     echo "setup-venv: $py has no venv support: apt-get install python3-venv" >&2
     exit 1
 fi
-if [ ! -f /usr/include/python3.11/Python.h ] && ! $py -c \
-    'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))'; then
+if ! $py -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
     echo "setup-venv: torch.compile needs Python's headers: apt-get install python3-dev" >&2
     exit 1
 fi
