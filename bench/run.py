@@ -139,6 +139,8 @@ class Bench:
             return
         batches = QUICK_BATCHES if self.a.quick else BATCHES
         res = {}  # (model, threads, who) -> {"sps": [...], "rss": [...]}
+        self.cold = {(m, t): not os.path.isdir(self.inductor_env("train-%s-t%d" % (m, t))[
+            "TORCHINDUCTOR_CACHE_DIR"]) for m in models for t in threads}
         for r in range(repeats):
             for m in models:
                 n = self.a.batches or batches[m]
@@ -209,6 +211,7 @@ class Bench:
                 "value": median(p["sps"]), "runs": p["sps"], "rss_mb": median(p["rss"])}
             if p and key == "compile":
                 cell["compile_s"] = p["first"][0]  # the first step of the first run
+                cell["compile_cold"] = self.cold[(m, t)]
             row.setdefault("peers", {})[PEERS[key][0]] = cell
         self.rows.append(row)
 
@@ -466,10 +469,12 @@ def markdown(paths):
     for r in rows:
         print("| " + " | ".join([r["workload"], str(r["threads"]), r["unit"]] +
                                 peer_cells(r, PEER_NAMES, True, "not run")).replace("\n", " ") + " |")
-    print()
-    print("| batch | threads | peer | geometric mean of Chutney / peer | models |")
-    print("|---|---|---|---|---|")
-    for g in infer_geomeans(rows):
+    gm = infer_geomeans(rows)
+    if gm:
+        print()
+        print("| batch | threads | peer | geometric mean of Chutney / peer | models |")
+        print("|---|---|---|---|---|")
+    for g in gm:
         print("| %d | %d | %s | %.2f | %d |" % (g["batch"], g["threads"], g["peer"],
                                                 g["geomean_ratio"], g["models"]))
 
