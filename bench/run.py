@@ -139,8 +139,8 @@ class Bench:
             return
         batches = QUICK_BATCHES if self.a.quick else BATCHES
         res = {}  # (model, threads, who) -> {"sps": [...], "rss": [...]}
-        self.cold = {(m, t): not os.path.isdir(self.inductor_env("train-%s-t%d" % (m, t))[
-            "TORCHINDUCTOR_CACHE_DIR"]) for m in models for t in threads}
+        self.cold = {(m, t): not os.path.isdir(self.inductor_dir(m, t))
+                     for m in models for t in threads}
         for r in range(repeats):
             for m in models:
                 n = self.a.batches or batches[m]
@@ -165,7 +165,8 @@ class Bench:
                                     "--model", m, "--epochs", "1", "--limit", str(limit),
                                     "--threads", str(t), "--omp", str(split[0]), "--blas",
                                     str(split[1]), "--json"] + (["--compile"] if who == "compile" else [])
-                        out, rc, rss, tail = run(argv, self.inductor_env("train-%s-t%d" % (m, t)))
+                        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=self.inductor_dir(m, t))
+                        out, rc, rss, tail = run(argv, env)
                         j = last_json(out)
                         if rc != 0 or not j or "samples_per_sec" not in j:
                             if who not in TRAIN_PEERS:
@@ -215,13 +216,11 @@ class Bench:
             row.setdefault("peers", {})[PEERS[key][0]] = cell
         self.rows.append(row)
 
-    def inductor_env(self, name):
+    def inductor_dir(self, m, t):
         """torch.compile's code cache, one per workload and thread count: the
         C++ it generates depends on the thread count, and a first run shows
         a cold compile."""
-        e = dict(os.environ)
-        e["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self.a.build, "bench-inductor", name)
-        return e
+        return os.path.join(self.a.build, "bench-inductor", "train-%s-t%d" % (m, t))
 
     def venv_versions(self):
         """The peers' environment as pip sees it, for the JSON; None without
@@ -437,7 +436,10 @@ def peer_cells(r, names, why=False, missing=""):
             peers[PEERS["torch1"][0]] = ref
         else:
             other = "%s: %s" % (r["reference"], cell(ref))
-    return [c] + [cell(peers.get(n), missing if r.get("peers") else "") for n in names] + [other]
+    def absent(n):  # ONNX Runtime has no training rows to miss
+        trains = r["unit"] == "samples/s"
+        return missing if r.get("peers") and not (trains and n == PEERS["ort"][0]) else ""
+    return [c] + [cell(peers.get(n), absent(n)) for n in names] + [other]
 
 
 def peer_table(rows):
