@@ -4,9 +4,13 @@
 #   make check    set up, then every test: Release, ASan+UBSan, TSan, OpenCL, no-BLAS, install
 #                 (scripts/check.sh; `make check STAGES="release asan"` runs some)
 #   make demo     set up, then the main job (training Fashion-MNIST)
-#   make bench    set up, build, then Chutney against PyTorch on the benchmark
-#                 workloads (bench/run.py, about 12 min; QUICK=1: 3-5 min;
-#                 WORKLOADS="mlp gemm", REPEATS=N, THREADS="1 2" pick parts)
+#   make bench    set up, build, then Chutney against PyTorch 1.13, PyTorch 2
+#                 (eager, torch.compile) and ONNX Runtime on the benchmark
+#                 workloads and real models (bench/run.py; QUICK=1: a subset;
+#                 WORKLOADS="mlp resnet50", REPEATS=N, THREADS="1 2",
+#                 INFER_BATCH="1 16", PEERS="torch2 compile ort" or none pick
+#                 parts). The first run makes build/bench-venv (bench/setup-venv.sh,
+#                 PyTorch 2 and ONNX Runtime from PyPI, ~4 GB)
 #   make fuzz     build the libFuzzer targets (the ONNX loader and every file
 #                 reader) with clang, ASan and UBSan into build-fuzz/ and run
 #                 each: ONNX FUZZ_SECONDS (default 60), each reader
@@ -22,6 +26,8 @@ QUICK ?=
 WORKLOADS ?=
 REPEATS ?=
 THREADS ?=
+INFER_BATCH ?=
+PEERS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 FUZZ_READER_SECONDS ?= $(FUZZ_SECONDS)
@@ -48,9 +54,12 @@ demo: setup build
 
 # Not part of check: timings are not tests. Writes bench/results/latest.json.
 bench: setup build
+	$(if $(filter none,$(PEERS)),,test -f build/bench-venv/ready || sh bench/setup-venv.sh build/bench-venv \
+	    || echo "bench: no PyTorch 2 or ONNX Runtime (bench/setup-venv.sh failed)")
 	/usr/bin/python3 bench/run.py --build build $(if $(QUICK),--quick) \
 	    $(if $(WORKLOADS),--workloads "$(WORKLOADS)") $(if $(REPEATS),--repeats $(REPEATS)) \
-	    $(if $(THREADS),--threads "$(THREADS)")
+	    $(if $(THREADS),--threads "$(THREADS)") $(if $(INFER_BATCH),--infer-batches "$(INFER_BATCH)") \
+	    $(if $(PEERS),--peers "$(PEERS)")
 
 # Hostile input: fuzz/fuzz_onnx_load.c, fuzz/fuzz_reader.c and fuzz/fuzz_tool_text.c (seeds, figures and
 # how to replay a crash: docs/architecture.md, "Fuzzing"; docs/onnx.md).

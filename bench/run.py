@@ -3,15 +3,26 @@ docs/benchmarks.md, interleaved, at 1 and 2 threads; prints one table and
 writes it as JSON (bench/results/latest.json).
 
     /usr/bin/python3 bench/run.py [--quick] [--workloads mlp,cnn,...]
-        [--repeats N] [--threads 1,2] [--batches N] [--build DIR] [--out FILE]
+        [--repeats N] [--threads 1,2] [--batches N] [--infer-batches 1,16]
+        [--peers torch2,compile,ort] [--venv DIR] [--build DIR] [--out FILE]
 
 Workloads: mlp, cnn, lstm (training samples/s: `chutney train --json`
 against bench/torch_train.py; where `chutney train` has `--mode static`,
 rows "mlp static" etc. time the step as one compiled program too, against
 the same PyTorch runs), overhead (bench_overhead: µs per tiny op,
 without and with recording), gemm (bench_gemm: cn_matmul against
-cblas_sgemm called directly), resnet18 (bench/bench_resnet.py: inference
-latency in ms at batch 1 and 16, `chutney run --bench` against PyTorch).
+cblas_sgemm called directly), and the inference models of
+bench/bench_infer.py (resnet18, resnet50, mobilenet_v2, mobilenet_v3_large,
+efficientnet_b0, convnext_tiny, regnet_y_400mf, densenet121, vit_b_16,
+bert; "models" names them all): latency in ms at batch 1 and 16, `chutney
+run --bench` on the exported ONNX file.
+
+The reference of every row is Debian's PyTorch 1.13 (/usr/bin/python3).
+Beside it, from the virtual environment of bench/setup-venv.sh (default
+BUILD/bench-venv): PyTorch 2 eager and with torch.compile on the training
+and inference rows, ONNX Runtime on the inference rows (--peers picks
+some); each has its own ratio, and the inference rows a geometric mean over
+models. The environment's versions go into the JSON.
 
 Every training figure is one process, and so is every peak RSS: the driver
 takes it from os.wait4 on that process alone. The runs of one repeat go
@@ -35,9 +46,15 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench_infer import MODELS, PEERS, geomeans  # noqa: E402
+
 PY = "/usr/bin/python3"
 DATA = "/usr/share/datasets/fashion-mnist"
-ALL = ["mlp", "cnn", "lstm", "overhead", "gemm", "resnet18"]
+ALL = ["mlp", "cnn", "lstm", "overhead", "gemm"] + MODELS
+QUICK_MODELS = ["resnet18", "mobilenet_v3_large"]
+VENV_PEERS = ["torch2", "compile", "ort"]  # the PEERS of bench_infer.py in the venv
+TRAIN_PEERS = ["torch2", "compile"]  # ONNX Runtime does not train
 TRAIN = {"mlp": 128, "cnn": 64, "lstm": 128}  # batch sizes of the workloads
 WARMUP = 20  # batches both trainers leave out of their samples/s
 # Timed batches after the warm-up: enough for a stable rate, short enough
@@ -98,6 +115,11 @@ class Bench:
         self.skipped = []
         self.torch = None
         self.static = False
+        self.peers = []  # those of VENV_PEERS this run has
+        self.venv_py = os.path.join(args.venv, "bin", "python")
+        self.peer_errors = {}  # (workload, peer) -> why it failed
+        self.geomean = []
+        self.save = None  # writes the JSON so far: a long run keeps what it finished
 
     # ---- PyTorch side ----
     def torch_version(self):
@@ -117,6 +139,8 @@ class Bench:
             return
         batches = QUICK_BATCHES if self.a.quick else BATCHES
         res = {}  # (model, threads, who) -> {"sps": [...], "rss": [...]}
+        self.cold = {(m, t): not os.path.isdir(self.inductor_dir(m, t))
+                     for m in models for t in threads}
         for r in range(repeats):
             for m in models:
                 n = self.a.batches or batches[m]
@@ -125,27 +149,37 @@ class Bench:
                     jobs = [("chutney", None)] + ([("static", None)] if self.static else [])
                     if self.torch:
                         jobs += [("torch", s) for s in self.splits(t)]
+                    jobs += [(p, (t, 1)) for p in TRAIN_PEERS
+                             if p in self.peers and (m, p) not in self.peer_errors]
                     if r % 2:
                         jobs.reverse()
                     line = []
                     for who, split in jobs:
-                        if who != "torch":
+                        if who in ("chutney", "static"):
                             argv = [self.chutney, "train", "--model", m, "--epochs", "1",
                                     "--limit", str(limit), "--threads", str(t), "--json"]
                             if self.static:  # the default mode has changed once already
                                 argv += ["--mode", "static" if who == "static" else "eager"]
                         else:
-                            argv = [PY, "bench/torch_train.py", "--model", m, "--epochs", "1",
-                                    "--limit", str(limit), "--threads", str(t), "--omp",
-                                    str(split[0]), "--blas", str(split[1]), "--json"]
-                        out, rc, rss, tail = run(argv)
+                            argv = [PY if who == "torch" else self.venv_py, "bench/torch_train.py",
+                                    "--model", m, "--epochs", "1", "--limit", str(limit),
+                                    "--threads", str(t), "--omp", str(split[0]), "--blas",
+                                    str(split[1]), "--json"] + (["--compile"] if who == "compile" else [])
+                        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=self.inductor_dir(m, t))
+                        out, rc, rss, tail = run(argv, env)
                         j = last_json(out)
                         if rc != 0 or not j or "samples_per_sec" not in j:
-                            fail("%s %s" % (who, m), argv, rc, tail)
-                        d = res.setdefault((m, t, who, split), {"sps": [], "rss": []})
+                            if who not in TRAIN_PEERS:
+                                fail("%s %s" % (who, m), argv, rc, tail)
+                            self.peer_errors[(m, who)] = "exit %d: %s" % (
+                                rc, " / ".join(tail.strip().splitlines()[-2:])[-300:])
+                            line.append("%s failed" % who)
+                            continue
+                        d = res.setdefault((m, t, who, split), {"sps": [], "rss": [], "first": []})
                         d["sps"].append(j["samples_per_sec"])
                         d["rss"].append(rss)
-                        tag = who if not split else "torch %d+%d" % split
+                        d["first"].append(j.get("first_step_s"))
+                        tag = "torch %d+%d" % split if who == "torch" else who
                         line.append("%s %.0f/s %.0fMB" % (tag, j["samples_per_sec"], rss))
                     log("[%d/%d] %-4s %d thr: %s" % (r + 1, repeats, m, t, ", ".join(line)))
         for m in models:
@@ -169,7 +203,38 @@ class Bench:
                         "torch_other_splits": {"omp %d + blas %d" % s:
                                                median(res[(m, t, "torch", s)]["sps"])
                                                for s in self.splits(t) if s != best}})
+            row["peers"] = {PEERS["torch1"][0]: {"value": row["ref"], "runs": p["sps"]}}
+        for key in TRAIN_PEERS:
+            if key not in self.peers:
+                continue
+            p = res.get((m, t, key, (t, 1)))
+            cell = {"error": self.peer_errors.get((m, key), "not run")} if not p else {
+                "value": median(p["sps"]), "runs": p["sps"], "rss_mb": median(p["rss"])}
+            if p and key == "compile":
+                cell["compile_s"] = p["first"][0]  # the first step of the first run
+                cell["compile_cold"] = self.cold[(m, t)]
+            row.setdefault("peers", {})[PEERS[key][0]] = cell
         self.rows.append(row)
+
+    def inductor_dir(self, m, t):
+        """torch.compile's code cache, one per workload and thread count: the
+        C++ it generates depends on the thread count, and a first run shows
+        a cold compile."""
+        return os.path.join(self.a.build, "bench-inductor", "train-%s-t%d" % (m, t))
+
+    def venv_versions(self):
+        """The peers' environment as pip sees it, for the JSON; None without
+        the stamp bench/setup-venv.sh leaves when its install finished."""
+        if not os.path.exists(os.path.join(self.a.venv, "ready")):
+            return None
+        out, rc, _, _ = run([self.venv_py, "-c", "import sys, importlib.metadata as m; "
+                             "print(sys.version.split()[0]); "
+                             "[print(d.metadata['Name'], d.version) for d in m.distributions()]"])
+        if rc != 0:
+            return None
+        lines = out.split("\n")
+        return {"path": os.path.relpath(self.a.venv, ROOT), "python": lines[0].strip(),
+                "packages": dict(sorted(tuple(x.split(" ", 1)) for x in lines[1:] if " " in x))}
 
     # ---- eager overhead ----
     def overhead(self, threads, repeats):
@@ -218,30 +283,63 @@ class Bench:
             w["n"], w["threads"], w["cn_matmul_gflops"], w.get("cblas_sgemm_gflops", 0))
             for w in j["results"]))
 
-    # ---- ResNet-18 through ONNX: bench/bench_resnet.py ----
-    def resnet18(self, threads, repeats):
+    # ---- inference of real models through ONNX: bench/bench_infer.py ----
+    def infer(self, models, threads, repeats):
         if not self.torch:
-            self.skipped.append({"workload": "resnet18", "why": "needs PyTorch to export the model"})
+            for m in models:
+                self.skipped.append({"workload": m, "why": "needs PyTorch 1.13 to export the model"})
             return
         out, _, _, tail = run([self.chutney, "info", "/nonexistent.onnx"])
         if "built without ONNX" in out + tail:
-            self.skipped.append({"workload": "resnet18", "why": "`chutney run` is built without ONNX"})
+            for m in models:
+                self.skipped.append({"workload": m, "why": "`chutney run` is built without ONNX"})
             return
-        argv = [PY, "bench/bench_resnet.py", "--build", self.a.build, "--repeats",
-                str(repeats), "--threads", ",".join(map(str, threads)), "--json"]
-        if self.a.quick:
-            argv += ["--batches", "1"]
-        out, rc, _, tail = run(argv)
-        j = last_json(out)
-        if rc != 0 or not j:
-            fail("bench_resnet", argv, rc, tail)
+        # One model at a time, all its frameworks interleaved: a run of every
+        # model takes hours on a busy machine, and what finished is saved.
+        for model in models:
+            self.infer_model(model, threads, repeats)
+            self.save()
+
+    def infer_model(self, model, threads, repeats):
+        peers = ["torch1"] + self.peers
+        argv = [PY, "bench/bench_infer.py", "--build", self.a.build, "--repeats", str(repeats),
+                "--models", model, "--threads", ",".join(map(str, threads)),
+                "--batches", self.a.infer_batches or ("1" if self.a.quick else "1,16"),
+                "--peers", ",".join(peers), "--venv", self.a.venv, "--json"]
+        if self.a.infer_runs:
+            argv += ["--runs", str(self.a.infer_runs)]
+        # Its progress goes straight to the terminal.
+        p = subprocess.run(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        j = last_json(p.stdout)
+        if p.returncode != 0 or not j:
+            fail("bench_infer", argv, p.returncode, p.stdout[-2000:])
+        t1 = PEERS["torch1"][0]
         for w in j["rows"]:
-            self.rows.append({"workload": "resnet18 batch %d" % w["batch"], "threads": w["threads"],
-                              "unit": "ms", "chutney": w["chutney_ms"], "reference": "pytorch",
-                              "ref": w["torch_ms"], "chutney_runs": w["chutney_runs"],
-                              "ref_runs": w["torch_runs"], "max_abs_diff": w["max_abs_diff"]})
-        log("resnet18 done: %s" % ", ".join("b%d/%d thr %.1f vs %.1f ms" % (
-            w["batch"], w["threads"], w["chutney_ms"], w["torch_ms"]) for w in j["rows"]))
+            c, ref = w["chutney"], w[t1]
+            row = {"workload": "%s batch %d" % (w["model"], w["batch"]), "threads": w["threads"],
+                   "unit": "ms", "chutney": c.get("ms"), "chutney_runs": c.get("runs"),
+                   "chutney_spread": c.get("spread"), "reference": t1, "ref": ref.get("ms"),
+                   "ref_runs": ref.get("runs"), "peers": {}}
+            if "error" in c:
+                row["chutney_error"] = c["error"]
+            for key in ["torch1"] + self.peers:
+                x = w[PEERS[key][0]]
+                cell = {"value": x.get("ms"), "runs": x.get("runs"), "spread": x.get("spread")}
+                for f in ["error", "max_abs_diff", "compile_s", "compile_cold", "first_call_s"]:
+                    if f in x:
+                        cell[f] = x[f]
+                row["peers"][PEERS[key][0]] = {k: v for k, v in cell.items() if v is not None}
+            self.rows.append(row)
+        self.geomean = infer_geomeans(self.rows)
+
+
+def infer_geomeans(rows):
+    """The geometric means over models of the inference rows' ratios."""
+    def model_row(r):
+        return r["unit"] == "ms" and r["workload"].split()[0] in MODELS
+    return geomeans((int(r["workload"].split()[-1]), r["threads"], n, r["chutney"] / p["value"])
+                    for r in rows if model_row(r) and r["chutney"]
+                    for n, p in r.get("peers", {}).items() if p.get("value"))
 
 
 def target_of(row):
@@ -250,7 +348,10 @@ def target_of(row):
 
 def finish_row(row):
     ref = row.get("ref")
-    row["ratio"] = row["chutney"] / ref if ref else None
+    row["ratio"] = row["chutney"] / ref if ref and row["chutney"] else None
+    for p in row.get("peers", {}).values():
+        if p.get("value") and row["chutney"]:
+            p["ratio"] = row["chutney"] / p["value"]
     t = target_of(row)
     if t:
         row["target"] = "%s %g" % t
@@ -289,8 +390,11 @@ def table(rows):
                       r.get("target", ""), met,
                       "-" if r.get("chutney_rss_mb") is None else "%.0f" % r["chutney_rss_mb"],
                       "-" if r.get("ref_rss_mb") is None else "%.0f" % r["ref_rss_mb"], rss])
+    return columns(head, lines, {0, 3, 5, 7, 8, 11})
+
+
+def columns(head, lines, left):
     width = [max(len(x[i]) for x in [head] + lines) for i in range(len(head))]
-    left = {0, 3, 5, 7, 8, 11}
     out = []
     for x in [head] + lines:
         out.append("  ".join(c.ljust(width[i]) if i in left else c.rjust(width[i])
@@ -298,6 +402,83 @@ def table(rows):
         if x is head:
             out.append("-" * len(out[0]))
     return "\n".join(out)
+
+
+PEER_NAMES = [PEERS[k][0] for k in PEERS]
+
+
+def peer_cells(r, names, why=False, missing=""):
+    """A row's Chutney figure and each peer's "figure (Chutney / peer)";
+    rows without peers show their one reference (overhead: PyTorch 1.13,
+    GEMM: cblas_sgemm) in the last cell. why: a failed cell says why;
+    missing: what a peer the row's run left out shows."""
+    def spread(x):
+        return "" if x is None else " ±%.0f%%" % (100 * x)
+
+    def cell(p, absent=""):
+        if p is None:
+            return absent
+        if p.get("value") is None:
+            return "failed" + (": " + p.get("error", "") if why else "")
+        c = "%s%s (%s)" % (fmt(p["value"], r["unit"]), spread(p.get("spread")),
+                           "-" if p.get("ratio") is None else "%.2f" % p["ratio"])
+        if p.get("compile_s") is not None:
+            c += ", compile %.0f s%s" % (p["compile_s"], "" if p.get("compile_cold", True) else
+                                         " (cached)")
+        return c
+    c = fmt(r["chutney"], r["unit"]) + spread(r.get("chutney_spread")) if r["chutney"] is not None \
+        else "failed" + (": " + r.get("chutney_error", "") if why else "")
+    peers = dict(r.get("peers") or {})
+    other = ""
+    if not peers and r.get("ref") is not None:
+        ref = {"value": r["ref"], "ratio": r.get("ratio")}
+        if r["reference"].startswith("pytorch"):
+            peers[PEERS["torch1"][0]] = ref
+        else:
+            other = "%s: %s" % (r["reference"], cell(ref))
+    def absent(n):  # ONNX Runtime has no training rows to miss
+        trains = r["unit"] == "samples/s"
+        return missing if r.get("peers") and not (trains and n == PEERS["ort"][0]) else ""
+    return [c] + [cell(peers.get(n), absent(n)) for n in names] + [other]
+
+
+def peer_table(rows):
+    """Every peer of the rows that have several: figure (ratio)."""
+    rows = [r for r in rows if r.get("peers")]
+    names = [n for n in PEER_NAMES if any(n in r["peers"] for r in rows)]
+    lines = [[r["workload"], str(r["threads"]), r["unit"]] + peer_cells(r, names)[:-1] for r in rows]
+    out = [columns(["workload", "thr", "unit", "Chutney"] + names, lines, {0, 2})]
+    for r in rows:
+        for n, p in r["peers"].items():
+            if "error" in p:
+                out.append("%s, %d thr, %s failed: %s" % (r["workload"], r["threads"], n, p["error"]))
+        if r.get("chutney_error"):
+            out.append("%s, %d thr, Chutney failed: %s" % (r["workload"], r["threads"],
+                                                          r["chutney_error"]))
+    return "\n".join(out)
+
+
+def markdown(paths):
+    """One Markdown table of the rows of earlier runs' JSON files, and the
+    geometric means over all their inference rows (docs/benchmarks.md)."""
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            rows += json.load(f)["rows"]
+    head = ["workload", "thr", "unit", "Chutney"] + PEER_NAMES + ["other reference"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join([r["workload"], str(r["threads"]), r["unit"]] +
+                                peer_cells(r, PEER_NAMES, True, "not run")).replace("\n", " ") + " |")
+    gm = infer_geomeans(rows)
+    if gm:
+        print()
+        print("| batch | threads | peer | geometric mean of Chutney / peer | models |")
+        print("|---|---|---|---|---|")
+    for g in gm:
+        print("| %d | %d | %s | %.2f | %d |" % (g["batch"], g["threads"], g["peer"],
+                                                g["geomean_ratio"], g["models"]))
 
 
 def machine():
@@ -320,23 +501,43 @@ def parse_list(s, conv=str):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
-                   help="3 repeats, shorter training runs, GEMM up to 1024, "
-                   "ResNet-18 at batch 1 only (3-5 minutes)")
-    p.add_argument("--workloads", default="", help="any of %s (default: all)" % ",".join(ALL))
+                   help="3 repeats, shorter training runs, GEMM up to 1024, of the "
+                   "inference models only %s at batch 1" % " and ".join(QUICK_MODELS))
+    p.add_argument("--workloads", default="", help="any of %s, or models for every inference "
+                   "model (default: all)" % ",".join(ALL))
     p.add_argument("--repeats", type=int, default=0, help="default 7, 3 with --quick")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--batches", type=int, default=0,
                    help="timed training batches after the %d warm-up ones" % WARMUP)
+    p.add_argument("--infer-batches", default="", help="batch sizes of the inference rows "
+                   "(default 1,16; 1 with --quick)")
+    p.add_argument("--infer-runs", type=int, default=0, help="timed passes per inference "
+                   "process (default 10 at batch 1, 3 at larger batches)")
+    p.add_argument("--peers", default=",".join(VENV_PEERS),
+                   help="peers beside PyTorch 1.13, any of %s, or none" % ",".join(VENV_PEERS))
+    p.add_argument("--venv", default="", help="their virtual environment (default "
+                   "BUILD/bench-venv; bench/setup-venv.sh makes it)")
     p.add_argument("--build", default="build", help="the Release build directory")
     p.add_argument("--out", default="bench/results/latest.json")
+    p.add_argument("--markdown", nargs="+", metavar="JSON", help="only print the rows of these "
+                   "earlier runs as one Markdown table")
     a = p.parse_args()
+    if a.markdown:
+        return markdown(a.markdown)
     a.build = os.path.abspath(os.path.join(ROOT, a.build))
-    workloads = parse_list(a.workloads) or ALL
-    bad = [w for w in workloads if w not in ALL]
+    a.venv = os.path.abspath(a.venv) if a.venv else os.path.join(a.build, "bench-venv")
+    workloads = []
+    for w in parse_list(a.workloads) or (
+            ALL[:5] + QUICK_MODELS if a.quick else ALL):
+        workloads += MODELS if w == "models" else [w]
+    peers = [] if a.peers.strip() == "none" else parse_list(a.peers)
+    bad = [w for w in workloads if w not in ALL] + [x for x in peers if x not in VENV_PEERS]
     threads = parse_list(a.threads, int)
     repeats = a.repeats or (3 if a.quick else 7)
     if bad or not threads or min(threads) < 1 or repeats < 1 or a.batches < 0:
-        p.error("workloads are %s; threads and repeats positive counts" % ", ".join(ALL))
+        p.error("workloads are %s or models; peers %s or none; threads and repeats positive "
+                "counts%s" % (", ".join(ALL), ", ".join(VENV_PEERS),
+                              " (not %s)" % ", ".join(bad) if bad else ""))
     if not os.access(os.path.join(a.build, "chutney"), os.X_OK):
         p.error("no %s/chutney: build first (make)" % a.build)
 
@@ -351,38 +552,56 @@ def main():
     version, _, _, _ = run([b.chutney, "--version"])
     help_text, _, _, _ = run([b.chutney, "train", "--help"])
     b.static = "--mode" in help_text and "static" in help_text
+    venv = b.venv_versions() if peers else None
+    if venv:
+        b.peers = peers
+    elif peers:
+        log("bench: no %s (make it with sh bench/setup-venv.sh): no PyTorch 2 or ONNX Runtime "
+            "rows" % b.venv_py)
+        b.skipped.append({"workload": "pytorch 2, onnxruntime", "why": "no " + b.venv_py})
     log("bench: %s; PyTorch %s; repeats %d; threads %s" %
         (version.strip(), b.torch or "-", repeats, threads))
+    cmd = "make bench" + (" QUICK=1" if a.quick else "")
+    out = os.path.join(ROOT, a.out)
+
+    def save(final=False):
+        """The JSON of the rows so far (each row finished), as the run goes."""
+        order = {w: i for i, w in enumerate(ALL)}
+        b.rows.sort(key=lambda r: (order[r["workload"].split()[0]],
+                                   r["workload"].split()[-1].zfill(8), r["threads"]))
+        for r in b.rows:
+            finish_row(r)
+        res = {"command": cmd, "argv": sys.argv[1:], "finished": final,
+               "date": datetime.datetime.now().isoformat(timespec="seconds"),
+               "seconds": round(time.time() - t_start, 1), "machine": machine(),
+               "loadavg_at_start": load_start,
+               "chutney": version.strip(), "pytorch": b.torch, "peers_venv": venv,
+               "repeats": repeats, "threads": threads, "warmup_batches": WARMUP,
+               "static_mode": b.static,
+               "ratio": "Chutney / reference of the figure shown (samples/s, us/op, GFLOP/s or "
+                        "ms); the same for each peer",
+               "rows": b.rows, "geomean": b.geomean, "skipped": b.skipped}
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out + ".tmp", "w") as f:
+            json.dump(res, f, indent=1)
+            f.write("\n")
+        os.replace(out + ".tmp", out)
+        return res
+    b.save = save
+
     models = [w for w in workloads if w in TRAIN]
     if models:
         b.train(models, threads, repeats)
+        save()
     if "overhead" in workloads:
         b.overhead(threads, repeats)
     if "gemm" in workloads:
         b.gemm(threads, repeats)
-    if "resnet18" in workloads:
-        b.resnet18(threads, repeats)
-    order = {w: i for i, w in enumerate(ALL)}
-    b.rows.sort(key=lambda r: (order[r["workload"].split()[0]], r["workload"].split()[-1].zfill(8),
-                               r["threads"]))
-    for r in b.rows:
-        finish_row(r)
-
-    m = machine()
-    cmd = "make bench" + (" QUICK=1" if a.quick else "")
-    res = {"command": cmd, "argv": sys.argv[1:],
-           "date": datetime.datetime.now().isoformat(timespec="seconds"),
-           "seconds": round(time.time() - t_start, 1), "machine": m,
-           "loadavg_at_start": load_start,
-           "chutney": version.strip(), "pytorch": b.torch, "repeats": repeats,
-           "threads": threads, "warmup_batches": WARMUP, "static_mode": b.static,
-           "ratio": "Chutney / reference of the figure shown (samples/s, us/op or GFLOP/s)",
-           "rows": b.rows, "skipped": b.skipped}
-    out = os.path.join(ROOT, a.out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
+    infer = [w for w in workloads if w in MODELS]
+    if infer:
+        b.infer(infer, threads, repeats)
+    res = save(final=True)
+    m = res["machine"]
 
     print()
     print("%s: Chutney against PyTorch %s, medians of %d; %s, %d CPUs; %.0f s" %
@@ -391,6 +610,13 @@ def main():
           "load average %.1f at the start, %.1f at the end" % (load_start[0], m["loadavg_at_end"][0]))
     print()
     print(table(b.rows))
+    if any(r.get("peers") for r in b.rows):
+        print("\nEvery peer: figure (Chutney / peer); PyTorch 2 and ONNX Runtime from %s" %
+              os.path.relpath(a.venv, ROOT))
+        print(peer_table(b.rows))
+    for g in b.geomean:
+        print("geometric mean over %d models, batch %d, %d thr: Chutney / %s = %.2f" % (
+            g["models"], g["batch"], g["threads"], g["peer"], g["geomean_ratio"]))
     for s in b.skipped:
         print("skipped %s: %s" % (s["workload"], s["why"]))
     print("\nwritten to %s" % os.path.relpath(out, ROOT))

@@ -8,12 +8,16 @@ batch outside the timed region; the test pass in batches of the training
 batch size.
 
     /usr/bin/python3 bench/torch_train.py --model cnn --epochs 2 [--threads T]
-        [--seed S] [--data DIR] [--limit N] [--device cuda] [--json]
+        [--seed S] [--data DIR] [--limit N] [--device cuda] [--compile] [--json]
 
 With --device cuda the model and each batch go to the GPU; a step's time
 then includes the batch's copy to the device and ends when the GPU has
 finished the step (torch.cuda.synchronize), as `chutney train --device cuda`
 counts it.
+
+With --compile (PyTorch 2) the model is torch.compile'd (default mode);
+the first step, which compiles, is reported apart as first_step_s and, as
+every warm-up step, left out of samples/s.
 
 PyTorch at its best on this CPU: OMP/BLAS thread counts are set before torch
 is imported, with a passive OpenMP wait policy (see docs/benchmarks.md)."""
@@ -40,6 +44,7 @@ p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
 p.add_argument("--limit", type=int, default=0,
                help="only the first N training and test images, as chutney train --limit")
 p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+p.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2)")
 p.add_argument("--json", action="store_true")
 args = p.parse_args()
 
@@ -116,6 +121,7 @@ xte, yte = load("t10k")
 xtr = xtr.unsqueeze(1)
 xte = xte.unsqueeze(1)
 model = make_model().to(device)
+run_model = torch.compile(model) if args.compile else model
 if args.model == "mlp":
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
 else:
@@ -136,12 +142,14 @@ for epoch in range(args.epochs):
         t0 = time.perf_counter()
         xb, yb = xb.to(device), yb.to(device)
         opt.zero_grad()
-        loss = loss_fn(model(xb), yb)
+        loss = loss_fn(run_model(xb), yb)
         loss.backward()
         opt.step()
         if on_gpu:
             torch.cuda.synchronize(device)
         dt = time.perf_counter() - t0
+        if epoch == 0 and b == 0:
+            first_step = dt
         if epoch > 0 or b >= warmup:
             train_time += dt
             samples += len(sel)
@@ -149,7 +157,7 @@ for epoch in range(args.epochs):
     with torch.no_grad():
         correct = 0
         for b in range(0, len(xte), batch):
-            out = model(pixels(xte[b:b + batch]).to(device)).argmax(1).cpu()
+            out = run_model(pixels(xte[b:b + batch]).to(device)).argmax(1).cpu()
             correct += (out == yte[b:b + batch]).sum().item()
     acc = correct / len(xte)
     print("epoch %d: loss %.4f, test accuracy %.2f%%" % (epoch + 1, loss.item(), 100 * acc),
@@ -160,5 +168,6 @@ print("test accuracy: %.2f%%" % (100 * acc))
 if args.json:
     print(json.dumps({"model": args.model, "epochs": args.epochs, "test_accuracy": acc,
                       "samples_per_sec": sps, "seconds": time.time() - t_start,
+                      "first_step_s": first_step, "compiled": args.compile,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
                       "device": str(device), "framework": "pytorch " + torch.__version__}))

@@ -1,0 +1,151 @@
+"""The models of the inference benchmark and the peers that run them; run by
+bench/bench_infer.py, one process per figure, under whichever Python has
+the framework (Debian's /usr/bin/python3 for PyTorch 1.13, the bench
+virtual environment for PyTorch 2 and ONNX Runtime).
+
+    python3 bench/infer_peer.py export DIR MODEL BATCHES
+    python3 bench/infer_peer.py run FRAMEWORK DIR MODEL BATCH THREADS RUNS OUT
+
+`export` builds MODEL with random weights (seed 0, eval) and writes DIR/
+MODEL.pt (the state dict; BatchNorm statistics from a random batch),
+MODEL.onnx (opset 17, symbolic batch) and the
+inputs DIR/MODEL_input_B.npy. Debian's PyTorch 1.13 exports: Chutney's
+importer reads opsets 6 to 17, and PyTorch 2's exporter writes 18 and up.
+
+`run` times RUNS forward passes after the warm-up and prints one JSON line:
+the median in ms, every run, and the seconds the first call took (for
+torch.compile, the compilation; for ONNX Runtime, the session's
+creation and graph optimisation); the first output goes to OUT (.npy). FRAMEWORK is torch (eager), compile
+(torch.compile, default mode) or ort (CPU execution provider, every graph
+optimisation, THREADS intra-op threads, one inter-op thread)."""
+import json
+import os
+import sys
+import time
+import warnings
+
+SEQ = 128  # the encoder's sequence length
+VOCAB = 30522  # BERT-base's
+
+
+def build(name):
+    import torch
+    import torch.nn as nn
+    import torchvision
+
+    if name == "bert":
+        class Encoder(nn.Module):
+            """BERT-base's shape: 12 post-norm layers, width 768, 12 heads,
+            GELU feed-forward of 3072, token and position embeddings."""
+
+            def __init__(self):
+                super().__init__()
+                self.tok = nn.Embedding(VOCAB, 768)
+                self.pos = nn.Parameter(torch.randn(1, SEQ, 768) * 0.02)
+                self.norm = nn.LayerNorm(768)
+                layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu",
+                                                   batch_first=True)
+                self.enc = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
+
+            def forward(self, ids):
+                return self.enc(self.norm(self.tok(ids) + self.pos))
+
+        return Encoder()
+    return getattr(torchvision.models, name)()
+
+
+def example(name, batch):
+    import torch
+    if name == "bert":
+        return torch.randint(0, VOCAB, (batch, SEQ))
+    return torch.randn(batch, 3, 224, 224)
+
+
+def calibrate(m, x):
+    """BatchNorm statistics of a random batch. With the initial ones (mean 0,
+    variance 1) activations shrink layer after layer towards denormal floats,
+    which cost some CPUs and frameworks far more than others."""
+    import torch
+    bns = [x for x in m.modules() if isinstance(x, torch.nn.modules.batchnorm._BatchNorm)]
+    for bn in bns:
+        bn.momentum = 1.0
+    if bns:
+        with torch.no_grad():
+            m.train()(x)
+    return m.eval()
+
+
+def export(d, name, batches):
+    import numpy as np
+    import torch
+    torch.manual_seed(0)
+    m = calibrate(build(name), example(name, 8))
+    torch.save(m.state_dict(), os.path.join(d, name + ".pt"))
+    x = example(name, max(batches))
+    # With gradients on, so that nn.TransformerEncoderLayer takes its traceable
+    # path, not the fused inference kernel, which has no ONNX export.
+    torch.onnx.export(m, x[:1], os.path.join(d, name + ".onnx"), opset_version=17,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    for b in batches:
+        np.save(os.path.join(d, "%s_input_%d.npy" % (name, b)), x[:b].numpy())
+
+
+def run(fw, d, name, b, t, n, out):
+    import numpy as np
+    x = np.load(os.path.join(d, "%s_input_%d.npy" % (name, b)))
+    t0 = time.perf_counter()
+    if fw == "ort":
+        import onnxruntime as ort
+        o = ort.SessionOptions()
+        o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        o.intra_op_num_threads = t
+        o.inter_op_num_threads = 1
+        o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        s = ort.InferenceSession(os.path.join(d, name + ".onnx"), o,
+                                 providers=["CPUExecutionProvider"])
+        feed = {"input": x}
+
+        def call():
+            return s.run(None, feed)[0]
+        version = "onnxruntime " + ort.__version__
+    else:
+        import torch
+        torch.set_num_threads(t)
+        torch.set_num_interop_threads(1)
+        m = build(name).eval()
+        m.load_state_dict(torch.load(os.path.join(d, name + ".pt")))
+        if fw == "compile":
+            m = torch.compile(m)
+        xt = torch.from_numpy(x)
+
+        def call():
+            with torch.no_grad():
+                return m(xt).numpy()
+        version = "pytorch " + torch.__version__
+    y = call()
+    first = time.perf_counter() - t0
+    call()
+    ts = []
+    for _ in range(n):
+        t1 = time.perf_counter()
+        call()
+        ts.append(1e3 * (time.perf_counter() - t1))
+    np.save(out, y)
+    print(json.dumps({"median_ms": sorted(ts)[n // 2], "runs_ms": ts, "first_call_s": first,
+                      "framework": version}))
+
+
+def main():
+    warnings.filterwarnings("ignore")
+    a = sys.argv[1:]
+    if len(a) == 4 and a[0] == "export":
+        export(a[1], a[2], [int(x) for x in a[3].split(",")])
+    elif len(a) == 8 and a[0] == "run" and a[1] in ("torch", "compile", "ort"):
+        run(a[1], a[2], a[3], int(a[4]), int(a[5]), int(a[6]), a[7])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
