@@ -66,6 +66,7 @@ bench: setup build
 fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 	    -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCHUTNEY_SANITIZE=ON -DCHUTNEY_FUZZ=ON -DCHUTNEY_WITH_DNNL=OFF \
+	    -DCHUTNEY_WITH_OPENCL=OFF -DCHUTNEY_WITH_CUDA=OFF -DCHUTNEY_WITH_MPI=OFF \
 	    -DCHUTNEY_BUILD_TESTS=OFF -DCHUTNEY_BUILD_BENCH=OFF -DCHUTNEY_BUILD_EXAMPLES=OFF
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_onnx_load fuzz_npy fuzz_safetensors \
 	    fuzz_json fuzz_idx fuzz_csv fuzz_image fuzz_bpe fuzz_wav fuzz_model_text fuzz_config

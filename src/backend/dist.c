@@ -30,9 +30,10 @@
 #endif
 
 static int rank_ = 0, size_ = 1;
-static bool inited, we_started_mpi;
-static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool inited;
 #ifdef CN_HAVE_MPI
+static bool we_started_mpi;
+static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 static MPI_Comm comm = MPI_COMM_NULL;
 #endif
 
@@ -120,6 +121,7 @@ static int mpi_fail(const char *fn, const char *what, int err) {
 
 /* ---- raw buffers ---- */
 
+#ifdef CN_HAVE_MPI /* the reductions' arithmetic, on chunks received over MPI */
 static void combine(void *acc, const void *in, int64_t n, cn_dtype dt, cn_dist_op op) {
 #define LOOP(T)                                                                                    \
     do {                                                                                           \
@@ -156,6 +158,7 @@ static void scale(void *p, int64_t n, cn_dtype dt, int by) {
         for (int64_t i = 0; i < n; i++) a[i] /= by;
     }
 }
+#endif
 
 static bool dist_dtype(cn_dtype dt) {
     return dt == CN_F32 || dt == CN_F64 || dt == CN_I32 || dt == CN_I64;

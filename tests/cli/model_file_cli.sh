@@ -259,8 +259,14 @@ $PY -c "
 import numpy as np
 img = np.fromfile('$tmp/data/t10k-images-idx3-ubyte', np.uint8, offset=16)[:784]
 open('$tmp/t0.pgm', 'wb').write(b'P5 28 28 255\n' + img.tobytes())"
-"$CHUTNEY" predict --load "$tmp/static.ckpt" "$tmp/t0.pgm" --invert no >"$tmp/out" 2>"$tmp/err" &&
-    grep -q "%" "$tmp/out" && echo "ok: predict --load: $(head -n 1 "$tmp/out")" || { fail "predict"; cat "$tmp/err" "$tmp/out"; }
+if ! "$CHUTNEY" --version | grep -q '+stb'; then
+    echo "ok: (predict skipped: built without stb)"
+elif "$CHUTNEY" predict --load "$tmp/static.ckpt" "$tmp/t0.pgm" --invert no >"$tmp/out" 2>"$tmp/err" &&
+    grep -q "%" "$tmp/out"; then
+    echo "ok: predict --load: $(head -n 1 "$tmp/out")"
+else
+    fail "predict"; cat "$tmp/err" "$tmp/out"
+fi
 
 # ---- --config: key = value lines; the command line wins ----
 cat >"$tmp/run.cfg" <<EOF
