@@ -22,15 +22,15 @@
 #            static programs at 3 threads, the data loader's workers,
 #            cn_onnx_run from several threads at once); stops at the first
 #            race (halt_on_error), tests/tsan.supp for third-party code only
-#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, libsndfile, FFTW, ONNX, OpenCL, CUDA, MPI): the suite
+#   bare     build-bare/  no optional dependency (no BLAS, oneDNN, zlib, stb, libsndfile, FFTW, ONNX, OpenCL, CUDA, MPI): the suite (without the examples, which release runs)
 #   python   build/ again: the Python binding (python/run_tests.sh: pip
 #            install ./python into build/python-venv against build/'s
 #            library, then pytest tests/python, PyTorch parity included);
 #            "skipped: no python3 with venv" where it cannot run
 #   install  build/ installed into a temporary prefix, used from outside
 #   fuzz     build-fuzz/ (clang, ASan + UBSan): the libFuzzer targets, about
-#            50 s in all: the ONNX loader 10 s, each of the 10 other targets
-#            (8 file readers, model files, --config files) 4 s (`make fuzz`;
+#            40 s in all: the ONNX loader 8 s, each of the 10 other targets
+#            (8 file readers, model files, --config files) 3 s (`make fuzz`;
 #            FUZZ_SECONDS / FUZZ_READER_SECONDS change them;
 #            skipped without clang's libFuzzer)
 #
@@ -167,7 +167,8 @@ for stage in "${stages[@]}"; do
             -DCHUTNEY_WITH_BLAS=OFF -DCHUTNEY_WITH_ZLIB=OFF -DCHUTNEY_WITH_STB=OFF -DCHUTNEY_WITH_DNNL=OFF \
             -DCHUTNEY_WITH_OPENCL=OFF -DCHUTNEY_WITH_CUDA=OFF -DCHUTNEY_WITH_MPI=OFF \
             -DCHUTNEY_WITH_ONNX=OFF -DCHUTNEY_WITH_TENSORBOARD=OFF -DCHUTNEY_WITH_CAIRO=OFF \
-            -DCHUTNEY_WITH_SNDFILE=OFF -DCHUTNEY_WITH_FFTW=OFF -DCHUTNEY_BUILD_BENCH=OFF
+            -DCHUTNEY_WITH_SNDFILE=OFF -DCHUTNEY_WITH_FFTW=OFF -DCHUTNEY_BUILD_BENCH=OFF \
+            -DCHUTNEY_BUILD_EXAMPLES=OFF
         ;;
     opencl)
         note "opencl: the device tests on build/"
@@ -262,11 +263,11 @@ for stage in "${stages[@]}"; do
     fuzz)
         # Not a CTest test: the library must be compiled by clang for
         # libFuzzer, so it is a build of its own. A crash fails the stage.
-        note "fuzz: build-fuzz/, the ONNX loader for ${FUZZ_SECONDS:-10} s, each other target ${FUZZ_READER_SECONDS:-4} s"
+        note "fuzz: build-fuzz/, the ONNX loader for ${FUZZ_SECONDS:-8} s, each other target ${FUZZ_READER_SECONDS:-3} s"
         if ! printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }\n' |
             clang -fsanitize=fuzzer,address -x c - -o /dev/null 2>/dev/null; then
             record fuzz 0 0 "(skipped: no clang with libFuzzer)"
-        elif make fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-10}" FUZZ_READER_SECONDS="${FUZZ_READER_SECONDS:-4}" \
+        elif make fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-8}" FUZZ_READER_SECONDS="${FUZZ_READER_SECONDS:-3}" \
             FUZZ_TARGETS= JOBS="$jobs"; then
             record fuzz 1 1
         else
