@@ -95,14 +95,6 @@ static int parse(int argc, char **argv, gen_args *a) {
     return 0;
 }
 
-static long long meta_int(const cn_checkpoint *c, const char *key, bool *ok) {
-    const char *s = cn_checkpoint_metadata(c, key);
-    char *end;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || end == s || *end || v < 1 || v > INT_MAX) *ok = false;
-    return v;
-}
-
 /* The model of the checkpoint, with its weights, and its tokenizer. */
 static cn_module *load_model(const char *path, cn_tokenizer **tok) {
     cn_checkpoint *c = cn_load_safetensors(path);
@@ -116,23 +108,8 @@ static cn_module *load_model(const char *path, cn_tokenizer **tok) {
         cn_checkpoint_free(c);
         return NULL;
     }
-    bool ok = true;
-    cn_gpt_config cfg = {.vocab_size = meta_int(c, "gpt_vocab", &ok),
-                         .context_length = meta_int(c, "gpt_context", &ok),
-                         .n_layer = (int)meta_int(c, "gpt_layers", &ok),
-                         .n_head = (int)meta_int(c, "gpt_heads", &ok),
-                         .n_embd = meta_int(c, "gpt_embed", &ok)};
-    /* Rotary positions: the key holds the base; absent, learned positions. */
-    const char *rope = cn_checkpoint_metadata(c, "gpt_rope");
-    if (rope) {
-        char *end;
-        cfg.rope = true;
-        cfg.rope_base = strtod(rope, &end);
-        if (end == rope || *end || !(cfg.rope_base > 0) || !isfinite(cfg.rope_base)) ok = false;
-    }
-    if (!ok) {
-        cn_tool_fail("%s: its GPT configuration (gpt_vocab, gpt_context, ...) is missing or "
-                     "corrupt", path);
+    cn_gpt_config cfg;
+    if (cn_tool_gpt_config(c, path, &cfg) < 0) {
         cn_checkpoint_free(c);
         return NULL;
     }

@@ -30,6 +30,10 @@ bool cn_tool_known_model(const char *name);
 int cn_tool_load_checkpoint(const char *path, const char *model, cn_module *m, cn_optimizer *opt,
                             int *epochs_done);
 int cn_tool_export(int argc, char **argv);
+/* The GPT configuration a `train --model gpt` checkpoint keeps in its
+ * metadata (gpt_vocab, gpt_context, ...; tools/train_gpt.c writes it).
+ * 0, or -1 after cn_tool_fail naming path. */
+int cn_tool_gpt_config(const cn_checkpoint *c, const char *path, cn_gpt_config *cfg);
 
 /* Failures of the tools' own making (an unknown model, a checkpoint of
  * another model), reported like the library's: cn_tool_fail sets the

@@ -6,6 +6,7 @@
  * context. */
 #include "train.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +159,79 @@ static int save_gpt(const train_args *a, const cn_gpt_config *cfg, const cn_toke
     return rc;
 }
 
+static long long meta_int(const cn_checkpoint *c, const char *key, bool *ok) {
+    const char *s = cn_checkpoint_metadata(c, key);
+    char *end;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || end == s || *end || v < 1 || v > INT_MAX) *ok = false;
+    return v;
+}
+
+int cn_tool_gpt_config(const cn_checkpoint *c, const char *path, cn_gpt_config *cfg) {
+    bool ok = true;
+    *cfg = (cn_gpt_config){.vocab_size = meta_int(c, "gpt_vocab", &ok),
+                           .context_length = meta_int(c, "gpt_context", &ok),
+                           .n_layer = (int)meta_int(c, "gpt_layers", &ok),
+                           .n_head = (int)meta_int(c, "gpt_heads", &ok),
+                           .n_embd = meta_int(c, "gpt_embed", &ok)};
+    /* Checkpoints from before gpt_dropout existed trained without. */
+    const char *d = cn_checkpoint_metadata(c, "gpt_dropout");
+    if (d) {
+        char *end;
+        cfg->dropout = strtod(d, &end);
+        if (end == d || *end || !(cfg->dropout >= 0 && cfg->dropout < 1)) ok = false;
+    }
+    /* Rotary positions: the key holds the base; absent, learned positions. */
+    const char *rope = cn_checkpoint_metadata(c, "gpt_rope");
+    if (rope) {
+        char *end;
+        cfg->rope = true;
+        cfg->rope_base = strtod(rope, &end);
+        if (end == rope || *end || !(cfg->rope_base > 0) || !isfinite(cfg->rope_base)) ok = false;
+    }
+    if (ok) return 0;
+    cn_tool_fail("%s: its GPT configuration (gpt_vocab, gpt_context, ...) is missing or corrupt",
+                 path);
+    return -1;
+}
+
+/* On resume the model is the checkpoint's: its shape comes from there, and
+ * a size given again must agree with it. */
+static int resume_config(train_args *a) {
+    cn_checkpoint *c = cn_load_safetensors(a->resume);
+    if (!c) {
+        cn_tool_fail("%s", cn_last_error());
+        return -1;
+    }
+    cn_gpt_config cfg;
+    const char *model = cn_checkpoint_metadata(c, "model");
+    int rc = -1;
+    if (model && !strcmp(model, "gpt")) rc = cn_tool_gpt_config(c, a->resume, &cfg);
+    else cn_tool_fail("%s holds %s, not a GPT", a->resume, model ? model : "no model");
+    cn_checkpoint_free(c);
+    if (rc < 0) return rc;
+    struct {
+        const char *opt;
+        int64_t *given, saved;
+    } sizes[] = {{"--context", &a->context, cfg.context_length}, {"--layers", &a->layers, cfg.n_layer},
+                 {"--heads", &a->heads, cfg.n_head}, {"--embed", &a->embed, cfg.n_embd}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        if (*sizes[i].given && *sizes[i].given != sizes[i].saved) {
+            cn_tool_fail("%s %lld, but %s was trained with %lld", sizes[i].opt,
+                         (long long)*sizes[i].given, a->resume, (long long)sizes[i].saved);
+            return -1;
+        }
+        *sizes[i].given = sizes[i].saved;
+    }
+    if (a->rope && !cfg.rope) {
+        cn_tool_fail("--rope, but %s was trained with learned positions", a->resume);
+        return -1;
+    }
+    a->rope = cfg.rope;
+    if (a->dropout < 0) a->dropout = cfg.dropout;
+    return 0;
+}
+
 /* AdamW as GPT-2 trains: betas (0.9, 0.95), weight decay on the matrices
  * (embeddings and linear weights), none on biases and LayerNorms. */
 static cn_optimizer *make_optimizer(const train_args *a, cn_module *m) {
@@ -288,6 +362,10 @@ static int compile_step(const train_args *a, run *r, int64_t V) {
 
 int cn_tool_train_gpt(train_args *ap) {
     train_args a = *ap;
+    if (a.resume && resume_config(&a) < 0) {
+        fprintf(stderr, "chutney: cannot resume: %s\n", cn_tool_error());
+        return 1;
+    }
     gpt_defaults(&a);
     if (strcmp(a.optimizer, "adamw")) {
         fprintf(stderr, "chutney train: --model gpt trains with adamw (GPT-2's settings), not %s\n",

@@ -24,10 +24,12 @@ grep -q '"val_loss":[0-9]' "$tmp/one" && grep -q '"unigram_loss":[0-9]' "$tmp/on
     { fail "train --model gpt: no losses in"; cat "$tmp/one"; }
 grep -q '^validation loss: [0-9.]* (perplexity' "$tmp/one" || fail "no validation loss line"
 
-# Resume: 2 epochs straight equal 1 epoch, save, resume to 2.
+# Resume: 2 epochs straight equal 1 epoch, save, resume to 2. The model's
+# sizes come from the checkpoint: the resume names only the run's settings.
 "$CHUTNEY" train --model gpt --data "$tmp/text.txt" --epochs 2 $tiny --json >"$tmp/full" 2>"$tmp/err" ||
     { fail "train 2 epochs"; cat "$tmp/err"; }
-"$CHUTNEY" train --model gpt --data "$tmp/text.txt" --epochs 2 $tiny --resume "$tmp/one.ckpt" --json \
+"$CHUTNEY" train --model gpt --data "$tmp/text.txt" --epochs 2 --batch 8 --threads 1 --seed 3 \
+    --limit 40 --resume "$tmp/one.ckpt" --json \
     >"$tmp/resumed" 2>"$tmp/err" || { fail "train --resume"; cat "$tmp/err"; }
 full=$(grep -o '"final_loss":[0-9.e+-]*' "$tmp/full")
 resumed=$(grep -o '"final_loss":[0-9.e+-]*' "$tmp/resumed")
@@ -36,6 +38,8 @@ if [ -n "$full" ] && [ "$full" = "$resumed" ]; then
 else
     fail "resume: uninterrupted $full, resumed $resumed"
 fi
+expect_error "resume with another --context" "--context 32, but" \
+    "$CHUTNEY" train --model gpt --data "$tmp/text.txt" --epochs 2 --context 32 --resume "$tmp/one.ckpt"
 # Eager mode trains too.
 "$CHUTNEY" train --model gpt --data "$tmp/text.txt" --epochs 1 $tiny --mode eager --json \
     >"$tmp/eager" 2>"$tmp/err" && grep -q '"mode":"eager"' "$tmp/eager" &&
