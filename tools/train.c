@@ -1581,7 +1581,9 @@ static int train_main(train_args *ap) {
                "%d thread%s\n",
                a.model_file ? a.model_file : a.model_text ? "the checkpoint's model file" : a.model,
                (long long)nparams, dev_s, ranks_s,
-               (long long)cn_shape(tr.images)[0], g_info.ndim == 3 ? "images" : "samples", (long long)(a.batch * a.nranks),
+               (long long)cn_shape(tr.images)[0],
+               g_info.kind == DS_AUDIO ? "clips" : g_info.ndim == 3 ? "images" : "samples",
+               (long long)(a.batch * a.nranks),
                a.nranks > 1 ? " (global)" : "", a.optimizer, a.lr,
                cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s");
 
