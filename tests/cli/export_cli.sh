@@ -21,10 +21,7 @@ if "$CHUTNEY" export --model mlp --output "$tmp/probe.onnx" 2>&1 | grep -q "buil
     echo "SKIP: built without ONNX support"; exit 77
 fi
 
-mkdir -p "$tmp/data"
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-    gzip -dc "$DATA/$f.gz" >"$tmp/data/$f"
-done
+unpack_fashion "$DATA" "$tmp/data" || { echo "FAIL: cannot unpack $DATA"; exit 1; }
 # The first N test images as train.c feeds them: [N, 1, 28, 28] in [0, 1].
 $PY - "$tmp" $N <<'PY' || fail "writing the test batch"
 import sys, numpy as np

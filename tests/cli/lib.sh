@@ -37,3 +37,32 @@ expect_exit() {
         echo "ok: $desc: $(head -n 1 "$tmp/err")"
     fi
 }
+
+# unpack_fashion SRC DIR: Fashion-MNIST's four files from SRC (gzipped, as
+# scripts/fashion-mnist.sh leaves them) uncompressed into DIR, so that a
+# build without zlib runs the test too.
+unpack_fashion() {
+    mkdir -p "$2" || return 1
+    for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+        gzip -dc "$1/$f.gz" >"$2/$f" || return 1
+    done
+}
+
+# random_idx DIR SEED NTRAIN NTEST: a made-up IDX set of 28 x 28 images
+# and labels 0..9 (random bytes from Python's generator with SEED, each
+# split's labels drawn before its images), for tests where what is learned
+# does not matter.
+random_idx() {
+    mkdir -p "$1" && /usr/bin/python3 - "$@" <<'PY'
+import random, struct, sys
+d, seed, ntrain, ntest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+r = random.Random(seed)
+def idx(name, dims, data):
+    with open(d + "/" + name, "wb") as f:
+        f.write(bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", n) for n in dims) + data)
+for split, n in (("train", ntrain), ("t10k", ntest)):
+    labels = bytes(r.randrange(10) for _ in range(n))
+    idx(split + "-labels-idx1-ubyte", (n,), labels)
+    idx(split + "-images-idx3-ubyte", (n, 28, 28), r.randbytes(n * 784))
+PY
+}

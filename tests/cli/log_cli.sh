@@ -27,11 +27,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-log.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 . "$HERE/lib.sh" # fail, expect_error, expect_exit
 
-# The data uncompressed, so that a build without zlib runs the rest too.
-mkdir -p "$tmp/data"
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-    gzip -dc "$DATA/$f.gz" >"$tmp/data/$f"
-done
+unpack_fashion "$DATA" "$tmp/data" || { echo "FAIL: cannot unpack $DATA"; exit 1; }
 "$CHUTNEY" --version >"$tmp/version" 2>&1
 have() { grep -Eq "^  $1 +yes " "$tmp/version"; }
 for f in tensorboard cairo; do

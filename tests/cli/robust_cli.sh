@@ -13,20 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 PY=/usr/bin/python3
 # 1024 training and 64 test images of 28 x 28, labels 0..9.
-mkdir -p "$tmp/data"
-$PY - "$tmp/data" <<'EOF' || { echo "FAIL: cannot write the data"; exit 1; }
-import random, struct, sys
-d = sys.argv[1]
-r = random.Random(7)
-def idx(name, dims, data):
-    with open(d + "/" + name, "wb") as f:
-        f.write(bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", n) for n in dims) + data)
-for split, n in (("train", 1024), ("t10k", 64)):
-    labels = bytes(r.randrange(10) for _ in range(n))
-    images = r.randbytes(n * 784)
-    idx(split + "-images-idx3-ubyte", (n, 28, 28), images)
-    idx(split + "-labels-idx1-ubyte", (n,), labels)
-EOF
+random_idx "$tmp/data" 7 1024 64 || { echo "FAIL: cannot write the data"; exit 1; }
 
 # meta FILE KEY: a metadata value of a safetensors file ("" if absent).
 # setmeta IN OUT KEY VALUE: a copy of IN with one metadata value replaced.

@@ -16,18 +16,8 @@ trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh" # fail
 
 PY=/usr/bin/python3
-mkdir -p "$tmp/data" "$tmp/ref" "$tmp/run"
-$PY - "$tmp/data" <<'EOF2' || { echo "FAIL: cannot write the data"; exit 1; }
-import random, struct, sys
-d = sys.argv[1]
-r = random.Random(11)
-def idx(name, dims, data):
-    with open(d + "/" + name, "wb") as f:
-        f.write(bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", n) for n in dims) + data)
-for split, n in (("train", 2048), ("t10k", 64)):
-    idx(split + "-labels-idx1-ubyte", (n,), bytes(r.randrange(10) for _ in range(n)))
-    idx(split + "-images-idx3-ubyte", (n, 28, 28), r.randbytes(n * 784))
-EOF2
+mkdir -p "$tmp/ref" "$tmp/run"
+random_idx "$tmp/data" 11 2048 64 || { echo "FAIL: cannot write the data"; exit 1; }
 
 # 128 steps an epoch, 2 epochs: a second or two on one thread.
 args="--model cnn --data $tmp/data --threads 1 --seed 5 --batch 16 --epochs 2 --json"

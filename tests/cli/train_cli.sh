@@ -10,11 +10,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-cli.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh" # fail, expect_error
 
-# The data uncompressed, so that a build without zlib runs the rest too.
-mkdir -p "$tmp/data"
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-    gzip -dc "$DATA/$f.gz" >"$tmp/data/$f"
-done
+unpack_fashion "$DATA" "$tmp/data" || { echo "FAIL: cannot unpack $DATA"; exit 1; }
 
 expect_error "unknown model" "unknown model 'resnet'" "$CHUTNEY" train --model resnet
 expect_error "missing --model" "--model is required" "$CHUTNEY" train
