@@ -1043,7 +1043,9 @@ cn_tensor *cn_program_input(const cn_program *p, int i);
  * sizes, again only when they change). Each step runs on the device of the
  * cn_device_scope it was built in, else on its inputs' device; the program
  * is placed again when the inputs are fed on other devices than the last
- * run's (docs/graph-passes.md, "Placement"). */
+ * run's (docs/graph-passes.md, "Placement"). A program is one thread's at
+ * a time (its arenas hold the run's intermediates): compile one per thread
+ * to run a graph from several threads at once. */
 int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
            cn_tensor **outputs, int noutputs);
 /* A graph built under scopes of rank devices ("rank:1/cpu:0") is cut into
@@ -1480,7 +1482,10 @@ const char *cn_onnx_node_op(const cn_onnx_model *m, int i);
 
 /* Run the model: inputs[i] feeds input i (dtype and known sizes must match),
  * outputs[0..cn_onnx_num_outputs) receive the results (owned by the current
- * scope). The program is compiled on the first call and reused. */
+ * scope). The program is compiled on the first call and reused. A model
+ * (its program and planned arena) is one thread's at a time: to serve
+ * requests from several threads at once, load one model per thread (from
+ * one buffer with cn_onnx_load_buffer); they share the kernel pool. */
 int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs);
 
 /* Training an imported model (docs/onnx.md, "Training"). The model as a
