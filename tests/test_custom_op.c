@@ -525,6 +525,75 @@ static void test_threads(void) {
     CHECK(cn_custom_op_find("thr_3") >= 0);
 }
 
+/* ---- a program run from two threads at once ---- */
+
+/* The kernel holds the first run until the second thread has tried its
+ * own: that try must be refused, not share the first run's arenas. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_state; /* 1: the first run is in its kernel; 2: the second has tried */
+static bool gate_armed = true;
+
+static int gate_cpu(void *user, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
+                    cn_tensor *out, char *err, size_t n) {
+    pthread_mutex_lock(&gate_mu);
+    if (gate_armed) {
+        gate_state = 1;
+        pthread_cond_broadcast(&gate_cv);
+        while (gate_state != 2) pthread_cond_wait(&gate_cv, &gate_mu);
+    }
+    pthread_mutex_unlock(&gate_mu);
+    return count_cpu(user, in, nin, a, out, err, n);
+}
+
+typedef struct gate_run {
+    cn_program *p;
+    cn_tensor *x, *xv;
+    int rc;
+} gate_run;
+
+static void *gate_first(void *arg) {
+    gate_run *r = arg;
+    cn_tensor *out = NULL;
+    r->rc = cn_run(r->p, &r->x, &r->xv, 1, &out, 1);
+    if (r->rc == 0) CHECK(cn_get(out, (int64_t[]){0}) == 1.0);
+    return NULL;
+}
+
+static void test_concurrent_run(void) {
+    static int calls;
+    cn_custom_op_def d = {.name = "gate", .ninputs = 1, .infer = count_infer, .cpu_kernel = gate_cpu,
+                          .user = &calls};
+    int id = cn_register_op(&d);
+    CHECK(id >= 0);
+    cn_graph *g = cn_graph_new();
+    cn_tensor *x = cn_placeholder(g, "x", CN_F32, CN_SHAPE(3));
+    cn_tensor *y = cn_apply_op(id, &x, 1, NULL);
+    cn_program *p = cn_compile(g, &y, 1, NULL);
+    CHECK(p);
+    if (!p) return;
+    gate_run r = {p, x, cn_zeros(CN_F32, CN_SHAPE(3)), -1};
+    pthread_t t;
+    pthread_create(&t, NULL, gate_first, &r);
+    pthread_mutex_lock(&gate_mu);
+    while (gate_state != 1) pthread_cond_wait(&gate_cv, &gate_mu);
+    pthread_mutex_unlock(&gate_mu);
+    cn_tensor *out = (cn_tensor *)1;
+    CHECK_STATUS_ERROR(cn_run(p, &x, &r.xv, 1, &out, 1), "the program is running already");
+    CHECK(out == NULL);
+    pthread_mutex_lock(&gate_mu);
+    gate_state = 2;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(r.rc, 0);
+    /* Free again once the first run is over. */
+    gate_armed = false;
+    CHECK(cn_run(p, &x, &r.xv, 1, &out, 1) == 0);
+    cn_program_free(p);
+    cn_graph_free(g);
+}
+
 int main(void) {
     cn_manual_seed(7);
     RUN(test_register);
@@ -539,5 +608,6 @@ int main(void) {
     RUN(test_purity);
     RUN(test_devices);
     RUN(test_threads);
+    RUN(test_concurrent_run);
     return th_summary();
 }

@@ -10,6 +10,7 @@
 #include "../core/profiler.h"
 #include "../ops/cost.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 struct cn_program {
@@ -46,6 +47,9 @@ struct cn_program {
      * interned; made again after every placement (which changes steps). */
     const char **prof_names;
     int prof_nnames;
+    /* A run in progress: the arenas and live values are one run's, so a
+     * second thread's cn_run is refused rather than left to corrupt them. */
+    atomic_bool running;
 };
 
 /* ---- compile ---- */
@@ -676,10 +680,22 @@ static int run_program(cn_program *p, cn_tensor *const *placeholders, cn_tensor 
 
 int cn_run(cn_program *p, cn_tensor *const *placeholders, cn_tensor *const *values, int nfeeds,
            cn_tensor **outputs, int noutputs) {
-    if (CN_LIKELY(!cn_prof_on())) return run_program(p, placeholders, values, nfeeds, outputs, noutputs);
-    cn_prof_range_begin("run");
-    int rc = run_program(p, placeholders, values, nfeeds, outputs, noutputs);
-    cn_prof_range_end();
+    if (p && atomic_exchange_explicit(&p->running, true, memory_order_acquire)) {
+        if (outputs)
+            for (int i = 0; i < noutputs; i++) outputs[i] = NULL;
+        return cn_failc(CN_ESTATE, "run: the program is running already (on another thread, or "
+                                   "from inside its own run): a program is one thread's at a "
+                                   "time, so compile one per thread");
+    }
+    int rc;
+    if (CN_LIKELY(!cn_prof_on())) {
+        rc = run_program(p, placeholders, values, nfeeds, outputs, noutputs);
+    } else {
+        cn_prof_range_begin("run");
+        rc = run_program(p, placeholders, values, nfeeds, outputs, noutputs);
+        cn_prof_range_end();
+    }
+    if (p) atomic_store_explicit(&p->running, false, memory_order_release);
     return rc;
 }
 
