@@ -138,9 +138,8 @@ static cn_tensor *depth(cn_tensor *x, int64_t d) { return cn_squeeze(cn_narrow(x
 
 /* ---- Conv ---- */
 
-H(h_conv) {
-    UNUSED;
-    cn_tensor *x = in[0], *wt = in[1], *b = nin > 2 ? in[2] : NULL;
+int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn_tensor *wt, cn_tensor *b,
+              cn_tensor **out) {
     int r = cn_ndim(x);
     if (cn_ndim(wt) != r) return onnx_bad(c, "W has rank %d, X %d", cn_ndim(wt), r);
     int64_t k[3];
@@ -190,7 +189,12 @@ H(h_conv) {
         if (b) y = cn_add(y, cn_reshape(b, 4, (int64_t[]){-1, 1, 1, 1}));
     }
     if (one) y = cn_squeeze(y, 2);
-    DONE(y);
+    return (*out = y) ? 0 : CN_EINVAL;
+}
+
+H(h_conv) {
+    UNUSED;
+    return onnx_conv(c, n, in[0], in[1], nin > 2 ? in[2] : NULL, out);
 }
 
 /* ---- ConvTranspose ---- */
