@@ -441,6 +441,18 @@ int cn_tool_load_checkpoint_ex(const char *path, const char *model, cn_module *m
         cn_tool_fail("%s holds a %s model, not %s", path, was, want);
         goto out;
     }
+    /* int8 weights (chutney quantize): the model takes their form first. */
+    const char *quant = cn_checkpoint_metadata(c, "quantized");
+    if (quant && strcmp(quant, "int8")) {
+        cn_tool_fail("%s: metadata quantized is '%.20s', not int8", path, quant);
+        goto out;
+    }
+    if (quant && opt) {
+        cn_tool_fail("%s holds int8 weights (chutney quantize): it can be evaluated, not "
+                     "trained further", path);
+        goto out;
+    }
+    if (quant && cn_module_quantize_int8(m) < 0) goto out;
     /* Before any state is copied: a bad value refuses the whole file. */
     uint64_t rng_seed = 0, rng_offset = 0;
     bool has_rng = cn_checkpoint_metadata(c, "rng_seed") && cn_checkpoint_metadata(c, "rng_offset");

@@ -86,24 +86,18 @@ static int mm_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_att
     const int32_t *za = cn_data(in[2]), *zb = cn_data(in[3]);
     int64_t zsa = cn_numel(in[2]) == 1 ? 0 : 1, zsb = cn_numel(in[3]) == 1 ? 0 : 1;
     int16_t *A = malloc(sizeof(int16_t) * (size_t)(M * kp + 1));
-    int16_t *B = malloc(sizeof(int16_t) * (size_t)(bbatch * N * kp + 1));
-    if (!A || !B) {
-        free(A), free(B);
-        snprintf(err, es, "out of memory");
-        return 1;
-    }
-    /* b's columns are the GEMM's rows: its stride along K is N. */
-    for (int64_t i = 0; i < bbatch; i++)
-        cn_qgemm_widen(B + i * N * kp, N, K, kp, (const char *)cn_data(y) + i * K * N,
-                       y->dtype == CN_I8, 1, N, zb, zsb);
-    for (int64_t i = 0; i < batch; i++) {
+    int rc = A ? 0 : CN_ENOMEM;
+    for (int64_t i = 0; i < batch && rc == 0; i++) {
         cn_qgemm_widen(A, M, K, kp, (const char *)cn_data(x) + i * M * K, x->dtype == CN_I8, K, 1,
                        za, zsa);
-        cn_qgemm(M, N, kp, A, B + (bbatch > 1 ? i : 0) * N * kp, (int32_t *)cn_data(out) + i * M * N,
-                 N);
+        /* b's columns are the GEMM's rows: its stride along K is N. */
+        cn_qgemm_b B = {(const char *)cn_data(y) + (bbatch > 1 ? i : 0) * K * N,
+                        y->dtype == CN_I8, 1, N, zb, zsb};
+        rc = cn_qgemm(M, N, K, A, &B, (int32_t *)cn_data(out) + i * M * N, N);
     }
-    free(A), free(B);
-    return 0;
+    free(A);
+    if (rc) snprintf(err, es, "out of memory");
+    return rc != 0;
 }
 
 /* ---- linear_int8: x f32 [..., K], w i8 [N, K], scale f32 [N] ---- */
@@ -134,13 +128,17 @@ static int lin_infer(void *u, const cn_custom_meta *in, int nin, const cn_custom
     return 0;
 }
 
-/* y[m, n] = acc[m, n] * row_scale[m] * w_scale[n], y with row stride ys
- * and column stride cs. */
-static void rescale(float *y, int64_t ys, int64_t cs, const int32_t *acc, int64_t M, int64_t N,
+/* y[m, n] = acc[m, n] * row_scale[m] * w_scale[n]; y is [M, N], or
+ * [N, M] when transposed (a convolution's channels first), written in
+ * order either way. */
+static void rescale(float *y, bool transposed, const int32_t *acc, int64_t M, int64_t N,
                     const float *rs, const float *ws) {
-    for (int64_t m = 0; m < M; m++)
+    if (transposed)
         for (int64_t n = 0; n < N; n++)
-            y[m * ys + n * cs] = (float)acc[m * N + n] * rs[m] * ws[n];
+            for (int64_t m = 0; m < M; m++) y[n * M + m] = (float)acc[m * N + n] * rs[m] * ws[n];
+    else
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) y[m * N + n] = (float)acc[m * N + n] * rs[m] * ws[n];
 }
 
 static int lin_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
@@ -149,19 +147,17 @@ static int lin_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_at
     const cn_tensor *x = in[0], *w = in[1];
     int64_t N = w->shape[0], K = w->shape[1], M = tensor_rows(x, 1), kp = cn_qgemm_kpad(K);
     int16_t *A = malloc(sizeof(int16_t) * (size_t)(M * kp + 1));
-    int16_t *B = malloc(sizeof(int16_t) * (size_t)(N * kp + 1));
     float *rs = malloc(sizeof(float) * (size_t)(M + 1));
     int32_t *acc = malloc(sizeof(int32_t) * (size_t)(M * N + 1));
-    if (A && B && rs && acc) {
+    bool ok = A && rs && acc;
+    if (ok) {
         cn_qgemm_quantize_rows(A, rs, M, K, kp, cn_data(x), K);
-        cn_qgemm_widen(B, N, K, kp, cn_data(w), true, K, 1, NULL, 0);
-        cn_qgemm(M, N, kp, A, B, acc, N);
-        rescale(cn_data(out), N, 1, acc, M, N, rs, cn_data(in[2]));
-    } else {
-        snprintf(err, es, "out of memory");
+        cn_qgemm_b B = {cn_data(w), true, K, 1, NULL, 0};
+        ok = cn_qgemm(M, N, K, A, &B, acc, N) == 0;
+        if (ok) rescale(cn_data(out), false, acc, M, N, rs, cn_data(in[2]));
     }
-    bool ok = A && B && rs && acc;
-    free(A), free(B), free(rs), free(acc);
+    if (!ok) snprintf(err, es, "out of memory");
+    free(A), free(rs), free(acc);
     return ok ? 0 : 1;
 }
 
@@ -198,41 +194,50 @@ typedef struct conv_job {
     const cn_tensor *x, *w;
     const float *ws;
     float *y;
-    const int16_t *B;
+    cn_qgemm_b B;
     int64_t C, H, W, O, kh, kw, oh, ow, K, kp, sh, sw, ph, pw;
     bool failed;
 } conv_job;
 
-/* Image by image: its patches (rows of K values) into f32, quantised per
- * patch, times the weights, rescaled into [O, oh, ow]. */
+/* Image by image: the image quantised with one scale (dynamic, per
+ * image), its patches (rows of K int16) gathered, times the weights,
+ * rescaled into [O, oh, ow]. */
 static void conv_images(void *p, int64_t begin, int64_t end) {
     conv_job *j = p;
-    int64_t P = j->oh * j->ow;
-    float *patch = malloc(sizeof(float) * (size_t)(P * j->K + 1));
+    int64_t P = j->oh * j->ow, HW = j->H * j->W;
+    int16_t *img = malloc(sizeof(int16_t) * (size_t)(j->C * HW + 1));
     int16_t *A = malloc(sizeof(int16_t) * (size_t)(P * j->kp + 1));
     float *rs = malloc(sizeof(float) * (size_t)(P + 1));
     int32_t *acc = malloc(sizeof(int32_t) * (size_t)(P * j->O + 1));
-    if (!patch || !A || !rs || !acc) j->failed = true;
+    if (!img || !A || !rs || !acc) j->failed = true;
     for (int64_t b = begin; b < end && !j->failed; b++) {
-        const float *x = (const float *)cn_data(j->x) + b * j->C * j->H * j->W;
+        float sc = cn_qgemm_quantize(img, (const float *)cn_data(j->x) + b * j->C * HW, j->C * HW);
+        for (int64_t i = 0; i < P; i++) rs[i] = sc;
         for (int64_t oy = 0; oy < j->oh; oy++)
             for (int64_t ox = 0; ox < j->ow; ox++) {
-                float *r = patch + (oy * j->ow + ox) * j->K;
+                int16_t *r = A + (oy * j->ow + ox) * j->kp;
+                int64_t x0 = ox * j->sw - j->pw;
+                bool inside = x0 >= 0 && x0 + j->kw <= j->W;
                 for (int64_t c = 0; c < j->C; c++)
-                    for (int64_t ky = 0; ky < j->kh; ky++) {
+                    for (int64_t ky = 0; ky < j->kh; ky++, r += j->kw) {
                         int64_t iy = oy * j->sh - j->ph + ky;
-                        for (int64_t kx = 0; kx < j->kw; kx++) {
-                            int64_t ix = ox * j->sw - j->pw + kx;
-                            bool in = iy >= 0 && iy < j->H && ix >= 0 && ix < j->W;
-                            *r++ = in ? x[(c * j->H + iy) * j->W + ix] : 0.0f;
-                        }
+                        const int16_t *row = img + (c * j->H + iy) * j->W;
+                        if (iy < 0 || iy >= j->H) memset(r, 0, sizeof(int16_t) * (size_t)j->kw);
+                        else if (inside)
+                            for (int64_t kx = 0; kx < j->kw; kx++) r[kx] = row[x0 + kx];
+                        else
+                            for (int64_t kx = 0; kx < j->kw; kx++)
+                                r[kx] = x0 + kx >= 0 && x0 + kx < j->W ? row[x0 + kx] : 0;
                     }
+                for (int64_t k = j->K; k < j->kp; k++) *r++ = 0;
             }
-        cn_qgemm_quantize_rows(A, rs, P, j->K, j->kp, patch, j->K);
-        cn_qgemm(P, j->O, j->kp, A, j->B, acc, j->O);
-        rescale(j->y + b * j->O * P, 1, P, acc, P, j->O, rs, j->ws);
+        if (cn_qgemm(P, j->O, j->K, A, &j->B, acc, j->O)) {
+            j->failed = true;
+            break;
+        }
+        rescale(j->y + b * j->O * P, true, acc, P, j->O, rs, j->ws);
     }
-    free(patch), free(A), free(rs), free(acc);
+    free(img), free(A), free(rs), free(acc);
 }
 
 static int conv_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
@@ -245,15 +250,10 @@ static int conv_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_a
                   .sw = a->i[1], .ph = a->i[2], .pw = a->i[3]};
     j.K = j.C * j.kh * j.kw;
     j.kp = cn_qgemm_kpad(j.K);
-    int16_t *B = malloc(sizeof(int16_t) * (size_t)(j.O * j.kp + 1));
-    if (B) {
-        cn_qgemm_widen(B, j.O, j.K, j.kp, cn_data(w), true, j.K, 1, NULL, 0);
-        j.B = B;
-        cn_parallel_for(x->shape[0], 1, conv_images, &j);
-    }
-    free(B);
-    if (!B || j.failed) snprintf(err, es, "out of memory");
-    return !B || j.failed;
+    j.B = (cn_qgemm_b){cn_data(w), true, j.K, 1, NULL, 0};
+    cn_parallel_for(x->shape[0], 1, conv_images, &j);
+    if (j.failed) snprintf(err, es, "out of memory");
+    return j.failed;
 }
 
 /* ---- registration ---- */
@@ -274,7 +274,7 @@ static void q_register(void) {
                               {"pad_h", false, 2, 0},
                               {"pad_w", false, 3, 0}},
                     .infer = conv_infer, .cpu_kernel = conv_kernel,
-                    .doc = "conv2d with int8 weights, patches quantised to int8 at run time"},
+                    .doc = "conv2d with int8 weights, each image quantised to int8 at run time"},
     };
     for (int i = 0; i < Q_OPS; i++) {
         q_ids[i] = cn_register_op(&defs[i]);

@@ -9,7 +9,7 @@
  * x quantised per row at run time, int32 sums, f32 [..., N]. */
 cn_tensor *cn_q_linear_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale);
 /* conv2d of x f32 [B, C, H, W] with w i8 [O, C, kH, kW] (one group, no
- * dilation) and scale [O]: each patch quantised at run time, int32 sums,
+ * dilation) and scale [O]: each image quantised at run time, int32 sums,
  * f32 output. */
 cn_tensor *cn_q_conv2d_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale, const cn_conv_opts *o);
 
