@@ -114,6 +114,8 @@ extern const onnx_op_entry cn_onnx_ops_quant[];
  * QLinearConv use it too. */
 int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn_tensor *wt, cn_tensor *b,
               cn_tensor **out);
+/* The attributes onnx_conv reads. */
+#define ONNX_CONV_ATTRS "auto_pad,dilations,group,kernel_shape,pads,strides"
 
 /* "unsupported: OP (opset N): reason", CN_EUNSUPPORTED. */
 int onnx_unsup(onnx_ctx *c, const char *fmt, ...) CN_PRINTF(2, 3);

@@ -424,11 +424,9 @@ H(h_global_max_pool) {
     return global_pool(c, in, out, true);
 }
 
-#define CONV_ATTRS "auto_pad,dilations,group,kernel_shape,pads,strides"
-
 const onnx_op_entry cn_onnx_ops_conv[] = {
-    {"Conv", h_conv, CONV_ATTRS, 2, 3, 1, "1 to 3 spatial axes; float"},
-    {"ConvTranspose", h_conv_transpose, CONV_ATTRS ",output_padding,output_shape", 2, 3, 1,
+    {"Conv", h_conv, ONNX_CONV_ATTRS, 2, 3, 1, "1 to 3 spatial axes; float"},
+    {"ConvTranspose", h_conv_transpose, ONNX_CONV_ATTRS ",output_padding,output_shape", 2, 3, 1,
      "1 or 2 spatial axes"},
     {"MaxPool", h_max_pool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides", 1, 1, 2,
      "1 to 3 spatial axes; Indices for 2-D with symmetric pads of at most half the kernel, storage_order 0"},

@@ -159,16 +159,14 @@ H(h_qlinear_conv) {
     DONE(qlinear_out(c, acc, in[1], in[4], 1, in[6], in[7]));
 }
 
-#define CONV_ATTRS "auto_pad,dilations,group,kernel_shape,pads,strides"
-
 const onnx_op_entry cn_onnx_ops_quant[] = {
     {"QuantizeLinear", h_quantize, "axis", 2, 3, 1, "uint8 and int8 results"},
     {"DequantizeLinear", h_dequantize, "axis", 2, 3, 1, "uint8, int8 and int32 inputs"},
     {"DynamicQuantizeLinear", h_dynamic_quantize, "", 1, 1, 3, ""},
     {"MatMulInteger", h_matmul_integer, "", 2, 4, 1, "uint8 and int8"},
-    {"ConvInteger", h_conv_integer, CONV_ATTRS, 2, 4, 1, "as Conv; uint8 and int8"},
+    {"ConvInteger", h_conv_integer, ONNX_CONV_ATTRS, 2, 4, 1, "as Conv; uint8 and int8"},
     {"QLinearMatMul", h_qlinear_matmul, "", 8, 8, 1, "uint8 and int8"},
-    {"QLinearConv", h_qlinear_conv, CONV_ATTRS, 8, 9, 1, "as Conv; uint8 and int8"},
+    {"QLinearConv", h_qlinear_conv, ONNX_CONV_ATTRS, 8, 9, 1, "as Conv; uint8 and int8"},
     {NULL, NULL, NULL, 0, 0, 0, NULL},
 };
 
