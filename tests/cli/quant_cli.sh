@@ -1,5 +1,5 @@
 #!/bin/sh
-# `chutney quantize`: a small cnn trained briefly, quantised to int8, scores
+# `chutney quantize`: a small mlp trained briefly, quantised to int8, scores
 # within 2 points of its f32 self under `chutney eval`; the command's
 # usage errors and refusals.
 #   quant_cli.sh path/to/chutney
@@ -10,29 +10,36 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-cli.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh" # fail, expect_error, expect_exit
 
-mkdir -p "$tmp/data"
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-    gzip -dc "$DATA/$f.gz" >"$tmp/data/$f"
-done
+# The .gz files as they are when the build reads them (decompressing them
+# takes longer than the rest); else uncompressed.
+if "$CHUTNEY" --version | grep -q '^ *zlib *yes'; then
+    data=$DATA
+else
+    data=$tmp/data
+    mkdir -p "$data"
+    for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+        gzip -dc "$DATA/$f.gz" >"$data/$f"
+    done
+fi
 
 expect_exit "no files" 2 "give the checkpoint" "$CHUTNEY" quantize
 expect_exit "unknown option" 2 "unknown option" "$CHUTNEY" quantize --bits 4 a b
 printf 'not a checkpoint' >"$tmp/junk"
 expect_exit "not a checkpoint" 1 "$tmp/junk" "$CHUTNEY" quantize "$tmp/junk" "$tmp/out.ckpt"
 
-common="--limit 800 --threads 2 --json --seed 3 --data $tmp/data"
-"$CHUTNEY" train --model cnn --epochs 1 --save "$tmp/f32.ckpt" $common >/dev/null 2>"$tmp/err" || { fail "train"; cat "$tmp/err"; }
+common="--limit 500 --threads 2 --json --seed 3 --data $data"
+"$CHUTNEY" train --model mlp --epochs 2 --save "$tmp/f32.ckpt" $common >/dev/null 2>"$tmp/err" || { fail "train"; cat "$tmp/err"; }
 "$CHUTNEY" quantize "$tmp/f32.ckpt" "$tmp/int8.ckpt" >"$tmp/out" 2>"$tmp/err" || { fail "quantize"; cat "$tmp/err"; }
-grep -q "4 layers in int8" "$tmp/out" || { fail "quantize: $(cat "$tmp/out")"; }
+grep -q "3 layers in int8" "$tmp/out" || { fail "quantize: $(cat "$tmp/out")"; }
 expect_exit "quantize twice" 1 "int8 already" "$CHUTNEY" quantize "$tmp/int8.ckpt" "$tmp/again.ckpt"
-expect_exit "resume from int8" 1 "not trained further" "$CHUTNEY" train --model cnn --epochs 2 --resume "$tmp/int8.ckpt" $common
+expect_exit "resume from int8" 1 "not trained further" "$CHUTNEY" train --model mlp --epochs 2 --resume "$tmp/int8.ckpt" $common
 
 for w in f32 int8; do
-    "$CHUTNEY" eval --model cnn --load "$tmp/$w.ckpt" $common >"$tmp/$w.json" 2>"$tmp/err" || { fail "eval $w"; cat "$tmp/err"; }
+    "$CHUTNEY" eval --model mlp --load "$tmp/$w.ckpt" $common >"$tmp/$w.json" 2>"$tmp/err" || { fail "eval $w"; cat "$tmp/err"; }
 done
 a=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/f32.json" | cut -d: -f2)
 b=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/int8.json" | cut -d: -f2)
-if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02 && a > 0.5) }'; then
+if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02 && a > 0.3) }'; then
     echo "ok: test accuracy f32 $a, int8 $b"
 else
     fail "accuracy: f32 '$a', int8 '$b'"
