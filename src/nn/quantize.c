@@ -2,8 +2,8 @@
  * weights for Linear and Conv2d; their forwards are in linear.c and conv.c,
  * the products in src/ops/quant.c. */
 #include "nn.h"
+#include "../backend/cpu/qgemm.h"
 
-#include <math.h>
 #include <stdlib.h>
 
 int cn_nn_quantize_weight(cn_module *m) {
@@ -19,7 +19,9 @@ int cn_nn_quantize_weight(cn_module *m) {
     cn_tensor *bias = b ? cn_retain(cn_detach(b)) : NULL;
     cn_tensor *q = cn_t_empty(CN_I8, w->ndim, w->shape);
     cn_tensor *s = cn_t_empty(CN_F32, 1, &rows);
-    if (!wc || (b && !bias) || !q || !s) {
+    int16_t *row = malloc(sizeof(int16_t) * (size_t)(cols + 1));
+    if (!wc || (b && !bias) || !q || !s || !row) {
+        free(row);
         cn_scope_end();
         cn_release(bias), cn_release(q), cn_release(s);
         return CN_ENOMEM;
@@ -27,15 +29,12 @@ int cn_nn_quantize_weight(cn_module *m) {
     const float *src = cn_data(wc);
     int8_t *dst = cn_t_ptr(q);
     float *sc = cn_t_ptr(s);
+    /* The weights are quantised as the GEMM quantises its inputs. */
     for (int64_t r = 0; r < rows; r++) {
-        float mx = 0;
-        for (int64_t k = 0; k < cols; k++) mx = fmaxf(mx, fabsf(src[r * cols + k]));
-        sc[r] = mx > 0 ? mx / 127.0f : 1.0f;
-        for (int64_t k = 0; k < cols; k++) {
-            float v = nearbyintf(src[r * cols + k] / sc[r]);
-            dst[r * cols + k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-        }
+        sc[r] = cn_qgemm_quantize(row, src + r * cols, cols);
+        for (int64_t k = 0; k < cols; k++) dst[r * cols + k] = (int8_t)row[k];
     }
+    free(row);
     cn_scope_end();
     for (int i = 0; i < m->nparams; i++) {
         cn_release(m->params[i].t);

@@ -10,18 +10,18 @@
 /* Columns per panel of packed B: the unit of the split over threads. */
 #define NR 16
 
+/* Element i of 8-bit data (the loops' branch on is_signed is hoisted by
+ * the compiler). */
+static inline int32_t q8_at(const void *d, bool is_signed, int64_t i) {
+    return is_signed ? ((const int8_t *)d)[i] : ((const uint8_t *)d)[i];
+}
+
 void cn_qgemm_widen(int16_t *dst, int64_t rows, int64_t K, int64_t kp, const void *src,
                     bool is_signed, int64_t rs, int64_t ks, const int32_t *zp, int64_t zs) {
     for (int64_t r = 0; r < rows; r++) {
         int16_t *d = dst + r * kp;
         int32_t z = zp ? zp[r * zs] : 0;
-        if (is_signed) {
-            const int8_t *s = (const int8_t *)src + r * rs;
-            for (int64_t k = 0; k < K; k++) d[k] = (int16_t)(s[k * ks] - z);
-        } else {
-            const uint8_t *s = (const uint8_t *)src + r * rs;
-            for (int64_t k = 0; k < K; k++) d[k] = (int16_t)(s[k * ks] - z);
-        }
+        for (int64_t k = 0; k < K; k++) d[k] = (int16_t)(q8_at(src, is_signed, r * rs + k * ks) - z);
         for (int64_t k = K; k < kp; k++) d[k] = 0;
     }
 }
@@ -96,13 +96,9 @@ static void pack_panel(int16_t *d, const cn_qgemm_b *B, int64_t N, int64_t K, in
         int64_t n = p * NR + j;
         int32_t z = B->zp ? B->zp[n * B->zs] : 0;
         int16_t *o = d + 2 * j;
-        if (B->is_signed) {
-            const int8_t *s = (const int8_t *)B->data + n * B->rs;
-            for (int64_t k = 0; k < K; k++) o[(k >> 1) * 2 * NR + (k & 1)] = (int16_t)(s[k * B->ks] - z);
-        } else {
-            const uint8_t *s = (const uint8_t *)B->data + n * B->rs;
-            for (int64_t k = 0; k < K; k++) o[(k >> 1) * 2 * NR + (k & 1)] = (int16_t)(s[k * B->ks] - z);
-        }
+        for (int64_t k = 0; k < K; k++)
+            o[(k >> 1) * 2 * NR + (k & 1)] =
+                (int16_t)(q8_at(B->data, B->is_signed, n * B->rs + k * B->ks) - z);
     }
 }
 
