@@ -1908,6 +1908,7 @@ int cn_tool_eval(int argc, char **argv) {
     int prc = parse_args(argc, argv, &a, true);
     if (prc) return prc < 0 ? 0 : prc;
     int drc = resolve_device(&a, "chutney eval");
+    if (!drc && a.load && cn_tool_checkpoint_is(a.load, "gpt")) return cn_tool_eval_gpt(&a);
     /* The data the checkpoint was trained on, read as it was: its
      * description (shape, classes, normalisation) and, unless --data says
      * otherwise, its path. */

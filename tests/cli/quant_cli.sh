@@ -1,7 +1,7 @@
 #!/bin/sh
 # `chutney quantize`: a small mlp trained briefly, quantised to int8, scores
-# within 2 points of its f32 self under `chutney eval`; the command's
-# usage errors and refusals.
+# within 2 points of its f32 self under `chutney eval`, a tiny GPT within 2%
+# of its perplexity; the command's usage errors and refusals.
 #   quant_cli.sh path/to/chutney
 set -u
 CHUTNEY=$1
@@ -44,6 +44,29 @@ if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exi
 else
     fail "accuracy: f32 '$a', int8 '$b'"
 fi
+# A GPT: its block's linear layers in int8, scored by eval on the held-out
+# text within 2% of the f32 perplexity.
+i=0
+while [ $i -lt 300 ]; do
+    echo "the cat $((i % 5)) sat on the mat, and the dog $((i % 3)) ran to the door."
+    i=$((i + 1))
+done >"$tmp/text.txt"
+"$CHUTNEY" train --model gpt --data "$tmp/text.txt" --epochs 1 --vocab 300 --context 16 --layers 1 \
+    --heads 2 --embed 16 --batch 8 --threads 1 --seed 3 --limit 40 --save "$tmp/gpt.ckpt" \
+    >/dev/null 2>"$tmp/err" || { fail "train --model gpt"; cat "$tmp/err"; }
+"$CHUTNEY" quantize "$tmp/gpt.ckpt" "$tmp/gpt8.ckpt" >/dev/null 2>"$tmp/err" || { fail "quantize gpt"; cat "$tmp/err"; }
+expect_exit "eval gpt without text" 2 "give --data FILE" "$CHUTNEY" eval --load "$tmp/gpt8.ckpt"
+for w in gpt gpt8; do
+    "$CHUTNEY" eval --load "$tmp/$w.ckpt" --data "$tmp/text.txt" --json >"$tmp/$w.json" 2>"$tmp/err" || { fail "eval $w"; cat "$tmp/err"; }
+done
+a=$(grep -o '"val_perplexity":[0-9.]*' "$tmp/gpt.json" | cut -d: -f2)
+b=$(grep -o '"val_perplexity":[0-9.]*' "$tmp/gpt8.json" | cut -d: -f2)
+if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { exit !(b < 1.02 * a && b > 0.98 * a) }'; then
+    echo "ok: GPT perplexity f32 $a, int8 $b"
+else
+    fail "GPT perplexity: f32 '$a', int8 '$b'"
+fi
+
 if [ "$fails" -ne 0 ]; then
     echo "$fails failure(s)"
     exit 1
