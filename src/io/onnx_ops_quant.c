@@ -49,14 +49,26 @@ static int check_q8(onnx_ctx *c, cn_tensor *t, const char *what) {
     return 0;
 }
 
+/* QuantizeLinear's and DequantizeLinear's scale and zero point (*zp may
+ * be NULL), shaped to broadcast along the node's axis of x; names "y" or
+ * "x" in messages. */
+static int scale_and_zero(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn_tensor *s,
+                          cn_tensor **scale, cn_tensor **zp, const char *name) {
+    char what[32];
+    int64_t axis = onnx_attr_int(n, "axis", 1);
+    snprintf(what, sizeof what, "%s_scale", name);
+    *scale = along(c, s, axis, cn_ndim(x), what);
+    snprintf(what, sizeof what, "%s_zero_point", name);
+    if (*zp && !(*zp = along(c, *zp, axis, cn_ndim(x), what))) return CN_EINVAL;
+    return *scale ? 0 : CN_EINVAL;
+}
+
 H(h_quantize) {
     UNUSED;
     cn_tensor *x = in[0], *zp = nin > 2 ? in[2] : NULL;
     if (check_q8(c, zp, "y_zero_point") < 0) return CN_EUNSUPPORTED;
-    int64_t axis = onnx_attr_int(n, "axis", 1);
-    cn_tensor *scale = along(c, in[1], axis, cn_ndim(x), "y_scale");
-    if (zp) zp = along(c, zp, axis, cn_ndim(x), "y_zero_point");
-    if (!scale || (nin > 2 && in[2] && !zp)) return CN_EINVAL;
+    cn_tensor *scale;
+    if (scale_and_zero(c, n, x, in[1], &scale, &zp, "y") < 0) return CN_EINVAL;
     DONE(requantize(cn_div(as_f32(x), scale), zp, zp ? cn_tensor_dtype(zp) : CN_U8));
 }
 
@@ -66,10 +78,8 @@ H(h_dequantize) {
     cn_dtype dt = cn_tensor_dtype(x);
     if (!is_q8(dt) && dt != CN_I32)
         return onnx_unsup(c, "x of type %s (uint8, int8 and int32 are supported)", cn_dtype_name(dt));
-    int64_t axis = onnx_attr_int(n, "axis", 1);
-    cn_tensor *scale = along(c, in[1], axis, cn_ndim(x), "x_scale");
-    if (zp) zp = along(c, zp, axis, cn_ndim(x), "x_zero_point");
-    if (!scale || (nin > 2 && in[2] && !zp)) return CN_EINVAL;
+    cn_tensor *scale;
+    if (scale_and_zero(c, n, x, in[1], &scale, &zp, "x") < 0) return CN_EINVAL;
     cn_tensor *v = as_f32(x);
     DONE(cn_mul(zp ? cn_sub(v, as_f32(zp)) : v, scale));
 }
