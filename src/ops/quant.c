@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -196,7 +197,7 @@ typedef struct conv_job {
     float *y;
     cn_qgemm_b B;
     int64_t C, H, W, O, kh, kw, oh, ow, K, kp, sh, sw, ph, pw;
-    bool failed;
+    _Atomic bool failed; /* set by any image's thread */
 } conv_job;
 
 /* Image by image: the image quantised with one scale (dynamic, per
