@@ -80,6 +80,7 @@ typedef enum cn_dtype {
     CN_I64, /* indices, labels */
     CN_U8,  /* images */
     CN_BOOL,
+    CN_I8, /* quantised weights and activations (int8 inference) */
     CN_DTYPE_COUNT
 } cn_dtype;
 
@@ -612,6 +613,13 @@ cn_tensor *cn_argmin_all(cn_tensor *x);
  * a 1-D right operand a column (the added axis is removed again); batch axes
  * broadcast. f32 and f64 go through BLAS when built with it. */
 cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b);
+/* ONNX MatMulInteger: (a - a_zero_point) @ (b - b_zero_point) with exact
+ * int32 sums (CPU). a: u8 or i8 [..., M, K]; b: u8 or i8 [K, N], or
+ * [..., K, N] with a's batch sizes; a_zero_point: NULL (0), a scalar or [M]
+ * (one per row of a), of a's dtype; b_zero_point: NULL, a scalar or [N]
+ * (one per column of b), of b's dtype. -> i32 [..., M, N]. */
+cn_tensor *cn_matmul_integer(cn_tensor *a, cn_tensor *b, cn_tensor *a_zero_point,
+                             cn_tensor *b_zero_point);
 
 /* ------------------------------------------------------------------------ */
 /* Softmax, shape and index operations                                      */
@@ -1850,6 +1858,15 @@ int cn_module_to(cn_module *m, cn_device d);
 int64_t cn_module_num_params(const cn_module *m);
 /* Clear every parameter's gradient. */
 void cn_module_zero_grad(cn_module *m);
+/* int8 inference (docs/training.md, "int8"): every Linear, and every
+ * Conv2d of one group, in m's tree (m included) gets symmetric int8
+ * weights with one f32 scale per output channel (buffers "weight" i8 and
+ * "weight_scale"; the bias stays f32, as a buffer), and from then on
+ * quantises its input at run time (symmetric int8, one scale per row of
+ * the product), multiplies with int32 sums and rescales to f32. CPU only;
+ * the layers have no gradient. Returns how many layers were quantised, or
+ * < 0 after an error. */
+int cn_module_quantize_int8(cn_module *m);
 /* Free m, its children, and its references to its parameters and buffers. */
 void cn_module_free(cn_module *m);
 

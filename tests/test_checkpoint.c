@@ -399,7 +399,7 @@ static void test_bad_files(void) {
         const char *json, *needle;
     } cases[] = {
         {"[]", "not an object"},
-        {"{\"a\":{\"dtype\":\"I8\",\"shape\":[4],\"data_offsets\":[0,4]}}", "dtype I8"},
+        {"{\"a\":{\"dtype\":\"I16\",\"shape\":[4],\"data_offsets\":[0,8]}}", "dtype I16"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,12]}}", "needs 16 bytes"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", "truncated"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-4],\"data_offsets\":[0,16]}}", "non-negative"},

@@ -16,6 +16,7 @@ typedef struct command {
 static const command commands[] = {
     {"train", cn_tool_train, "train a model on Fashion-MNIST or your own data, or a GPT on text (train --help)"},
     {"eval", cn_tool_eval, "test accuracy of a checkpoint written by train --save"},
+    {"quantize", cn_tool_quantize, "write a checkpoint's model with int8 weights (quantize --help)"},
     {"predict", cn_tool_predict, "classify image files with a checkpoint (predict --help)"},
     {"generate", cn_tool_generate, "continue a text with a GPT checkpoint of train --model gpt"},
     {"graph", cn_tool_graph, "write a model's graph as Graphviz DOT (graph --help)"},

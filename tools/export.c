@@ -74,7 +74,7 @@ static int export_args_parse(int argc, char **argv, export_args *e) {
         if (rc) return rc;
     }
     /* A checkpoint of an ONNX model is exported as that model (tools/train_onnx.c). */
-    bool onnx = e->load && !e->model && cn_tool_checkpoint_is_onnx(e->load);
+    bool onnx = e->load && !e->model && cn_tool_checkpoint_is(e->load, "onnx");
     if (e->model_file && !onnx) {
         fprintf(stderr, "chutney export: --model-file is for --load CKPT of a model trained "
                         "with train --model-file M.onnx\n");

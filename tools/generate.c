@@ -96,7 +96,7 @@ static int parse(int argc, char **argv, gen_args *a) {
 }
 
 /* The model of the checkpoint, with its weights, and its tokenizer. */
-static cn_module *load_model(const char *path, cn_tokenizer **tok) {
+cn_module *cn_tool_gpt_model(const char *path, cn_tokenizer **tok) {
     cn_checkpoint *c = cn_load_safetensors(path);
     if (!c) return NULL;
     const char *model = cn_checkpoint_metadata(c, "model");
@@ -151,7 +151,7 @@ int cn_tool_generate(int argc, char **argv) {
     if (!cn_tool_readable("generate", "--load", a.load)) return CN_TOOL_FAILED;
     if (a.threads) cn_set_num_threads((int)a.threads);
     cn_tokenizer *tok = NULL;
-    cn_module *m = load_model(a.load, &tok);
+    cn_module *m = cn_tool_gpt_model(a.load, &tok);
     if (!m) {
         fprintf(stderr, "chutney generate: cannot load %s: %s\n", a.load, cn_tool_error());
         cn_tokenizer_free(tok);

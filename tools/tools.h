@@ -57,6 +57,12 @@ int cn_tool_device(const char *prefix, const char *s, cn_device *out);
 int cn_tool_predict(int argc, char **argv);
 /* `chutney generate` (tools/generate.c): text from a GPT checkpoint. */
 int cn_tool_generate(int argc, char **argv);
+/* The GPT of a checkpoint of train --model gpt, with its weights, and its
+ * tokenizer (NULL after cn_tool_fail). */
+cn_module *cn_tool_gpt_model(const char *path, cn_tokenizer **tok);
+/* `chutney quantize IN OUT` (tools/quantize.c): a checkpoint with int8
+ * weights. */
+int cn_tool_quantize(int argc, char **argv);
 /* `chutney plot` (tools/plot.c): a train --log file's curves as a PNG. */
 int cn_tool_plot(int argc, char **argv);
 /* The names of the benchmark models, for messages and suggestions. */

@@ -441,6 +441,18 @@ int cn_tool_load_checkpoint_ex(const char *path, const char *model, cn_module *m
         cn_tool_fail("%s holds a %s model, not %s", path, was, want);
         goto out;
     }
+    /* int8 weights (chutney quantize): the model takes their form first. */
+    const char *quant = cn_checkpoint_metadata(c, "quantized");
+    if (quant && strcmp(quant, "int8")) {
+        cn_tool_fail("%s: metadata quantized is '%.20s', not int8", path, quant);
+        goto out;
+    }
+    if (quant && opt) {
+        cn_tool_fail("%s holds int8 weights (chutney quantize): it can be evaluated, not "
+                     "trained further", path);
+        goto out;
+    }
+    if (quant && cn_module_quantize_int8(m) < 0) goto out;
     /* Before any state is copied: a bad value refuses the whole file. */
     uint64_t rng_seed = 0, rng_offset = 0;
     bool has_rng = cn_checkpoint_metadata(c, "rng_seed") && cn_checkpoint_metadata(c, "rng_offset");
@@ -1898,6 +1910,7 @@ int cn_tool_eval(int argc, char **argv) {
     int prc = parse_args(argc, argv, &a, true);
     if (prc) return prc < 0 ? 0 : prc;
     int drc = resolve_device(&a, "chutney eval");
+    if (!drc && a.load && cn_tool_checkpoint_is(a.load, "gpt")) return cn_tool_eval_gpt(&a);
     /* The data the checkpoint was trained on, read as it was: its
      * description (shape, classes, normalisation) and, unless --data says
      * otherwise, its path. */

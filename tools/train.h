@@ -137,8 +137,8 @@ int cn_tool_onnx_meta(const char *path, ds_meta *m);
 /* Was ckpt trained from this very file (its hash)? 0, or -1 after
  * cn_tool_fail. */
 int cn_tool_onnx_check(const char *ckpt, const char *path);
-/* Is ckpt a checkpoint of an ONNX model (metadata model "onnx")? */
-bool cn_tool_checkpoint_is_onnx(const char *ckpt);
+/* Is ckpt a checkpoint whose metadata model is model ("onnx", "gpt")? */
+bool cn_tool_checkpoint_is(const char *ckpt, const char *model);
 /* cn_tool_onnx_model of the file a checkpoint of train --model-file names
  * (checked against its hash); its weights are still the file's. */
 cn_module *cn_tool_onnx_model_of(const char *ckpt, int ndim, const int64_t *in, int64_t nout,
@@ -151,5 +151,8 @@ int cn_tool_export_onnx(const char *ckpt, const char *model_file, const char *ou
 /* `chutney train --model gpt` after the command line was checked
  * (tools/train_gpt.c). */
 int cn_tool_train_gpt(train_args *a);
+/* `chutney eval --load GPT.ckpt --data FILE`: the validation loss and
+ * perplexity of the file's last 10% (tools/train_gpt.c). */
+int cn_tool_eval_gpt(const train_args *a);
 
 #endif

@@ -624,3 +624,39 @@ int cn_tool_train_gpt(train_args *ap) {
     run_free(&r);
     return rc;
 }
+
+int cn_tool_eval_gpt(const train_args *ap) {
+    train_args a = *ap;
+    if (!a.data_given) {
+        fprintf(stderr, "chutney eval: a GPT checkpoint is scored on a text: give --data FILE "
+                        "(the last 10%% is the validation part, as in training)\n");
+        return CN_TOOL_USAGE;
+    }
+    if (a.threads) cn_set_num_threads(a.threads);
+    run r = {0};
+    cn_tokenizer *tok = NULL;
+    r.model = cn_tool_gpt_model(a.load, &tok);
+    cn_tokenizer_free(tok); /* prepare_data reads it again, from a.resume */
+    cn_gpt_config cfg;
+    if (r.model) cn_gpt_get_config(r.model, &cfg);
+    a.context = r.model ? cfg.context_length : 0;
+    a.resume = a.load;
+    gpt_defaults(&a);
+    if (!r.model || prepare_data(&a, &r) < 0) {
+        fprintf(stderr, "chutney eval: cannot load %s: %s\n", r.model ? a.data : a.load,
+                cn_tool_error());
+        run_free(&r);
+        return 1;
+    }
+    double val = evaluate(r.model, r.val_in, r.val_tg, a.batch);
+    int rc = isfinite(val) ? 0 : 1;
+    if (rc) fprintf(stderr, "chutney eval: validation failed: %s\n", cn_last_error());
+    else if (a.json)
+        printf("{\"model\":\"gpt\",\"val_windows\":%lld,\"val_loss\":%.6f,\"val_perplexity\":%.4f}\n",
+               (long long)cn_shape(r.val_in)[0], val, exp(val));
+    else
+        printf("validation loss: %.4f (perplexity %.2f) over %lld windows of %lld tokens\n", val,
+               exp(val), (long long)cn_shape(r.val_in)[0], (long long)a.context);
+    run_free(&r);
+    return rc;
+}

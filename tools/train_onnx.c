@@ -127,10 +127,10 @@ static char *checkpoint_meta(const char *ckpt, const char *key) {
     return r;
 }
 
-bool cn_tool_checkpoint_is_onnx(const char *ckpt) {
-    char *model = checkpoint_meta(ckpt, "model");
-    bool r = model && !strcmp(model, "onnx");
-    free(model);
+bool cn_tool_checkpoint_is(const char *ckpt, const char *model) {
+    char *m = checkpoint_meta(ckpt, "model");
+    bool r = m && !strcmp(m, model);
+    free(m);
     cn_clear_error();
     return r;
 }

@@ -79,6 +79,7 @@ bfloat16 = _C.bfloat16
 int32 = _C.int32
 int64 = _C.int64
 uint8 = _C.uint8
+int8 = _C.int8
 double = _C.double
 half = _C.half
 long = _C.long

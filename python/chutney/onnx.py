@@ -36,6 +36,7 @@ _ONNX_TYPE = {
     _C.int32: "tensor(int32)",
     _C.int64: "tensor(int64)",
     _C.uint8: "tensor(uint8)",
+    _C.int8: "tensor(int8)",
     _C.bool: "tensor(bool)",
 }
 

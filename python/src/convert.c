@@ -17,6 +17,7 @@ static const char *dtype_format(cn_dtype dt) {
     case CN_I32: return "i";
     case CN_I64: return "q";
     case CN_U8: return "B";
+    case CN_I8: return "b";
     case CN_BOOL: return "?";
     default: return NULL; /* bf16 has no buffer format (nor a NumPy dtype) */
     }
@@ -33,6 +34,7 @@ int cnpy_format_dtype(const char *fmt, Py_ssize_t itemsize, cn_dtype *dt) {
     case 'e': *dt = CN_F16; break;
     case '?': *dt = CN_BOOL; break;
     case 'B': *dt = CN_U8; break;
+    case 'b': *dt = CN_I8; break;
     case 'i': case 'l': case 'q': case 'n':
         if (itemsize == 4) *dt = CN_I32;
         else if (itemsize == 8) *dt = CN_I64;

@@ -138,6 +138,7 @@ static int dl_dtype_of(cn_dtype dt, DLDataType *out) {
     case CN_I32: out->code = kDLInt; out->bits = 32; return 0;
     case CN_I64: out->code = kDLInt; out->bits = 64; return 0;
     case CN_U8: out->code = kDLUInt; out->bits = 8; return 0;
+    case CN_I8: out->code = kDLInt; out->bits = 8; return 0;
     case CN_BOOL: out->code = kDLBool; out->bits = 8; return 0;
     default: return -1;
     }
@@ -159,6 +160,7 @@ static int cn_dtype_of(DLDataType d, cn_dtype *out) {
     case kDLInt:
         if (d.bits == 32) *out = CN_I32;
         else if (d.bits == 64) *out = CN_I64;
+        else if (d.bits == 8) *out = CN_I8;
         else return -1;
         return 0;
     case kDLUInt:

@@ -13,7 +13,7 @@ static PyObject *dtype_objs[CN_DTYPE_COUNT];
 
 /* PyTorch's name of each dtype, and the NumPy name where it differs. */
 static const char *const torch_names[CN_DTYPE_COUNT] = {
-    "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"};
+    "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "int8"};
 
 static const struct {
     const char *name;
@@ -24,7 +24,7 @@ static const struct {
     {"f16", CN_F16},     {"bfloat16", CN_BF16}, {"bf16", CN_BF16}, {"int32", CN_I32},
     {"int", CN_I32},     {"i32", CN_I32},     {"int64", CN_I64},   {"long", CN_I64},
     {"i64", CN_I64},     {"uint8", CN_U8},    {"u8", CN_U8},       {"bool", CN_BOOL},
-    {"bool_", CN_BOOL},
+    {"bool_", CN_BOOL}, {"int8", CN_I8},   {"i8", CN_I8},
 };
 
 int cnpy_dtype_category(cn_dtype dt) {

@@ -26,7 +26,7 @@ static PyTypeObject OnnxModel_Type;
 #define OM(o) (cnpy_wait_idle(), ((OnnxModelObject *)(o))->m)
 
 static const char *const dt_names[CN_DTYPE_COUNT] = {
-    "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"};
+    "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "int8"};
 
 static const char *dt_name(cn_dtype dt) {
     return (int)dt >= 0 && dt < CN_DTYPE_COUNT ? dt_names[dt] : "?";

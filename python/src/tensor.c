@@ -173,7 +173,7 @@ static PyObject *tensor_wrap_as(PyObject *unused, PyObject *args) {
 /* ---- printing ---- */
 
 static const char *const torch_dtype_names[CN_DTYPE_COUNT] = {
-    "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"};
+    "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "int8"};
 
 static PyObject *tensor_repr(PyObject *self) {
     cn_tensor *t = TT(self);

@@ -184,7 +184,7 @@ void cn_vfail(const char *fmt, va_list ap);
 extern const size_t cn_dtype_sizes[CN_DTYPE_COUNT];
 static inline size_t cn_dsize(cn_dtype dt) { return cn_dtype_sizes[dt]; }
 static inline bool cn_is_int_dtype(cn_dtype dt) {
-    return dt == CN_I32 || dt == CN_I64 || dt == CN_U8;
+    return dt == CN_I32 || dt == CN_I64 || dt == CN_U8 || dt == CN_I8;
 }
 static inline bool cn_is_half(cn_dtype dt) { return dt == CN_F16 || dt == CN_BF16; }
 /* Load element i of a typed array as double / store a double (with the cast

@@ -3,9 +3,9 @@
 
 #include <math.h>
 
-const size_t cn_dtype_sizes[CN_DTYPE_COUNT] = {4, 8, 2, 2, 4, 8, 1, 1};
+const size_t cn_dtype_sizes[CN_DTYPE_COUNT] = {4, 8, 2, 2, 4, 8, 1, 1, 1};
 static const char *const cn_dtype_names[CN_DTYPE_COUNT] = {"f32", "f64", "f16",  "bf16",
-                                                           "i32", "i64", "u8", "bool"};
+                                                           "i32", "i64", "u8", "bool", "i8"};
 
 const char *cn_dtype_name(cn_dtype dt) {
     return (unsigned)dt < CN_DTYPE_COUNT ? cn_dtype_names[dt] : "invalid";
@@ -34,8 +34,9 @@ cn_dtype cn_promote_types(cn_dtype a, cn_dtype b) {
     }
     /* integers */
     if (a == CN_I64 || b == CN_I64) return CN_I64;
-    if (a == CN_I32 || b == CN_I32) return CN_I32;
-    return CN_U8;
+    /* PyTorch gives int16 for u8 with i8; without an i16, the next wider. */
+    if (a == CN_I32 || b == CN_I32 || a != b) return CN_I32;
+    return a;
 }
 
 cn_dtype cn_result_type(const cn_tensor *a, const cn_tensor *b) {
@@ -112,6 +113,7 @@ double cn_load_f64(const void *p, cn_dtype dt, int64_t i) {
     case CN_I64: return (double)((const int64_t *)p)[i];
     case CN_U8: return ((const uint8_t *)p)[i];
     case CN_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case CN_I8: return ((const int8_t *)p)[i];
     default: return NAN;
     }
 }
@@ -135,6 +137,7 @@ void cn_store_f64(void *p, cn_dtype dt, int64_t i, double v) {
     case CN_I64: ((int64_t *)p)[i] = f64_to_i64(v); break;
     case CN_U8: ((uint8_t *)p)[i] = (uint8_t)f64_to_i64(v); break;
     case CN_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case CN_I8: ((int8_t *)p)[i] = (int8_t)f64_to_i64(v); break;
     default: break;
     }
 }
@@ -145,6 +148,7 @@ int64_t cn_load_i64(const void *p, cn_dtype dt, int64_t i) {
     case CN_I64: return ((const int64_t *)p)[i];
     case CN_U8: return ((const uint8_t *)p)[i];
     case CN_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case CN_I8: return ((const int8_t *)p)[i];
     default: return f64_to_i64(cn_load_f64(p, dt, i));
     }
 }
@@ -155,6 +159,7 @@ void cn_store_i64(void *p, cn_dtype dt, int64_t i, int64_t v) {
     case CN_I64: ((int64_t *)p)[i] = v; break;
     case CN_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
     case CN_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case CN_I8: ((int8_t *)p)[i] = (int8_t)v; break;
     default: cn_store_f64(p, dt, i, (double)v); break;
     }
 }

@@ -137,7 +137,7 @@ static bool descr_dtype(const char *d, cn_dtype *dt, bool *swap) {
         const char *code;
         cn_dtype dt;
     } map[] = {{"f4", CN_F32}, {"f8", CN_F64}, {"f2", CN_F16}, {"i4", CN_I32},
-               {"i8", CN_I64}, {"u1", CN_U8},  {"b1", CN_BOOL}};
+               {"i8", CN_I64}, {"u1", CN_U8},  {"b1", CN_BOOL}, {"i1", CN_I8}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         if (strcmp(t, map[i].code) != 0) continue;
         bool one = cn_dsize(map[i].dt) == 1;
@@ -210,7 +210,7 @@ cn_tensor *cn_load_npy(const char *path) {
     if (!descr_dtype(h.descr, &dt, &swap)) {
         fclose(f);
         return cn_fail(
-            "%s: '%s' has dtype '%s', which is not supported (f4, f8, f2, i4, i8, u1, b1)", fn,
+            "%s: '%s' has dtype '%s', which is not supported (f4, f8, f2, i4, i8, u1, i1, b1)", fn,
             path, h.descr);
     }
     /* Check the size before allocating, so a corrupt shape cannot ask for
@@ -294,6 +294,7 @@ static const char *npy_descr(cn_dtype dt) {
     case CN_I32: return le ? "<i4" : ">i4";
     case CN_I64: return le ? "<i8" : ">i8";
     case CN_U8: return "|u1";
+    case CN_I8: return "|i1";
     case CN_BOOL: return "|b1";
     default: return NULL;
     }

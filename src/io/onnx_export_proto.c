@@ -233,6 +233,7 @@ int ox_elem_type(cn_dtype dt) {
     case CN_I32: return ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
     case CN_I64: return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
     case CN_U8: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
+    case CN_I8: return ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
     case CN_BOOL: return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     default: return ONNX__TENSOR_PROTO__DATA_TYPE__UNDEFINED;
     }

@@ -94,9 +94,10 @@ void vmap_free(vmap *m) {
 /* ---- the op table ---- */
 
 const onnx_op_entry *const *cn_onnx_families(void) {
-    static const onnx_op_entry *const f[] = {cn_onnx_ops_elementwise, cn_onnx_ops_shape,
-                                             cn_onnx_ops_reduce, cn_onnx_ops_index, cn_onnx_ops_conv, cn_onnx_ops_nn, cn_onnx_ops_rnn,
-                                             NULL};
+    static const onnx_op_entry *const f[] = {
+        cn_onnx_ops_elementwise, cn_onnx_ops_shape, cn_onnx_ops_reduce, cn_onnx_ops_index,
+        cn_onnx_ops_conv,        cn_onnx_ops_nn,    cn_onnx_ops_rnn,    cn_onnx_ops_quant,
+        NULL};
     return f;
 }
 

@@ -107,6 +107,15 @@ extern const onnx_op_entry cn_onnx_ops_index[];
 extern const onnx_op_entry cn_onnx_ops_conv[];
 extern const onnx_op_entry cn_onnx_ops_nn[];
 extern const onnx_op_entry cn_onnx_ops_rnn[];
+extern const onnx_op_entry cn_onnx_ops_quant[];
+
+/* Conv's import (1 to 3 spatial axes, n's window attributes) of x with
+ * weights wt and bias b (may be NULL), into *out; ConvInteger and
+ * QLinearConv use it too. */
+int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn_tensor *wt, cn_tensor *b,
+              cn_tensor **out);
+/* The attributes onnx_conv reads. */
+#define ONNX_CONV_ATTRS "auto_pad,dilations,group,kernel_shape,pads,strides"
 
 /* "unsupported: OP (opset N): reason", CN_EUNSUPPORTED. */
 int onnx_unsup(onnx_ctx *c, const char *fmt, ...) CN_PRINTF(2, 3);

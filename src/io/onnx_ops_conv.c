@@ -138,9 +138,8 @@ static cn_tensor *depth(cn_tensor *x, int64_t d) { return cn_squeeze(cn_narrow(x
 
 /* ---- Conv ---- */
 
-H(h_conv) {
-    UNUSED;
-    cn_tensor *x = in[0], *wt = in[1], *b = nin > 2 ? in[2] : NULL;
+int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn_tensor *wt, cn_tensor *b,
+              cn_tensor **out) {
     int r = cn_ndim(x);
     if (cn_ndim(wt) != r) return onnx_bad(c, "W has rank %d, X %d", cn_ndim(wt), r);
     int64_t k[3];
@@ -190,7 +189,12 @@ H(h_conv) {
         if (b) y = cn_add(y, cn_reshape(b, 4, (int64_t[]){-1, 1, 1, 1}));
     }
     if (one) y = cn_squeeze(y, 2);
-    DONE(y);
+    return (*out = y) ? 0 : CN_EINVAL;
+}
+
+H(h_conv) {
+    UNUSED;
+    return onnx_conv(c, n, in[0], in[1], nin > 2 ? in[2] : NULL, out);
 }
 
 /* ---- ConvTranspose ---- */
@@ -420,11 +424,9 @@ H(h_global_max_pool) {
     return global_pool(c, in, out, true);
 }
 
-#define CONV_ATTRS "auto_pad,dilations,group,kernel_shape,pads,strides"
-
 const onnx_op_entry cn_onnx_ops_conv[] = {
-    {"Conv", h_conv, CONV_ATTRS, 2, 3, 1, "1 to 3 spatial axes; float"},
-    {"ConvTranspose", h_conv_transpose, CONV_ATTRS ",output_padding,output_shape", 2, 3, 1,
+    {"Conv", h_conv, ONNX_CONV_ATTRS, 2, 3, 1, "1 to 3 spatial axes; float"},
+    {"ConvTranspose", h_conv_transpose, ONNX_CONV_ATTRS ",output_padding,output_shape", 2, 3, 1,
      "1 or 2 spatial axes"},
     {"MaxPool", h_max_pool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides", 1, 1, 2,
      "1 to 3 spatial axes; Indices for 2-D with symmetric pads of at most half the kernel, storage_order 0"},

@@ -401,7 +401,7 @@ const onnx_op_entry cn_onnx_ops_elementwise[] = {
     {"Or", h_or, BIN_ATTRS, 2, 2, 1, ""},
     {"Xor", h_xor, BIN_ATTRS, 2, 2, 1, ""},
     {"Where", h_where, "", 3, 3, 1, ""},
-    {"Cast", h_cast, "to", 1, 1, 1, "to and from f32, f64, f16, bf16, i32, i64, u8, bool"},
+    {"Cast", h_cast, "to", 1, 1, 1, "to and from f32, f64, f16, bf16, i32, i64, u8, i8, bool"},
     {"CastLike", h_cast_like, "", 2, 2, 1, ""},
     {NULL, NULL, NULL, 0, 0, 0, NULL},
 };

@@ -27,6 +27,7 @@ int onnx_dtype(int32_t t) {
     switch (t) {
     case 1: return CN_F32;
     case 2: return CN_U8;
+    case 3: return CN_I8;
     case 6: return CN_I32;
     case 7: return CN_I64;
     case 9: return CN_BOOL;
@@ -139,6 +140,7 @@ static void copy_typed(const Onnx__TensorProto *tp, int dt, int64_t n, void *dst
         case CN_I64: ((int64_t *)dst)[i] = tp->int64_data[i]; break;
         case CN_I32: ((int32_t *)dst)[i] = tp->int32_data[i]; break;
         case CN_U8: ((uint8_t *)dst)[i] = (uint8_t)tp->int32_data[i]; break;
+        case CN_I8: ((int8_t *)dst)[i] = (int8_t)tp->int32_data[i]; break;
         case CN_BOOL: ((uint8_t *)dst)[i] = tp->int32_data[i] != 0; break;
         default: ((uint16_t *)dst)[i] = (uint16_t)tp->int32_data[i]; break; /* f16, bf16 bits */
         }

@@ -14,7 +14,7 @@
 #define ST_MAX_HEADER (100u << 20)
 
 static const char *const st_dtype_names[CN_DTYPE_COUNT] = {"F32", "F64", "F16", "BF16",
-                                                           "I32", "I64", "U8",  "BOOL"};
+                                                           "I32", "I64", "U8",  "BOOL", "I8"};
 
 /* Chutney's saves carry a CRC-32C under this metadata key, checked on every
  * load: a bit flipped on disk or in a copy would otherwise load as a
@@ -284,7 +284,7 @@ static int st_open(const char *path, const char *fn, st_file *h) {
             status =
                 cn_failc(dt->kind == CN_JSON_STRING ? CN_EUNSUPPORTED : CN_EFORMAT,
                          "%s: '%s': tensor '%.200s' has dtype %.40s, which Chutney does not "
-                         "support (F32, F64, F16, BF16, I32, I64, U8, BOOL)",
+                         "support (F32, F64, F16, BF16, I32, I64, U8, I8, BOOL)",
                          fn, path, name, dt->kind == CN_JSON_STRING ? dt->str : "(not a string)");
             break;
         }

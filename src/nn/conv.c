@@ -1,6 +1,7 @@
 /* Convolution and pooling modules over the conv/pool ops (src/ops/conv.c,
  * src/ops/pool.c). */
 #include "nn.h"
+#include "../ops/quant.h"
 
 #include <inttypes.h>
 
@@ -26,6 +27,25 @@ static cn_tensor *conv_forward(cn_module *m, cn_tensor *x) {
 static const cn_module_vtable conv1d_vt = {"Conv1d", conv_forward, NULL};
 static const cn_module_vtable conv2d_vt = {"Conv2d", conv_forward, NULL};
 static const cn_module_vtable convt2d_vt = {"ConvTranspose2d", conv_forward, NULL};
+
+/* Buffers: weight (i8), weight_scale, bias (cn_nn_quantize_weight). */
+static cn_tensor *conv2d_int8_forward(cn_module *m, cn_tensor *x) {
+    cn_tensor *b = cn_nn_b(m, 2);
+    cn_tensor *y = cn_q_conv2d_int8(x, cn_nn_b(m, 0), cn_nn_b(m, 1), &((conv_mod *)m)->o);
+    return b ? cn_add(y, cn_reshape(b, 3, (int64_t[]){-1, 1, 1})) : y;
+}
+
+static const cn_module_vtable conv2d_int8_vt = {"Conv2dInt8", conv2d_int8_forward, NULL};
+
+int cn_nn_conv2d_quantize(cn_module *m) {
+    const cn_conv_opts *o = &((conv_mod *)m)->o;
+    if (m->vt != &conv2d_vt || o->groups > 1 || o->dilation[0] > 1 || o->dilation[1] > 1)
+        return 0;
+    int rc = cn_nn_quantize_weight(m);
+    if (rc < 0) return rc;
+    m->vt = &conv2d_int8_vt;
+    return 1;
+}
 
 static cn_module *conv_new(const cn_module_vtable *vt, conv_kind kind, int64_t in, int64_t out,
                            int64_t kh, int64_t kw, const cn_conv_opts *opts, bool bias) {

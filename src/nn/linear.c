@@ -1,5 +1,6 @@
 /* Linear: y = x W^T + b. */
 #include "nn.h"
+#include "../ops/quant.h"
 
 #include <inttypes.h>
 
@@ -16,6 +17,21 @@ static cn_tensor *linear_forward(cn_module *m, cn_tensor *x) {
 }
 
 static const cn_module_vtable linear_vt = {"Linear", linear_forward, NULL};
+
+/* Buffers: weight (i8), weight_scale, bias (cn_nn_quantize_weight). */
+static cn_tensor *linear_int8_forward(cn_module *m, cn_tensor *x) {
+    cn_tensor *b = cn_nn_b(m, 2), *y = cn_q_linear_int8(x, cn_nn_b(m, 0), cn_nn_b(m, 1));
+    return b ? cn_add(y, b) : y;
+}
+
+static const cn_module_vtable linear_int8_vt = {"LinearInt8", linear_int8_forward, NULL};
+
+int cn_nn_linear_quantize(cn_module *m) {
+    int rc = cn_nn_quantize_weight(m);
+    if (rc < 0) return rc;
+    m->vt = &linear_int8_vt;
+    return 1;
+}
 
 cn_module *cn_nn_linear(int64_t in_features, int64_t out_features, bool bias) {
     if (in_features < 0 || out_features < 0)

@@ -27,6 +27,16 @@ int cn_nn_init_bound(cn_tensor *t, double bound);
  * and U(+-1/sqrt(fan_in)) for the bias (may be NULL). */
 int cn_nn_init_default(cn_tensor *weight, cn_tensor *bias);
 
+/* int8 inference (quantize.c): m's parameters "weight" (f32 [O, ...]) and
+ * optional "bias" become the buffers "weight" (i8, symmetric, one scale
+ * per output channel), "weight_scale" (f32 [O]) and "bias". */
+int cn_nn_quantize_weight(cn_module *m);
+/* A Linear / Conv2d m quantised (its weights and its forward): 1, or 0
+ * when it stays f32 (a convolution of several groups or dilated), or < 0
+ * after an error. */
+int cn_nn_linear_quantize(cn_module *m);
+int cn_nn_conv2d_quantize(cn_module *m);
+
 /* A tensor shaped like x filled with value, of x's dtype, as an op
  * (full_like), so it follows the unknown sizes of a static graph. */
 cn_tensor *cn_nn_full_like(cn_tensor *x, double value);

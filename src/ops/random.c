@@ -104,12 +104,15 @@ cn_tensor *cn_normal(cn_dtype dt, int ndim, const int64_t *shape, double mean, d
 cn_tensor *cn_randint(int64_t low, int64_t high, cn_dtype dt, int ndim, const int64_t *shape) {
     if ((unsigned)dt >= CN_DTYPE_COUNT) return cn_fail("randint: invalid dtype %d", (int)dt);
     if (!cn_is_int_dtype(dt))
-        return cn_fail("randint: dtype %s is not an integer type (i32, i64, u8)",
+        return cn_fail("randint: dtype %s is not an integer type (i32, i64, u8, i8)",
                        cn_dtype_name(dt));
     if (high <= low)
         return cn_fail("randint: high %" PRId64 " must be greater than low %" PRId64, high, low);
-    int64_t min = dt == CN_U8 ? 0 : dt == CN_I32 ? INT32_MIN : INT64_MIN;
-    int64_t max = dt == CN_U8 ? UINT8_MAX : dt == CN_I32 ? INT32_MAX : INT64_MAX;
+    int64_t min = dt == CN_U8 ? 0 : dt == CN_I8 ? INT8_MIN : dt == CN_I32 ? INT32_MIN : INT64_MIN;
+    int64_t max = dt == CN_U8   ? UINT8_MAX
+                  : dt == CN_I8 ? INT8_MAX
+                  : dt == CN_I32 ? INT32_MAX
+                                 : INT64_MAX;
     if (low < min || high - 1 > max)
         return cn_fail("randint: [%" PRId64 ", %" PRId64 ") does not fit %s (%" PRId64
                        "..%" PRId64 ")",

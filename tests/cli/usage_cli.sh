@@ -16,7 +16,8 @@ trap 'rm -rf "$tmp"' EXIT
 # ---- help: every command, both ways, on stdout with status 0 ----
 # (`help CMD` runs CMD --help: two of them show it; each start costs ~0.2 s.)
 for form in "train --help" "eval --help" "predict --help" "graph --help" "ops --help" "run --help" \
-    "info --help" "export --help" "devices --help" "generate --help" "help train" "help run"; do
+    "info --help" "export --help" "devices --help" "generate --help" "quantize --help" "help train" \
+    "help run"; do
     # shellcheck disable=SC2086 # form is two words
     if "$CHUTNEY" $form >"$tmp/out" 2>"$tmp/err" && grep -q '^usage: chutney' "$tmp/out"; then
         :

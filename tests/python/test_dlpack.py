@@ -168,6 +168,7 @@ NP_DTYPES = [
     (chutney.int32, np.int32),
     (chutney.int64, np.int64),
     (chutney.uint8, np.uint8),
+    (chutney.int8, np.int8),
 ]
 
 
@@ -337,7 +338,7 @@ def test_copy_argument_of_from_dlpack():
 # ---- chutney -> chutney, every dtype ----
 
 ALL_DTYPES = [chutney.float32, chutney.float64, chutney.float16, chutney.bfloat16, chutney.int32,
-              chutney.int64, chutney.uint8, chutney.bool]
+              chutney.int64, chutney.uint8, chutney.bool, chutney.int8]
 
 
 @pytest.mark.parametrize("dt", ALL_DTYPES, ids=str)
@@ -349,7 +350,7 @@ def test_chutney_round_trip_every_dtype(dt, versioned):
     m = managed_of(cap)
     code = {chutney.float32: (2, 32), chutney.float64: (2, 64), chutney.float16: (2, 16),
             chutney.bfloat16: (4, 16), chutney.int32: (0, 32), chutney.int64: (0, 64),
-            chutney.uint8: (1, 8), chutney.bool: (6, 8)}[dt]
+            chutney.uint8: (1, 8), chutney.bool: (6, 8), chutney.int8: (0, 8)}[dt]
     dl = m.dl_tensor
     assert (dl.dtype.code, dl.dtype.bits, dl.dtype.lanes) == (*code, 1)
     assert (dl.device.device_type, dl.device.device_id) == (1, 0)
@@ -381,7 +382,7 @@ def test_from_dlpack_of_a_tensor_shares_memory():
 TORCH_DTYPES = [
     (chutney.float32, "float32"), (chutney.float64, "float64"), (chutney.float16, "float16"),
     (chutney.bfloat16, "bfloat16"), (chutney.int32, "int32"), (chutney.int64, "int64"),
-    (chutney.uint8, "uint8"),
+    (chutney.uint8, "uint8"), (chutney.int8, "int8"),
 ]
 
 

@@ -104,6 +104,7 @@ FLOAT_ROWS(f64, double, pow)
 INT_ROWS(i32, int32_t, uint32_t)
 INT_ROWS(i64, int64_t, uint64_t)
 INT_ROWS(u8, uint8_t, unsigned)
+INT_ROWS(i8, int8_t, unsigned)
 
 /* bool: add is or, mul is and (as in torch); sub and pow have no bool
  * meaning and are refused by inference. */
@@ -129,6 +130,7 @@ static inline uint64_t ipow_u64(uint64_t x, uint64_t e) {
 BINARY_ROW(pow_i32, int32_t, int32_t, IPOW(int32_t, uint32_t))
 BINARY_ROW(pow_i64, int64_t, int64_t, IPOW(int64_t, uint64_t))
 BINARY_ROW(pow_u8, uint8_t, uint8_t, IPOW(uint8_t, uint8_t))
+BINARY_ROW(pow_i8, int8_t, int8_t, IPOW(int8_t, uint8_t))
 
 /* pow with a scalar exponent that has a cheaper exact form. Each gives what
  * pow gives for every input, signed zeros, infinities and NaN included
@@ -146,24 +148,24 @@ UNARY_ROW(pow0_f64, double, ((void)a, 1.0))
 
 #define ROWS(OP)                                                                                   \
     {[CN_F32] = OP##_f32, [CN_F64] = OP##_f64, [CN_I32] = OP##_i32, [CN_I64] = OP##_i64,           \
-     [CN_U8] = OP##_u8}
+     [CN_U8] = OP##_u8, [CN_I8] = OP##_i8}
 
 /* Indexed by kind and the inputs' dtype; NULL: no kernel for that dtype. */
 static const cn_row_fn row_table[CN_BIN_GE + 1][CN_DTYPE_COUNT] = {
     [CN_BIN_ADD] = {[CN_F32] = add_f32, [CN_F64] = add_f64, [CN_I32] = add_i32,
-                    [CN_I64] = add_i64, [CN_U8] = add_u8, [CN_BOOL] = add_b8},
+                    [CN_I64] = add_i64, [CN_U8] = add_u8, [CN_BOOL] = add_b8, [CN_I8] = add_i8},
     [CN_BIN_SUB] = ROWS(sub),
     [CN_BIN_MUL] = {[CN_F32] = mul_f32, [CN_F64] = mul_f64, [CN_I32] = mul_i32,
-                    [CN_I64] = mul_i64, [CN_U8] = mul_u8, [CN_BOOL] = mul_b8},
+                    [CN_I64] = mul_i64, [CN_U8] = mul_u8, [CN_BOOL] = mul_b8, [CN_I8] = mul_i8},
     [CN_BIN_DIV] = {[CN_F32] = div_f32, [CN_F64] = div_f64},
     [CN_BIN_POW] = ROWS(pow),
     [CN_BIN_MAX] = {[CN_F32] = max_f32, [CN_F64] = max_f64, [CN_I32] = max_i32,
-                    [CN_I64] = max_i64, [CN_U8] = max_u8, [CN_BOOL] = max_b8},
+                    [CN_I64] = max_i64, [CN_U8] = max_u8, [CN_BOOL] = max_b8, [CN_I8] = max_i8},
     [CN_BIN_MIN] = {[CN_F32] = min_f32, [CN_F64] = min_f64, [CN_I32] = min_i32,
-                    [CN_I64] = min_i64, [CN_U8] = min_u8, [CN_BOOL] = min_b8},
+                    [CN_I64] = min_i64, [CN_U8] = min_u8, [CN_BOOL] = min_b8, [CN_I8] = min_i8},
 #define CMP(K, OP)                                                                                 \
     [K] = {[CN_F32] = OP##_f32, [CN_F64] = OP##_f64, [CN_I32] = OP##_i32, [CN_I64] = OP##_i64,     \
-           [CN_U8] = OP##_u8, [CN_BOOL] = OP##_b8}
+           [CN_U8] = OP##_u8, [CN_BOOL] = OP##_b8, [CN_I8] = OP##_i8}
     CMP(CN_BIN_EQ, eq), CMP(CN_BIN_NE, ne), CMP(CN_BIN_LT, lt),
     CMP(CN_BIN_LE, le), CMP(CN_BIN_GT, gt), CMP(CN_BIN_GE, ge),
 #undef CMP

@@ -54,6 +54,9 @@ static void copy_convert(void *p, int64_t n, char **ptr, const int64_t *st) {
     if (sd == CN_F32 && dd == CN_F64) { CONVERT_LOOP(double, float, (double)x); return; }
     if (sd == CN_F64 && dd == CN_F32) { CONVERT_LOOP(float, double, (float)x); return; }
     if (sd == CN_U8 && dd == CN_F32) { CONVERT_LOOP(float, uint8_t, (float)x); return; }
+    if (sd == CN_I8 && dd == CN_F32) { CONVERT_LOOP(float, int8_t, (float)x); return; }
+    if (sd == CN_I8 && dd == CN_I32) { CONVERT_LOOP(int32_t, int8_t, (int32_t)x); return; }
+    if (sd == CN_U8 && dd == CN_I32) { CONVERT_LOOP(int32_t, uint8_t, (int32_t)x); return; }
     if (sd == CN_BOOL && dd == CN_F32) { CONVERT_LOOP(float, uint8_t, x ? 1.0f : 0.0f); return; }
     if (sd == CN_I64 && dd == CN_F32) { CONVERT_LOOP(float, int64_t, (float)x); return; }
     if (sd == CN_I32 && dd == CN_F32) { CONVERT_LOOP(float, int32_t, (float)x); return; }

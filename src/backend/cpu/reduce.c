@@ -220,6 +220,7 @@ static void store_value(cn_dtype dt, char *o, double v, int64_t iv, bool is_int)
     case CN_I64: *(int64_t *)o = iv; break;
     case CN_I32: *(int32_t *)o = (int32_t)iv; break;
     case CN_U8: *(uint8_t *)o = (uint8_t)iv; break;
+    case CN_I8: *(int8_t *)o = (int8_t)iv; break;
     case CN_BOOL: *(uint8_t *)o = iv != 0; break;
     default: cn_store_f64(o, dt, 0, is_int ? (double)iv : v); break;
     }

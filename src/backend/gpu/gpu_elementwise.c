@@ -311,6 +311,7 @@ const char *cn_gpu_cast_expr(char *b, size_t n, cn_dtype S, cn_dtype D, const ch
         case CN_I64: snprintf(b, n, "%s", v); break;
         case CN_I32: snprintf(b, n, "((int)(uint)(ulong)%s)", v); break;
         case CN_U8: snprintf(b, n, "((uchar)(ulong)%s)", v); break;
+        case CN_I8: snprintf(b, n, "((char)(uchar)(ulong)%s)", v); break;
         default: snprintf(b, n, "((uchar)(%s != 0))", v); break;
         }
         return b;
@@ -332,6 +333,7 @@ const char *cn_gpu_cast_expr(char *b, size_t n, cn_dtype S, cn_dtype D, const ch
     case CN_I64: snprintf(b, n, "%s(%s)", tol, v); break;
     case CN_I32: snprintf(b, n, "((int)(uint)(ulong)%s(%s))", tol, v); break;
     case CN_U8: snprintf(b, n, "((uchar)(ulong)%s(%s))", tol, v); break;
+    case CN_I8: snprintf(b, n, "((char)(uchar)(ulong)%s(%s))", tol, v); break;
     default: snprintf(b, n, "((uchar)(%s != 0))", v); break;
     }
     return b;

@@ -341,6 +341,7 @@ const char *cn_gpu_ctype(cn_dtype dt) {
     case CN_BF16: return "ushort";
     case CN_I32: return "int";
     case CN_I64: return "long";
+    case CN_I8: return "char";
     default: return "uchar";
     }
 }

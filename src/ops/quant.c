@@ -1,0 +1,327 @@
+/* Integer products: cn_matmul_integer (ONNX MatMulInteger and QLinearMatMul)
+ * and int8 inference's linear and conv2d (quant.h), all on the int8 GEMM
+ * (src/backend/cpu/qgemm.c).
+ *
+ * They are registered as custom ops rather than built-in ones: they exist
+ * for the CPU only, and a custom op without a device kernel runs on the CPU
+ * with transfers around it, where a built-in op must have a kernel on every
+ * backend. Registration happens once, on first use. */
+#include "quant.h"
+#include "../backend/cpu/qgemm.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { Q_MATMUL, Q_LINEAR, Q_CONV, Q_OPS };
+static int q_ids[Q_OPS];
+static int q_status;
+static pthread_once_t q_once = PTHREAD_ONCE_INIT;
+
+static bool is_int8(cn_dtype dt) { return dt == CN_U8 || dt == CN_I8; }
+
+static int64_t meta_numel(const cn_custom_meta *m) {
+    int64_t n = 1;
+    for (int i = 0; i < m->ndim; i++) n *= m->shape[i];
+    return n;
+}
+
+static int64_t tensor_rows(const cn_tensor *t, int last) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim - last; i++) n *= t->shape[i];
+    return n;
+}
+
+/* ---- matmul_integer: a [..., M, K], b [K, N] or [..., K, N], a's and b's
+ * zero points as i32 [1] or [M] / [N] -> i32 [..., M, N] ---- */
+
+static int mm_infer(void *u, const cn_custom_meta *in, int nin, const cn_custom_attrs *a,
+                    cn_custom_meta *out, char *err, size_t es) {
+    (void)u, (void)nin, (void)a;
+    const cn_custom_meta *x = &in[0], *y = &in[1];
+    if (!is_int8(x->dtype) || !is_int8(y->dtype)) {
+        snprintf(err, es, "a and b must be u8 or i8, not %s and %s", cn_dtype_name(x->dtype),
+                 cn_dtype_name(y->dtype));
+        return 1;
+    }
+    if (x->ndim < 2 || (y->ndim != 2 && y->ndim != x->ndim)) {
+        snprintf(err, es, "a must have rank 2 or more and b rank 2 or a's (%d and %d)", x->ndim,
+                 y->ndim);
+        return 1;
+    }
+    int64_t K = x->shape[x->ndim - 1], M = x->shape[x->ndim - 2];
+    int64_t Kb = y->shape[y->ndim - 2], N = y->shape[y->ndim - 1];
+    if (K >= 0 && Kb >= 0 && K != Kb) {
+        snprintf(err, es, "a has %" PRId64 " columns and b %" PRId64 " rows", K, Kb);
+        return 1;
+    }
+    for (int i = 0; y->ndim > 2 && i < x->ndim - 2; i++)
+        if (x->shape[i] >= 0 && y->shape[i] >= 0 && x->shape[i] != y->shape[i]) {
+            snprintf(err, es, "a and b differ in batch axis %d (%" PRId64 " and %" PRId64 ")", i,
+                     x->shape[i], y->shape[i]);
+            return 1;
+        }
+    int64_t zn[2] = {meta_numel(&in[2]), meta_numel(&in[3])}, want[2] = {M, N};
+    for (int z = 0; z < 2; z++)
+        if (in[2 + z].dtype != CN_I32 || in[2 + z].ndim != 1 ||
+            (zn[z] != 1 && want[z] >= 0 && zn[z] >= 0 && zn[z] != want[z])) {
+            snprintf(err, es, "%s's zero point must have 1 or %" PRId64 " values", z ? "b" : "a",
+                     want[z]);
+            return 1;
+        }
+    out->dtype = CN_I32;
+    out->ndim = x->ndim;
+    memcpy(out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    out->shape[x->ndim - 1] = N;
+    return 0;
+}
+
+static int mm_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
+                     cn_tensor *out, char *err, size_t es) {
+    (void)u, (void)nin, (void)a;
+    const cn_tensor *x = in[0], *y = in[1];
+    int64_t K = x->shape[x->ndim - 1], M = x->shape[x->ndim - 2], N = y->shape[y->ndim - 1];
+    int64_t batch = tensor_rows(x, 2), bbatch = y->ndim == 2 ? 1 : batch, kp = cn_qgemm_kpad(K);
+    const int32_t *za = cn_data(in[2]), *zb = cn_data(in[3]);
+    int64_t zsa = cn_numel(in[2]) == 1 ? 0 : 1, zsb = cn_numel(in[3]) == 1 ? 0 : 1;
+    int16_t *A = malloc(sizeof(int16_t) * (size_t)(M * kp + 1));
+    int rc = A ? 0 : CN_ENOMEM;
+    for (int64_t i = 0; i < batch && rc == 0; i++) {
+        cn_qgemm_widen(A, M, K, kp, (const char *)cn_data(x) + i * M * K, x->dtype == CN_I8, K, 1,
+                       za, zsa);
+        /* b's columns are the GEMM's rows: its stride along K is N. */
+        cn_qgemm_b B = {(const char *)cn_data(y) + (bbatch > 1 ? i : 0) * K * N,
+                        y->dtype == CN_I8, 1, N, zb, zsb};
+        rc = cn_qgemm(M, N, K, A, &B, (int32_t *)cn_data(out) + i * M * N, N);
+    }
+    free(A);
+    if (rc) snprintf(err, es, "out of memory");
+    return rc != 0;
+}
+
+/* ---- linear_int8: x f32 [..., K], w i8 [N, K], scale f32 [N] ---- */
+
+static int check_weights(const cn_custom_meta *w, const cn_custom_meta *s, int wrank, char *err,
+                         size_t es) {
+    if (w->dtype != CN_I8 || w->ndim != wrank || s->dtype != CN_F32 || s->ndim != 1 ||
+        (s->shape[0] >= 0 && w->shape[0] >= 0 && s->shape[0] != w->shape[0])) {
+        snprintf(err, es, "weights must be i8 of rank %d with one f32 scale per output channel",
+                 wrank);
+        return 1;
+    }
+    return 0;
+}
+
+static int lin_infer(void *u, const cn_custom_meta *in, int nin, const cn_custom_attrs *a,
+                     cn_custom_meta *out, char *err, size_t es) {
+    (void)u, (void)nin, (void)a;
+    const cn_custom_meta *x = &in[0], *w = &in[1];
+    if (check_weights(w, &in[2], 2, err, es)) return 1;
+    if (x->dtype != CN_F32 || x->ndim < 1 ||
+        (x->shape[x->ndim - 1] >= 0 && w->shape[1] >= 0 && x->shape[x->ndim - 1] != w->shape[1])) {
+        snprintf(err, es, "input must be f32 [..., %" PRId64 "]", w->shape[1]);
+        return 1;
+    }
+    *out = *x;
+    out->shape[x->ndim - 1] = w->shape[0];
+    return 0;
+}
+
+/* y[m, n] = acc[m, n] * row_scale[m] * w_scale[n]; y is [M, N], or
+ * [N, M] when transposed (a convolution's channels first), written in
+ * order either way. */
+static void rescale(float *y, bool transposed, const int32_t *acc, int64_t M, int64_t N,
+                    const float *rs, const float *ws) {
+    if (transposed)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t m = 0; m < M; m++) y[n * M + m] = (float)acc[m * N + n] * rs[m] * ws[n];
+    else
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) y[m * N + n] = (float)acc[m * N + n] * rs[m] * ws[n];
+}
+
+static int lin_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
+                      cn_tensor *out, char *err, size_t es) {
+    (void)u, (void)nin, (void)a;
+    const cn_tensor *x = in[0], *w = in[1];
+    int64_t N = w->shape[0], K = w->shape[1], M = tensor_rows(x, 1), kp = cn_qgemm_kpad(K);
+    int16_t *A = malloc(sizeof(int16_t) * (size_t)(M * kp + 1));
+    float *rs = malloc(sizeof(float) * (size_t)(M + 1));
+    int32_t *acc = malloc(sizeof(int32_t) * (size_t)(M * N + 1));
+    bool ok = A && rs && acc;
+    if (ok) {
+        cn_qgemm_quantize_rows(A, rs, M, K, kp, cn_data(x), K);
+        cn_qgemm_b B = {cn_data(w), true, K, 1, NULL, 0};
+        ok = cn_qgemm(M, N, K, A, &B, acc, N) == 0;
+        if (ok) rescale(cn_data(out), false, acc, M, N, rs, cn_data(in[2]));
+    }
+    if (!ok) snprintf(err, es, "out of memory");
+    free(A), free(rs), free(acc);
+    return ok ? 0 : 1;
+}
+
+/* ---- conv2d_int8: x f32 [B, C, H, W], w i8 [O, C, kH, kW], scale [O];
+ * stride and padding in i[0..3]; no dilation (cn_module_quantize_int8
+ * leaves dilated convolutions in f32) ---- */
+
+static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p) {
+    return in < 0 ? -1 : (in + 2 * p - k) / s + 1;
+}
+
+static int conv_infer(void *u, const cn_custom_meta *in, int nin, const cn_custom_attrs *a,
+                      cn_custom_meta *out, char *err, size_t es) {
+    (void)u, (void)nin;
+    const cn_custom_meta *x = &in[0], *w = &in[1];
+    if (check_weights(w, &in[2], 4, err, es)) return 1;
+    if (x->dtype != CN_F32 || x->ndim != 4 || (x->shape[1] >= 0 && x->shape[1] != w->shape[1])) {
+        snprintf(err, es, "input must be f32 [N, %" PRId64 ", H, W]", w->shape[1]);
+        return 1;
+    }
+    *out = *x;
+    out->shape[1] = w->shape[0];
+    for (int i = 0; i < 2; i++) {
+        out->shape[2 + i] = conv_out(x->shape[2 + i], w->shape[2 + i], a->i[i], a->i[2 + i]);
+        if (x->shape[2 + i] >= 0 && out->shape[2 + i] < 1) {
+            snprintf(err, es, "the input is smaller than the kernel");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+typedef struct conv_job {
+    const cn_tensor *x, *w;
+    const float *ws;
+    float *y;
+    cn_qgemm_b B;
+    int64_t C, H, W, O, kh, kw, oh, ow, K, kp, sh, sw, ph, pw;
+    _Atomic bool failed; /* set by any image's thread */
+} conv_job;
+
+/* Image by image: the image quantised with one scale (dynamic, per
+ * image), its patches (rows of K int16) gathered, times the weights,
+ * rescaled into [O, oh, ow]. */
+static void conv_images(void *p, int64_t begin, int64_t end) {
+    conv_job *j = p;
+    int64_t P = j->oh * j->ow, HW = j->H * j->W;
+    int16_t *img = malloc(sizeof(int16_t) * (size_t)(j->C * HW + 1));
+    int16_t *A = malloc(sizeof(int16_t) * (size_t)(P * j->kp + 1));
+    float *rs = malloc(sizeof(float) * (size_t)(P + 1));
+    int32_t *acc = malloc(sizeof(int32_t) * (size_t)(P * j->O + 1));
+    if (!img || !A || !rs || !acc) j->failed = true;
+    for (int64_t b = begin; b < end && !j->failed; b++) {
+        float sc = cn_qgemm_quantize(img, (const float *)cn_data(j->x) + b * j->C * HW, j->C * HW);
+        for (int64_t i = 0; i < P; i++) rs[i] = sc;
+        for (int64_t oy = 0; oy < j->oh; oy++)
+            for (int64_t ox = 0; ox < j->ow; ox++) {
+                int16_t *r = A + (oy * j->ow + ox) * j->kp;
+                int64_t x0 = ox * j->sw - j->pw;
+                bool inside = x0 >= 0 && x0 + j->kw <= j->W;
+                for (int64_t c = 0; c < j->C; c++)
+                    for (int64_t ky = 0; ky < j->kh; ky++, r += j->kw) {
+                        int64_t iy = oy * j->sh - j->ph + ky;
+                        const int16_t *row = img + (c * j->H + iy) * j->W;
+                        if (iy < 0 || iy >= j->H) memset(r, 0, sizeof(int16_t) * (size_t)j->kw);
+                        else if (inside)
+                            for (int64_t kx = 0; kx < j->kw; kx++) r[kx] = row[x0 + kx];
+                        else
+                            for (int64_t kx = 0; kx < j->kw; kx++)
+                                r[kx] = x0 + kx >= 0 && x0 + kx < j->W ? row[x0 + kx] : 0;
+                    }
+                for (int64_t k = j->K; k < j->kp; k++) *r++ = 0;
+            }
+        if (cn_qgemm(P, j->O, j->K, A, &j->B, acc, j->O)) {
+            j->failed = true;
+            break;
+        }
+        rescale(j->y + b * j->O * P, true, acc, P, j->O, rs, j->ws);
+    }
+    free(img), free(A), free(rs), free(acc);
+}
+
+static int conv_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
+                       cn_tensor *out, char *err, size_t es) {
+    (void)u, (void)nin;
+    const cn_tensor *x = in[0], *w = in[1];
+    conv_job j = {.x = x, .w = w, .ws = cn_data(in[2]), .y = cn_data(out), .C = x->shape[1],
+                  .H = x->shape[2], .W = x->shape[3], .O = w->shape[0], .kh = w->shape[2],
+                  .kw = w->shape[3], .oh = out->shape[2], .ow = out->shape[3], .sh = a->i[0],
+                  .sw = a->i[1], .ph = a->i[2], .pw = a->i[3]};
+    j.K = j.C * j.kh * j.kw;
+    j.kp = cn_qgemm_kpad(j.K);
+    j.B = (cn_qgemm_b){cn_data(w), true, j.K, 1, NULL, 0};
+    cn_parallel_for(x->shape[0], 1, conv_images, &j);
+    if (j.failed) snprintf(err, es, "out of memory");
+    return j.failed;
+}
+
+/* ---- registration ---- */
+
+static void q_register(void) {
+    static const cn_custom_op_def defs[Q_OPS] = {
+        [Q_MATMUL] = {.name = "matmul_integer", .ninputs = 4,
+                      .flags = CN_CUSTOM_PURE | CN_CUSTOM_NONDIFF, .infer = mm_infer,
+                      .cpu_kernel = mm_kernel,
+                      .doc = "(a - a_zero_point) @ (b - b_zero_point), u8/i8, exact int32 sums"},
+        [Q_LINEAR] = {.name = "linear_int8", .ninputs = 3,
+                      .flags = CN_CUSTOM_PURE | CN_CUSTOM_NONDIFF, .infer = lin_infer,
+                      .cpu_kernel = lin_kernel,
+                      .doc = "x @ (w * scale)^T with x quantised to int8 per row at run time"},
+        [Q_CONV] = {.name = "conv2d_int8", .ninputs = 3, .flags = CN_CUSTOM_PURE | CN_CUSTOM_NONDIFF,
+                    .attrs = {{"stride_h", false, 0, 1},
+                              {"stride_w", false, 1, 1},
+                              {"pad_h", false, 2, 0},
+                              {"pad_w", false, 3, 0}},
+                    .infer = conv_infer, .cpu_kernel = conv_kernel,
+                    .doc = "conv2d with int8 weights, each image quantised to int8 at run time"},
+    };
+    for (int i = 0; i < Q_OPS; i++) {
+        q_ids[i] = cn_register_op(&defs[i]);
+        if (q_ids[i] < 0) q_status = q_ids[i];
+    }
+}
+
+static int q_op(int which) {
+    pthread_once(&q_once, q_register);
+    if (q_status < 0) return cn_failc(q_status, "int8 ops could not be registered");
+    return q_ids[which];
+}
+
+/* A zero point as i32 [1] or [len]: 0 when z is NULL. */
+static cn_tensor *zero_point(const char *what, cn_tensor *z, cn_dtype want) {
+    if (!z) return cn_zeros(CN_I32, 1, (int64_t[]){1});
+    if (cn_tensor_dtype(z) != want)
+        return cn_fail("matmul_integer: %s must be %s like its operand, not %s", what,
+                       cn_dtype_name(want), cn_dtype_name(cn_tensor_dtype(z)));
+    if (cn_ndim(z) > 1)
+        return cn_fail("matmul_integer: %s must be a scalar or a vector, not of rank %d", what,
+                       cn_ndim(z));
+    return cn_reshape(cn_cast(z, CN_I32), 1, (int64_t[]){-1});
+}
+
+cn_tensor *cn_matmul_integer(cn_tensor *a, cn_tensor *b, cn_tensor *a_zero_point,
+                             cn_tensor *b_zero_point) {
+    if (!a || !b) return NULL;
+    int op = q_op(Q_MATMUL);
+    if (op < 0) return NULL;
+    cn_tensor *za = zero_point("a_zero_point", a_zero_point, cn_tensor_dtype(a));
+    cn_tensor *zb = zero_point("b_zero_point", b_zero_point, cn_tensor_dtype(b));
+    if (!za || !zb) return NULL;
+    return cn_apply_op(op, (cn_tensor *[]){a, b, za, zb}, 4, NULL);
+}
+
+cn_tensor *cn_q_linear_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale) {
+    int op = q_op(Q_LINEAR);
+    return op < 0 ? NULL : cn_apply_op(op, (cn_tensor *[]){x, w, scale}, 3, NULL);
+}
+
+cn_tensor *cn_q_conv2d_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale, const cn_conv_opts *o) {
+    int op = q_op(Q_CONV);
+    if (op < 0) return NULL;
+    cn_custom_attrs a = {{o->stride[0] ? o->stride[0] : 1, o->stride[1] ? o->stride[1] : 1,
+                          o->padding[0], o->padding[1]},
+                         {0}};
+    return cn_apply_op(op, (cn_tensor *[]){x, w, scale}, 3, &a);
+}

@@ -1,0 +1,16 @@
+/* int8 inference's ops (quant.c), for the quantised modules (src/nn/
+ * quantize.c). Results go to the current scope, like public functions. */
+#ifndef CN_OPS_QUANT_H
+#define CN_OPS_QUANT_H
+
+#include "op.h"
+
+/* x f32 [..., K] times w^T, w i8 [N, K] with scale [N] per row:
+ * x quantised per row at run time, int32 sums, f32 [..., N]. */
+cn_tensor *cn_q_linear_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale);
+/* conv2d of x f32 [B, C, H, W] with w i8 [O, C, kH, kW] (one group, no
+ * dilation) and scale [O]: each image quantised at run time, int32 sums,
+ * f32 output. */
+cn_tensor *cn_q_conv2d_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale, const cn_conv_opts *o);
+
+#endif
