@@ -180,6 +180,17 @@ cn_tensor *cn_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_at
     return kernel_run(id, in, nin, a, m, dev, out);
 }
 
+/* Are the inputs on the CPU, or symbolic with the CPU the default device?
+ * (Autocast's native path is the CPU's matmul kernel.) */
+static bool on_cpu(cn_tensor *const *in, int nin) {
+    for (int i = 0; i < nin; i++) {
+        if (in[i]->storage ? in[i]->storage->device_kind != CN_DEVICE_CPU
+                           : cn_get_default_device().kind != CN_DEVICE_CPU)
+            return false;
+    }
+    return true;
+}
+
 /* Replace *slot by a cast of it to dt, kept in owned[] for release. */
 static int cast_input(cn_tensor **slot, cn_dtype dt, cn_tensor **owned, int *nowned) {
     cn_attrs ca = {0};
@@ -265,11 +276,12 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
     else
         memset(&a, 0, sizeof a);
 
-    cn_tensor *in_buf[INLINE_INPUTS], *owned_buf[2 * INLINE_INPUTS + 1]; /* casts, then copies to the device */
+    /* autocast's casts, then widening casts, then copies to the device */
+    cn_tensor *in_buf[INLINE_INPUTS], *owned_buf[3 * INLINE_INPUTS + 1];
     cn_tensor **in = in_buf, **owned = owned_buf;
     if (nin > INLINE_INPUTS) {
         in = malloc(sizeof *in * (size_t)nin);
-        owned = malloc(sizeof *owned * (size_t)(2 * nin + 1));
+        owned = malloc(sizeof *owned * (size_t)(3 * nin + 1));
         if (!in || !owned) {
             free(in);
             free(owned);
@@ -281,19 +293,34 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
     cn_tensor *out = NULL;
     cn_dtype half_dt = CN_DTYPE_COUNT; /* set when computing a half type in f32 */
     cn_device dev = CN_CPU;
+    bool widen = !(op->flags & CN_OPF_NO_HALF), autocast = false;
+
+    /* Autocast (autocast.c): a product's f32 inputs rounded by recorded
+     * casts, whose gradients cast back to f32. The rounded values are then
+     * widened again like any half input, unless the CPU multiplies them
+     * itself (matmul's native path: half inputs, an f32 output). */
+    if (CN_UNLIKELY(cn_autocast_dt != CN_F32) && (op->flags & CN_OPF_AUTOCAST)) {
+        cn_dtype ac = (cn_dtype)cn_autocast_dt;
+        autocast = true;
+        for (int i = 0; i < nin; i++)
+            if (in[i]->dtype == CN_F32 && cast_input(&in[i], ac, owned, &nowned) < 0) goto done;
+        if (id == CN_OP_matmul && in[0]->dtype == ac && in[1]->dtype == ac &&
+            on_cpu(in, nin) && cn_autocast_native(ac))
+            widen = false;
+    }
 
     /* Type promotion. */
     if (op->flags & CN_OPF_PROMOTE) {
         int from = op->promote_from;
         cn_dtype rt = result_type_n(in + from, nin - from);
         if ((op->flags & CN_OPF_FLOAT_MATH) && !cn_dtype_is_float(rt)) rt = CN_F32;
-        if (cn_is_half(rt) && !(op->flags & CN_OPF_NO_HALF)) {
+        if (cn_is_half(rt) && widen) {
             half_dt = rt;
             rt = CN_F32;
         }
         for (int i = from; i < nin; i++)
             if (in[i]->dtype != rt && cast_input(&in[i], rt, owned, &nowned) < 0) goto done;
-    } else if (!(op->flags & CN_OPF_NO_HALF)) {
+    } else if (widen) {
         for (int i = 0; i < nin; i++) {
             cn_dtype d = (cn_dtype)in[i]->dtype;
             if (cn_is_half(d)) {
@@ -354,7 +381,7 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
         goto done;
     }
 
-    if (half_dt != CN_DTYPE_COUNT && out && out->dtype == CN_F32) {
+    if (half_dt != CN_DTYPE_COUNT && !autocast && out && out->dtype == CN_F32) {
         cn_tensor *o = out;
         cn_attrs ca = {0};
         ca.i[0] = half_dt;

@@ -92,8 +92,10 @@ enum {
                                     vjp and jvp fail, saying so (grad_doc says why) */
     CN_OPF_TRANSFER = 1 << 8,    /* the output goes to the device in attributes i[0], i[1]
                                     (cn_to): no backend kernel, a copy between devices */
-    CN_OPF_COMM = 1 << 9         /* a message between ranks (send, recv): never folded,
+    CN_OPF_COMM = 1 << 9,        /* a message between ranks (send, recv): never folded,
                                     merged or reordered, run even when empty */
+    CN_OPF_AUTOCAST = 1 << 10    /* a product: inside an autocast region its f32 inputs
+                                    are rounded to the region's dtype (autocast.c) */
 };
 
 struct cn_op_def {
