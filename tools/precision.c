@@ -44,6 +44,13 @@ int cn_tool_run_with_precision(int (*run)(int argc, char **argv), int argc, char
     return rc;
 }
 
+int cn_tool_scale_outputs(cn_grad_scaler *s, cn_tensor **outs, int n) {
+    if (!s) return n;
+    outs[n] = outs[0];
+    outs[0] = cn_grad_scaler_scale(s, outs[0]);
+    return n + 1;
+}
+
 void cn_tool_scaler_report(const cn_grad_scaler *s, int64_t steps) {
     if (s)
         printf("f16 loss scaling: %lld of %lld steps skipped (an inf or NaN gradient), scale now "

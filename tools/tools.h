@@ -97,6 +97,10 @@ void cn_tool_autocast_end(int precision);
 /* An inference command (eval, predict, generate, run) run inside the
  * region of its --precision, which is taken out of argv first. */
 int cn_tool_run_with_precision(int (*run)(int argc, char **argv), int argc, char **argv);
+/* A compiled f16 step's outputs (outs[0] the loss, n of them, room for
+ * one more): the scaled loss first, for the gradients, and the loss
+ * itself appended, to report. The count; n when s is NULL. */
+int cn_tool_scale_outputs(cn_grad_scaler *s, cn_tensor **outs, int n);
 /* f16's loss scaling after training: the steps it skipped, its scale (s NULL: nothing). */
 void cn_tool_scaler_report(const cn_grad_scaler *s, int64_t steps);
 /* Files checked before the work starts; false after a message. writable:

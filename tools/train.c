@@ -1669,12 +1669,7 @@ static int train_main(train_args *ap) {
             outs[1] = cn_sum(cn_cast(cn_eq(cn_argmax(logits, 1, false), ph[1]), CN_I64), NULL, 0, false);
             nout = 2;
         }
-        /* f16: the program differentiates the scaled loss and also returns
-         * the loss itself, last. */
-        if (scaler) {
-            outs[nout++] = outs[0];
-            outs[0] = cn_grad_scaler_scale(scaler, outs[0]);
-        }
+        nout = cn_tool_scale_outputs(scaler, outs, nout);
         prog = outs[0] && outs[nout - 1] ? cn_compile_train_step(graph, outs, nout, opt, NULL)
                                          : NULL;
         for (int i = 0; i < 2; i++) cn_retain(ph[i]); /* fed on every step */

@@ -282,11 +282,7 @@ static int compile_step(const train_args *a, run *r, int64_t V) {
     r->ph[0] = cn_placeholder(r->graph, "ids", CN_I64, CN_SHAPE(-1, a->context));
     r->ph[1] = cn_placeholder(r->graph, "targets", CN_I64, CN_SHAPE(-1, a->context));
     cn_tensor *outs[2] = {lm_loss(cn_module_forward(r->model, r->ph[0]), r->ph[1], V), NULL};
-    r->nout = 1;
-    if (r->scaler) {
-        outs[r->nout++] = outs[0];
-        outs[0] = cn_grad_scaler_scale(r->scaler, outs[0]);
-    }
+    r->nout = cn_tool_scale_outputs(r->scaler, outs, 1);
     r->prog = outs[0] ? cn_compile_train_step(r->graph, outs, r->nout, r->opt, NULL) : NULL;
     cn_retain(r->ph[0]); /* fed on every step */
     cn_retain(r->ph[1]);
