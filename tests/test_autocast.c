@@ -137,6 +137,43 @@ static void test_program(void) {
     cn_graph_free(g);
 }
 
+/* A compiled training step traced inside a region takes the same steps
+ * as eager ones: the parameters' casts are graph steps, read at each run
+ * (not constants of the trace). */
+static void test_train_step(void) {
+    cn_manual_seed(5);
+    cn_tensor *x = randn(CN_SHAPE(4, 6)), *y = randn(CN_SHAPE(4, 3)), *w0 = randn(CN_SHAPE(3, 6));
+    cn_tensor *w[2] = {cn_clone(w0), cn_clone(w0)};
+    cn_optimizer *opt[2];
+    for (int i = 0; i < 2; i++) {
+        cn_set_requires_grad(w[i], true);
+        opt[i] = cn_sgd(&w[i], 1, &(cn_sgd_opts){.lr = 0.05});
+    }
+    cn_autocast_begin(CN_BF16);
+    cn_graph *g = cn_graph_new();
+    cn_tensor *ph[2] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 6)),
+                        cn_placeholder(g, "y", CN_F32, CN_SHAPE(-1, 3))};
+    cn_tensor *loss = cn_mse_loss(cn_matmul(ph[0], cn_mT(w[1])), ph[1], CN_REDUCTION_MEAN);
+    cn_program *p = cn_compile_train_step(g, &loss, 1, opt[1], NULL);
+    CHECK(p != NULL);
+    cn_tensor *feed[2] = {x, y};
+    for (int s = 0; s < 3; s++) {
+        cn_optimizer_zero_grad(opt[0]);
+        cn_tensor *le = cn_mse_loss(cn_matmul(x, cn_mT(w[0])), y, CN_REDUCTION_MEAN);
+        CHECK(cn_backward(le, NULL) == 0 && cn_optimizer_step(opt[0]) == 0);
+        cn_tensor *ls = NULL;
+        CHECK(p && cn_run(p, ph, feed, 2, &ls, 1) == 0);
+        CHECK_CLOSE(cn_item(ls), cn_item(le), 1e-6, 1e-6);
+    }
+    cn_autocast_end();
+    for (int64_t i = 0; i < cn_numel(w0); i++) CHECK_CLOSE(th_at(w[1], i), th_at(w[0], i), 1e-6, 1e-6);
+    CHECK(!same_bits(w[0], w0));
+    cn_program_free(p);
+    cn_graph_free(g);
+    cn_optimizer_free(opt[0]);
+    cn_optimizer_free(opt[1]);
+}
+
 /* Forced on: half inputs reach the CPU's matmul kernel, which multiplies
  * them with oneDNN or, lacking it, widened: the same numbers. */
 static void test_native_path(void) {
@@ -265,6 +302,7 @@ int main(void) {
     RUN(test_products_equal_reference);
     RUN(test_gradients);
     RUN(test_program);
+    RUN(test_train_step);
     RUN(test_native_path);
     RUN(test_dnnl_blocks);
     RUN(test_selection);

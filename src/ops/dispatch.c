@@ -191,15 +191,34 @@ static bool on_cpu(cn_tensor *const *in, int nin) {
     return true;
 }
 
-/* Replace *slot by a cast of it to dt, kept in owned[] for release. */
-static int cast_input(cn_tensor **slot, cn_dtype dt, cn_tensor **owned, int *nowned) {
+/* Replace *slot by a cast of it to dt, kept in owned[] for release. graph:
+ * a symbolic input of the op, which builds a graph node, so the cast of a
+ * concrete input (a parameter under autocast) joins that graph too;
+ * computed now, it would be a constant of the graph, stale once the
+ * optimiser moves the parameter. */
+static int cast_input_to(cn_tensor **slot, cn_dtype dt, const cn_tensor *graph,
+                         cn_tensor **owned, int *nowned) {
     cn_attrs ca = {0};
     ca.i[0] = dt;
-    cn_tensor *c = cn_op_run(CN_OP_cast, slot, 1, &ca);
+    cn_tensor *c;
+    if (graph && !cn_is_symbolic(*slot) && cn_graph_symbolic_hook) {
+        const cn_op_def *cop = cn_ops[CN_OP_cast];
+        cn_meta m;
+        memset(&m, 0, sizeof m);
+        c = cop->infer(cop, slot, 1, &ca, &m) < 0
+                ? NULL
+                : cn_graph_symbolic_hook(CN_OP_cast, slot, 1, &ca, &m, graph);
+    } else {
+        c = cn_op_run(CN_OP_cast, slot, 1, &ca);
+    }
     if (!c) return -1;
     owned[(*nowned)++] = c;
     *slot = c;
     return 0;
+}
+
+static int cast_input(cn_tensor **slot, cn_dtype dt, cn_tensor **owned, int *nowned) {
+    return cast_input_to(slot, dt, NULL, owned, nowned);
 }
 
 
@@ -301,9 +320,13 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
      * itself (matmul's native path: half inputs, an f32 output). */
     if (CN_UNLIKELY(cn_autocast_dt != CN_F32) && (op->flags & CN_OPF_AUTOCAST)) {
         cn_dtype ac = (cn_dtype)cn_autocast_dt;
+        const cn_tensor *graph = NULL;
+        for (int i = 0; i < nin; i++)
+            if (cn_is_symbolic(in[i])) graph = in[i];
         autocast = true;
         for (int i = 0; i < nin; i++)
-            if (in[i]->dtype == CN_F32 && cast_input(&in[i], ac, owned, &nowned) < 0) goto done;
+            if (in[i]->dtype == CN_F32 && cast_input_to(&in[i], ac, graph, owned, &nowned) < 0)
+                goto done;
         if (id == CN_OP_matmul && in[0]->dtype == ac && in[1]->dtype == ac &&
             on_cpu(in, nin) && cn_autocast_native(ac))
             widen = false;
@@ -351,7 +374,7 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
             cn_fail("%s: symbolic inputs need the static-graph layer, which is not linked", op->name);
             goto done;
         }
-        out = cn_graph_symbolic_hook(id, in, nin, &a, &m);
+        out = cn_graph_symbolic_hook(id, in, nin, &a, &m, NULL);
         goto done;
     }
 

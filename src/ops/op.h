@@ -166,9 +166,11 @@ cn_tensor *cn_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_at
 cn_tensor *cn_op_apply(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a);
 
 /* Hooks the graph layer installs (src/graph): building a node on symbolic
- * inputs, and recording an eager node for autograd. */
+ * inputs (or, given join, on concrete ones, in join's graph: autocast's
+ * cast of a parameter), and recording an eager node for autograd. */
 typedef cn_tensor *(*cn_symbolic_hook)(cn_op_id op, cn_tensor *const *in, int nin,
-                                       const cn_attrs *a, const cn_meta *m);
+                                       const cn_attrs *a, const cn_meta *m,
+                                       const cn_tensor *join);
 typedef int (*cn_record_hook)(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a,
                               cn_tensor *out);
 extern cn_symbolic_hook cn_graph_symbolic_hook;
