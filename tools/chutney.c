@@ -60,8 +60,9 @@ static int version(void) {
     for (int i = 0; i < 2; i++) {
         cn_dtype dt = i ? CN_F16 : CN_BF16;
         printf("%s matmul: %s\n", cn_dtype_name(dt),
-               cn_autocast_native(dt) ? "the CPU's own products (oneDNN)"
-                                      : "rounded inputs multiplied in f32 (no native products)");
+               cn_autocast_native(dt)
+                   ? "native: oneDNN's products on this CPU (f32 where it has no kernel)"
+                   : "rounded inputs multiplied in f32 (no native products)");
     }
     printf("threads: %d\n", cn_get_num_threads());
     return 0;
