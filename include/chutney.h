@@ -1727,8 +1727,8 @@ int cn_optimizer_load_state(cn_optimizer *opt, const char *const *names,
  * is inf or NaN the update is skipped (no parameter, buffer or step count
  * changes) and the scale is multiplied by backoff_factor; after
  * growth_interval finite steps in a row it is multiplied by growth_factor.
- * The scale is a rank-0 tensor that cn_grad_scaler_scale multiplies by; a
- * change of it is a write, so a compiled step that read it is rebuilt.
+ * The scale is a rank-0 tensor that cn_grad_scaler_scale multiplies by,
+ * changed in place: a compiled step reads its value at every run.
  * Free the scaler before the optimiser. */
 typedef struct cn_grad_scaler cn_grad_scaler;
 typedef struct cn_grad_scaler_opts {

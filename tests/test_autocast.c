@@ -297,6 +297,38 @@ static void test_grad_scaler(void) {
     cn_optimizer_free(opt);
 }
 
+/* The same in a compiled f16 step: the skip, and the halved scale read by
+ * the next run (the scaled loss is an output beside the loss). */
+static void test_grad_scaler_compiled(void) {
+    cn_manual_seed(6);
+    cn_tensor *w = randn(CN_SHAPE(3, 6)), *x = randn(CN_SHAPE(4, 6));
+    cn_tensor *xinf = cn_mul(x, cn_scalar(CN_F32, INFINITY));
+    cn_set_requires_grad(w, true);
+    cn_optimizer *opt = cn_sgd(&w, 1, &(cn_sgd_opts){.lr = 0.01});
+    cn_grad_scaler *gs = cn_grad_scaler_new(opt, &(cn_grad_scaler_opts){.init_scale = 1024});
+    cn_autocast_begin(CN_F16);
+    cn_graph *g = cn_graph_new();
+    cn_tensor *ph = cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 6));
+    cn_tensor *outs[2] = {NULL, cn_sum(cn_square(cn_matmul(ph, cn_mT(w))), NULL, 0, false)};
+    outs[0] = cn_grad_scaler_scale(gs, outs[1]);
+    cn_program *p = cn_compile_train_step(g, outs, 2, opt, NULL);
+    CHECK(p != NULL);
+    double want_scale[3] = {1024, 512, 512};
+    for (int s = 0; s < 3 && p; s++) {
+        cn_tensor *before = cn_clone(w), *r[2] = {NULL, NULL}, *feed = s == 1 ? xinf : x;
+        CHECK_EQ_INT(cn_run(p, &ph, &feed, 1, r, 2), 0);
+        if (s != 1) CHECK_CLOSE(cn_item(r[0]) / cn_item(r[1]), s ? 512 : 1024, 1e-6, 0);
+        CHECK_EQ_INT(same_bits(w, before), s == 1); /* the inf step changes nothing */
+        CHECK_CLOSE(cn_grad_scaler_get_scale(gs), want_scale[s], 0, 0);
+    }
+    cn_autocast_end();
+    CHECK_EQ_INT(cn_grad_scaler_skipped(gs), 1);
+    cn_program_free(p);
+    cn_graph_free(g);
+    cn_grad_scaler_free(gs);
+    cn_optimizer_free(opt);
+}
+
 int main(void) {
     RUN(test_regions);
     RUN(test_products_equal_reference);
@@ -307,5 +339,6 @@ int main(void) {
     RUN(test_dnnl_blocks);
     RUN(test_selection);
     RUN(test_grad_scaler);
+    RUN(test_grad_scaler_compiled);
     return th_summary();
 }
