@@ -45,6 +45,8 @@ p.add_argument("--limit", type=int, default=0,
                help="only the first N training and test images, as chutney train --limit")
 p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
 p.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2)")
+p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+               help="bf16: forward passes under torch.autocast (chutney train --precision bf16)")
 p.add_argument("--json", action="store_true")
 args = p.parse_args()
 
@@ -128,6 +130,13 @@ else:
     opt = torch.optim.Adam(model.parameters(), lr=lr)
 loss_fn = nn.CrossEntropyLoss()
 
+
+def autocast():
+    # the backward pass follows the forward's dtypes (bf16 products)
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16,
+                          enabled=args.precision == "bf16")
+
+
 t_start = time.time()
 train_time = 0.0
 samples = 0
@@ -142,7 +151,8 @@ for epoch in range(args.epochs):
         t0 = time.perf_counter()
         xb, yb = xb.to(device), yb.to(device)
         opt.zero_grad()
-        loss = loss_fn(run_model(xb), yb)
+        with autocast():
+            loss = loss_fn(run_model(xb), yb)
         loss.backward()
         opt.step()
         if on_gpu:
@@ -154,7 +164,7 @@ for epoch in range(args.epochs):
             train_time += dt
             samples += len(sel)
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), autocast():
         correct = 0
         for b in range(0, len(xte), batch):
             out = run_model(pixels(xte[b:b + batch]).to(device)).argmax(1).cpu()
@@ -170,4 +180,5 @@ if args.json:
                       "samples_per_sec": sps, "seconds": time.time() - t_start,
                       "first_step_s": first_step, "compiled": args.compile,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-                      "device": str(device), "framework": "pytorch " + torch.__version__}))
+                      "device": str(device), "precision": args.precision,
+                      "framework": "pytorch " + torch.__version__}))

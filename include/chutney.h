@@ -778,6 +778,33 @@ bool cn_is_grad_enabled(void);
 void cn_no_grad_begin(void);
 void cn_no_grad_end(void);
 
+/* Mixed precision (torch.autocast(device_type="cpu")). Inside an autocast
+ * region of dtype CN_BF16 or CN_F16 (per thread, nesting like no-grad
+ * regions; a nested CN_F32 region turns it off), matmul (and linear
+ * layers, which use it), conv2d, conv_transpose2d and scaled dot-product
+ * attention round their f32 inputs to that dtype through cast ops, whose
+ * gradients cast back, so parameters and their gradients stay f32. The
+ * products accumulate in f32 and return f32 (PyTorch returns the low
+ * precision; f32 keeps the sums, norms and losses that follow as they
+ * were). Everything else computes as outside the region. Where the CPU
+ * multiplies the dtype natively (avx512_bf16 or AMX tiles, through
+ * oneDNN; cn_autocast_native) matmul multiplies the rounded values there;
+ * elsewhere they are widened and multiplied in f32, which gives the same
+ * products up to the order of the sums. A graph traced inside a region
+ * records the casts, so its program computes the same way. Operations
+ * running backward inside the region are autocast too (matmul's
+ * gradients are products). */
+int cn_autocast_begin(cn_dtype dt); /* CN_BF16, CN_F16, or CN_F32 (off) */
+int cn_autocast_end(void);
+/* The dtype of the innermost region, CN_F32 outside any. */
+cn_dtype cn_autocast_dtype(void);
+/* Does matmul under autocast to dt run on the CPU's own low-precision
+ * products (true) or in f32 (false)? Detected once at run time: the
+ * CPU's avx512_bf16 / amx_bf16 (avx512_fp16 / amx_fp16 for CN_F16) and
+ * a oneDNN matmul primitive for them; CN_AUTOCAST_NATIVE=0 in the
+ * environment turns it off. */
+bool cn_autocast_native(cn_dtype dt);
+
 /* A tensor sharing t's data with no history (a leaf). */
 cn_tensor *cn_detach(cn_tensor *t);
 
@@ -1700,6 +1727,36 @@ int cn_optimizer_state(cn_optimizer *opt, cn_tensor ***tensors, const char ***na
  * unexpected or mismatched (dtype, shape) entry. */
 int cn_optimizer_load_state(cn_optimizer *opt, const char *const *names,
                             cn_tensor *const *tensors, int n);
+
+/* Dynamic loss scaling for f16 training (torch.cuda.amp.GradScaler):
+ *
+ *     cn_grad_scaler *gs = cn_grad_scaler_new(opt, NULL);
+ *     ... cn_backward(cn_grad_scaler_scale(gs, loss), NULL);
+ *     cn_optimizer_step(opt); // unscales, then updates or skips
+ *
+ * The scaler hooks into opt's steps (eager or compiled by
+ * cn_compile_train_step, whose loss output is then the scaled loss): each
+ * step first divides every gradient by the scale, before clipping; if any
+ * is inf or NaN the update is skipped (no parameter, buffer or step count
+ * changes) and the scale is multiplied by backoff_factor; after
+ * growth_interval finite steps in a row it is multiplied by growth_factor.
+ * The scale is a rank-0 tensor that cn_grad_scaler_scale multiplies by,
+ * changed in place: a compiled step reads its value at every run.
+ * Free the scaler before the optimiser. */
+typedef struct cn_grad_scaler cn_grad_scaler;
+typedef struct cn_grad_scaler_opts {
+    double init_scale;     /* 0: 65536 */
+    double growth_factor;  /* 0: 2 */
+    double backoff_factor; /* 0: 0.5 */
+    int growth_interval;   /* 0: 2000 */
+} cn_grad_scaler_opts;
+cn_grad_scaler *cn_grad_scaler_new(cn_optimizer *opt, const cn_grad_scaler_opts *opts);
+void cn_grad_scaler_free(cn_grad_scaler *s);
+/* loss * scale (owned by the current scope). */
+cn_tensor *cn_grad_scaler_scale(cn_grad_scaler *s, cn_tensor *loss);
+double cn_grad_scaler_get_scale(const cn_grad_scaler *s);
+int64_t cn_grad_scaler_skipped(const cn_grad_scaler *s);    /* updates skipped so far */
+bool cn_grad_scaler_last_skipped(const cn_grad_scaler *s); /* by the last step */
 
 /* ------------------------------------------------------------------------ */
 /* Learning-rate schedules                                                  */

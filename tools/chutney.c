@@ -11,22 +11,23 @@ typedef struct command {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *help;
+    bool precision; /* an inference command: takes --precision (tools/precision.c) */
 } command;
 
 static const command commands[] = {
-    {"train", cn_tool_train, "train a model on Fashion-MNIST or your own data, or a GPT on text (train --help)"},
-    {"eval", cn_tool_eval, "test accuracy of a checkpoint written by train --save"},
-    {"quantize", cn_tool_quantize, "write a checkpoint's model with int8 weights (quantize --help)"},
-    {"predict", cn_tool_predict, "classify image files with a checkpoint (predict --help)"},
-    {"generate", cn_tool_generate, "continue a text with a GPT checkpoint of train --model gpt"},
-    {"graph", cn_tool_graph, "write a model's graph as Graphviz DOT (graph --help)"},
-    {"ops", cn_tool_ops, "list the op table (--markdown: the text of docs/ops.md)"},
-    {"run", cn_tool_run, "run an ONNX model on .npy inputs (run --help for options)"},
-    {"info", cn_tool_info, "an ONNX model's inputs, outputs, parameter count and ops"},
-    {"export", cn_tool_export, "write a model (and a checkpoint's weights) as ONNX (export --help)"},
-    {"plot", cn_tool_plot, "draw the loss and accuracy curves of a train --log file as a PNG"},
-    {"profile", cn_tool_profile, "the table by op of a trace written by train/run --profile"},
-    {"devices", cn_tool_devices, "list the devices to run on (cpu:0, opencl:0, ...) with their memory"},
+    {"train", cn_tool_train, "train a model on Fashion-MNIST or your own data, or a GPT on text (train --help)", false},
+    {"eval", cn_tool_eval, "test accuracy of a checkpoint written by train --save", true},
+    {"quantize", cn_tool_quantize, "write a checkpoint's model with int8 weights (quantize --help)", false},
+    {"predict", cn_tool_predict, "classify image files with a checkpoint (predict --help)", true},
+    {"generate", cn_tool_generate, "continue a text with a GPT checkpoint of train --model gpt", true},
+    {"graph", cn_tool_graph, "write a model's graph as Graphviz DOT (graph --help)", false},
+    {"ops", cn_tool_ops, "list the op table (--markdown: the text of docs/ops.md)", false},
+    {"run", cn_tool_run, "run an ONNX model on .npy inputs (run --help for options)", true},
+    {"info", cn_tool_info, "an ONNX model's inputs, outputs, parameter count and ops", false},
+    {"export", cn_tool_export, "write a model (and a checkpoint's weights) as ONNX (export --help)", false},
+    {"plot", cn_tool_plot, "draw the loss and accuracy curves of a train --log file as a PNG", false},
+    {"profile", cn_tool_profile, "the table by op of a trace written by train/run --profile", false},
+    {"devices", cn_tool_devices, "list the devices to run on (cpu:0, opencl:0, ...) with their memory", false},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 
@@ -55,7 +56,16 @@ static int version(void) {
     printf("\ncpu: %s code in use (this CPU and build run:", cn_cpu_isa());
     for (int l = 0; l < 3; l++)
         if (cn_cpu_isa_available(levels[l])) printf(" %s", levels[l]);
-    printf("; CN_ISA=default|avx2|avx512 lowers it)\nthreads: %d\n", cn_get_num_threads());
+    printf("; CN_ISA=default|avx2|avx512 lowers it)\n");
+    /* Which path --precision takes here (docs/training.md, "Mixed precision"). */
+    for (int i = 0; i < 2; i++) {
+        cn_dtype dt = i ? CN_F16 : CN_BF16;
+        printf("%s matmul: %s\n", cn_dtype_name(dt),
+               cn_autocast_native(dt)
+                   ? "native: oneDNN's products on this CPU (f32 where it has no kernel)"
+                   : "rounded inputs multiplied in f32 (no native products)");
+    }
+    printf("threads: %d\n", cn_get_num_threads());
     return 0;
 }
 
@@ -144,6 +154,7 @@ static int run_main(int argc, char **argv) {
         return 0;
     }
     const command *c = find_command(argv[1]);
+    if (c && c->precision) return cn_tool_run_with_precision(c->run, argc - 1, argv + 1);
     if (c) return c->run(argc - 1, argv + 1);
     return unknown_command(argv[1]);
 }

@@ -28,6 +28,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: chutney generate --load CKPT [--prompt TEXT] [--tokens N] [--temperature T]\n"
             "                        [--top-k K] [--top-p P] [--seed S] [--threads N] [--no-cache]\n"
+            "                        [--precision {f32,bf16,f16}]\n"
             "\n"
             "Continues TEXT with a GPT checkpoint of `chutney train --model gpt --save`\n"
             "(its tokenizer is in the checkpoint) and prints the prompt and the N new\n"
@@ -38,6 +39,7 @@ static void usage(FILE *f) {
             "draws, so the same command prints the same text. An empty prompt starts\n"
             "from <|endoftext|>. Each token attends over a key/value cache of the ones\n"
             "before; --no-cache recomputes the whole window instead (same tokens, slower).\n"
+            "--precision bf16 or f16: the products in that type (autocast; default f32).\n"
             "Exit status: 0 done, 1 a failure (files), 2 a bad command line.\n");
 }
 

@@ -66,6 +66,7 @@ static int supported_ops_markdown(FILE *f) {
 static int run_usage(FILE *f) {
     fprintf(f, "usage: chutney run MODEL.onnx --input NAME=FILE.npy [--input ...] --output-dir DIR\n"
                "                   [--threads T] [--bench N] [--device DEV]\n"
+               "                   [--precision {f32,bf16,f16}]\n"
                "                   [--profile TRACE.json [--profile-steps N]]\n"
                "\n"
                "Runs the model on the .npy inputs (one --input per model input; `chutney info\n"
@@ -73,6 +74,7 @@ static int run_usage(FILE *f) {
                "DIR/<output name>.npy for every output. --bench N times N more runs.\n"
                "--device cpu (the default), opencl or opencl:N: where the model runs\n"
                "(`chutney devices` lists them).\n"
+               "--precision bf16 or f16: the products in that type (autocast; default f32).\n"
                "--profile writes a Chrome trace of N more runs (default 10) after the first:\n"
                "`chutney profile TRACE.json` prints its table (docs/profiling.md).\n"
                "Exit status: 0 done, 1 a failure (files, the model), 2 a bad command line\n"

@@ -19,7 +19,8 @@
 static void predict_usage(FILE *f) {
     fprintf(f,
             "usage: chutney predict --load CKPT [--model {mlp,cnn,lstm}] [--top K]\n"
-            "                       [--invert {auto,yes,no}] [--numbers] IMAGE...\n"
+            "                       [--invert {auto,yes,no}] [--numbers]\n"
+            "                       [--precision {f32,bf16,f16}] IMAGE...\n"
             "\n"
             "Classifies each image (PNG, JPEG, BMP, GIF, TGA, PNM) with a checkpoint\n"
             "written by `chutney train --save`, and prints the K most likely classes\n"
@@ -32,6 +33,7 @@ static void predict_usage(FILE *f) {
             "an image whose border is light (a photo on white); yes or no forces it.\n"
             "The class names are Fashion-MNIST's; --numbers prints the labels 0-9\n"
             "instead (a model trained on MNIST digits with --data).\n"
+            "--precision bf16 or f16: the products in that type (autocast; default f32).\n"
             "A checkpoint of your own data reads files as training read its data: images\n"
             "at its size and channels, or, trained on WAV clips, WAV files at the clips'\n"
             "rate, padded or cut to their length (docs/training.md, \"Audio\").\n"

@@ -97,6 +97,22 @@ bool cn_tool_bool(const char *s, bool *out);
  * "bad value" when noun is NULL) listing them, with "did you mean". */
 int cn_tool_choice(const char *cmd, const char *opt, const char *noun, const char *s,
                    const char *const *choices, int n);
+/* ---- --precision (tools/precision.c; docs/training.md, "Mixed precision") ----
+ * f32|bf16|f16: the dtype products compute in (autocast) into *out; false
+ * after a message. cn_tool_autocast_begin opens the region for it
+ * (nothing for f32 or -1); its failure is reported and returned. */
+bool cn_tool_precision(const char *cmd, const char *s, int *out);
+int cn_tool_autocast_begin(int precision);
+void cn_tool_autocast_end(int precision);
+/* An inference command (eval, predict, generate, run) run inside the
+ * region of its --precision, which is taken out of argv first. */
+int cn_tool_run_with_precision(int (*run)(int argc, char **argv), int argc, char **argv);
+/* A compiled f16 step's outputs (outs[0] the loss, n of them, room for
+ * one more): the scaled loss first, for the gradients, and the loss
+ * itself appended, to report. The count; n when s is NULL. */
+int cn_tool_scale_outputs(cn_grad_scaler *s, cn_tensor **outs, int n);
+/* f16's loss scaling after training: the steps it skipped, its scale (s NULL: nothing). */
+void cn_tool_scaler_report(const cn_grad_scaler *s, int64_t steps);
 /* Files checked before the work starts; false after a message. writable:
  * path's directory exists and may be written (saves go through a
  * temporary file there), and path is not a directory. */

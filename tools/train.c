@@ -292,7 +292,7 @@ int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
     snprintf(run_seed, sizeof run_seed, "%llu", (unsigned long long)a->seed);
     char device_s[32]; /* informative: a checkpoint loads on any device */
     cn_device_str(a->device, device_s, sizeof device_s);
-    enum { NBASE = 10, MAXEXTRA = 32, MAXRUN = TO_NSLOTS + 3 };
+    enum { NBASE = 10, MAXEXTRA = 32, MAXRUN = TO_NSLOTS + 4 };
     const char *keys[NBASE + MAXRUN + MAXEXTRA] = {"format", "model", "optimizer", "epochs_done",
                                                    "rng_seed", "rng_offset", "lr", "batch", "seed",
                                                    "device"};
@@ -319,6 +319,10 @@ int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
     if (a->model_text) {
         keys[NBASE + nrun] = "model_text";
         vals[NBASE + nrun++] = a->model_text;
+    }
+    if (a->precision >= 0) {
+        keys[NBASE + nrun] = "precision";
+        vals[NBASE + nrun++] = cn_dtype_name((cn_dtype)a->precision);
     }
     if (nextra > MAXEXTRA) nextra = MAXEXTRA; /* the tools' own use: far fewer */
     for (int i = 0; i < nextra; i++) {
@@ -720,7 +724,7 @@ static void train_usage(FILE *f) {
             "                     [--optimizer {sgd,adam,adamw,rmsprop,adagrad}] [--threads T]\n"
             "                     [--seed S] [--data DIR] [--save FILE] [--save-every N]\n"
             "                     [--resume FILE] [--limit N] [--mode {eager,static}]\n"
-            "                     [--device DEV] [--json]\n"
+            "                     [--device DEV] [--json] [--precision {f32,bf16,f16}]\n"
             "                     [--distributed] [--log FILE] [--tensorboard DIR]\n"
             "                     [--profile TRACE.json [--profile-steps N]]\n"
             "                     [--target COL] [--features a,b] [--task T] [--labels Y.npy]\n"
@@ -734,6 +738,7 @@ static void train_usage(FILE *f) {
             "       chutney train --model gpt --data FILE.txt [--vocab V] [--context T]\n"
             "                     [--layers L] [--heads H] [--embed E] [--dropout P] [--clip C]\n"
             "                     [--rope] [--epochs N] [--batch B] [--lr X] [--limit N] [--mode M]\n"
+            "                     [--precision P]\n"
             "                     [--threads T] [--seed S] [--save FILE] [--save-every N]\n"
             "                     [--resume FILE] [--json] [--log FILE] [--tensorboard DIR]\n"
             "                     [--save-tokens PREFIX]\n"
@@ -798,6 +803,11 @@ static void train_usage(FILE *f) {
             "--mode static (the default) compiles forward, backward and the optimiser\n"
             "update into one program (graph passes, fusion, memory planning) and runs it\n"
             "per batch; --mode eager runs each op as it is called (the same losses).\n"
+            "--precision bf16 or f16: mixed precision (autocast): matmul, convolution and\n"
+            "attention take their inputs rounded to that type and sum in f32; weights,\n"
+            "gradients, norms and losses stay f32; f16 scales the loss (skipping steps\n"
+            "whose gradients overflow). Kept in the checkpoint. `chutney --version` says\n"
+            "whether this CPU multiplies bf16 itself (docs/training.md).\n"
             "--device cpu (the default), opencl or opencl:N: where the model lives and\n"
             "the steps run (`chutney devices` lists them); checkpoints load on any device.\n"
             "--distributed: run as one rank of `mpirun -np N chutney train ...` (or srun):\n"
@@ -827,6 +837,7 @@ static void eval_usage(FILE *f) {
     fprintf(f,
             "usage: chutney eval [--model {mlp,cnn,lstm}] --load FILE [--data DIR] [--threads T]\n"
             "                    [--limit N] [--logits OUT.npy] [--device DEV] [--json]\n"
+            "                    [--precision {f32,bf16,f16}]\n"
             "\n"
             "The test accuracy of a checkpoint written by `chutney train --save`\n"
             "(a regression's: the test RMSE). Its model is the checkpoint's (a\n"
@@ -835,6 +846,7 @@ static void eval_usage(FILE *f) {
             "training read it (--data only if the data moved).\n"
             "--logits writes the model's logits for the test images ([N, 10] f32 .npy).\n"
             "--limit uses only the first N test images; data in " DEFAULT_DATA ".\n"
+            "--precision bf16 or f16: the products in that type (autocast; default f32).\n"
             "Exit status: 0 done, 1 a failure (data, files, device), 2 a bad command line.\n");
 }
 
@@ -864,6 +876,7 @@ static const option_info options[] = {
     {"--logits", "an .npy file to write", FOR_EVAL},
     {"--limit", "the number of images to use (1 or more)", FOR_BOTH},
     {"--mode", "static or eager", FOR_TRAIN},
+    {"--precision", "f32, bf16 or f16 (mixed precision)", FOR_TRAIN},
     {"--device", "a device such as cpu, opencl:0 or cuda:0", FOR_BOTH},
     {"--json", NULL, FOR_BOTH},
     {"--distributed", NULL, FOR_TRAIN},
@@ -1064,6 +1077,8 @@ static int set_value(train_args *a, const char *cmd, const char *k, const char *
         int m = cn_tool_choice(cmd, k, NULL, v, modes, 2);
         a->static_mode = m == 0;
         ok = m >= 0;
+    } else if (!strcmp(k, "--precision")) {
+        ok = cn_tool_precision(cmd, v, &a->precision);
     } else if (!strcmp(k, "--data")) {
         a->data = v;
         a->data_given = true;
@@ -1249,7 +1264,8 @@ static int apply_config(train_args *a, const char *path) {
 static int parse_args(int argc, char **argv, train_args *a, bool eval) {
     /* epochs, dropout and clip: < 0 until given (each model has its defaults). */
     *a = (train_args){.epochs = -1, .seed = 1, .data = DEFAULT_DATA, .static_mode = true,
-                      .dropout = -1, .clip = -1, .task = -1, .val_split = -1};
+                      .dropout = -1, .clip = -1, .task = -1, .val_split = -1,
+                      .precision = -1};
     for (int i = 0; i < TO_NSLOTS; i++) a->optv[i] = NAN;
     const char *cmd = eval ? "eval" : "train";
     int which = eval ? FOR_EVAL : FOR_TRAIN;
@@ -1356,6 +1372,12 @@ static int settings_from_checkpoint(train_args *a) {
         rc = CN_TOOL_USAGE;
     }
     if (!a->optimizer) a->optimizer = o;
+    const char *prec = cn_checkpoint_metadata(c, "precision");
+    if (!rc && a->precision < 0 && prec && !cn_tool_precision("train", prec, &a->precision)) {
+        fprintf(stderr, "chutney train: %s: its precision is not one this version knows\n",
+                a->resume);
+        rc = CN_TOOL_FAILED;
+    }
     double clip = -1, drop = -1;
     if (!rc && (meta_double(c, a->resume, "clip", &clip) < 0 ||
                 meta_double(c, a->resume, "dropout", &drop) < 0 ||
@@ -1381,6 +1403,7 @@ static int settle_run(train_args *a) {
         }
     }
     int rc = a->resume ? settings_from_checkpoint(a) : 0;
+    if (a->precision < 0) a->precision = CN_F32;
     if (!rc) rc = check_required(a, "train", false);
     if (!rc && a->model_text) {
         cn_tool_text_shape s;
@@ -1432,9 +1455,13 @@ static int train_run(train_args *ap) {
     if (drc) return drc;
     a.rank = 0;
     a.nranks = 1;
+    /* Mixed precision: the whole run, training and its test passes, in
+     * one autocast region (only products are affected). */
     if (!strcmp(a.model, "gpt")) {
         if ((drc = train_log_open("train", a.log, a.tensorboard, &a.logger))) return drc;
-        int grc = cn_tool_train_gpt(&a);
+        int grc = cn_tool_autocast_begin(a.precision);
+        if (!grc) grc = cn_tool_train_gpt(&a);
+        cn_tool_autocast_end(a.precision);
         return train_log_close(a.logger) < 0 && grc == 0 ? CN_TOOL_FAILED : grc;
     }
     if (a.distributed) {
@@ -1468,8 +1495,10 @@ static int train_run(train_args *ap) {
     }
     /* --log and --tensorboard: rank 0 writes them, as it prints. */
     int rc = a.rank == 0 ? train_log_open("train", a.log, a.tensorboard, &a.logger) : 0;
+    if (rc == 0) rc = cn_tool_autocast_begin(a.precision);
     if (rc == 0) rc = train_main(&a);
     if (train_log_close(a.logger) < 0 && rc == 0) rc = CN_TOOL_FAILED;
+    cn_tool_autocast_end(a.precision);
     if (a.distributed) {
         /* A rank that failed ends the job: the others would wait for it. */
         if (rc != 0 && a.nranks > 1) cn_dist_abort(rc);
@@ -1584,20 +1613,36 @@ static int train_main(train_args *ap) {
         free_split(&te);
         return 1;
     }
+    /* f16: the loss scaled up so that small gradients survive; made after
+     * the data-parallel wrapper, whose averaging then runs first in each
+     * step, before the gradients are unscaled. */
+    cn_grad_scaler *scaler = NULL;
+    if (a.precision == CN_F16 && !(scaler = cn_grad_scaler_new(opt, NULL))) {
+        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        cn_ddp_free(ddp);
+        cn_lr_scheduler_free(a.sched);
+        cn_optimizer_free(opt);
+        cn_module_free(model);
+        free_split(&tr);
+        free_split(&te);
+        return 1;
+    }
     char dev_s[32];
     cn_device_str(a.device, dev_s, sizeof dev_s);
     char ranks_s[32] = "";
     if (a.distributed) snprintf(ranks_s, sizeof ranks_s, " x %d ranks", a.nranks);
     if (!a.quiet && !a.json)
         printf("training %s (%lld parameters) on %s%s: %lld %s, batch %lld%s, %s lr %g, "
-               "%d thread%s\n",
+               "%d thread%s%s%s\n",
                a.model_file ? a.model_file : a.model_text ? "the checkpoint's model file" : a.model,
                (long long)nparams, dev_s, ranks_s,
                (long long)cn_shape(tr.images)[0],
                g_info.kind == DS_AUDIO ? "clips" : g_info.ndim == 3 ? "images" : "samples",
                (long long)(a.batch * a.nranks),
                a.nranks > 1 ? " (global)" : "", a.optimizer, a.lr,
-               cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s");
+               cn_get_num_threads(), cn_get_num_threads() == 1 ? "" : "s",
+               a.precision == CN_F32 ? "" : ", precision ",
+               a.precision == CN_F32 ? "" : cn_dtype_name((cn_dtype)a.precision));
 
     /* Augmentation is per-sample work: two threads share each batch's. */
     cn_loader *loader = split_loader(
@@ -1613,7 +1658,8 @@ static int train_main(train_args *ap) {
      * (the batch size is left unknown: the last batch may be shorter). */
     cn_graph *graph = NULL;
     cn_program *prog = NULL;
-    cn_tensor *ph[2] = {NULL, NULL};
+    cn_tensor *ph[2] = {NULL, NULL}, *outs[3] = {NULL, NULL, NULL};
+    int nout = 0;
     if (a.static_mode) {
         cn_scope_begin(); /* the graph's values: the program keeps what it needs */
         /* Constants the tracing and the backward pass make go to the device. */
@@ -1629,15 +1675,17 @@ static int train_main(train_args *ap) {
         else
             ph[1] = cn_placeholder(graph, "labels", cn_tensor_dtype(tr.labels), CN_SHAPE(-1));
         cn_tensor *logits = cn_module_forward(model, ph[0]);
-        cn_tensor *outs[2] = {NULL, NULL};
         if (g_info.regress) {
             outs[0] = cn_mse_loss(logits, ph[1], CN_REDUCTION_MEAN);
-            prog = outs[0] ? cn_compile_train_step(graph, outs, 1, opt, NULL) : NULL;
+            nout = 1;
         } else {
             outs[0] = cn_cross_entropy(logits, ph[1], CN_REDUCTION_MEAN, smoothing);
             outs[1] = cn_sum(cn_cast(cn_eq(cn_argmax(logits, 1, false), ph[1]), CN_I64), NULL, 0, false);
-            prog = outs[1] ? cn_compile_train_step(graph, outs, 2, opt, NULL) : NULL;
+            nout = 2;
         }
+        nout = cn_tool_scale_outputs(scaler, outs, nout);
+        prog = outs[0] && outs[nout - 1] ? cn_compile_train_step(graph, outs, nout, opt, NULL)
+                                         : NULL;
         for (int i = 0; i < 2; i++) cn_retain(ph[i]); /* fed on every step */
         if (a.on_device) cn_device_scope_end();
         cn_scope_end();
@@ -1703,17 +1751,18 @@ static int train_main(train_args *ap) {
                 batch[0] = cn_to(batch[0], a.device);
                 batch[1] = cn_to(batch[1], a.device);
             }
-            cn_tensor *loss = NULL, *logits = NULL, *res[2] = {NULL, NULL};
+            cn_tensor *loss = NULL, *logits = NULL, *res[3] = {NULL, NULL, NULL};
             if (!batch[0] || !batch[1]) {
                 /* the copy failed: reported below */
             } else if (prog) {
-                if (cn_run(prog, ph, batch, 2, res, g_info.regress ? 1 : 2) == 0) loss = res[0];
+                if (cn_run(prog, ph, batch, 2, res, nout) == 0) loss = res[scaler ? nout - 1 : 0];
             } else {
                 cn_optimizer_zero_grad(opt);
                 logits = cn_module_forward(model, batch[0]);
                 loss = g_info.regress ? cn_mse_loss(logits, batch[1], CN_REDUCTION_MEAN)
                                       : cn_cross_entropy(logits, batch[1], CN_REDUCTION_MEAN, smoothing);
-                if (loss && (cn_backward(loss, NULL) < 0 || cn_optimizer_step(opt) < 0)) loss = NULL;
+                cn_tensor *root = scaler ? cn_grad_scaler_scale(scaler, loss) : loss;
+                if (loss && (cn_backward(root, NULL) < 0 || cn_optimizer_step(opt) < 0)) loss = NULL;
             }
             /* The schedule moves per step (batch), after the update. */
             if (loss && a.sched && cn_lr_scheduler_step(a.sched) < 0) loss = NULL;
@@ -1895,6 +1944,8 @@ static int train_main(train_args *ap) {
                     (long long)st.steps, (long long)st.buckets, (double)st.bytes / 1e6,
                     st.comm_seconds, st.wait_seconds);
     }
+    if (!a.quiet && !a.json) cn_tool_scaler_report(scaler, step);
+    cn_grad_scaler_free(scaler);
     cn_ddp_free(ddp);
     cn_lr_scheduler_free(a.sched);
     cn_optimizer_free(opt);

@@ -52,6 +52,7 @@ typedef struct train_args {
      * on resume and eval the checkpoint's, kept here. */
     char *model_text;
     const char *config; /* --config FILE */
+    int precision;      /* --precision: CN_F32, CN_BF16 or CN_F16 (-1: not given) */
     /* The optimiser's and schedule's settings (train_opts.h); NAN: not given. */
     double optv[TO_NSLOTS];
     cn_lr_scheduler *sched; /* the run's schedule, saved under "scheduler." (NULL: none) */

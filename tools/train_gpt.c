@@ -264,6 +264,8 @@ typedef struct run {
     cn_program *prog;
     cn_tensor *ph[2];
     cn_lr_scheduler *sched; /* --schedule, --warmup (NULL: none) */
+    cn_grad_scaler *scaler; /* --precision f16 (NULL: otherwise) */
+    int nout;               /* the program's outputs: the loss (scaled), then the loss */
 } run;
 
 static void run_free(run *r) {
@@ -273,6 +275,7 @@ static void run_free(run *r) {
     cn_graph_free(r->graph);
     cn_loader_free(r->loader);
     cn_lr_scheduler_free(r->sched);
+    cn_grad_scaler_free(r->scaler);
     cn_optimizer_free(r->opt);
     cn_module_free(r->model);
     cn_release(r->train);
@@ -352,8 +355,9 @@ static int compile_step(const train_args *a, run *r, int64_t V) {
     r->graph = cn_graph_new();
     r->ph[0] = cn_placeholder(r->graph, "ids", CN_I64, CN_SHAPE(-1, a->context));
     r->ph[1] = cn_placeholder(r->graph, "targets", CN_I64, CN_SHAPE(-1, a->context));
-    cn_tensor *loss = lm_loss(cn_module_forward(r->model, r->ph[0]), r->ph[1], V);
-    r->prog = loss ? cn_compile_train_step(r->graph, &loss, 1, r->opt, NULL) : NULL;
+    cn_tensor *outs[2] = {lm_loss(cn_module_forward(r->model, r->ph[0]), r->ph[1], V), NULL};
+    r->nout = cn_tool_scale_outputs(r->scaler, outs, 1);
+    r->prog = outs[0] ? cn_compile_train_step(r->graph, outs, r->nout, r->opt, NULL) : NULL;
     cn_retain(r->ph[0]); /* fed on every step */
     cn_retain(r->ph[1]);
     cn_scope_end();
@@ -425,6 +429,11 @@ int cn_tool_train_gpt(train_args *ap) {
         return rrc;
     }
     int start_epoch = resumed.epochs_done;
+    if (a.precision == CN_F16 && !(r.scaler = cn_grad_scaler_new(r.opt, NULL))) {
+        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        run_free(&r);
+        return 1;
+    }
     r.loader = cn_text_loader_new(r.train, T,
                                   &(cn_loader_opts){.batch_size = a.batch, .shuffle = true,
                                                     .seed = a.seed, .prefetch = 1});
@@ -450,12 +459,13 @@ int cn_tool_train_gpt(train_args *ap) {
     if (!a.json && !a.quiet) {
         printf("training gpt (%lld parameters: %d layers, %d heads, width %lld, context %lld, "
                "vocab %lld%s) on %s: %lld training windows, %lld validation, batch %lld, adamw lr "
-               "%g, %s mode, %d thread%s\n",
+               "%g, %s mode, %d thread%s%s%s\n",
                (long long)nparams, cfg.n_layer, cfg.n_head,
                (long long)cfg.n_embd, (long long)T, (long long)V, cfg.rope ? ", rope" : "", a.data,
                (long long)(cn_numel(r.train) - 1) / T, (long long)nval, (long long)a.batch, a.lr,
                r.prog ? "static" : "eager", cn_get_num_threads(),
-               cn_get_num_threads() == 1 ? "" : "s");
+               cn_get_num_threads() == 1 ? "" : "s", a.precision == CN_F32 ? "" : ", precision ",
+               a.precision == CN_F32 ? "" : cn_dtype_name((cn_dtype)a.precision));
         printf("unigram baseline: validation loss %.4f (perplexity %.2f)\n", unigram, exp(unigram));
         fflush(stdout);
     }
@@ -498,11 +508,13 @@ int cn_tool_train_gpt(train_args *ap) {
             }
             double t0 = now_s(), step_lr = cn_optimizer_get_lr(r.opt); /* the schedule moves it after */
             if (r.prog) {
-                if (cn_run(r.prog, r.ph, batch, 2, &loss, 1) < 0) loss = NULL;
+                cn_tensor *res[2] = {NULL, NULL};
+                loss = cn_run(r.prog, r.ph, batch, 2, res, r.nout) < 0 ? NULL : res[r.nout - 1];
             } else {
                 cn_optimizer_zero_grad(r.opt);
                 loss = lm_loss(cn_module_forward(r.model, batch[0]), batch[1], V);
-                if (loss && (cn_backward(loss, NULL) < 0 || cn_optimizer_step(r.opt) < 0))
+                cn_tensor *root = r.scaler ? cn_grad_scaler_scale(r.scaler, loss) : loss;
+                if (loss && (cn_backward(root, NULL) < 0 || cn_optimizer_step(r.opt) < 0))
                     loss = NULL;
             }
             if (loss && r.sched && cn_lr_scheduler_step(r.sched) < 0) loss = NULL;
@@ -602,6 +614,7 @@ int cn_tool_train_gpt(train_args *ap) {
             rc = 1;
         }
     }
+    if (rc == 0 && !a.json && !a.quiet) cn_tool_scaler_report(r.scaler, steps_run);
     if (rc == 0) {
         printf("validation loss: %.4f (perplexity %.2f; unigram baseline %.4f, perplexity %.2f)\n",
                val, exp(val), unigram, exp(unigram));

@@ -282,6 +282,9 @@ void cn_cpu_memory_stats(cn_memory_stats *s);
 /* ---- recording switch (grad_mode.c) ---- */
 extern _Thread_local bool cn_grad_disabled;
 
+/* ---- autocast (autocast.c): the region's dtype, CN_F32 when off ---- */
+extern _Thread_local uint8_t cn_autocast_dt;
+
 /* ---- nodes (node.c) ---- */
 cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a);
 void cn_node_release(cn_node *n);

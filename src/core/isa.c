@@ -1,6 +1,9 @@
 /* Which compiled variant of the hot loops runs (isa.h). */
 #include "core.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,4 +96,25 @@ int cn_isa_set(int level) {
                         compiled(level) ? "this CPU lacks it" : "not compiled in this build");
     atomic_store_explicit(&cn_isa_level_, level, memory_order_relaxed);
     return CN_OK;
+}
+
+cn_cpu_lowp cn_cpu_lowp_features(void) {
+    cn_cpu_lowp f = {0};
+#if defined(__x86_64__) && defined(__GNUC__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+    unsigned max_sub = a, edx0 = d;
+    /* AMX's tile state is enabled by the OS per process on request
+     * (arch_prctl, which oneDNN makes); the CPUID bits say the CPU has it. */
+    f.amx_bf16 = (edx0 >> 22) & 1;
+    /* libgcc reports AVX-512 only when the OS saves its registers. */
+    __builtin_cpu_init();
+    bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    f.avx512_fp16 = avx512 && ((edx0 >> 23) & 1);
+    if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+        f.avx512_bf16 = avx512 && ((a >> 5) & 1);
+        f.amx_fp16 = (a >> 21) & 1;
+    }
+#endif
+    return f;
 }

@@ -61,6 +61,15 @@ int cn_isa_set(int level);
 /* "default", "avx2", "avx512"; NULL for anything else. */
 const char *cn_isa_name(int level);
 
+/* Low-precision products in hardware, read from CPUID (not levels: no
+ * variant of the hot loops is compiled for them; oneDNN brings its own
+ * kernels): avx512_bf16 (with AVX-512 usable) or amx_bf16 for bf16;
+ * avx512_fp16 or amx_fp16 for f16. False off x86-64. */
+typedef struct cn_cpu_lowp {
+    bool avx512_bf16, amx_bf16, avx512_fp16, amx_fp16;
+} cn_cpu_lowp;
+cn_cpu_lowp cn_cpu_lowp_features(void);
+
 #if defined(__GNUC__)
 #define CN_ISA_INLINE_ static inline __attribute__((always_inline))
 #else

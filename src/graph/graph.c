@@ -80,9 +80,9 @@ cn_tensor *cn_placeholder(cn_graph *g, const char *name, cn_dtype dt, int ndim,
 }
 
 static cn_tensor *build_node(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a,
-                             const cn_meta *m) {
+                             const cn_meta *m, const cn_tensor *join) {
     const cn_op_def *d = cn_ops[op];
-    cn_graph *g = NULL;
+    cn_graph *g = join ? (cn_graph *)join->graph : NULL;
     bool needs_grad = false;
     for (int i = 0; i < nin; i++) {
         if (cn_is_symbolic(in[i])) {

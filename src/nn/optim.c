@@ -491,6 +491,11 @@ void cn_opt_set_pre_step(cn_optimizer *o, int (*fn)(void *ctx), void *ctx) {
     o->pre_step_ctx = ctx;
 }
 
+void cn_opt_get_pre_step(const cn_optimizer *o, int (**fn)(void *ctx), void **ctx) {
+    *fn = o->pre_step;
+    *ctx = o->pre_step_ctx;
+}
+
 static int optimizer_step(cn_optimizer *o);
 
 int cn_optimizer_step(cn_optimizer *o) {
@@ -506,6 +511,7 @@ static int optimizer_step(cn_optimizer *o) {
     if (o->pre_step) {
         int prc = o->pre_step(o->pre_step_ctx);
         if (prc < 0) return prc;
+        if (prc > 0) return CN_OK;
     }
     /* Clipping after the ranks' gradients are averaged (pre_step), before
      * they are read: what a caller of cn_clip_grad_norm between backward

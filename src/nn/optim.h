@@ -28,8 +28,11 @@ void cn_opt_prepare(cn_opt_alg alg, const cn_opt_hyper *h, cn_dtype dt, int64_t 
                     cn_optim_update *it);
 
 /* fn(ctx) runs at the start of every cn_optimizer_step; a negative return
- * stops the step with that status (NULL removes it). */
+ * stops the step with that status, a positive one skips the update (loss
+ * scaling found an overflow) and the step returns CN_OK (NULL removes
+ * it). get: the hook in place, for one that chains to it. */
 void cn_opt_set_pre_step(cn_optimizer *o, int (*fn)(void *ctx), void *ctx);
+void cn_opt_get_pre_step(const cn_optimizer *o, int (**fn)(void *ctx), void **ctx);
 int cn_opt_count(const cn_optimizer *o);
 
 /* Parameter i (borrowed), NULL if out of range. */

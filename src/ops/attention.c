@@ -317,6 +317,7 @@ static cn_tensor *sdpa_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
 const cn_op_def cn_opdef_scaled_dot_product_attention = {
     .name = SDPA,
     .ninputs = -1,
+    .flags = CN_OPF_AUTOCAST,
     .attrs = {{"is_causal", CN_ATTR_BOOL, 0, 0},
               {"has_mask", CN_ATTR_BOOL, 1, 0},
               {"scale", CN_ATTR_FLOAT, 0, 0},

@@ -258,6 +258,7 @@ static cn_tensor *conv2d_jvp(cn_tensor *const *in, cn_tensor *const *tin, int ni
 const cn_op_def cn_opdef_conv2d = {
     .name = "conv2d",
     .ninputs = -1,
+    .flags = CN_OPF_AUTOCAST,
     .attrs = {{"stride_padding_dilation", CN_ATTR_INTS, 0, 0}, {"groups", CN_ATTR_INT, 0, 1}},
     .infer = conv2d_infer,
     .vjp = conv2d_vjp,
@@ -369,6 +370,7 @@ static cn_tensor *convt_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin
 const cn_op_def cn_opdef_conv_transpose2d = {
     .name = "conv_transpose2d",
     .ninputs = -1,
+    .flags = CN_OPF_AUTOCAST,
     .attrs = {{"stride_padding_dilation_output_padding", CN_ATTR_INTS, 0, 0},
               {"groups", CN_ATTR_INT, 0, 1}},
     .infer = convt_infer,

@@ -180,15 +180,45 @@ cn_tensor *cn_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_at
     return kernel_run(id, in, nin, a, m, dev, out);
 }
 
-/* Replace *slot by a cast of it to dt, kept in owned[] for release. */
-static int cast_input(cn_tensor **slot, cn_dtype dt, cn_tensor **owned, int *nowned) {
+/* Are the inputs on the CPU, or symbolic with the CPU the default device?
+ * (Autocast's native path is the CPU's matmul kernel.) */
+static bool on_cpu(cn_tensor *const *in, int nin) {
+    for (int i = 0; i < nin; i++) {
+        if (in[i]->storage ? in[i]->storage->device_kind != CN_DEVICE_CPU
+                           : cn_get_default_device().kind != CN_DEVICE_CPU)
+            return false;
+    }
+    return true;
+}
+
+/* Replace *slot by a cast of it to dt, kept in owned[] for release. graph:
+ * a symbolic input of the op, which builds a graph node, so the cast of a
+ * concrete input (a parameter under autocast) joins that graph too;
+ * computed now, it would be a constant of the graph, stale once the
+ * optimiser moves the parameter. */
+static int cast_input_to(cn_tensor **slot, cn_dtype dt, const cn_tensor *graph,
+                         cn_tensor **owned, int *nowned) {
     cn_attrs ca = {0};
     ca.i[0] = dt;
-    cn_tensor *c = cn_op_run(CN_OP_cast, slot, 1, &ca);
+    cn_tensor *c;
+    if (graph && !cn_is_symbolic(*slot) && cn_graph_symbolic_hook) {
+        const cn_op_def *cop = cn_ops[CN_OP_cast];
+        cn_meta m;
+        memset(&m, 0, sizeof m);
+        c = cop->infer(cop, slot, 1, &ca, &m) < 0
+                ? NULL
+                : cn_graph_symbolic_hook(CN_OP_cast, slot, 1, &ca, &m, graph);
+    } else {
+        c = cn_op_run(CN_OP_cast, slot, 1, &ca);
+    }
     if (!c) return -1;
     owned[(*nowned)++] = c;
     *slot = c;
     return 0;
+}
+
+static int cast_input(cn_tensor **slot, cn_dtype dt, cn_tensor **owned, int *nowned) {
+    return cast_input_to(slot, dt, NULL, owned, nowned);
 }
 
 
@@ -265,11 +295,12 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
     else
         memset(&a, 0, sizeof a);
 
-    cn_tensor *in_buf[INLINE_INPUTS], *owned_buf[2 * INLINE_INPUTS + 1]; /* casts, then copies to the device */
+    /* autocast's casts, then widening casts, then copies to the device */
+    cn_tensor *in_buf[INLINE_INPUTS], *owned_buf[3 * INLINE_INPUTS + 1];
     cn_tensor **in = in_buf, **owned = owned_buf;
     if (nin > INLINE_INPUTS) {
         in = malloc(sizeof *in * (size_t)nin);
-        owned = malloc(sizeof *owned * (size_t)(2 * nin + 1));
+        owned = malloc(sizeof *owned * (size_t)(3 * nin + 1));
         if (!in || !owned) {
             free(in);
             free(owned);
@@ -281,19 +312,38 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
     cn_tensor *out = NULL;
     cn_dtype half_dt = CN_DTYPE_COUNT; /* set when computing a half type in f32 */
     cn_device dev = CN_CPU;
+    bool widen = !(op->flags & CN_OPF_NO_HALF), autocast = false;
+
+    /* Autocast (autocast.c): a product's f32 inputs rounded by recorded
+     * casts, whose gradients cast back to f32. The rounded values are then
+     * widened again like any half input, unless the CPU multiplies them
+     * itself (matmul's native path: half inputs, an f32 output). */
+    if (CN_UNLIKELY(cn_autocast_dt != CN_F32) && (op->flags & CN_OPF_AUTOCAST)) {
+        cn_dtype ac = (cn_dtype)cn_autocast_dt;
+        const cn_tensor *graph = NULL;
+        for (int i = 0; i < nin; i++)
+            if (cn_is_symbolic(in[i])) graph = in[i];
+        autocast = true;
+        for (int i = 0; i < nin; i++)
+            if (in[i]->dtype == CN_F32 && cast_input_to(&in[i], ac, graph, owned, &nowned) < 0)
+                goto done;
+        if (id == CN_OP_matmul && in[0]->dtype == ac && in[1]->dtype == ac &&
+            on_cpu(in, nin) && cn_autocast_native(ac))
+            widen = false;
+    }
 
     /* Type promotion. */
     if (op->flags & CN_OPF_PROMOTE) {
         int from = op->promote_from;
         cn_dtype rt = result_type_n(in + from, nin - from);
         if ((op->flags & CN_OPF_FLOAT_MATH) && !cn_dtype_is_float(rt)) rt = CN_F32;
-        if (cn_is_half(rt) && !(op->flags & CN_OPF_NO_HALF)) {
+        if (cn_is_half(rt) && widen) {
             half_dt = rt;
             rt = CN_F32;
         }
         for (int i = from; i < nin; i++)
             if (in[i]->dtype != rt && cast_input(&in[i], rt, owned, &nowned) < 0) goto done;
-    } else if (!(op->flags & CN_OPF_NO_HALF)) {
+    } else if (widen) {
         for (int i = 0; i < nin; i++) {
             cn_dtype d = (cn_dtype)in[i]->dtype;
             if (cn_is_half(d)) {
@@ -324,7 +374,7 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
             cn_fail("%s: symbolic inputs need the static-graph layer, which is not linked", op->name);
             goto done;
         }
-        out = cn_graph_symbolic_hook(id, in, nin, &a, &m);
+        out = cn_graph_symbolic_hook(id, in, nin, &a, &m, NULL);
         goto done;
     }
 
@@ -354,7 +404,7 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
         goto done;
     }
 
-    if (half_dt != CN_DTYPE_COUNT && out && out->dtype == CN_F32) {
+    if (half_dt != CN_DTYPE_COUNT && !autocast && out && out->dtype == CN_F32) {
         cn_tensor *o = out;
         cn_attrs ca = {0};
         ca.i[0] = half_dt;

@@ -54,7 +54,9 @@ static int matmul_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_a
     if (a->ndim >= 2) m->shape[nd++] = a->shape[a->ndim - 2];
     if (b->ndim >= 2) m->shape[nd++] = b->shape[b->ndim - 1];
     m->ndim = nd;
-    m->dtype = (cn_dtype)a->dtype;
+    /* Half inputs reach here only on autocast's native path (the dispatcher
+     * widens them otherwise), whose products accumulate and return in f32. */
+    m->dtype = cn_is_half((cn_dtype)a->dtype) ? CN_F32 : (cn_dtype)a->dtype;
     return CN_OK;
 }
 
@@ -117,7 +119,7 @@ const cn_op_def cn_opdef_matmul = {
     .name = "matmul",
     .ninputs = 2,
     .promote_from = 0,
-    .flags = CN_OPF_PROMOTE,
+    .flags = CN_OPF_PROMOTE | CN_OPF_AUTOCAST,
     .infer = matmul_infer,
     .vjp = matmul_vjp,
     .jvp = matmul_jvp,

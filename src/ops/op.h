@@ -92,8 +92,10 @@ enum {
                                     vjp and jvp fail, saying so (grad_doc says why) */
     CN_OPF_TRANSFER = 1 << 8,    /* the output goes to the device in attributes i[0], i[1]
                                     (cn_to): no backend kernel, a copy between devices */
-    CN_OPF_COMM = 1 << 9         /* a message between ranks (send, recv): never folded,
+    CN_OPF_COMM = 1 << 9,        /* a message between ranks (send, recv): never folded,
                                     merged or reordered, run even when empty */
+    CN_OPF_AUTOCAST = 1 << 10    /* a product: inside an autocast region its f32 inputs
+                                    are rounded to the region's dtype (autocast.c) */
 };
 
 struct cn_op_def {
@@ -164,9 +166,11 @@ cn_tensor *cn_kernel_run(cn_op_id id, cn_tensor *const *in, int nin, const cn_at
 cn_tensor *cn_op_apply(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a);
 
 /* Hooks the graph layer installs (src/graph): building a node on symbolic
- * inputs, and recording an eager node for autograd. */
+ * inputs (or, given join, on concrete ones, in join's graph: autocast's
+ * cast of a parameter), and recording an eager node for autograd. */
 typedef cn_tensor *(*cn_symbolic_hook)(cn_op_id op, cn_tensor *const *in, int nin,
-                                       const cn_attrs *a, const cn_meta *m);
+                                       const cn_attrs *a, const cn_meta *m,
+                                       const cn_tensor *join);
 typedef int (*cn_record_hook)(cn_op_id op, cn_tensor *const *in, int nin, const cn_attrs *a,
                               cn_tensor *out);
 extern cn_symbolic_hook cn_graph_symbolic_hook;

@@ -16,16 +16,12 @@
  *
  * Whether this or im2col + GEMM runs is decided per product in conv.c
  * (cn_dnnl_conv2d_prefer), from bench/bench_conv's measurements. */
-/* RTLD_DEFAULT */
-#define _GNU_SOURCE
 #include "../backend.h"
 #include "conv.h"
+#include "dnnl_engine.h"
 
 #ifdef CN_HAVE_DNNL
 
-#include <oneapi/dnnl/dnnl.h>
-
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -51,21 +47,10 @@ typedef struct dnnl_conv {
 #define CACHE_MAX 64
 
 static struct {
-    pthread_once_t once;
-    bool ok;
-    dnnl_engine_t eng;
-    void (*set_threads)(int);
     pthread_mutex_t mu;
     dnnl_conv *cache[CACHE_MAX];
     int n;
-} dn = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void init_once(void) {
-    dn.ok = dnnl_engine_create(&dn.eng, dnnl_cpu, 0) == dnnl_success;
-    /* oneDNN's OpenMP runtime is loaded with it; its thread count is set
-     * through it rather than by linking OpenMP ourselves. */
-    dn.set_threads = (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "omp_set_num_threads");
-}
+} dn = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static bool same_geom(const cn_conv_geom *a, const cn_conv_geom *b) {
     return memcmp(a, b, sizeof *a) == 0;
@@ -84,7 +69,7 @@ static bool make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_
     *r = NULL;
     if (dnnl_memory_desc_equal(from, to)) return true;
     dnnl_primitive_desc_t pd;
-    if (dnnl_reorder_primitive_desc_create(&pd, from, dn.eng, to, dn.eng, NULL) != dnnl_success)
+    if (dnnl_reorder_primitive_desc_create(&pd, from, cn_dnnl_engine(), to, cn_dnnl_engine(), NULL) != dnnl_success)
         return false;
     bool ok = dnnl_primitive_create(r, pd) == dnnl_success;
     dnnl_primitive_desc_destroy(pd);
@@ -127,7 +112,7 @@ static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias) {
     ok = ok && dnnl_dilated_convolution_forward_desc_init(
                    &fd, dnnl_forward_training, dnnl_convolution_direct, &ax, &aw,
                    which == FWD && bias ? &ub : NULL, &ay, strides, dil, pl, pr) == dnnl_success;
-    ok = ok && dnnl_primitive_desc_create(&fpd, &fd, which == FWD ? attr : NULL, dn.eng, NULL) ==
+    ok = ok && dnnl_primitive_desc_create(&fpd, &fd, which == FWD ? attr : NULL, cn_dnnl_engine(), NULL) ==
                    dnnl_success;
     if (ok && which == FWD) {
         pd = fpd;
@@ -136,12 +121,12 @@ static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias) {
         ok = dnnl_dilated_convolution_backward_data_desc_init(&bdsc, dnnl_convolution_direct, &ax,
                                                              &aw, &ay, strides, dil, pl, pr) ==
                  dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &bdsc, attr, dn.eng, fpd) == dnnl_success;
+             dnnl_primitive_desc_create(&pd, &bdsc, attr, cn_dnnl_engine(), fpd) == dnnl_success;
     } else if (ok) {
         ok = dnnl_dilated_convolution_backward_weights_desc_init(
                  &bdsc, dnnl_convolution_direct, &ax, &aw, NULL, &ay, strides, dil, pl, pr) ==
                  dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &bdsc, attr, dn.eng, fpd) == dnnl_success;
+             dnnl_primitive_desc_create(&pd, &bdsc, attr, cn_dnnl_engine(), fpd) == dnnl_success;
     }
     if (ok) {
         /* arguments: 0 the x-like tensor, 1 the weights, 2 the y-like one */
@@ -183,9 +168,7 @@ static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias) {
  * frees (*owned) when the cache is full. */
 static dnnl_conv *conv_get(int which, const cn_conv_geom *g, bool bias, bool *owned) {
     *owned = false;
-    /* Primitives split their work when created, for the OpenMP thread count
-     * then in force: one. */
-    if (dn.set_threads) dn.set_threads(1);
+    cn_dnnl_one_thread();
     pthread_mutex_lock(&dn.mu);
     for (int i = 0; i < dn.n; i++) {
         dnnl_conv *c = dn.cache[i];
@@ -201,11 +184,7 @@ static dnnl_conv *conv_get(int which, const cn_conv_geom *g, bool bias, bool *ow
     return c;
 }
 
-static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *p) {
-    dnnl_memory_t m = NULL;
-    if (dnnl_memory_create(&m, md, dn.eng, p) != dnnl_success) return NULL;
-    return m;
-}
+#define mem cn_dnnl_mem
 
 /* Runs product c on plain buffers p[3] (x-like, weights, y-like). pre[k],
  * when not NULL, holds argument k in the primitive's own format instead:
@@ -217,8 +196,8 @@ static int run(dnnl_conv *c, void *const p[3], void *const pre[3], const void *b
     dnnl_stream_t s = NULL;
     dnnl_memory_t user[3] = {NULL}, mine[3] = {NULL}, scratch = NULL, bmem = NULL;
     void *buf[3] = {NULL}, *sbuf = NULL;
-    if (dnnl_stream_create(&s, dn.eng, dnnl_stream_default_flags) != dnnl_success) goto out;
-    if (dn.set_threads) dn.set_threads(1);
+    if (dnnl_stream_create(&s, cn_dnnl_engine(), dnnl_stream_default_flags) != dnnl_success) goto out;
+    cn_dnnl_one_thread();
     int out = c->which == FWD ? 2 : c->which == DGRAD ? 0 : 1;
     for (int k = 0; k < 3; k++) {
         if (pre[k]) {
@@ -266,8 +245,8 @@ static int reorder_once(dnnl_primitive_t r, const dnnl_memory_desc_t *from, void
     int rc = CN_ENOMEM;
     dnnl_stream_t s = NULL;
     dnnl_memory_t m[2] = {mem(from, src), mem(to, dst)};
-    if (m[0] && m[1] && dnnl_stream_create(&s, dn.eng, dnnl_stream_default_flags) == dnnl_success) {
-        if (dn.set_threads) dn.set_threads(1);
+    if (m[0] && m[1] && dnnl_stream_create(&s, cn_dnnl_engine(), dnnl_stream_default_flags) == dnnl_success) {
+        cn_dnnl_one_thread();
         dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, m[0]}, {DNNL_ARG_TO, m[1]}};
         if (dnnl_primitive_execute(r, s, 2, a) == dnnl_success &&
             dnnl_stream_wait(s) == dnnl_success)
@@ -279,10 +258,7 @@ static int reorder_once(dnnl_primitive_t r, const dnnl_memory_desc_t *from, void
     return rc;
 }
 
-static bool usable(void) {
-    pthread_once(&dn.once, init_once);
-    return dn.ok;
-}
+static bool usable(void) { return cn_dnnl_engine() != NULL; }
 
 /* Contiguous copies where needed (*own set when one was made). */
 static void *dense(const cn_tensor *t, cn_tensor **own) {

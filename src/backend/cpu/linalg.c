@@ -3,6 +3,7 @@
 #include "kernels.h"
 
 #include "gemm.h"
+#include "matmul_dnnl.h"
 #include "../matmul_geom.h"
 
 #include <stdatomic.h>
@@ -10,8 +11,8 @@
 /* One product per batch index: offsets (in elements) of its a and b from
  * theirs, over batch axes already merged where all three operands allow. */
 typedef struct mm_batch {
-    cn_dtype dt;
-    size_t es;
+    cn_dtype dt, in_dt; /* in_dt: autocast's native path gives half inputs, an f32 output */
+    size_t es, in_es;
     int nd;
     int64_t shape[CN_MAX_DIMS], sa[CN_MAX_DIMS], sb[CN_MAX_DIMS];
     int64_t m, n, k, rsa, csa, rsb, csb;
@@ -22,7 +23,8 @@ typedef struct mm_batch {
 
 static void mm_range(void *ctx, int64_t t0, int64_t t1) {
     mm_batch *g = ctx;
-    for (int64_t t = t0; t < t1; t++) {
+    for (int64_t t = t0; t < t1 && atomic_load_explicit(&g->failed, memory_order_relaxed) != 2;
+         t++) {
         int64_t rem = t, oa = 0, ob = 0;
         for (int d = g->nd - 1; d >= 0; d--) {
             int64_t i = rem % g->shape[d];
@@ -30,10 +32,13 @@ static void mm_range(void *ctx, int64_t t0, int64_t t1) {
             oa += i * g->sa[d];
             ob += i * g->sb[d];
         }
-        if (cn_gemm(g->dt, g->m, g->n, g->k, g->a + oa * (int64_t)g->es, g->rsa, g->csa,
-                    g->b + ob * (int64_t)g->es, g->rsb, g->csb,
-                    g->c + (size_t)(t * g->m * g->n) * g->es, g->n) < 0)
-            atomic_store(&g->failed, 1);
+        const char *a = g->a + oa * (int64_t)g->in_es, *b = g->b + ob * (int64_t)g->in_es;
+        char *c = g->c + (size_t)(t * g->m * g->n) * g->es;
+        int rc = g->in_dt != g->dt ? cn_dnnl_matmul(g->in_dt, g->m, g->n, g->k, a, g->rsa,
+                                                    g->csa, b, g->rsb, g->csb, (float *)c)
+                                   : cn_gemm(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b,
+                                             g->rsb, g->csb, c, g->n);
+        if (rc != 0) atomic_store(&g->failed, rc > 0 ? 2 : 1);
     }
 }
 
@@ -42,15 +47,33 @@ static void mm_range(void *ctx, int64_t t0, int64_t t1) {
  * products this small on the calling thread, so the two never compete.) */
 #define MM_SMALL_MACS (1 << 18)
 
+/* Half inputs that oneDNN does not multiply: widened, then the f32 product
+ * (the same numbers up to the order of the sums). */
+static int matmul_widened(cn_op_id id, cn_tensor *const *in, const cn_attrs *at, cn_tensor *out) {
+    cn_tensor *w[2] = {NULL, NULL};
+    int rc = CN_OK;
+    for (int i = 0; i < 2 && rc == CN_OK; i++) {
+        w[i] = cn_t_empty(CN_F32, in[i]->ndim, in[i]->shape);
+        rc = w[i] ? cn_transfer(w[i], in[i], false) : CN_ENOMEM;
+    }
+    if (rc == CN_OK) rc = cn_cpu_k_matmul(id, w, 2, at, out);
+    cn_release(w[0]);
+    cn_release(w[1]);
+    return rc;
+}
+
 int cn_cpu_k_matmul(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *at,
                     cn_tensor *out) {
-    (void)id, (void)nin, (void)at;
+    (void)nin;
     const cn_tensor *a = in[0], *b = in[1];
     cn_mm_geom mg;
     cn_mm_geometry(a, b, out, &mg);
     mm_batch g = {0};
     g.dt = (cn_dtype)out->dtype;
     g.es = cn_dsize(g.dt);
+    g.in_dt = (cn_dtype)a->dtype;
+    g.in_es = cn_dsize(g.in_dt);
+    if (g.in_dt != g.dt && b->dtype != a->dtype) return matmul_widened(id, in, at, out);
     g.m = mg.m;
     g.k = mg.k;
     g.n = mg.n;
@@ -68,12 +91,14 @@ int cn_cpu_k_matmul(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
     int64_t nmat = mg.nmat;
 
     double macs = (double)g.m * (double)g.n * (double)g.k;
-    if (nmat > 1 && macs <= MM_SMALL_MACS) {
+    /* oneDNN's products split their rows over the pool themselves. */
+    if (nmat > 1 && macs <= MM_SMALL_MACS && g.in_dt == g.dt) {
         int64_t grain = (int64_t)(MM_SMALL_MACS / (macs > 1 ? macs : 1));
         cn_parallel_for(nmat, grain, mm_range, &g);
     } else {
         mm_range(&g, 0, nmat);
     }
+    if (atomic_load(&g.failed) == 2) return matmul_widened(id, in, at, out);
     if (atomic_load(&g.failed)) {
         char sa[160], sb[160];
         return cn_failc(CN_ENOMEM, "matmul: out of memory multiplying %s by %s",

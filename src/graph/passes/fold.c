@@ -11,6 +11,12 @@
 static bool worth_folding(const cn_ir *ir, const ir_step *st) {
     const cn_op_def *d = cn_ops[st->op];
     if (d->flags & (CN_OPF_RANDOM | CN_OPF_COMM)) return false;
+    /* Autocast's native matmul (half inputs, an f32 result) is what the
+     * dispatcher makes inside a region only: run again outside one, it
+     * would give the half type. */
+    if ((d->flags & CN_OPF_AUTOCAST) && st->nin > 0 &&
+        ir->v[st->in[0]].t->dtype != ir->v[st->out].t->dtype)
+        return false;
     int64_t in_numel = 0;
     for (int i = 0; i < st->nin; i++) {
         const cn_tensor *t = ir->v[st->in[i]].t;
