@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <time.h>
 
 int cn_tool_ops(int argc, char **argv);
 int cn_tool_train(int argc, char **argv);
@@ -75,6 +76,12 @@ const char *cn_tool_suggest(const char *word, const char *const *cands, int n);
 int cn_tool_unknown_option(const char *cmd, const char *arg, const char *const *opts, int n);
 int cn_tool_unknown_command(const char *arg, const char *const *cmds, int n);
 int cn_tool_missing_value(const char *cmd, const char *opt, const char *what);
+/* Seconds on the monotonic clock, for the rates commands report. */
+static inline double cn_tool_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 /* Parse a value of opt; false after a message. */
 bool cn_tool_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi,
                  long long *out);
