@@ -20,13 +20,20 @@
  * nothing reads them afterwards (each covered value has exactly one
  * reader), so compiling the graph drops them. Anything else (another
  * reader, a scale that is not a positive constant, a softmax over another
- * axis, shapes or dtypes the fused op refuses) leaves the MatMul to its
- * ordinary handler. */
+ * axis, shapes or dtypes the fused op refuses, or too few keys: below)
+ * leaves the MatMul to its ordinary handler. */
 #include "onnx_internal.h"
 
 #ifdef CN_HAVE_ONNX
 #include <float.h>
 #include <math.h>
+
+/* Fewer keys than this (known at load) and the ops stay: with one block
+ * of keys (SDPA_KEYS, src/backend/cpu/attention.h) the fused kernel saves
+ * no memory traffic, and its smaller GEMMs made the BERT encoder of
+ * bench/infer_peer.py (128 tokens) 3% slower at 1 thread, while ViT-B/16
+ * (197) was 5% faster (docs/benchmarks.md, "Transformers (issue 19)"). */
+#define ONNX_ATTENTION_MIN_KEYS 129
 
 /* The node before the current one that writes name, or NULL. */
 static const Onnx__NodeProto *producer(const onnx_ctx *c, const char *name) {
@@ -183,6 +190,8 @@ int onnx_fuse_attention(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n,
     if (mask && outer != 1) return 0;
     scale *= outer;
     if (!(scale > 0) || !isfinite(scale)) return 0;
+    int64_t keys = cn_ndim(k) >= 2 ? cn_dim(k, cn_ndim(k) - 2) : -1;
+    if (keys >= 0 && keys < ONNX_ATTENTION_MIN_KEYS) return 0;
     cn_tensor *y = cn_scaled_dot_product_attention(q, k, v, mask, 0.0, false, scale);
     if (!y) { /* the fused op refused these shapes or dtypes: the ops stay */
         cn_clear_error();

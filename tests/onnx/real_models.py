@@ -218,7 +218,7 @@ def torch_encoder_layer():
 
 
 def mha(need_weights):
-    """nn.MultiheadAttention with a float mask: PyTorch 1.13 writes q /
+    """nn.MultiheadAttention, 130 positions, a float mask: PyTorch 1.13 writes q /
     sqrt(E), MatMul with a Transpose of k, baddbmm's Mul by 1 and Add of
     the mask, Softmax, MatMul. With need_weights the softmax has a second
     reader (the averaged weights), so the ops must stay as they are."""
@@ -233,7 +233,7 @@ def mha(need_weights):
             y, w = self.attn(x, x, x, attn_mask=mask, need_weights=need_weights)
             return y if w is None else y + w.sum(-1, keepdim=True)
 
-    return MHA(), [torch.randn(2, 5, 32), torch.randn(5, 5)]
+    return MHA(), [torch.randn(2, 130, 32), torch.randn(130, 130)]
 
 
 def sdpa_scaled():
@@ -247,8 +247,22 @@ def sdpa_scaled():
             s = 0.3 ** 0.5
             return ((q * s) @ (k.transpose(-2, -1) * s) + mask).softmax(-1) @ v
 
-    return SDPA(), [torch.randn(2, 3, 5, 8), torch.randn(2, 3, 6, 8), torch.randn(2, 3, 6, 7),
-                    torch.randn(5, 6)]
+    return SDPA(), [torch.randn(2, 3, 5, 8), torch.randn(2, 3, 130, 8), torch.randn(2, 3, 130, 7),
+                    torch.randn(5, 130)]
+
+
+def causal_attention():
+    """Hand-written causal attention (masked_fill: a Where with -inf)."""
+    import torch
+
+    class Causal(torch.nn.Module):
+        def forward(self, q, k, v):
+            t = q.shape[-2]
+            s = q @ k.transpose(-2, -1) / 8 ** 0.5
+            mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+            return s.masked_fill(mask, float("-inf")).softmax(-1) @ v
+
+    return Causal(), [torch.randn(1, 2, 130, 8) for _ in range(3)]
 
 
 # (name, builder, opset, symbolic batch, BatchNormalization kept): the
@@ -264,11 +278,13 @@ ATTENTION = [
     ("mha_attention", lambda: mha(False), 17, False, False),
     ("mha_weights", lambda: mha(True), 17, False, False),
     ("sdpa_scaled", sdpa_scaled, 14, False, False),
+    ("causal_attention", causal_attention, 17, False, False),
 ]
 # The fused attention ops each imported graph must hold (a softmax is left
-# exactly when there are none).
-FUSED = {"transformer_block": 1, "torch_encoder_layer": 1, "mha_attention": 1, "mha_weights": 0,
-         "sdpa_scaled": 1}
+# exactly when there are none): none with 10 keys (too few to gain) or
+# when the softmax has another reader.
+FUSED = {"transformer_block": 0, "torch_encoder_layer": 0, "mha_attention": 1, "mha_weights": 0,
+         "sdpa_scaled": 1, "causal_attention": 1}
 
 if __name__ == "__main__":
     sys.exit(main())
