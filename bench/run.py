@@ -237,8 +237,10 @@ class Bench:
                                 rc, " / ".join(tail.strip().splitlines()[-2:])[-300:])
                             line.append("%s failed" % who)
                             continue
-                        d = res.setdefault((m, t, who, split), {"sps": [], "rss": [], "first": []})
+                        d = res.setdefault((m, t, who, split),
+                                           {"sps": [], "rss": [], "first": [], "cpu": []})
                         d["sps"].append(j[key])
+                        d["cpu"].append(j.get("tokens_per_cpu_sec"))
                         d["rss"].append(rss)
                         d["first"].append(j.get("first_step_s", j.get("compile_seconds")))
                         tag = "torch %d+%d" % split if who == "torch" else who
@@ -256,6 +258,7 @@ class Bench:
                "chutney": median(c["sps"]), "chutney_runs": c["sps"],
                "chutney_rss_mb": median(c["rss"]), "reference": "pytorch",
                "batch": TRAIN[m], "timed_batches": self.a.batches or batches[m]}
+        per_cpu(row, "chutney_per_cpu_sec", c)
         if self.torch:
             best = max(self.splits(t), key=lambda s: median(res[(m, t, "torch", s)]["sps"]))
             p = res[(m, t, "torch", best)]
@@ -266,12 +269,14 @@ class Bench:
                                                median(res[(m, t, "torch", s)]["sps"])
                                                for s in self.splits(t) if s != best}})
             row["peers"] = {PEERS["torch1"][0]: {"value": row["ref"], "runs": p["sps"]}}
+            per_cpu(row["peers"][PEERS["torch1"][0]], "per_cpu_sec", p)
         for key in TRAIN_PEERS:
             if key not in self.peers:
                 continue
             p = res.get((m, t, key, (t, 1)))
             cell = {"error": self.peer_errors.get((m, key), "not run")} if not p else {
                 "value": median(p["sps"]), "runs": p["sps"], "rss_mb": median(p["rss"])}
+            per_cpu(cell, "per_cpu_sec", p)
             if p and key == "compile":
                 cell["compile_s"] = p["first"][0]  # the first step of the first run
                 cell["compile_cold"] = self.cold[(m, t)]
@@ -325,8 +330,9 @@ class Bench:
                             fail("%s generate" % who, argv, rc, tail)
                         self.peer_errors[("generate", who)] = "exit %d: %s" % (rc, tail[-300:])
                         continue
-                    d = res.setdefault((t, who), {"tps": [], "rss": []})
+                    d = res.setdefault((t, who), {"tps": [], "rss": [], "cpu": []})
                     d["tps"].append(j["tokens_per_sec"])
+                    d["cpu"].append(j.get("tokens_per_cpu_sec"))
                     d["rss"].append(rss)
                     line.append("%s %.0f tokens/s" % (who, j["tokens_per_sec"]))
                 log("[%d/%d] generate %d thr: %s" % (r + 1, repeats, t, ", ".join(line)))
@@ -337,12 +343,15 @@ class Bench:
                    "chutney_rss_mb": median(c["rss"]), "reference": "pytorch",
                    "prompt_tokens": prompt, "new_tokens": GEN_TOKENS, "context": GEN_CONTEXT,
                    "weights": "chutney: trained on 64 windows; pytorch: random", "peers": {}}
+            per_cpu(row, "chutney_per_cpu_sec", c)
             for who in ["torch"] + peers:
                 p = res.get((t, who))
                 name = PEERS["torch1" if who == "torch" else who][0]
                 row["peers"][name] = {"error": self.peer_errors.get(("generate", who), "not run")} \
                     if not p else {"value": median(p["tps"]), "runs": p["tps"],
                                    "rss_mb": median(p["rss"])}
+                if p:
+                    per_cpu(row["peers"][name], "per_cpu_sec", p)
                 if p and who == "torch":
                     row.update({"ref": median(p["tps"]), "ref_runs": p["tps"],
                                 "ref_rss_mb": median(p["rss"])})
@@ -463,6 +472,16 @@ class Bench:
                 row["peers"][PEERS[key][0]] = {k: v for k, v in cell.items() if v is not None}
             self.rows.append(row)
         self.geomean = infer_geomeans(self.rows)
+
+
+def per_cpu(cell, key, d):
+    """The GPT rows' tokens per CPU second of the process (all its threads),
+    median of the runs that report it: at 1 thread, a figure that other
+    work on a busy machine does not inflate."""
+    v = [x for x in d.get("cpu", []) if x]
+    if v:
+        cell[key] = median(v)
+        cell[key.replace("per_cpu_sec", "cpu_runs")] = v
 
 
 def infer_geomeans(rows):

@@ -208,7 +208,7 @@ int cn_tool_generate(int argc, char **argv) {
         for (size_t i = 0; rc == 0 && i < n; i++) prompt[i] = ids32[i];
     }
     printer pr = {tok, false};
-    double t0 = cn_tool_now_s();
+    double t0 = cn_tool_now_s(), c0 = cn_tool_cpu_s();
     if (rc == 0) {
         if (!a.json) fputs(a.prompt, stdout);
         fflush(stdout);
@@ -220,13 +220,15 @@ int cn_tool_generate(int argc, char **argv) {
                                   .on_token = a.json ? NULL : print_token,
                                   .ctx = &pr};
         rc = cn_gpt_generate(m, prompt, (int64_t)n, a.tokens, &o, out);
-        double dt = cn_tool_now_s() - t0;
+        double dt = cn_tool_now_s() - t0, cpu = cn_tool_cpu_s() - c0;
         if (!a.json) putchar('\n');
         else if (rc == 0)
             printf("{\"model\":\"gpt\",\"mode\":\"generate\",\"cache\":%s,\"prompt_tokens\":%zu,"
-                   "\"new_tokens\":%lld,\"seconds\":%.4f,\"tokens_per_sec\":%.1f,\"threads\":%d}\n",
+                   "\"new_tokens\":%lld,\"seconds\":%.4f,\"tokens_per_sec\":%.1f,"
+                   "\"tokens_per_cpu_sec\":%.1f,\"threads\":%d}\n",
                    a.no_cache ? "false" : "true", n, a.tokens, dt,
-                   dt > 0 ? (double)a.tokens / dt : 0, cn_get_num_threads());
+                   dt > 0 ? (double)a.tokens / dt : 0, cpu > 0 ? (double)a.tokens / cpu : 0,
+                   cn_get_num_threads());
     }
     if (rc < 0 || pr.failed)
         fprintf(stderr, "chutney generate: %s\n", pr.failed ? "a token outside the vocabulary"

@@ -376,7 +376,7 @@ int cn_tool_train_gpt(train_args *ap) {
         fflush(stdout);
     }
     bool tty = isatty(2);
-    double val = NAN, last_loss = NAN, train_time = 0, epoch_time = 0, all_time = 0;
+    double val = NAN, last_loss = NAN, train_time = 0, epoch_time = 0, all_time = 0, cpu_time = 0;
     /* this run's, for --json; tokens/s leaves out the first warmup steps
      * (first-touch allocations, caches), as train.c does */
     int64_t tokens = 0, all_tokens = 0, steps_run = 0;
@@ -415,7 +415,8 @@ int cn_tool_train_gpt(train_args *ap) {
                 rc = 1;
                 break;
             }
-            double t0 = cn_tool_now_s(), step_lr = cn_optimizer_get_lr(r.opt); /* the schedule moves it after */
+            double t0 = cn_tool_now_s(), c0 = cn_tool_cpu_s();
+            double step_lr = cn_optimizer_get_lr(r.opt); /* the schedule moves it after */
             if (r.prog) {
                 if (cn_run(r.prog, r.ph, batch, 2, &loss, 1) < 0) loss = NULL;
             } else {
@@ -435,6 +436,7 @@ int cn_tool_train_gpt(train_args *ap) {
             int64_t bs = cn_shape(batch[0])[0];
             if (steps_run >= warmup) {
                 train_time += dt;
+                cpu_time += cn_tool_cpu_s() - c0;
                 tokens += bs * T;
             }
             all_time += dt;
@@ -536,7 +538,8 @@ int cn_tool_train_gpt(train_args *ap) {
             printf("{\"model\":\"gpt\",\"mode\":\"%s\",\"epochs\":%d,\"steps\":%lld,"
                    "\"vocab\":%lld,\"parameters\":%lld,"
                    "\"val_loss\":%.6f,\"val_perplexity\":%.4f,\"unigram_loss\":%.6f,"
-                   "\"tokens_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
+                   "\"tokens_per_sec\":%.1f,\"tokens_per_cpu_sec\":%.1f,\"seconds\":%.2f,"
+                   "\"peak_rss_mb\":%.1f,"
                    "\"final_loss\":%s}\n",
                    r.prog ? "static" : "eager", a.epochs, (long long)steps_run, (long long)V,
                    (long long)nparams,
@@ -544,6 +547,7 @@ int cn_tool_train_gpt(train_args *ap) {
                    train_time > 0 ? (double)tokens / train_time  /* too short: timed whole */
                    : all_time > 0 ? (double)all_tokens / all_time
                                   : 0,
+                   cpu_time > 0 ? (double)tokens / cpu_time : 0,
                    cn_tool_now_s() - t_start, (double)ru.ru_maxrss / 1024.0, loss_s);
     }
     if (cn_tool_prof_finish(&prof) && rc == 0) rc = 1;
