@@ -9,7 +9,13 @@ writes it as JSON (bench/results/latest.json).
 Workloads: mlp, cnn, lstm (training samples/s: `chutney train --json`
 against bench/torch_train.py; where `chutney train` has `--mode static`,
 rows "mlp static" etc. time the step as one compiled program too, against
-the same PyTorch runs), overhead (bench_overhead: µs per tiny op,
+the same PyTorch runs), gpt (training tokens/s: `chutney train --model gpt`
+against bench/torch_gpt.py on the very token ids Chutney saved with
+--save-tokens, from the fortunes corpus of scripts/text-corpus.sh; eager
+and static), generate (greedy generation tokens/s with the key/value cache:
+`chutney generate --json` on a briefly trained checkpoint against
+`bench/torch_gpt.py --generate` on random weights, same model size, prompt
+length and number of new tokens), overhead (bench_overhead: µs per tiny op,
 without and with recording), gemm (bench_gemm: cn_matmul against
 cblas_sgemm called directly), and the inference models of
 bench/bench_infer.py (resnet18, resnet50, mobilenet_v2, mobilenet_v3_large,
@@ -51,18 +57,24 @@ from bench_infer import MODELS, PEERS, geomeans  # noqa: E402
 
 PY = "/usr/bin/python3"
 DATA = "/usr/share/datasets/fashion-mnist"
-ALL = ["mlp", "cnn", "lstm", "overhead", "gemm"] + MODELS
+ALL = ["mlp", "cnn", "lstm", "gpt", "generate", "overhead", "gemm"] + MODELS
 QUICK_MODELS = ["resnet18", "mobilenet_v3_large"]
 VENV_PEERS = ["torch2", "compile", "ort"]  # the PEERS of bench_infer.py in the venv
 TRAIN_PEERS = ["torch2", "compile"]  # ONNX Runtime does not train
-TRAIN = {"mlp": 128, "cnn": 64, "lstm": 128}  # batch sizes of the workloads
+TRAIN = {"mlp": 128, "cnn": 64, "lstm": 128, "gpt": 16}  # batch sizes of the workloads
 WARMUP = 20  # batches both trainers leave out of their samples/s
 # Timed batches after the warm-up: enough for a stable rate, short enough
 # that a full run takes about 20 minutes on 2 quiet cores.
-BATCHES = {"mlp": 300, "cnn": 100, "lstm": 100}
-QUICK_BATCHES = {"mlp": 100, "cnn": 30, "lstm": 30}
+BATCHES = {"mlp": 300, "cnn": 100, "lstm": 100, "gpt": 60}
+QUICK_BATCHES = {"mlp": 100, "cnn": 30, "lstm": 30, "gpt": 20}
+# The GPT rows: the default model of `chutney train --model gpt` (4 layers,
+# 4 heads, width 128, context 64, vocabulary 512); generation with context
+# GEN_CONTEXT, GEN_TOKENS new tokens after GEN_PROMPT.
+GEN_CONTEXT, GEN_TOKENS = 256, 200
+GEN_PROMPT = "It was a dark and stormy night; the rain fell in torrents"
 # The targets of issue 7: ratio Chutney / reference of the figure shown.
 TARGETS = {"mlp": (">=", 1.5), "lstm": (">=", 1.5), "cnn": (">=", 1.2),
+           "gpt": (">=", 2.0),  # issue 19
            "overhead": ("<=", 0.1), "gemm": (">=", 0.95),
            "resnet18": ("<=", 1.0)}  # issue 6: latency no slower than PyTorch
 RSS_TARGET = 1 / 3  # peak RSS while training, Chutney / PyTorch
@@ -130,14 +142,72 @@ class Bench:
         """(OpenMP, BLAS) thread splits PyTorch gets at t threads."""
         return [(t, 1)] if t == 1 else [(t, 1), (1, t)]
 
-    # ---- training: mlp, cnn, lstm ----
+    # ---- the GPT's data: a text corpus, its token ids, a checkpoint ----
+    def corpus(self):
+        """The fortunes corpus (scripts/text-corpus.sh), made once; None
+        after a note in the skipped list when the package is missing."""
+        path = os.path.join(self.a.build, "bench-data", "fortunes.txt")
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".tmp", "w") as f:
+                rc = subprocess.run(["sh", "scripts/text-corpus.sh", "fortunes"], stdout=f,
+                                    cwd=ROOT).returncode
+            if rc != 0:
+                os.unlink(path + ".tmp")
+                return None
+            os.replace(path + ".tmp", path)
+        return path
+
+    def gpt_tokens(self, limit):
+        """Token ids for both trainers: one untimed `chutney train` run
+        saves those it trains on (PREFIX.train.npy, PREFIX.val.npy); the
+        vocabulary size from its JSON."""
+        prefix = os.path.join(self.a.build, "bench-data", "gpt-tokens")
+        argv = [self.chutney, "train", "--model", "gpt", "--data", self.gpt_corpus, "--limit",
+                str(limit), "--threads", "2", "--save-tokens", prefix, "--json"]
+        out, rc, _, tail = run(argv)
+        j = last_json(out)
+        if rc != 0 or not j:
+            fail("chutney train --model gpt --save-tokens", argv, rc, tail)
+        return prefix, j["vocab"]
+
+    def train_argv(self, m, who, t, split, limit):
+        """The command line of one training run of workload m."""
+        if who in ("chutney", "static"):
+            argv = [self.chutney, "train", "--model", m, "--epochs", "1", "--limit", str(limit),
+                    "--threads", str(t), "--json"]
+            if m == "gpt":
+                argv += ["--data", self.gpt_corpus]
+            if self.static:  # the default mode has changed once already
+                argv += ["--mode", "static" if who == "static" else "eager"]
+            return argv
+        py = [PY if who == "torch" else self.venv_py]
+        if m == "gpt":
+            argv = py + ["bench/torch_gpt.py", "--tokens", self.gpt_prefix, "--vocab",
+                         str(self.gpt_vocab)]
+        else:
+            argv = py + ["bench/torch_train.py", "--model", m, "--epochs", "1", "--limit",
+                         str(limit)]
+        return argv + ["--threads", str(t), "--omp", str(split[0]), "--blas", str(split[1]),
+                       "--json"] + (["--compile"] if who == "compile" else [])
+
+    # ---- training: mlp, cnn, lstm, gpt ----
     def train(self, models, threads, repeats):
+        batches = QUICK_BATCHES if self.a.quick else BATCHES
         if not os.path.isdir(DATA):
-            for m in models:
+            for m in [m for m in models if m != "gpt"]:
                 self.skipped.append({"workload": m, "why": DATA + " is missing "
                                      "(Debian's dataset-fashion-mnist; make setup)"})
-            return
-        batches = QUICK_BATCHES if self.a.quick else BATCHES
+            models = [m for m in models if m == "gpt"]
+        if "gpt" in models:
+            self.gpt_corpus = self.corpus()
+            if not self.gpt_corpus:
+                self.skipped.append({"workload": "gpt", "why": "no text corpus (scripts/"
+                                     "text-corpus.sh: apt-get install fortunes)"})
+                models.remove("gpt")
+            else:
+                n = self.a.batches or batches["gpt"]
+                self.gpt_prefix, self.gpt_vocab = self.gpt_tokens(TRAIN["gpt"] * (WARMUP + n))
         res = {}  # (model, threads, who) -> {"sps": [...], "rss": [...]}
         self.cold = {(m, t): not os.path.isdir(self.inductor_dir(m, t))
                      for m in models for t in threads}
@@ -155,32 +225,26 @@ class Bench:
                         jobs.reverse()
                     line = []
                     for who, split in jobs:
-                        if who in ("chutney", "static"):
-                            argv = [self.chutney, "train", "--model", m, "--epochs", "1",
-                                    "--limit", str(limit), "--threads", str(t), "--json"]
-                            if self.static:  # the default mode has changed once already
-                                argv += ["--mode", "static" if who == "static" else "eager"]
-                        else:
-                            argv = [PY if who == "torch" else self.venv_py, "bench/torch_train.py",
-                                    "--model", m, "--epochs", "1", "--limit", str(limit),
-                                    "--threads", str(t), "--omp", str(split[0]), "--blas",
-                                    str(split[1]), "--json"] + (["--compile"] if who == "compile" else [])
+                        argv = self.train_argv(m, who, t, split, limit)
                         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=self.inductor_dir(m, t))
                         out, rc, rss, tail = run(argv, env)
                         j = last_json(out)
-                        if rc != 0 or not j or "samples_per_sec" not in j:
+                        key = "tokens_per_sec" if m == "gpt" else "samples_per_sec"
+                        if rc != 0 or not j or key not in j:
                             if who not in TRAIN_PEERS:
                                 fail("%s %s" % (who, m), argv, rc, tail)
                             self.peer_errors[(m, who)] = "exit %d: %s" % (
                                 rc, " / ".join(tail.strip().splitlines()[-2:])[-300:])
                             line.append("%s failed" % who)
                             continue
-                        d = res.setdefault((m, t, who, split), {"sps": [], "rss": [], "first": []})
-                        d["sps"].append(j["samples_per_sec"])
+                        d = res.setdefault((m, t, who, split),
+                                           {"sps": [], "rss": [], "first": [], "cpu": []})
+                        d["sps"].append(j[key])
+                        d["cpu"].append(j.get("tokens_per_cpu_sec"))
                         d["rss"].append(rss)
-                        d["first"].append(j.get("first_step_s"))
+                        d["first"].append(j.get("first_step_s", j.get("compile_seconds")))
                         tag = "torch %d+%d" % split if who == "torch" else who
-                        line.append("%s %.0f/s %.0fMB" % (tag, j["samples_per_sec"], rss))
+                        line.append("%s %.0f/s %.0fMB" % (tag, j[key], rss))
                     log("[%d/%d] %-4s %d thr: %s" % (r + 1, repeats, m, t, ", ".join(line)))
         for m in models:
             for t in threads:
@@ -190,10 +254,11 @@ class Bench:
     def train_row(self, res, m, t, who, batches):
         c = res[(m, t, who, None)]
         row = {"workload": m + (" static" if who == "static" else ""),
-               "threads": t, "unit": "samples/s",
+               "threads": t, "unit": "tokens/s" if m == "gpt" else "samples/s",
                "chutney": median(c["sps"]), "chutney_runs": c["sps"],
                "chutney_rss_mb": median(c["rss"]), "reference": "pytorch",
                "batch": TRAIN[m], "timed_batches": self.a.batches or batches[m]}
+        per_cpu(row, "chutney_per_cpu_sec", c)
         if self.torch:
             best = max(self.splits(t), key=lambda s: median(res[(m, t, "torch", s)]["sps"]))
             p = res[(m, t, "torch", best)]
@@ -204,17 +269,93 @@ class Bench:
                                                median(res[(m, t, "torch", s)]["sps"])
                                                for s in self.splits(t) if s != best}})
             row["peers"] = {PEERS["torch1"][0]: {"value": row["ref"], "runs": p["sps"]}}
+            per_cpu(row["peers"][PEERS["torch1"][0]], "per_cpu_sec", p)
         for key in TRAIN_PEERS:
             if key not in self.peers:
                 continue
             p = res.get((m, t, key, (t, 1)))
             cell = {"error": self.peer_errors.get((m, key), "not run")} if not p else {
                 "value": median(p["sps"]), "runs": p["sps"], "rss_mb": median(p["rss"])}
+            per_cpu(cell, "per_cpu_sec", p)
             if p and key == "compile":
                 cell["compile_s"] = p["first"][0]  # the first step of the first run
                 cell["compile_cold"] = self.cold[(m, t)]
             row.setdefault("peers", {})[PEERS[key][0]] = cell
         self.rows.append(row)
+
+    # ---- generation with the key/value cache ----
+    def generate(self, threads, repeats):
+        corpus = self.corpus()
+        if not corpus:
+            self.skipped.append({"workload": "generate", "why": "no text corpus (scripts/"
+                                 "text-corpus.sh: apt-get install fortunes)"})
+            return
+        # A checkpoint of the default model at context GEN_CONTEXT, trained
+        # for a few steps: the timing does not depend on the weights.
+        ckpt = os.path.join(self.a.build, "bench-data", "gpt-generate.ckpt")
+        argv = [self.chutney, "train", "--model", "gpt", "--data", corpus, "--context",
+                str(GEN_CONTEXT), "--limit", "64", "--threads", "2", "--save", ckpt, "--json"]
+        out, rc, _, tail = run(argv)
+        j = last_json(out)
+        if rc != 0 or not j:
+            fail("chutney train --model gpt --save", argv, rc, tail)
+        vocab = j["vocab"]
+
+        def chutney(t, n):
+            return [self.chutney, "generate", "--load", ckpt, "--prompt", GEN_PROMPT, "--tokens",
+                    str(n), "--temperature", "0", "--threads", str(t), "--json"]
+        out, rc, _, tail = run(chutney(1, 1))
+        j = last_json(out)
+        if rc != 0 or not j:
+            fail("chutney generate", chutney(1, 1), rc, tail)
+        prompt = j["prompt_tokens"]
+        peers = [p for p in ["torch2"] if p in self.peers]  # torch.compile: not for a growing cache
+        res = {}
+        for r in range(repeats):
+            for t in threads:
+                jobs = ["chutney"] + (["torch"] if self.torch else []) + peers
+                if r % 2:
+                    jobs.reverse()
+                line = []
+                for who in jobs:
+                    argv = chutney(t, GEN_TOKENS) if who == "chutney" else [
+                        PY if who == "torch" else self.venv_py, "bench/torch_gpt.py", "--generate",
+                        str(GEN_TOKENS), "--prompt-tokens", str(prompt), "--vocab", str(vocab),
+                        "--context", str(GEN_CONTEXT), "--threads", str(t), "--omp", str(t),
+                        "--blas", "1", "--json"]
+                    out, rc, rss, tail = run(argv)
+                    j = last_json(out)
+                    if rc != 0 or not j or "tokens_per_sec" not in j:
+                        if who != "torch2":
+                            fail("%s generate" % who, argv, rc, tail)
+                        self.peer_errors[("generate", who)] = "exit %d: %s" % (rc, tail[-300:])
+                        continue
+                    d = res.setdefault((t, who), {"tps": [], "rss": [], "cpu": []})
+                    d["tps"].append(j["tokens_per_sec"])
+                    d["cpu"].append(j.get("tokens_per_cpu_sec"))
+                    d["rss"].append(rss)
+                    line.append("%s %.0f tokens/s" % (who, j["tokens_per_sec"]))
+                log("[%d/%d] generate %d thr: %s" % (r + 1, repeats, t, ", ".join(line)))
+        for t in threads:
+            c = res[(t, "chutney")]
+            row = {"workload": "generate", "threads": t, "unit": "tokens/s",
+                   "chutney": median(c["tps"]), "chutney_runs": c["tps"],
+                   "chutney_rss_mb": median(c["rss"]), "reference": "pytorch",
+                   "prompt_tokens": prompt, "new_tokens": GEN_TOKENS, "context": GEN_CONTEXT,
+                   "weights": "chutney: trained on 64 windows; pytorch: random", "peers": {}}
+            per_cpu(row, "chutney_per_cpu_sec", c)
+            for who in ["torch"] + peers:
+                p = res.get((t, who))
+                name = PEERS["torch1" if who == "torch" else who][0]
+                row["peers"][name] = {"error": self.peer_errors.get(("generate", who), "not run")} \
+                    if not p else {"value": median(p["tps"]), "runs": p["tps"],
+                                   "rss_mb": median(p["rss"])}
+                if p:
+                    per_cpu(row["peers"][name], "per_cpu_sec", p)
+                if p and who == "torch":
+                    row.update({"ref": median(p["tps"]), "ref_runs": p["tps"],
+                                "ref_rss_mb": median(p["rss"])})
+            self.rows.append(row)
 
     def inductor_dir(self, m, t):
         """torch.compile's code cache, one per workload and thread count: the
@@ -333,6 +474,16 @@ class Bench:
         self.geomean = infer_geomeans(self.rows)
 
 
+def per_cpu(cell, key, d):
+    """The GPT rows' tokens per CPU second of the process (all its threads),
+    median of the runs that report it: at 1 thread, a figure that other
+    work on a busy machine does not inflate."""
+    v = [x for x in d.get("cpu", []) if x]
+    if v:
+        cell[key] = median(v)
+        cell[key.replace("per_cpu_sec", "cpu_runs")] = v
+
+
 def infer_geomeans(rows):
     """The geometric means over models of the inference rows' ratios."""
     def model_row(r):
@@ -368,7 +519,7 @@ def finish_row(row):
 def fmt(v, unit):
     if v is None:
         return "-"
-    if unit == "samples/s":
+    if unit in ("samples/s", "tokens/s"):
         return "{:,.0f}".format(v)
     if unit == "us/op":
         return "%.3f" % v
@@ -437,7 +588,7 @@ def peer_cells(r, names, why=False, missing=""):
         else:
             other = "%s: %s" % (r["reference"], cell(ref))
     def absent(n):  # ONNX Runtime has no training rows to miss
-        trains = r["unit"] == "samples/s"
+        trains = r["unit"] in ("samples/s", "tokens/s")
         return missing if r.get("peers") and not (trains and n == PEERS["ort"][0]) else ""
     return [c] + [cell(peers.get(n), absent(n)) for n in names] + [other]
 
@@ -528,7 +679,7 @@ def main():
     a.venv = os.path.abspath(a.venv) if a.venv else os.path.join(a.build, "bench-venv")
     workloads = []
     for w in parse_list(a.workloads) or (
-            ALL[:5] + QUICK_MODELS if a.quick else ALL):
+            ALL[:7] + QUICK_MODELS if a.quick else ALL):
         workloads += MODELS if w == "models" else [w]
     peers = [] if a.peers.strip() == "none" else parse_list(a.peers)
     bad = [w for w in workloads if w not in ALL] + [x for x in peers if x not in VENV_PEERS]
@@ -592,6 +743,9 @@ def main():
     models = [w for w in workloads if w in TRAIN]
     if models:
         b.train(models, threads, repeats)
+        save()
+    if "generate" in workloads:
+        b.generate(threads, repeats)
         save()
     if "overhead" in workloads:
         b.overhead(threads, repeats)

@@ -19,6 +19,19 @@ framework draws them from its own generator), so the two validation losses
 agree statistically, not to the last digit; docs/benchmarks.md gives the
 comparison and its spread over seeds.
 
+tokens_per_sec leaves out the first 20 steps (warm-up; with --compile the
+first of them compiles, reported apart as compile_seconds), as `chutney
+train --model gpt` does.
+
+With --generate N it trains nothing: it times greedy generation of N new
+tokens after a prompt of --prompt-tokens random ids, on random weights (GPT-2's
+initialisation; the timing does not depend on the values), with a key/value
+cache of its own (one buffer per layer of --context positions, written in
+place), as `chutney generate --json --temperature 0` times its own:
+
+    /usr/bin/python3 bench/torch_gpt.py --generate 200 --prompt-tokens 16 \
+        --vocab 515 --context 256 --json
+
 Thread counts are set before torch is imported, with a passive OpenMP wait
 policy, as bench/torch_train.py does."""
 import argparse
@@ -29,7 +42,10 @@ import sys
 import time
 
 p = argparse.ArgumentParser()
-p.add_argument("--tokens", required=True, help="PREFIX of PREFIX.train.npy and PREFIX.val.npy")
+p.add_argument("--tokens", help="PREFIX of PREFIX.train.npy and PREFIX.val.npy (training)")
+p.add_argument("--generate", type=int, default=0, metavar="N",
+               help="time the greedy generation of N tokens instead of training")
+p.add_argument("--prompt-tokens", type=int, default=16, help="the prompt's length (--generate)")
 p.add_argument("--vocab", type=int, required=True, help="the tokenizer's size (chutney's --json 'vocab')")
 p.add_argument("--context", type=int, default=64)
 p.add_argument("--layers", type=int, default=4)
@@ -41,20 +57,26 @@ p.add_argument("--weight-decay", type=float, default=0.1)
 p.add_argument("--clip", type=float, default=1.0)
 p.add_argument("--epochs", type=int, default=1)
 p.add_argument("--threads", type=int, default=1)
+p.add_argument("--omp", type=int, default=0, help="OpenMP threads (default: --threads)")
+p.add_argument("--blas", type=int, default=0, help="BLAS threads (default: --threads)")
 p.add_argument("--seed", type=int, default=1)
 p.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2)")
 p.add_argument("--json", action="store_true")
 args = p.parse_args()
+if not args.generate and not args.tokens:
+    p.error("--tokens is required (or --generate N)")
+if args.generate and args.prompt_tokens + args.generate > args.context:
+    p.error("--prompt-tokens + --generate must fit in --context (%d)" % args.context)
 
-os.environ["OMP_NUM_THREADS"] = str(args.threads)
-os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+os.environ["OMP_NUM_THREADS"] = str(args.omp or args.threads)
+os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas or args.threads)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-torch.set_num_threads(args.threads)
+torch.set_num_threads(args.omp or args.threads)
 torch.manual_seed(args.seed)
 T, E, H = args.context, args.embed, args.heads
 SDPA = hasattr(F, "scaled_dot_product_attention")
@@ -70,16 +92,25 @@ class Attention(nn.Module):
         self.in_proj_bias = nn.Parameter(torch.zeros(3 * E))
         self.out_proj = nn.Linear(E, E)
 
-    def forward(self, x):
+    def forward(self, x, cache=None, pos=0):
+        """cache: [k, v] buffers [B, H, T, E/H] holding positions < pos;
+        the new keys and values are written at pos."""
         B, L, _ = x.shape
         q, k, v = F.linear(x, self.in_proj_weight, self.in_proj_bias).split(E, dim=2)
         q, k, v = (t.view(B, L, H, E // H).transpose(1, 2) for t in (q, k, v))
+        if cache is not None:
+            cache[0][:, :, pos : pos + L] = k
+            cache[1][:, :, pos : pos + L] = v
+            k, v = cache[0][:, :, : pos + L], cache[1][:, :, : pos + L]
+        causal = L > 1  # a single new query sees every key before it
+        assert not causal or k.shape[2] == L, "a prompt goes in first, then one token at a time"
         if SDPA:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         else:
             s = (q @ k.transpose(-2, -1)) / math.sqrt(E // H)
-            mask = torch.ones(L, L, dtype=torch.bool).triu(1)
-            y = s.masked_fill(mask, float("-inf")).softmax(-1) @ v
+            if causal:
+                s = s.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), float("-inf"))
+            y = s.softmax(-1) @ v
         return self.out_proj(y.transpose(1, 2).reshape(B, L, E))
 
 
@@ -94,8 +125,8 @@ class Block(nn.Module):
         self.mlp.add_module("gelu", nn.GELU())
         self.mlp.add_module("c_proj", nn.Linear(4 * E, E))
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x, cache=None, pos=0):
+        x = x + self.attn(self.ln_1(x), cache, pos)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -104,7 +135,7 @@ class GPT(nn.Module):
         super().__init__()
         self.wte = nn.Embedding(V, E)
         self.wpe = nn.Embedding(T, E)
-        self.h = nn.Sequential(*[Block() for _ in range(args.layers)])
+        self.h = nn.ModuleList([Block() for _ in range(args.layers)])
         self.ln_f = nn.LayerNorm(E)
         resid = 0.02 / math.sqrt(2 * args.layers)
         for name, p in self.named_parameters():
@@ -117,10 +148,44 @@ class GPT(nn.Module):
             else:
                 nn.init.zeros_(p)
 
-    def forward(self, ids):
-        pos = torch.arange(ids.shape[1])
-        x = self.h(self.wte(ids) + self.wpe(pos))
+    def forward(self, ids, caches=None, pos=0):
+        x = self.wte(ids) + self.wpe(torch.arange(pos, pos + ids.shape[1]))
+        for i, block in enumerate(self.h):
+            x = block(x, caches[i] if caches else None, pos)
         return self.ln_f(x) @ self.wte.weight.t()
+
+
+def generate():
+    """Greedy generation with the cache: the prompt in one pass, then one
+    token a pass."""
+    model = GPT(args.vocab).eval()
+    g = torch.Generator().manual_seed(args.seed)
+    ids = torch.randint(0, args.vocab, (1, args.prompt_tokens), generator=g)
+    with torch.no_grad():
+        t0, c0 = time.perf_counter(), time.process_time()
+        caches = [[torch.empty(1, H, T, E // H) for _ in range(2)] for _ in range(args.layers)]
+        logits = model(ids, caches, 0)
+        pos, out = args.prompt_tokens, []
+        for _ in range(args.generate):
+            nxt = logits[:, -1].argmax(-1, keepdim=True)
+            out.append(int(nxt))
+            if len(out) == args.generate:
+                break
+            logits = model(nxt, caches, pos)
+            pos += 1
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    res = {"framework": "pytorch " + torch.__version__, "model": "gpt", "mode": "generate",
+           "prompt_tokens": args.prompt_tokens, "new_tokens": len(out), "seconds": round(dt, 4),
+           "tokens_per_sec": round(len(out) / dt, 1),
+           "tokens_per_cpu_sec": round(len(out) / cpu, 1) if cpu > 0 else 0, "threads": args.threads,
+           "weights": "random"}
+    print(json.dumps(res) if args.json else "%d tokens in %.3f s: %.0f tokens/s"
+          % (len(out), dt, res["tokens_per_sec"]))
+    sys.exit(0)
+
+
+if args.generate:
+    generate()
 
 
 def windows(tokens):
@@ -153,14 +218,16 @@ def evaluate():
     return total / val_x.numel()
 
 
+WARMUP = 20
 g = torch.Generator().manual_seed(args.seed)
 steps, tokens, train_time, compile_s, loss = 0, 0, 0.0, 0.0, float("nan")
+all_time, all_tokens, cpu_time = 0.0, 0, 0.0
 start = time.perf_counter()
 for epoch in range(args.epochs):
     order = torch.randperm(len(train_x), generator=g)
     for b in range(0, len(order), args.batch):
         idx = order[b : b + args.batch]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         logits = step_model(train_x[idx])
         l = F.cross_entropy(logits.reshape(-1, args.vocab), train_y[idx].reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -170,18 +237,25 @@ for epoch in range(args.epochs):
         opt.step()
         loss = l.item()
         dt = time.perf_counter() - t0
-        if args.compile and steps == 0:
-            compile_s = dt  # the first step compiles: kept out of tokens/s
-        else:
+        if steps == 0:
+            compile_s = dt if args.compile else 0.0  # the first step compiles
+        if steps >= WARMUP:
             train_time += dt
+            cpu_time += time.process_time() - c0
             tokens += idx.numel() * T
+        all_time += dt
+        all_tokens += idx.numel() * T
         steps += 1
 val = evaluate()
 out = {"framework": "pytorch " + torch.__version__, "model": "gpt", "compile": args.compile,
        "epochs": args.epochs, "steps": steps, "vocab": args.vocab,
        "parameters": sum(p.numel() for p in model.parameters()),
        "val_loss": round(val, 6), "val_perplexity": round(math.exp(val), 4),
-       "tokens_per_sec": round(tokens / train_time, 1) if train_time > 0 else 0,
+       # a run too short for the warm-up is timed whole
+       "tokens_per_sec": round(tokens / train_time if train_time > 0 else
+                               all_tokens / all_time if all_time > 0 else 0, 1),
+       # CPU seconds of every thread: what a busy machine does not inflate
+       "tokens_per_cpu_sec": round(tokens / cpu_time, 1) if cpu_time > 0 else 0,
        "compile_seconds": round(compile_s, 2), "seconds": round(time.perf_counter() - start, 2),
        "final_loss": loss, "threads": args.threads}
 if args.json:

@@ -16,19 +16,19 @@ typedef struct gen_args {
     long long tokens, top_k, threads;
     double temperature, top_p;
     uint64_t seed;
-    bool no_cache;
+    bool no_cache, json;
 } gen_args;
 
 static const char *const gen_options[] = {"--load", "--prompt", "--tokens", "--temperature",
                                           "--top-k", "--top-p", "--seed", "--threads",
-                                          "--no-cache", "--help"};
+                                          "--no-cache", "--json", "--help"};
 #define NGEN (int)(sizeof gen_options / sizeof gen_options[0])
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: chutney generate --load CKPT [--prompt TEXT] [--tokens N] [--temperature T]\n"
             "                        [--top-k K] [--top-p P] [--seed S] [--threads N] [--no-cache]\n"
-            "                        [--precision {f32,bf16,f16}]\n"
+            "                        [--precision {f32,bf16,f16}] [--json]\n"
             "\n"
             "Continues TEXT with a GPT checkpoint of `chutney train --model gpt --save`\n"
             "(its tokenizer is in the checkpoint) and prints the prompt and the N new\n"
@@ -40,6 +40,8 @@ static void usage(FILE *f) {
             "from <|endoftext|>. Each token attends over a key/value cache of the ones\n"
             "before; --no-cache recomputes the whole window instead (same tokens, slower).\n"
             "--precision bf16 or f16: the products in that type (autocast; default f32).\n"
+            "--json prints, instead of the text, one line with the prompt's and the new\n"
+            "tokens' counts, the time generation took (the model loaded) and tokens/s.\n"
             "Exit status: 0 done, 1 a failure (files), 2 a bad command line.\n");
 }
 
@@ -65,8 +67,8 @@ static int parse(int argc, char **argv, gen_args *a) {
             usage(stdout);
             return -1;
         }
-        if (!strcmp(k, "--no-cache")) {
-            a->no_cache = true;
+        if (!strcmp(k, "--no-cache") || !strcmp(k, "--json")) {
+            *(k[2] == 'n' ? &a->no_cache : &a->json) = true;
             continue;
         }
         bool known = false;
@@ -184,18 +186,27 @@ int cn_tool_generate(int argc, char **argv) {
         for (size_t i = 0; rc == 0 && i < n; i++) prompt[i] = ids32[i];
     }
     printer pr = {tok, false};
+    double t0 = cn_tool_now_s(), c0 = cn_tool_cpu_s();
     if (rc == 0) {
-        fputs(a.prompt, stdout);
+        if (!a.json) fputs(a.prompt, stdout);
         fflush(stdout);
         cn_gpt_generate_opts o = {.temperature = a.temperature,
                                   .top_k = a.top_k,
                                   .top_p = a.top_p,
                                   .seed = a.seed,
                                   .no_cache = a.no_cache,
-                                  .on_token = print_token,
+                                  .on_token = a.json ? NULL : print_token,
                                   .ctx = &pr};
         rc = cn_gpt_generate(m, prompt, (int64_t)n, a.tokens, &o, out);
-        putchar('\n');
+        double dt = cn_tool_now_s() - t0, cpu = cn_tool_cpu_s() - c0;
+        if (!a.json) putchar('\n');
+        else if (rc == 0)
+            printf("{\"model\":\"gpt\",\"mode\":\"generate\",\"cache\":%s,\"prompt_tokens\":%zu,"
+                   "\"new_tokens\":%lld,\"seconds\":%.4f,\"tokens_per_sec\":%.1f,"
+                   "\"tokens_per_cpu_sec\":%.1f,\"threads\":%d}\n",
+                   a.no_cache ? "false" : "true", n, a.tokens, dt,
+                   dt > 0 ? (double)a.tokens / dt : 0, cpu > 0 ? (double)a.tokens / cpu : 0,
+                   cn_get_num_threads());
     }
     if (rc < 0 || pr.failed)
         fprintf(stderr, "chutney generate: %s\n", pr.failed ? "a token outside the vocabulary"

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <time.h>
 
 int cn_tool_ops(int argc, char **argv);
 int cn_tool_train(int argc, char **argv);
@@ -85,6 +86,16 @@ const char *cn_tool_suggest(const char *word, const char *const *cands, int n);
 int cn_tool_unknown_option(const char *cmd, const char *arg, const char *const *opts, int n);
 int cn_tool_unknown_command(const char *arg, const char *const *cmds, int n);
 int cn_tool_missing_value(const char *cmd, const char *opt, const char *what);
+/* Seconds on the monotonic clock, for the rates commands report; and the
+ * CPU seconds of the whole process (every thread), which other work on a
+ * busy machine does not inflate. */
+static inline double cn_tool_clock_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static inline double cn_tool_now_s(void) { return cn_tool_clock_s(CLOCK_MONOTONIC); }
+static inline double cn_tool_cpu_s(void) { return cn_tool_clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 /* Parse a value of opt; false after a message. */
 bool cn_tool_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi,
                  long long *out);

@@ -24,12 +24,6 @@ enum { GPT_VOCAB = 512, GPT_CONTEXT = 64, GPT_LAYERS = 4, GPT_HEADS = 4, GPT_EMB
 #define GPT_WEIGHT_DECAY 0.1
 #define VAL_FRACTION 0.1
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void gpt_defaults(train_args *a) {
     if (!a->vocab) a->vocab = GPT_VOCAB;
     if (!a->context) a->context = GPT_CONTEXT;
@@ -383,7 +377,7 @@ int cn_tool_train_gpt(train_args *ap) {
     }
     if (a.threads) cn_set_num_threads(a.threads);
     cn_manual_seed(a.seed);
-    double t_start = now_s();
+    double t_start = cn_tool_now_s();
     run r = {0};
     int rc = 0;
     if (prepare_data(&a, &r) < 0) {
@@ -470,8 +464,11 @@ int cn_tool_train_gpt(train_args *ap) {
         fflush(stdout);
     }
     bool tty = isatty(2);
-    double val = NAN, last_loss = NAN, train_time = 0, epoch_time = 0;
-    int64_t tokens = 0, steps_run = 0; /* this run's, for --json */
+    double val = NAN, last_loss = NAN, train_time = 0, epoch_time = 0, all_time = 0, cpu_time = 0;
+    /* this run's, for --json; tokens/s leaves out the first warmup steps
+     * (first-touch allocations, caches), as train.c does */
+    int64_t tokens = 0, all_tokens = 0, steps_run = 0;
+    const int warmup = 20;
     cn_tool_signals_begin();
     cn_tool_progress stopped = {0}; /* set when a signal stopped the loop */
     int stop_sig = 0;
@@ -485,7 +482,7 @@ int cn_tool_train_gpt(train_args *ap) {
             break;
         }
         cn_module_train(r.model, true);
-        double e_start = now_s(), loss_sum = 0;
+        double e_start = cn_tool_now_s(), loss_sum = 0;
         int64_t seen = 0, b0 = 0;
         if (epoch == start_epoch && resumed.batches_done > 0) {
             /* The part of this epoch the stopped run trained. */
@@ -506,7 +503,8 @@ int cn_tool_train_gpt(train_args *ap) {
                 rc = 1;
                 break;
             }
-            double t0 = now_s(), step_lr = cn_optimizer_get_lr(r.opt); /* the schedule moves it after */
+            double t0 = cn_tool_now_s(), c0 = cn_tool_cpu_s();
+            double step_lr = cn_optimizer_get_lr(r.opt); /* the schedule moves it after */
             if (r.prog) {
                 cn_tensor *res[2] = {NULL, NULL};
                 loss = cn_run(r.prog, r.ph, batch, 2, res, r.nout) < 0 ? NULL : res[r.nout - 1];
@@ -524,10 +522,15 @@ int cn_tool_train_gpt(train_args *ap) {
                 rc = 1;
                 break;
             }
-            double dt = now_s() - t0;
-            train_time += dt;
+            double dt = cn_tool_now_s() - t0;
             int64_t bs = cn_shape(batch[0])[0];
-            tokens += bs * T;
+            if (steps_run >= warmup) {
+                train_time += dt;
+                cpu_time += cn_tool_cpu_s() - c0;
+                tokens += bs * T;
+            }
+            all_time += dt;
+            all_tokens += bs * T;
             steps_run++;
             last_loss = cn_item(loss);
             loss_sum += last_loss * (double)bs;
@@ -544,7 +547,7 @@ int cn_tool_train_gpt(train_args *ap) {
                     .grad_norm = train_log_grad_norm(a.logger, r.model, r.opt),
                     .samples_per_sec = (double)bs / dt, .tokens_per_sec = (double)(bs * T) / dt});
             if (!a.json && !a.quiet && (tty ? (b % 10 == 9 || b == nb - 1) : (b % 200 == 199))) {
-                double el = now_s() - e_start;
+                double el = cn_tool_now_s() - e_start;
                 fprintf(stderr, tty ? "\repoch %d/%d: batch %lld/%lld  loss %.4f  %.0f tokens/s  "
                                       "%3.0fs left "
                                     : "epoch %d/%d: batch %lld/%lld  loss %.4f  %.0f tokens/s  "
@@ -577,7 +580,7 @@ int cn_tool_train_gpt(train_args *ap) {
             }
             break;
         }
-        epoch_time = now_s() - e_start;
+        epoch_time = cn_tool_now_s() - e_start;
         val = evaluate(r.model, r.val_in, r.val_tg, a.batch);
         if (!isfinite(val)) {
             fprintf(stderr, "chutney: validation failed: %s\n", cn_last_error());
@@ -595,7 +598,7 @@ int cn_tool_train_gpt(train_args *ap) {
             .epoch = epoch + 1, .step = (int64_t)(epoch + 1) * nb,
             .train_loss = loss_sum / (double)(seen ? seen : 1), .train_accuracy = NAN,
             .test_accuracy = NAN, .val_loss = val, .val_perplexity = exp(val),
-            .lr = cn_optimizer_get_lr(r.opt), .seconds = now_s() - e_start,
+            .lr = cn_optimizer_get_lr(r.opt), .seconds = cn_tool_now_s() - e_start,
             .samples_per_sec = (double)seen / (epoch_time > 0 ? epoch_time : NAN)});
         if (a.save && save_gpt(&a, &cfg, r.tok, r.model, r.opt, epoch + 1, NULL) < 0) {
             fprintf(stderr, "chutney: cannot save checkpoint: %s\n", cn_last_error());
@@ -626,12 +629,17 @@ int cn_tool_train_gpt(train_args *ap) {
             printf("{\"model\":\"gpt\",\"mode\":\"%s\",\"epochs\":%d,\"steps\":%lld,"
                    "\"vocab\":%lld,\"parameters\":%lld,"
                    "\"val_loss\":%.6f,\"val_perplexity\":%.4f,\"unigram_loss\":%.6f,"
-                   "\"tokens_per_sec\":%.1f,\"seconds\":%.2f,\"peak_rss_mb\":%.1f,"
+                   "\"tokens_per_sec\":%.1f,\"tokens_per_cpu_sec\":%.1f,\"seconds\":%.2f,"
+                   "\"peak_rss_mb\":%.1f,"
                    "\"final_loss\":%s}\n",
                    r.prog ? "static" : "eager", a.epochs, (long long)steps_run, (long long)V,
                    (long long)nparams,
-                   val, exp(val), unigram, train_time > 0 ? (double)tokens / train_time : 0,
-                   now_s() - t_start, (double)ru.ru_maxrss / 1024.0, loss_s);
+                   val, exp(val), unigram,
+                   train_time > 0 ? (double)tokens / train_time  /* too short: timed whole */
+                   : all_time > 0 ? (double)all_tokens / all_time
+                                  : 0,
+                   cpu_time > 0 ? (double)tokens / cpu_time : 0,
+                   cn_tool_now_s() - t_start, (double)ru.ru_maxrss / 1024.0, loss_s);
     }
     if (cn_tool_prof_finish(&prof) && rc == 0) rc = 1;
     run_free(&r);

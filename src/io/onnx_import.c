@@ -179,7 +179,8 @@ int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
     cn_scope_begin();
     cn_clear_error();
     cn_t_budget.exceeded = false;
-    int rc = e->fn(c, n, in, nin, out, nout);
+    int rc = onnx_fuse_attention(c, vals, n, out);
+    rc = rc > 0 ? 0 : e->fn(c, n, in, nin, out, nout);
     if (rc < 0 && cn_t_budget.exceeded) rc = onnx_budget_exceeded(c);
     for (int i = 0; rc >= 0 && i < nout; i++) {
         const char *name = n->output[i];
@@ -357,6 +358,7 @@ static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_
     m->g = cn_graph_new();
     if (!m->g) return CN_ENOMEM;
     c.g = m->g;
+    c.graph = g;
     vmap vals = {0};
     int rc = 0;
     for (size_t i = 0; i < g->n_initializer && rc == 0; i++) {

@@ -17,6 +17,7 @@ typedef struct onnx_ctx {
     const char *base_dir;        /* for external data; may be NULL */
     const Onnx__NodeProto *node; /* the node being imported */
     int node_index;              /* its position in the graph, for messages */
+    const Onnx__GraphProto *graph; /* the nodes, for patterns over several (may be NULL) */
     int64_t budget;              /* elements the load may compute (cn_t_budget's start) */
     int opset_of_node;
     /* A module's forward (onnx_module.c): the floating-point initializers
@@ -52,6 +53,11 @@ char *onnx_dir_of(const char *path);
 /* Node n through its family's handler, its outputs into vals: 0 or < 0
  * after cn_fail naming the node. */
 int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n);
+
+/* When n is the last MatMul of an attention subgraph whose values nothing
+ * else reads, out[0] = the fused scaled_dot_product_attention of its Q, K,
+ * V and mask, and 1; else 0 and nothing changes (onnx_attention.c). */
+int onnx_fuse_attention(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n, cn_tensor **out);
 
 /* Resource bounds of a load (docs/onnx.md, "Limits"). A file or buffer
  * larger than ONNX_MAX_BYTES (protobuf's own 2 GiB), nested deeper than

@@ -191,7 +191,7 @@ static cn_tensor *om_forward(cn_module *base, cn_tensor *x) {
                        "batches needs a symbolic batch size: export it with dynamic_axes={'" : "",
                        batch_fixed ? m->in_name : "", batch_fixed ? "': {0: 'batch'}})" : "");
     const Onnx__GraphProto *g = m->mp->graph;
-    onnx_ctx c = {.opset = m->opset, .base_dir = m->base_dir, .trainable = true,
+    onnx_ctx c = {.opset = m->opset, .base_dir = m->base_dir, .graph = g, .trainable = true,
                   .training = base->training, .budget = -1};
     vmap vals = {0};
     int rc = 0;

@@ -60,6 +60,10 @@ head -c 7 "$tmp/g1" | grep -q '^the cat' || fail "generate: the output does not 
 cmp -s "$tmp/g3" "$tmp/g4" && echo "ok: greedy with and without the KV cache: the same text" ||
     { fail "greedy differs without the cache"; cat "$tmp/g3" "$tmp/g4"; }
 "$CHUTNEY" $gen --prompt "" --top-k 5 --top-p 0.9 >/dev/null 2>"$tmp/err" || { fail "generate from an empty prompt"; cat "$tmp/err"; }
+"$CHUTNEY" $gen --prompt "the dog" --temperature 0 --json >"$tmp/gj" 2>"$tmp/err" &&
+    grep -q '^{"model":"gpt","mode":"generate","cache":true,"prompt_tokens":[1-9][0-9]*,"new_tokens":30,"seconds":[0-9.]*,"tokens_per_sec":[0-9.]*,"tokens_per_cpu_sec":[0-9.]*,"threads":1}$' "$tmp/gj" &&
+    [ "$(wc -l <"$tmp/gj")" -eq 1 ] && echo "ok: generate --json: one line, no text" ||
+    { fail "generate --json"; cat "$tmp/gj" "$tmp/err"; }
 
 # Rotary positions: --rope trains, the checkpoint says so, generation reads
 # it back, and the KV cache (rows turned at their offsets) gives the same

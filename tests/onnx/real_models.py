@@ -1,11 +1,14 @@
 """Real models through Chutney's ONNX import, against PyTorch.
 
 During the test run, PyTorch (Debian's python3-torch, python3-torchvision)
-builds torchvision's resnet18 and mobilenet_v2, an LSTM classifier and a
-small transformer encoder block with random weights (fixed seed, eval mode),
-exports each to ONNX, and saves the input and PyTorch's output as .npy; then
-`chutney run` runs each model and its output must match PyTorch's within
-1e-4 absolute.
+builds torchvision's resnet18 and mobilenet_v2, an LSTM classifier, a
+small transformer encoder block and three attention layers with random
+weights (fixed seed, eval mode), exports each to ONNX, and saves the input
+and PyTorch's output as .npy; then `chutney run` runs each model and its
+output must match PyTorch's within 1e-4 absolute. For the attention
+models, `chutney graph --text` must show the attention subgraph imported
+as the fused scaled_dot_product_attention op (no softmax left) where the
+importer may map it, and the ops as they are where it may not.
 
     real_models.py CHUTNEY OUT_DIR [--only NAME,NAME] [--skip NAME,NAME]
 
@@ -60,7 +63,7 @@ def main():
     torch.set_num_threads(1)
     os.makedirs(out, exist_ok=True)
     fails = 0
-    for name, build, opset, dyn, keep_bn in MODELS:
+    for name, build, opset, dyn, keep_bn in MODELS + ATTENTION:
         if (only and name not in only) or (skip and name in skip):
             print("skipped: %s (not selected)" % name)
             continue
@@ -104,13 +107,28 @@ def main():
             fails += 1
             continue
         err = float(np.abs(got.astype(np.float64) - want).max())
-        ok = err <= TOL
+        ok = err <= TOL and fused_as_expected(chutney, name, path)
         fails += not ok
         print("%s: %s (opset %d, output %s, |out| max %.3g): max abs diff %.3g (tolerance %g), "
               "chutney run %.2f s" % ("ok" if ok else "FAIL", name, opset, list(want.shape),
                                         float(np.abs(want).max()), err, TOL, dt))
     print("real_models: %s" % ("all passed" if fails == 0 else "%d failed" % fails))
     return 1 if fails else 0
+
+
+def fused_as_expected(chutney, name, path):
+    """Does the imported graph hold FUSED[name] fused attention ops, and a
+    softmax exactly when none is fused?"""
+    if name not in FUSED:
+        return True
+    r = subprocess.run([chutney, "graph", path, "--text"], capture_output=True, text=True)
+    steps = r.stdout.lower()
+    fused, softmax = steps.count("scaled_dot_product_attention"), steps.count("softmax")
+    if r.returncode == 0 and fused == FUSED[name] and (softmax == 0) == (fused > 0):
+        return True
+    print("FAIL: %s: the graph has %d fused attention ops (expected %d) and %d softmax ops "
+          "(chutney graph exited %d)" % (name, fused, FUSED[name], softmax, r.returncode))
+    return False
 
 
 def randomize_norms(model):
@@ -199,6 +217,54 @@ def torch_encoder_layer():
     return layer, [torch.randn(2, 10, 64)]
 
 
+def mha(need_weights):
+    """nn.MultiheadAttention, 130 positions, a float mask: PyTorch 1.13 writes q /
+    sqrt(E), MatMul with a Transpose of k, baddbmm's Mul by 1 and Add of
+    the mask, Softmax, MatMul. With need_weights the softmax has a second
+    reader (the averaged weights), so the ops must stay as they are."""
+    import torch
+
+    class MHA(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, x, mask):
+            y, w = self.attn(x, x, x, attn_mask=mask, need_weights=need_weights)
+            return y if w is None else y + w.sum(-1, keepdim=True)
+
+    return MHA(), [torch.randn(2, 130, 32), torch.randn(130, 130)]
+
+
+def sdpa_scaled():
+    """Attention as PyTorch 2 exports F.scaled_dot_product_attention:
+    sqrt(scale) applied to q and to k^T apart, the float mask added; k has
+    more positions than q, v another width."""
+    import torch
+
+    class SDPA(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            s = 0.3 ** 0.5
+            return ((q * s) @ (k.transpose(-2, -1) * s) + mask).softmax(-1) @ v
+
+    return SDPA(), [torch.randn(2, 3, 5, 8), torch.randn(2, 3, 130, 8), torch.randn(2, 3, 130, 7),
+                    torch.randn(5, 130)]
+
+
+def causal_attention():
+    """Hand-written causal attention (masked_fill: a Where with -inf)."""
+    import torch
+
+    class Causal(torch.nn.Module):
+        def forward(self, q, k, v):
+            t = q.shape[-2]
+            s = q @ k.transpose(-2, -1) / 8 ** 0.5
+            mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+            return s.masked_fill(mask, float("-inf")).softmax(-1) @ v
+
+    return Causal(), [torch.randn(1, 2, 130, 8) for _ in range(3)]
+
+
 # (name, builder, opset, symbolic batch, BatchNormalization kept): the
 # opsets spread over 13..17.
 MODELS = [
@@ -208,6 +274,17 @@ MODELS = [
     ("transformer_block", transformer_block, 17, True, False),
     ("torch_encoder_layer", torch_encoder_layer, 16, False, False),
 ]
+ATTENTION = [
+    ("mha_attention", lambda: mha(False), 17, False, False),
+    ("mha_weights", lambda: mha(True), 17, False, False),
+    ("sdpa_scaled", sdpa_scaled, 14, False, False),
+    ("causal_attention", causal_attention, 17, False, False),
+]
+# The fused attention ops each imported graph must hold (a softmax is left
+# exactly when there are none): none with 10 keys (too few to gain) or
+# when the softmax has another reader.
+FUSED = {"transformer_block": 0, "torch_encoder_layer": 0, "mha_attention": 1, "mha_weights": 0,
+         "sdpa_scaled": 1, "causal_attention": 1}
 
 if __name__ == "__main__":
     sys.exit(main())

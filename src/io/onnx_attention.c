@@ -1,0 +1,204 @@
+/* The attention subgraph exporters write, imported as one fused
+ * scaled_dot_product_attention op (src/ops/attention.c):
+ *
+ *   MatMul(Softmax(masked(MatMul(Q', Kt') [* or / c]), axis = last), V)
+ *
+ * where Q' is Q scaled by constants (Mul or Div, any number of them), Kt'
+ * a Transpose of K scaled the same way (before or after the transpose),
+ * and masked(s) is s itself, s + a float mask (Add), or Where(cond, fill,
+ * s) / Where(cond, s, fill) with fill -inf or the lowest f32 (a bool mask:
+ * not cond, or cond). This is what PyTorch 1.13 writes for
+ * nn.MultiheadAttention (q / sqrt(E), then baddbmm's Mul by 1 and Add),
+ * what PyTorch 2 writes for F.scaled_dot_product_attention (sqrt(scale) on
+ * Q and on K^T), and what hand-written attention becomes (masked_fill is a
+ * Where).
+ * The fused kernel never keeps the L x S scores, and does the two matmuls
+ * and the softmax in one pass over tiles.
+ *
+ * The match is made at the final MatMul, walking back through the file's
+ * nodes; the nodes it covers were already imported as ordinary ops, and
+ * nothing reads them afterwards (each covered value has exactly one
+ * reader), so compiling the graph drops them. Anything else (another
+ * reader, a scale that is not a positive constant, a softmax over another
+ * axis, shapes or dtypes the fused op refuses, or too few keys: below)
+ * leaves the MatMul to its ordinary handler. */
+#include "onnx_internal.h"
+
+#ifdef CN_HAVE_ONNX
+#include <float.h>
+#include <math.h>
+
+/* Fewer keys than this (known at load) and the ops stay: with one block
+ * of keys (SDPA_KEYS, src/backend/cpu/attention.h) the fused kernel saves
+ * no memory traffic, and its smaller GEMMs made the BERT encoder of
+ * bench/infer_peer.py (128 tokens) 3% slower at 1 thread, while ViT-B/16
+ * (197) was 5% faster (docs/benchmarks.md, "Transformers (issue 19)"). */
+#define ONNX_ATTENTION_MIN_KEYS 129
+
+/* The node before the current one that writes name, or NULL. */
+static const Onnx__NodeProto *producer(const onnx_ctx *c, const char *name) {
+    const Onnx__GraphProto *g = c->graph;
+    for (int i = c->node_index - 1; i >= 0; i--) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t k = 0; k < n->n_output; k++)
+            if (n->output[k] && !strcmp(n->output[k], name))
+                return n->domain && *n->domain && strcmp(n->domain, "ai.onnx") ? NULL : n;
+    }
+    return NULL;
+}
+
+/* How many node inputs and graph outputs read name; a subgraph (If, Loop)
+ * may read any outer value, so a graph with one counts as "many". */
+static int readers(const onnx_ctx *c, const char *name) {
+    const Onnx__GraphProto *g = c->graph;
+    int k = 0;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t j = 0; j < n->n_input; j++) k += n->input[j] && !strcmp(n->input[j], name);
+        for (size_t j = 0; j < n->n_attribute; j++)
+            if (n->attribute[j]->g || n->attribute[j]->n_graphs) return 1 << 20;
+    }
+    for (size_t i = 0; i < g->n_output; i++) k += g->output[i]->name && !strcmp(g->output[i]->name, name);
+    return k;
+}
+
+static bool is_op(const Onnx__NodeProto *n, const char *op) {
+    return n && n->op_type && !strcmp(n->op_type, op);
+}
+
+/* A value read only by the pattern and made by op (NULL otherwise). */
+static const Onnx__NodeProto *inner(const onnx_ctx *c, const char *name, const char *op) {
+    const Onnx__NodeProto *p = producer(c, name);
+    return is_op(p, op) && readers(c, name) == 1 ? p : NULL;
+}
+
+/* A constant of one element that does not raise x's rank, as a double. */
+static bool const_scalar(const vmap *vals, const char *name, const cn_tensor *x, double *v) {
+    const cn_tensor *t = name ? vmap_get(vals, name) : NULL;
+    if (!t || cn_is_symbolic_tensor(t) || cn_numel(t) != 1 || cn_ndim(t) > cn_ndim(x) ||
+        !cn_dtype_is_float(cn_tensor_dtype(t)))
+        return false;
+    *v = cn_item(t);
+    return true;
+}
+
+/* Follows name back through Mul and Div by constants read only here,
+ * multiplying *scale; returns the value they were applied to. */
+static const char *unscale(const onnx_ctx *c, const vmap *vals, const char *name, double *scale) {
+    for (;;) {
+        const Onnx__NodeProto *p = inner(c, name, "Mul");
+        if (!p) p = inner(c, name, "Div");
+        if (!p || p->n_input != 2) return name;
+        const cn_tensor *x = vmap_get(vals, name);
+        double v;
+        if (is_op(p, "Mul") && const_scalar(vals, p->input[1], x, &v)) name = p->input[0];
+        else if (is_op(p, "Mul") && const_scalar(vals, p->input[0], x, &v)) name = p->input[1];
+        else if (is_op(p, "Div") && const_scalar(vals, p->input[1], x, &v) && v != 0) {
+            name = p->input[0];
+            v = 1 / v;
+        } else
+            return name;
+        *scale *= v;
+    }
+}
+
+/* K for Kt: Kt = Transpose(X, perm), K = X permuted by perm with its last
+ * two entries swapped (a view; X itself when that is the identity). */
+static cn_tensor *key_of(const onnx_ctx *c, const vmap *vals, const char *kt, double *scale) {
+    const Onnx__NodeProto *t = producer(c, unscale(c, vals, kt, scale));
+    if (!is_op(t, "Transpose") || t->n_input != 1) return NULL;
+    cn_tensor *x = vmap_get(vals, unscale(c, vals, t->input[0], scale));
+    int r = x ? cn_ndim(x) : 0, perm[CN_MAX_DIMS];
+    int64_t p64[CN_MAX_DIMS];
+    int np = onnx_attr_ints(t, "perm", p64, CN_MAX_DIMS);
+    if (r < 2 || (np >= 0 && np != r)) return NULL;
+    bool identity = true;
+    for (int i = 0; i < r; i++) {
+        int64_t a = np < 0 ? r - 1 - i : p64[i];
+        if (a < 0 || a >= r) return NULL;
+        perm[i] = (int)a;
+    }
+    int s = perm[r - 1];
+    perm[r - 1] = perm[r - 2];
+    perm[r - 2] = s;
+    for (int i = 0; i < r; i++) identity &= perm[i] == i;
+    return identity ? x : cn_permute(x, perm, r);
+}
+
+/* The scores: MatMul(Q', Kt') scaled by constants, whose product
+ * multiplies *scale when they are. */
+static bool scores(const onnx_ctx *c, const vmap *vals, const char *s, double *scale,
+                   cn_tensor **q, cn_tensor **k) {
+    double f = 1;
+    const Onnx__NodeProto *mm = inner(c, unscale(c, vals, s, &f), "MatMul");
+    if (!mm || mm->n_input != 2) return false;
+    *q = vmap_get(vals, unscale(c, vals, mm->input[0], &f));
+    *k = key_of(c, vals, mm->input[1], &f);
+    if (!*q || !*k || cn_ndim(*q) < 2) return false;
+    *scale *= f;
+    return true;
+}
+
+/* The scores and the mask under the softmax's input x (masked() above). */
+static bool masked(const onnx_ctx *c, const vmap *vals, const char *x, double *scale,
+                   cn_tensor **q, cn_tensor **k, cn_tensor **mask) {
+    const Onnx__NodeProto *add = inner(c, x, "Add"), *where = inner(c, x, "Where");
+    if (add && add->n_input == 2) {
+        for (int i = 0; i < 2; i++)
+            if (scores(c, vals, add->input[i], scale, q, k)) {
+                *mask = vmap_get(vals, add->input[1 - i]);
+                return *mask && cn_tensor_dtype(*mask) == cn_tensor_dtype(*q);
+            }
+        return false;
+    }
+    if (where && where->n_input == 3) {
+        cn_tensor *cond = vmap_get(vals, where->input[0]);
+        double fill;
+        for (int i = 1; i < 3; i++) {
+            const cn_tensor *s = vmap_get(vals, where->input[i]);
+            if (!cond || cn_tensor_dtype(cond) != CN_BOOL || !s ||
+                !const_scalar(vals, where->input[3 - i], s, &fill) || !(fill <= -FLT_MAX) ||
+                !scores(c, vals, where->input[i], scale, q, k))
+                continue;
+            /* The scores are kept where cond is true (i = 1) or false. */
+            *mask = i == 1 ? cond : cn_logical_not(cond);
+            return *mask != NULL;
+        }
+        return false;
+    }
+    return scores(c, vals, x, scale, q, k);
+}
+
+int onnx_fuse_attention(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n, cn_tensor **out) {
+    if (!c->graph || !is_op(n, "MatMul") || n->n_input != 2) return 0;
+    cn_tensor *v = vmap_get(vals, n->input[1]);
+    const Onnx__NodeProto *sm = inner(c, n->input[0], "Softmax");
+    if (!v || cn_ndim(v) < 2 || !sm || sm->n_input != 1) return 0;
+    const cn_tensor *x = vmap_get(vals, sm->input[0]);
+    int r = x ? cn_ndim(x) : 0;
+    int64_t axis = onnx_attr_int(sm, "axis", c->opset_of_node < 13 ? 1 : -1);
+    if (r < 2 || (axis != -1 && axis != r - 1)) return 0;
+    double outer = 1, scale = 1;
+    cn_tensor *q = NULL, *k = NULL, *mask = NULL;
+    const char *x1 = unscale(c, vals, sm->input[0], &outer);
+    if (!masked(c, vals, x1, &scale, &q, &k, &mask)) {
+        cn_clear_error(); /* a failed cn_logical_not: the ops stay */
+        return 0;
+    }
+    /* A scale outside the mask would scale a float mask too (the fused op
+     * adds it as it is), and a fill -inf * 0 is NaN. */
+    if (mask && outer != 1) return 0;
+    scale *= outer;
+    if (!(scale > 0) || !isfinite(scale)) return 0;
+    int64_t keys = cn_ndim(k) >= 2 ? cn_dim(k, cn_ndim(k) - 2) : -1;
+    if (keys >= 0 && keys < ONNX_ATTENTION_MIN_KEYS) return 0;
+    cn_tensor *y = cn_scaled_dot_product_attention(q, k, v, mask, 0.0, false, scale);
+    if (!y) { /* the fused op refused these shapes or dtypes: the ops stay */
+        cn_clear_error();
+        return 0;
+    }
+    out[0] = y;
+    return 1;
+}
+
+#endif
