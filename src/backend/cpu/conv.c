@@ -615,11 +615,17 @@ static int pick(const cn_conv_geom *g, cn_dtype dt, int which) {
     case CN_CONV_DEPTHWISE: return cn_dw_conv_takes(g) ? 3 : 1;
     default: break;
     }
-    if (cn_dw_conv_takes(g)) return 3;
 #ifdef CN_HAVE_DNNL
+    /* Depthwise: bench/bench_dwconv (docs/benchmarks.md) has the direct
+     * kernel level with oneDNN or ahead, but for the weight gradient of 3x3
+     * kernels from batch 4 on, where oneDNN's is 1.3 to 6 times faster (and
+     * 5x5 and 7x7 run 2 to 8 times slower on it). */
+    if (cn_dw_conv_takes(g))
+        return which == 2 && g->KH * g->KW <= 9 && dnnl_prefer(g, dt, which) ? 2 : 3;
     if (dnnl_prefer(g, dt, which)) return 2;
 #else
-    (void)g, (void)dt, (void)which;
+    (void)dt, (void)which;
+    if (cn_dw_conv_takes(g)) return 3;
 #endif
     return 1;
 }
