@@ -29,8 +29,6 @@
  * which the reference loops would skip). */
 #include "conv.h"
 
-#include "kernels.h"
-
 #include <stdatomic.h>
 #include <string.h>
 
