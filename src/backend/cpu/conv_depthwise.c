@@ -14,13 +14,19 @@
  *          columns) between theirs, padded by (KH - 1) dh - ph and
  *          (KW - 1) dw - pw (negative: cropped); k = w's taps reversed;
  *          stride 1. On a stride-2 layer three products in four are of
- *          zeros, which costs less than a second, scattering kernel.
+ *          zeros; that keeps one kernel for every stride, and
+ *          bench/bench_dwconv still has it level with oneDNN there.
  *   wgrad: per tap, the sum over samples and output pixels of
- *          dy[oh][ow] P[oh sh + i dh][ow sw + j dw], in BW lanes that a
+ *          dy[oh][ow] P[oh sh + i dh][ow sw + j dw], in VL lanes that a
  *          fixed tree adds up at the end.
- * Outputs are made in blocks of RB rows x BW columns held in registers (the
- * buffers are as wide as the columns rounded up to BW), the compiler
- * vectorising along the columns in each CN_HOT_FN variant.
+ * Outputs are made in blocks of RB rows x one vector of VL columns held in
+ * registers (the buffers are as wide as the columns rounded up to VL),
+ * written with GCC's vector extensions (as pool_max2x2.c: GCC's own
+ * vectoriser kept the block's sums in scalar registers) and compiled for
+ * each CN_HOT_FN level (32-byte vectors at the AVX-512 level too: not
+ * measured wider, no such CPU here); other compilers take the GEMM path.
+ * Products are contracted to FMAs, as in conv.c, so the default level's
+ * bits differ from the others' in the last place.
  *
  * Every output element is summed on one thread in one order (bias, planes,
  * taps in row order; the weight gradient: samples in order, then the lanes'
