@@ -617,12 +617,12 @@ static int pick(const cn_conv_geom *g, cn_dtype dt, int which) {
     }
 #ifdef CN_HAVE_DNNL
     /* Depthwise: bench/bench_dwconv (docs/benchmarks.md) has the direct
-     * kernel level with oneDNN or ahead at batch 1; at batch 16 ahead on
-     * planes of 7x7 outputs (1.2 to 3 times) but behind on larger ones (up
-     * to 2 times; oneDNN's blocked layout fills every vector with 8
-     * channels and needs no padded copy of the plane, which is probably
-     * why). oneDNN's weight gradient runs 2 to 8 times slower than the
-     * direct one for 5x5 and 7x7 kernels, 1.3 to 6 times faster for 3x3.
+     * kernel level with oneDNN or ahead at batch 1; at batch 16 mostly
+     * ahead on planes of 7x7 outputs but behind on larger ones (up to 2
+     * times; oneDNN's blocked layout fills every vector with 8 channels and
+     * needs no padded copy of the plane, which is probably why). oneDNN's
+     * weight gradient runs 2 to 10 times slower than the direct one for
+     * 5x5 and 7x7 kernels, 1.1 to 6 times faster for 3x3.
      * So from batch 4 oneDNN takes the forward product of planes above 8x8
      * outputs and the 3x3 weight gradient. */
     if (cn_dw_conv_takes(g)) {
