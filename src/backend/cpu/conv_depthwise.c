@@ -15,7 +15,8 @@
  *          (KW - 1) dw - pw (negative: cropped); k = w's taps reversed;
  *          stride 1. On a stride-2 layer three products in four are of
  *          zeros; that keeps one kernel for every stride, and
- *          bench/bench_dwconv still has it level with oneDNN there.
+ *          bench/bench_dwconv had it level with oneDNN there at batch 1
+ *          in two runs of three.
  *   wgrad: per tap, the sum over samples and output pixels of
  *          dy[oh][ow] P[oh sh + i dh][ow sw + j dw], in VL lanes that a
  *          fixed tree adds up at the end.
