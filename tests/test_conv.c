@@ -3,7 +3,8 @@
  * dilation, groups, bias and output padding, in f64 and f32 and in several
  * memory layouts; the fast paths (im2col + GEMM, oneDNN) against the
  * reference loops, including the column tiling, the 1x1 shortcut and the
- * direct depthwise kernel; the same bits at 1 and 2 threads; empty batches; every user error. */
+ * direct depthwise kernel; the same bits at 1 and 2 threads; empty batches;
+ * every user error. */
 #include "torch_ref.h"
 
 #include "backend/cpu/conv.h"
@@ -166,6 +167,12 @@ static void test_unbatched(void) {
     CHECK_SHAPE(t, 3, 6, 5);
 }
 
+/* conv2d's output size for case c. */
+static void out_size(const conv_case *c, int64_t *OH, int64_t *OW) {
+    *OH = (c->H + 2 * c->ph - c->dh * (c->KH - 1) - 1) / c->sh + 1;
+    *OW = (c->W + 2 * c->pw - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+}
+
 /* conv2d (r[0]), its weight gradient (r[1]) and its input gradient (r[2],
  * conv_transpose2d sized back to x, as conv2d's gradient uses it) of case c
  * with dy as y's gradient. */
@@ -175,8 +182,8 @@ static void products(const conv_case *c, cn_tensor *x, cn_tensor *w, cn_tensor *
     cn_attrs a = {.i = {c->groups, c->KH, c->KW},
                   .nlist = 6,
                   .list = {c->sh, c->sw, c->ph, c->pw, c->dh, c->dw}};
-    int64_t OH = (c->H + 2 * c->ph - c->dh * (c->KH - 1) - 1) / c->sh + 1;
-    int64_t OW = (c->W + 2 * c->pw - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+    int64_t OH, OW;
+    out_size(c, &OH, &OW);
     cn_attrs at = {.i = {c->groups},
                    .nlist = 8,
                    .list = {c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
@@ -190,8 +197,8 @@ static void products(const conv_case *c, cn_tensor *x, cn_tensor *w, cn_tensor *
 
 /* Random inputs of case c in dtype dt (layouts picked by k): x, w, b, dy. */
 static void random_inputs(const conv_case *c, cn_dtype dt, int k, cn_tensor *in[4]) {
-    int64_t OH = (c->H + 2 * c->ph - c->dh * (c->KH - 1) - 1) / c->sh + 1;
-    int64_t OW = (c->W + 2 * c->pw - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+    int64_t OH, OW;
+    out_size(c, &OH, &OW);
     in[0] = th_random(dt, CN_SHAPE(c->N, c->C, c->H, c->W), -1, 1, k % TH_NLAYOUTS, NULL);
     in[1] = th_random(dt, CN_SHAPE(c->O, c->C / c->groups, c->KH, c->KW), -1, 1,
                       (k + 2) % TH_NLAYOUTS, NULL);
