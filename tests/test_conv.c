@@ -270,6 +270,7 @@ static void test_depthwise(void) {
         {1, 3, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, true},     /* 1-pixel planes */
         {2, 2, 9, 10, 2, 7, 7, 1, 1, 3, 3, 1, 1, 2, true},    /* ConvNeXt's 7x7 */
         {1, 3, 12, 17, 6, 5, 5, 2, 3, 2, 0, 1, 1, 3, true},   /* 5x5, strides 2 and 3 */
+        {1, 2, 15, 16, 2, 7, 7, 2, 2, 3, 3, 1, 1, 2, true},   /* 7x7, stride 2 */
         {3, 2, 5, 6, 2, 2, 3, 3, 2, 0, 3, 2, 1, 2, false},    /* padding wider than the kernel */
         {9, 16, 6, 19, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, true}, /* several items per thread */
     };
