@@ -617,16 +617,16 @@ static int pick(const cn_conv_geom *g, cn_dtype dt, int which) {
     }
 #ifdef CN_HAVE_DNNL
     /* Depthwise: bench/bench_dwconv (docs/benchmarks.md) has the direct
-     * kernel level with oneDNN or ahead at batch 1; at batch 16 mostly
-     * ahead on planes of 7x7 outputs but behind on larger ones (up to 2
-     * times; oneDNN's blocked layout fills every vector with 8 channels and
-     * needs no padded copy of the plane, which is probably why). oneDNN's
-     * weight gradient runs 2 to 10 times slower than the direct one for
-     * 5x5 and 7x7 kernels, 1.1 to 6 times faster for 3x3.
-     * So from batch 4 oneDNN takes the forward product of planes above 8x8
-     * outputs and the 3x3 weight gradient. */
+     * kernel 2.6 to 20 times faster than im2col + GEMM at batch 1, where
+     * oneDNN would run on one thread (one block of the batch per task). At
+     * batch 16 oneDNN's forward product is ahead on planes of 56x56 and
+     * 112x112 outputs (1.1 to 1.4 times), level or behind on 28x28 and
+     * smaller; its weight gradient is 1.0 to 3.4 times faster for 3x3
+     * kernels and 5 to 25 times slower for 5x5 and 7x7. So from batch 4
+     * oneDNN takes the forward product of planes above 28x28 outputs and
+     * the 3x3 weight gradient. */
     if (cn_dw_conv_takes(g)) {
-        bool dnnl = which == 0   ? g->OH * g->OW > 64
+        bool dnnl = which == 0   ? g->OH * g->OW > 28 * 28
                     : which == 2 ? g->KH * g->KW <= 9
                                  : false;
         return dnnl && dnnl_prefer(g, dt, which) ? 2 : 3;
