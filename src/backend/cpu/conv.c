@@ -619,10 +619,11 @@ static int pick(const cn_conv_geom *g, cn_dtype dt, int which) {
     /* Depthwise: bench/bench_dwconv (docs/benchmarks.md) has the direct
      * kernel 2.6 to 20 times faster than im2col + GEMM at batch 1, where
      * oneDNN would run on one thread (one block of the batch per task). At
-     * batch 16 oneDNN's forward product is ahead on planes of 56x56 and
-     * 112x112 outputs (1.1 to 1.4 times), level or behind on 28x28 and
-     * smaller; its weight gradient is 1.0 to 3.4 times faster for 3x3
-     * kernels and 5 to 25 times slower for 5x5 and 7x7. So from batch 4
+     * batch 16 oneDNN's forward product is level or ahead on planes of
+     * 56x56 and 112x112 outputs (up to 1.4 times), either way on 28x28
+     * and mostly behind on smaller ones; its weight gradient is 1.0 to 3.4
+     * times faster for 3x3 kernels and 7 to 27 times slower for 5x5 and
+     * 7x7. So from batch 4
      * oneDNN takes the forward product of planes above 28x28 outputs and
      * the 3x3 weight gradient. */
     if (cn_dw_conv_takes(g)) {
