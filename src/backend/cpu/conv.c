@@ -623,9 +623,8 @@ static int pick(const cn_conv_geom *g, cn_dtype dt, int which) {
      * 56x56 and 112x112 outputs (up to 1.4 times), either way on 28x28
      * and mostly behind on smaller ones; its weight gradient is 1.0 to 3.4
      * times faster for 3x3 kernels and 7 to 27 times slower for 5x5 and
-     * 7x7. So from batch 4
-     * oneDNN takes the forward product of planes above 28x28 outputs and
-     * the 3x3 weight gradient. */
+     * 7x7. So from batch 4 oneDNN takes the forward product of planes
+     * above 28x28 outputs and the 3x3 weight gradient. */
     if (cn_dw_conv_takes(g)) {
         bool dnnl = which == 0   ? g->OH * g->OW > 28 * 28
                     : which == 2 ? g->KH * g->KW <= 9
