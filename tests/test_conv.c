@@ -2,8 +2,9 @@
  * this run by python3 + torch, tests/torch_ref.h) over strides, padding,
  * dilation, groups, bias and output padding, in f64 and f32 and in several
  * memory layouts; the fast paths (im2col + GEMM, oneDNN) against the
- * reference loops, including the column tiling and the 1x1 shortcut; the
- * same bits at 1 and 2 threads; empty batches; every user error. */
+ * reference loops, including the column tiling, the 1x1 shortcut and the
+ * direct depthwise kernel; the same bits at 1 and 2 threads; empty batches;
+ * every user error. */
 #include "torch_ref.h"
 
 #include "backend/cpu/conv.h"
@@ -99,8 +100,8 @@ static void queue_cases(bool transpose, queued *q) {
 static void check_cases(bool transpose, const queued *q) {
     const conv_case *cases = transpose ? convt_cases : conv_cases;
     int n = transpose ? NCONVT : NCONV;
-    cn_conv_impl impls[3] = {CN_CONV_REF, CN_CONV_GEMM, CN_CONV_DNNL};
-    for (int m = 0; m < 3; m++) {
+    cn_conv_impl impls[4] = {CN_CONV_REF, CN_CONV_GEMM, CN_CONV_DNNL, CN_CONV_DEPTHWISE};
+    for (int m = 0; m < 4; m++) {
         if (impls[m] == CN_CONV_DNNL && !cn_conv_have_dnnl()) continue;
         cn_conv_impl prev = cn_conv_set_impl(impls[m]);
         for (int k = 0; k < n; k++) {
@@ -166,6 +167,65 @@ static void test_unbatched(void) {
     CHECK_SHAPE(t, 3, 6, 5);
 }
 
+/* conv2d's output size for case c. */
+static void out_size(const conv_case *c, int64_t *OH, int64_t *OW) {
+    *OH = (c->H + 2 * c->ph - c->dh * (c->KH - 1) - 1) / c->sh + 1;
+    *OW = (c->W + 2 * c->pw - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+}
+
+/* conv2d (r[0]), its weight gradient (r[1]) and its input gradient (r[2],
+ * conv_transpose2d sized back to x, as conv2d's gradient uses it) of case c
+ * with dy as y's gradient. */
+static void products(const conv_case *c, cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_tensor *dy,
+                     cn_tensor *r[3]) {
+    cn_conv_opts o = opts_of(c);
+    cn_attrs a = {.i = {c->groups, c->KH, c->KW},
+                  .nlist = 6,
+                  .list = {c->sh, c->sw, c->ph, c->pw, c->dh, c->dw}};
+    int64_t OH, OW;
+    out_size(c, &OH, &OW);
+    cn_attrs at = {.i = {c->groups},
+                   .nlist = 8,
+                   .list = {c->sh, c->sw, c->ph, c->pw, c->dh, c->dw,
+                            c->H - ((OH - 1) * c->sh - 2 * c->ph + c->dh * (c->KH - 1) + 1),
+                            c->W - ((OW - 1) * c->sw - 2 * c->pw + c->dw * (c->KW - 1) + 1)}};
+    r[0] = cn_conv2d(x, w, b, &o);
+    r[1] = cn_op_apply(CN_OP_conv2d_weight_grad, (cn_tensor *[]){x, dy}, 2, &a);
+    r[2] = cn_op_apply(CN_OP_conv_transpose2d, (cn_tensor *[]){dy, w}, 2, &at);
+    CHECK_SHAPE(r[2], c->N, c->C, c->H, c->W);
+}
+
+/* Random inputs of case c in dtype dt (layouts picked by k): x, w, b, dy. */
+static void random_inputs(const conv_case *c, cn_dtype dt, int k, cn_tensor *in[4]) {
+    int64_t OH, OW;
+    out_size(c, &OH, &OW);
+    in[0] = th_random(dt, CN_SHAPE(c->N, c->C, c->H, c->W), -1, 1, k % TH_NLAYOUTS, NULL);
+    in[1] = th_random(dt, CN_SHAPE(c->O, c->C / c->groups, c->KH, c->KW), -1, 1,
+                      (k + 2) % TH_NLAYOUTS, NULL);
+    in[2] = c->bias ? th_random(dt, CN_SHAPE(c->O), -1, 1, TH_CONTIG, NULL) : NULL;
+    in[3] = th_random(dt, CN_SHAPE(c->N, c->O, OH, OW), -1, 1, TH_TRANSPOSED, NULL);
+}
+
+/* The three products of case c with implementation impl against the
+ * reference loops' (ref). */
+static void check_products(const char *label, const conv_case *c, cn_dtype dt, cn_tensor *in[4],
+                           cn_tensor *ref[3], cn_conv_impl impl) {
+    cn_conv_impl prev = cn_conv_set_impl(impl);
+    cn_tensor *r[3];
+    products(c, in[0], in[1], in[2], in[3], r);
+    cn_conv_set_impl(prev);
+    double tol = dt == CN_F32 ? 2e-5 : 1e-12;
+    char what[240];
+    snprintf(what, sizeof what,
+             "%s impl %d (%s N%" PRId64 " C%" PRId64 " %" PRId64 "x%" PRId64 " O%" PRId64
+             " k%" PRId64 "x%" PRId64 " s%" PRId64 ",%" PRId64 " g%" PRId64 ")",
+             label, (int)impl, cn_dtype_name(dt), c->N, c->C, c->H, c->W, c->O, c->KH, c->KW,
+             c->sh, c->sw, c->groups);
+    tr_check_close(what, r[0], ref[0], tol, tol);
+    tr_check_close(what, r[1], ref[1], tol * 10, tol * 10);
+    tr_check_close(what, r[2], ref[2], tol, tol);
+}
+
 /* The fast products against the reference loops on random geometries,
  * including the weight gradient and the conv_transpose2d (input gradient)
  * kernels, f32 and f64. */
@@ -185,47 +245,60 @@ static void test_fast_vs_reference(void) {
         if (H + 2 * ph < dh * (KH - 1) + 1) H = dh * (KH - 1) + 1;
         if (W + 2 * pw < dw * (KW - 1) + 1) W = dw * (KW - 1) + 1;
         cn_dtype dt = it % 2 ? CN_F32 : CN_F64;
-        int64_t C = Cg * groups, O = Og * groups;
-        cn_tensor *x = th_random(dt, CN_SHAPE(N, C, H, W), -1, 1, it % TH_NLAYOUTS, NULL);
-        cn_tensor *w = th_random(dt, CN_SHAPE(O, Cg, KH, KW), -1, 1, (it + 2) % TH_NLAYOUTS, NULL);
-        cn_tensor *b = it % 3 ? th_random(dt, CN_SHAPE(O), -1, 1, TH_CONTIG, NULL) : NULL;
-        cn_conv_opts o = {{sh, sw}, {ph, pw}, {dh, dw}, groups, {0, 0}};
-        cn_attrs a = {.i = {groups, KH, KW}, .nlist = 6, .list = {sh, sw, ph, pw, dh, dw}};
-        /* conv_transpose2d sized back to x, as conv2d's gradient uses it */
-        int64_t OH = (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1;
-        int64_t OW = (W + 2 * pw - dw * (KW - 1) - 1) / sw + 1;
-        cn_attrs at = {.i = {groups},
-                       .nlist = 8,
-                       .list = {sh, sw, ph, pw, dh, dw, H - ((OH - 1) * sh - 2 * ph + dh * (KH - 1) + 1),
-                                W - ((OW - 1) * sw - 2 * pw + dw * (KW - 1) + 1)}};
-
+        conv_case c = {N, Cg * groups, H, W, Og * groups, KH, KW, sh, sw, ph, pw, dh, dw, groups,
+                       it % 3 != 0};
+        cn_tensor *in[4], *ref[3];
+        random_inputs(&c, dt, it, in);
         cn_conv_impl prev = cn_conv_set_impl(CN_CONV_REF);
-        cn_tensor *y_ref = cn_conv2d(x, w, b, &o);
-        cn_tensor *dy = y_ref ? th_random(dt, 4, cn_shape(y_ref), -1, 1, TH_TRANSPOSED, NULL)
-                              : NULL;
-        cn_tensor *gw_ref = cn_op_apply(CN_OP_conv2d_weight_grad, (cn_tensor *[]){x, dy}, 2, &a);
-        cn_tensor *gx_ref = cn_op_apply(CN_OP_conv_transpose2d, (cn_tensor *[]){dy, w}, 2, &at);
-        CHECK_SHAPE(gx_ref, N, C, H, W);
-        cn_conv_impl impls[2] = {CN_CONV_GEMM, CN_CONV_DNNL};
-        for (int m = 0; m < 2; m++) {
-            if (impls[m] == CN_CONV_DNNL && !cn_conv_have_dnnl()) continue;
-            cn_conv_set_impl(impls[m]);
-            double tol = dt == CN_F32 ? 2e-5 : 1e-12;
-            char what[200];
-            snprintf(what, sizeof what,
-                     "iteration %d impl %d (%s N%" PRId64 " C%" PRId64 " %" PRId64 "x%" PRId64
-                     " O%" PRId64 " k%" PRId64 "x%" PRId64 " g%" PRId64 ")",
-                     it, (int)impls[m], cn_dtype_name(dt), N, C, H, W, O, KH, KW, groups);
-            tr_check_close(what, cn_conv2d(x, w, b, &o), y_ref, tol, tol);
-            tr_check_close(what,
-                           cn_op_apply(CN_OP_conv2d_weight_grad, (cn_tensor *[]){x, dy}, 2, &a),
-                           gw_ref, tol * 10, tol * 10);
-            tr_check_close(what, cn_op_apply(CN_OP_conv_transpose2d, (cn_tensor *[]){dy, w}, 2, &at),
-                           gx_ref, tol, tol);
-        }
+        products(&c, in[0], in[1], in[2], in[3], ref);
         cn_conv_set_impl(prev);
+        char label[32];
+        snprintf(label, sizeof label, "iteration %d", it);
+        check_products(label, &c, dt, in, ref, CN_CONV_GEMM);
+        if (cn_conv_have_dnnl()) check_products(label, &c, dt, in, ref, CN_CONV_DNNL);
         cn_scope_end();
     }
+}
+
+/* The direct depthwise kernel against the reference loops over the
+ * geometries it takes, f32 and f64, and the same bits at 1 and 2 threads. */
+static void test_depthwise(void) {
+    static const conv_case cases[] = {
+        {2, 3, 9, 11, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, true},    /* MobileNet's 3x3 */
+        {1, 4, 10, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, true},    /* stride 2 */
+        {2, 2, 11, 13, 4, 3, 3, 1, 2, 2, 1, 2, 2, 2, false},  /* dilation 2, multiplier 2 */
+        {1, 3, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, true},     /* 1-pixel planes */
+        {2, 2, 9, 10, 2, 7, 7, 1, 1, 3, 3, 1, 1, 2, true},    /* ConvNeXt's 7x7 */
+        {1, 3, 12, 17, 6, 5, 5, 2, 3, 2, 0, 1, 1, 3, true},   /* 5x5, strides 2 and 3 */
+        {1, 2, 15, 16, 2, 7, 7, 2, 2, 3, 3, 1, 1, 2, true},   /* 7x7, stride 2 */
+        {3, 2, 5, 6, 2, 2, 3, 3, 2, 0, 3, 2, 1, 2, false},    /* padding wider than the kernel */
+        {9, 16, 6, 19, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, true}, /* several items per thread */
+    };
+    th_seed(33);
+    int nt = cn_get_num_threads();
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++)
+        for (int d = 0; d < 2; d++) {
+            cn_scope_begin();
+            const conv_case *c = &cases[k];
+            cn_dtype dt = d ? CN_F32 : CN_F64;
+            cn_tensor *in[4], *ref[3], *r[2][3];
+            random_inputs(c, dt, k, in);
+            cn_conv_impl prev = cn_conv_set_impl(CN_CONV_REF);
+            products(c, in[0], in[1], in[2], in[3], ref);
+            cn_conv_set_impl(prev);
+            char label[32];
+            snprintf(label, sizeof label, "depthwise case %d", k);
+            check_products(label, c, dt, in, ref, CN_CONV_DEPTHWISE);
+            for (int t = 0; t < 2; t++) {
+                cn_set_num_threads(t + 1);
+                products(c, in[0], in[1], in[2], in[3], r[t]);
+            }
+            cn_set_num_threads(nt);
+            for (int p = 0; p < 3; p++)
+                CHECK_MSG(cn_equal(r[0][p], r[1][p]), "%s %s: product %d differs at 2 threads",
+                          label, cn_dtype_name(dt), p);
+            cn_scope_end();
+        }
 }
 
 /* The reference loops themselves against a tiny hand computation. */
@@ -341,6 +414,7 @@ int main(void) {
     RUN(test_against_torch);
     RUN(test_unbatched);
     RUN(test_fast_vs_reference);
+    RUN(test_depthwise);
     RUN(test_threads_same_bits);
     RUN(test_empty_and_half);
     RUN(test_errors);

@@ -31,13 +31,6 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-/* ceil(a / b) for b > 0 and any a. */
-static inline int64_t ceil_div(int64_t a, int64_t b) {
-    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
-}
-
 static cn_conv_impl conv_impl = CN_CONV_AUTO;
 
 cn_conv_impl cn_conv_set_impl(cn_conv_impl impl) {
@@ -474,15 +467,14 @@ static void wgrad_items(void *ctx, int64_t i0, int64_t i1) {
     cn_free(tmp);
 }
 
-static int oom(const char *what, const cn_conv_geom *g) {
+int cn_conv_oom(const char *what, const cn_conv_geom *g) {
     return cn_failc(CN_ENOMEM,
                     "%s: out of memory (x [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
                     "], %" PRId64 " output channels, kernel %" PRId64 "x%" PRId64 ")",
                     what, g->N, g->C, g->H, g->W, g->O, g->KH, g->KW);
 }
 
-/* Contiguous inputs for the GEMM path: *own is set when a copy was made. */
-static const char *dense(const cn_tensor *t, cn_tensor **own) {
+const char *cn_conv_dense(const cn_tensor *t, cn_tensor **own) {
     *own = NULL;
     if (!t) return NULL;
     cn_tensor *c = cn_t_contiguous((cn_tensor *)t);
@@ -497,15 +489,15 @@ static int fwd_gemm(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *
     gemm_conv c;
     setup(&c, g, (cn_dtype)y->dtype);
     cn_tensor *ox, *ow, *ob;
-    c.x = dense(x, &ox);
-    c.w = dense(w, &ow);
-    c.b = dense(bias, &ob);
+    c.x = cn_conv_dense(x, &ox);
+    c.w = cn_conv_dense(w, &ow);
+    c.b = cn_conv_dense(bias, &ob);
     c.out = cn_t_ptr(y);
     int rc = CN_OK;
-    if (!c.x || !c.w || (bias && !c.b)) rc = oom("conv2d", g);
+    if (!c.x || !c.w || (bias && !c.b)) rc = cn_conv_oom("conv2d", g);
     else {
         run_items(g->N * g->groups * c.ntiles, fwd_items, &c);
-        if (atomic_load(&c.failed)) rc = oom("conv2d", g);
+        if (atomic_load(&c.failed)) rc = cn_conv_oom("conv2d", g);
     }
     cn_release(ox);
     cn_release(ow);
@@ -519,15 +511,15 @@ static int dgrad_gemm(const cn_conv_geom *g, const cn_tensor *dy, const cn_tenso
     setup(&c, g, (cn_dtype)dx->dtype);
     c.direct &= c.P > 0; /* with no pixels, dx is the bias alone */
     cn_tensor *og, *ow, *ob;
-    c.dy = dense(dy, &og);
-    c.w = dense(w, &ow);
-    c.b = dense(bias, &ob);
+    c.dy = cn_conv_dense(dy, &og);
+    c.w = cn_conv_dense(w, &ow);
+    c.b = cn_conv_dense(bias, &ob);
     c.out = cn_t_ptr(dx);
     int rc = CN_OK;
-    if (!c.dy || !c.w || (bias && !c.b)) rc = oom("conv_transpose2d", g);
+    if (!c.dy || !c.w || (bias && !c.b)) rc = cn_conv_oom("conv_transpose2d", g);
     else {
         run_items(g->N * g->groups, dgrad_items, &c);
-        if (atomic_load(&c.failed)) rc = oom("conv_transpose2d", g);
+        if (atomic_load(&c.failed)) rc = cn_conv_oom("conv_transpose2d", g);
     }
     cn_release(og);
     cn_release(ow);
@@ -548,18 +540,18 @@ static int wgrad_gemm(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor
         return CN_OK;
     }
     cn_tensor *ox, *og;
-    c.x = dense(x, &ox);
-    c.dy = dense(dy, &og);
+    c.x = cn_conv_dense(x, &ox);
+    c.dy = cn_conv_dense(dy, &og);
     c.bs = (g->N + WGRAD_BLOCKS - 1) / WGRAD_BLOCKS;
     int64_t nblk = (g->N + c.bs - 1) / c.bs;
     size_t blk = (size_t)(g->O * c.Kg) * c.es;
     c.partial = nblk == 1 ? cn_t_ptr(dw) : cn_alloc(blk * (size_t)nblk);
     int rc = CN_OK;
-    if (!c.x || !c.dy || !c.partial) rc = oom("conv2d_weight_grad", g);
+    if (!c.x || !c.dy || !c.partial) rc = cn_conv_oom("conv2d_weight_grad", g);
     else {
         if (nblk >= cn_get_num_threads()) cn_parallel_tasks(nblk, wgrad_items, &c);
         else wgrad_items(&c, 0, nblk);
-        if (atomic_load(&c.failed)) rc = oom("conv2d_weight_grad", g);
+        if (atomic_load(&c.failed)) rc = cn_conv_oom("conv2d_weight_grad", g);
         else if (nblk > 1) {
             memcpy(cn_t_ptr(dw), c.partial, blk);
             for (int64_t b = 1; b < nblk; b++)
@@ -614,18 +606,35 @@ bool cn_conv_have_dnnl(void) {
 #endif
 }
 
-/* 0 reference, 1 GEMM, 2 oneDNN. */
+/* 0 reference, 1 GEMM, 2 oneDNN, 3 the direct depthwise kernel. */
 static int pick(const cn_conv_geom *g, cn_dtype dt, int which) {
     switch (conv_impl) {
     case CN_CONV_REF: return 0;
     case CN_CONV_GEMM: return 1;
     case CN_CONV_DNNL: return cn_conv_have_dnnl() && dt == CN_F32 ? 2 : 1;
+    case CN_CONV_DEPTHWISE: return cn_dw_conv_takes(g) ? 3 : 1;
     default: break;
     }
 #ifdef CN_HAVE_DNNL
+    /* Depthwise: bench/bench_dwconv (docs/benchmarks.md) has the direct
+     * kernel 2.6 to 20 times faster than im2col + GEMM at batch 1, where
+     * oneDNN would run on one thread (one block of the batch per task). At
+     * batch 16 oneDNN's forward product is level or ahead on planes of
+     * 56x56 and 112x112 outputs (up to 1.4 times), either way on 28x28
+     * and mostly behind on smaller ones; its weight gradient is 1.0 to 3.4
+     * times faster for 3x3 kernels and 7 to 27 times slower for 5x5 and
+     * 7x7. So from batch 4 oneDNN takes the forward product of planes
+     * above 28x28 outputs and the 3x3 weight gradient. */
+    if (cn_dw_conv_takes(g)) {
+        bool dnnl = which == 0   ? g->OH * g->OW > 28 * 28
+                    : which == 2 ? g->KH * g->KW <= 9
+                                 : false;
+        return dnnl && dnnl_prefer(g, dt, which) ? 2 : 3;
+    }
     if (dnnl_prefer(g, dt, which)) return 2;
 #else
-    (void)g, (void)dt, (void)which;
+    (void)dt, (void)which;
+    if (cn_dw_conv_takes(g)) return 3;
 #endif
     return 1;
 }
@@ -634,6 +643,7 @@ int cn_cpu_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor
                       const cn_tensor *bias, cn_tensor *y) {
     switch (pick(g, (cn_dtype)y->dtype, 0)) {
     case 0: return cn_cpu_conv2d_fwd_ref(g, x, w, bias, y);
+    case 3: return cn_dw_conv2d_fwd(g, x, w, bias, y);
 #ifdef CN_HAVE_DNNL
     case 2: {
         int rc = cn_dnnl_conv2d_fwd(g, x, w, bias, y);
@@ -649,6 +659,7 @@ int cn_cpu_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_ten
                         const cn_tensor *bias, cn_tensor *dx) {
     switch (pick(g, (cn_dtype)dx->dtype, 1)) {
     case 0: return cn_cpu_conv2d_dgrad_ref(g, dy, w, bias, dx);
+    case 3: return cn_dw_conv2d_dgrad(g, dy, w, bias, dx);
 #ifdef CN_HAVE_DNNL
     case 2: {
         int rc = cn_dnnl_conv2d_dgrad(g, dy, w, bias, dx);
@@ -664,6 +675,7 @@ int cn_cpu_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tens
                         cn_tensor *dw) {
     switch (pick(g, (cn_dtype)dw->dtype, 2)) {
     case 0: return cn_cpu_conv2d_wgrad_ref(g, x, dy, dw);
+    case 3: return cn_dw_conv2d_wgrad(g, x, dy, dw);
 #ifdef CN_HAVE_DNNL
     case 2: {
         int rc = cn_dnnl_conv2d_wgrad(g, x, dy, dw);

@@ -10,8 +10,9 @@
  * conv_transpose2d is dgrad with the roles of the names swapped.
  *
  * Each has a fast path (im2col + GEMM by tiles of output pixels, parallel
- * over batch x group x tile; or oneDNN where the build has it and it was
- * measured faster) and a reference path (plain loops in double, any
+ * over batch x group x tile; a direct kernel for depthwise convolutions,
+ * conv_depthwise.c; or oneDNN where the build has it and it was measured
+ * faster) and a reference path (plain loops in double, any
  * strides), the oracle of the tests. Inputs may have any strides; outputs
  * are contiguous and fully written. They return 0, or CN_ENOMEM after
  * cn_fail. */
@@ -33,7 +34,8 @@ typedef enum cn_conv_impl {
     CN_CONV_AUTO = 0, /* measured choice per shape (see conv.c) */
     CN_CONV_REF,      /* reference loops */
     CN_CONV_GEMM,     /* im2col + GEMM */
-    CN_CONV_DNNL      /* oneDNN (falls back to GEMM without it) */
+    CN_CONV_DNNL,     /* oneDNN (falls back to GEMM without it) */
+    CN_CONV_DEPTHWISE /* the direct depthwise kernel (GEMM where it does not apply) */
 } cn_conv_impl;
 /* Force an implementation (process-wide, not thread-safe: call it before
  * convolutions run). Returns the previous setting. */
@@ -56,5 +58,30 @@ int cn_cpu_conv2d_dgrad_ref(const cn_conv_geom *g, const cn_tensor *dy, const cn
                             const cn_tensor *bias, cn_tensor *dx);
 int cn_cpu_conv2d_wgrad_ref(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
                             cn_tensor *dw);
+
+/* The direct depthwise kernels (conv_depthwise.c), for the geometries
+ * cn_dw_conv_takes accepts: one input channel per group and at most
+ * CN_DW_MAX_MULT output channels per group. */
+#define CN_DW_MAX_MULT 4
+bool cn_dw_conv_takes(const cn_conv_geom *g);
+int cn_dw_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                     const cn_tensor *bias, cn_tensor *y);
+int cn_dw_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                       const cn_tensor *bias, cn_tensor *dx);
+int cn_dw_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                       cn_tensor *dw);
+
+/* Shared by the kernels' files. */
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+/* ceil(a / b) for b > 0 and any a. */
+static inline int64_t ceil_div(int64_t a, int64_t b) {
+    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+/* t's data, contiguous: *own is set (to release) when a copy was made;
+ * NULL for t NULL or out of memory. */
+const char *cn_conv_dense(const cn_tensor *t, cn_tensor **own);
+/* cn_fail's CN_ENOMEM naming the product (what) and its geometry. */
+int cn_conv_oom(const char *what, const cn_conv_geom *g);
 
 #endif

@@ -1,0 +1,418 @@
+/* Direct depthwise convolution (see conv.h): one input channel per group and
+ * a few output channels per group (the multiplier, Og = O / C), as in
+ * MobileNet, EfficientNet and ConvNeXt. im2col + GEMM runs these as
+ * products with one row (M = 1) behind a copy of the image per tap; here
+ * each is a small stencil over one plane.
+ *
+ * The three products share one kernel, `stencil`:
+ *   out[r][c] = b + sum over planes q, taps (i, j) of
+ *               k_q[i][j] P_q[r sh + i dh][c sw + j dw]
+ * where P_q is the input plane copied into a buffer with its zero padding
+ * around it, tall and wide enough that no tap needs a bounds check:
+ *   fwd:   P = x's plane, padded by (ph, pw); k = w's taps.
+ *   dgrad: P = dy's planes of the group with sh - 1 zero rows (sw - 1 zero
+ *          columns) between theirs, padded by (KH - 1) dh - ph and
+ *          (KW - 1) dw - pw (negative: cropped); k = w's taps reversed;
+ *          stride 1. On a stride-2 layer three products in four are of
+ *          zeros; that keeps one kernel for every stride, and
+ *          bench/bench_dwconv had it level with oneDNN there at batch 1
+ *          in two runs of three.
+ *   wgrad: per tap, the sum over samples and output pixels of
+ *          dy[oh][ow] P[oh sh + i dh][ow sw + j dw], in VL lanes that a
+ *          fixed tree adds up at the end.
+ * Outputs are made in blocks of RB rows x one vector of VL columns held in
+ * registers (the buffers are as wide as the columns rounded up to VL),
+ * written with GCC's vector extensions (as pool_max2x2.c: GCC's own
+ * vectoriser kept the block's sums in scalar registers) and compiled for
+ * each CN_HOT_FN level (32-byte vectors at the AVX-512 level too: not
+ * measured wider, no such CPU here); other compilers take the GEMM path.
+ * Products are contracted to FMAs, as in conv.c, so the default level's
+ * bits differ from the others' in the last place.
+ *
+ * Every output element is summed on one thread in one order (bias, planes,
+ * taps in row order; the weight gradient: samples in order, then the lanes'
+ * tree), so the bits do not depend on the thread count. A product with a
+ * zero of the padding adds exactly 0 (unless the weight is inf or NaN,
+ * which the reference loops would skip). */
+#include "conv.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
+#if defined(__GNUC__)
+
+/* A register block is RB output rows by one 32-byte vector of columns
+ * (VL = 8 floats or 4 doubles): RB independent sums in flight. 7 rows (the
+ * planes of these networks have 112, 56, 28, 14 or 7) measured no faster:
+ * the compiler runs out of registers for their addresses. Planes of fewer
+ * rows go one row at a time. */
+#define RB 4
+/* Taps of a kernel row whose weight-gradient sums run side by side. */
+#define WJ 7
+
+bool cn_dw_conv_takes(const cn_conv_geom *g) {
+    return g->groups == g->C && g->C > 0 && g->O <= CN_DW_MAX_MULT * g->C;
+}
+
+/* The stencil's geometry (see the header comment). */
+typedef struct stencil {
+    int64_t OH, OW, OWr; /* outputs; OWr = OW rounded up to the vector */
+    int64_t KH, KW, sh, sw, dh, dw;
+    int64_t Hp, Wp;      /* the padded plane */
+} stencil;
+
+static stencil stencil_of(int64_t OH, int64_t OW, const cn_conv_geom *g, int64_t sh, int64_t sw,
+                          int64_t VL) {
+    stencil s = {OH, OW, (OW + VL - 1) / VL * VL, g->KH, g->KW, sh, sw, g->dh, g->dw, 0, 0};
+    s.Hp = OH > 0 ? (OH - 1) * sh + (g->KH - 1) * g->dh + 1 : 0;
+    s.Wp = OW > 0 ? (s.OWr - 1) * sw + (g->KW - 1) * g->dw + 1 : 0;
+    return s;
+}
+
+/* A zeroed buffer, or NULL. */
+static void *zalloc(size_t nbytes) {
+    void *p = cn_alloc(nbytes);
+    if (p) memset(p, 0, nbytes);
+    return p;
+}
+
+/* Elements a plane buffer holds past Hp x Wp: a stride-2 load reads two
+ * vectors, one element beyond the last it keeps. */
+#define SLACK 16
+
+#if defined(__clang__)
+#define EVEN_f32(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#define EVEN_f64(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
+#else
+#define EVEN_f32(a, b) __builtin_shuffle(a, b, (vi_f32){0, 2, 4, 6, 8, 10, 12, 14})
+#define EVEN_f64(a, b) __builtin_shuffle(a, b, (vi_f64){0, 2, 4, 6})
+#endif
+
+/* Macros rather than functions: vectors passed by value would change the
+ * calling convention between the ISA variants (pool_max2x2.c). */
+#define LD(SFX, p) (*(const vu_##SFX *)(const void *)(p))
+#define ST(SFX, p, v) (*(vu_##SFX *)(void *)(p) = (v))
+/* v = the VL elements p[0], p[sw], p[2 sw], ... */
+#define LOAD_STRIDED(SFX, VL, v, p, sw)                                                            \
+    do {                                                                                           \
+        if ((sw) == 1) v = LD(SFX, p);                                                             \
+        else if ((sw) == 2) v = EVEN_##SFX(LD(SFX, p), LD(SFX, (p) + VL));                         \
+        else                                                                                       \
+            for (int t_ = 0; t_ < VL; t_++) v[t_] = (p)[t_ * (sw)];                                \
+    } while (0)
+
+/* The stencil with a K x K kernel and a column stride of 1 or 2 as
+ * constants: 1.3x faster than with them as variables for 5x5 and 7x7
+ * (best of 100 passes, one thread), but 1.1x slower for 3x3, which
+ * therefore stays on the general function. */
+#define DEFINE_SQUARE(T, SFX, K)                                                                   \
+    CN_HOT_FN(stencil##K##_##SFX, (const stencil *s, const T *P, int64_t nk, const T *k, T b,     \
+                                   T *y),                                                          \
+              (s, P, nk, k, b, y)) {                                                               \
+        if (s->sw == 1) rows_##SFX(s, P, nk, k, b, 1, K, K, y);                                    \
+        else rows_##SFX(s, P, nk, k, b, 2, K, K, y);                                               \
+    }
+
+#define DEFINE_DW(T, SFX, VL, IT)                                                                  \
+    typedef T v_##SFX __attribute__((vector_size(32)));                                            \
+    typedef T vu_##SFX __attribute__((vector_size(32), aligned(1), may_alias));                    \
+    typedef IT vi_##SFX __attribute__((vector_size(32)));                                          \
+                                                                                                   \
+    /* src [H, W]'s element (r, c) into P [Hp, Wp] at (top + r uh,                               \
+     * left + c uw) where that lies inside. The rest of P is zeroed once                          \
+     * when it is allocated: each plane writes the same places. */                                \
+    static void pad_plane_##SFX(const T *src, int64_t H, int64_t W, int64_t uh, int64_t uw,       \
+                                int64_t top, int64_t left, T *P, int64_t Hp, int64_t Wp) {        \
+        int64_t r0 = imax(0, ceil_div(-top, uh)), r1 = imin(H, ceil_div(Hp - top, uh));            \
+        int64_t c0 = imax(0, ceil_div(-left, uw)), c1 = imin(W, ceil_div(Wp - left, uw));          \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
+            const T *s = src + r * W;                                                              \
+            T *d = P + (top + r * uh) * Wp + left;                                                 \
+            if (uw == 1) memcpy(d + c0, s + c0, sizeof(T) * (size_t)imax(0, c1 - c0));             \
+            else                                                                                   \
+                for (int64_t c = c0; c < c1; c++) d[c * uw] = s[c];                                \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* rb rows x VL columns of out (row stride ldy; the first ncol columns                        \
+     * kept) from P at the block's origin; rb, sw, KH and KW are constants                        \
+     * where the callers below pass them, so each shape compiles to its own                       \
+     * loop. */                                                                                   \
+    CN_ISA_INLINE_ void block_##SFX(const stencil *s, const T *P, int64_t nk, int64_t plane,      \
+                                    const T *k, T b, int rb, int64_t sw, int64_t KH, int64_t KW,   \
+                                    T *y, int64_t ldy, int64_t ncol) {                             \
+        v_##SFX acc[RB];                                                                           \
+        for (int r = 0; r < rb; r++) acc[r] = (v_##SFX){0} + b;                                    \
+        const int64_t rs = s->sh * s->Wp;                                                          \
+        for (int64_t q = 0; q < nk; q++)                                                           \
+            for (int64_t i = 0; i < KH; i++)                                                       \
+                for (int64_t j = 0; j < KW; j++) {                                                 \
+                    const v_##SFX wv = (v_##SFX){0} + k[(q * KH + i) * KW + j];                    \
+                    const T *x = P + q * plane + i * s->dh * s->Wp + j * s->dw;                    \
+                    for (int r = 0; r < rb; r++) {                                                 \
+                        v_##SFX xv;                                                                \
+                        LOAD_STRIDED(SFX, VL, xv, x + r * rs, sw);                                 \
+                        acc[r] += wv * xv;                                                         \
+                    }                                                                              \
+                }                                                                                  \
+        /* A row narrower than the vector (ncol = ldy) is stored whole where                       \
+         * what it writes past its end lies in the rows stored after it. */                       \
+        const bool spill = ldy == ncol && 2 * ncol >= VL;                                          \
+        for (int r = 0; r < rb; r++) {                                                             \
+            if (ncol == VL || (spill && r + 1 < rb)) ST(SFX, y + r * ldy, acc[r]);                 \
+            else                                                                                   \
+                for (int t = 0; t < VL; t++)                                                       \
+                    if (t < ncol) y[r * ldy + t] = acc[r][t];                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* Rows in blocks of RB, the last block overlapping the one before it                         \
+     * rather than leaving a remainder (an output written twice gets the                          \
+     * same bits); columns likewise, once a row has a whole vector. */                            \
+    CN_ISA_INLINE_ void rows_##SFX(const stencil *s, const T *P, int64_t nk, const T *k, T b,     \
+                                   int64_t sw, int64_t KH, int64_t KW, T *y) {                     \
+        const int64_t plane = s->Hp * s->Wp, OW = s->OW;                                           \
+        const int rb = s->OH >= RB ? RB : 1;                                                       \
+        for (int64_t r0 = 0; r0 < s->OH; r0 += rb) {                                               \
+            const int64_t r = imin(r0, s->OH - rb);                                                \
+            for (int64_t c0 = 0; c0 < OW; c0 += VL) {                                              \
+                const int64_t c = OW >= VL ? imin(c0, OW - VL) : 0;                                \
+                const T *p = P + r * s->sh * s->Wp + c * sw;                                       \
+                T *yb = y + r * OW + c;                                                            \
+                int64_t ncol = imin(VL, OW);                                                       \
+                if (rb == RB) block_##SFX(s, p, nk, plane, k, b, RB, sw, KH, KW, yb, OW, ncol);    \
+                else block_##SFX(s, p, nk, plane, k, b, 1, sw, KH, KW, yb, OW, ncol);              \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* One function per kernel size, each a CN_HOT_FN of its own (all in                          \
+     * one function, they ran slower). */                                                         \
+    CN_HOT_FN(stencil_any_##SFX, (const stencil *s, const T *P, int64_t nk, const T *k, T b,      \
+                                  T *y),                                                           \
+              (s, P, nk, k, b, y)) {                                                               \
+        if (s->sw == 1) rows_##SFX(s, P, nk, k, b, 1, s->KH, s->KW, y);                            \
+        else if (s->sw == 2) rows_##SFX(s, P, nk, k, b, 2, s->KH, s->KW, y);                       \
+        else rows_##SFX(s, P, nk, k, b, s->sw, s->KH, s->KW, y);                                   \
+    }                                                                                              \
+    DEFINE_SQUARE(T, SFX, 5)                                                                       \
+    DEFINE_SQUARE(T, SFX, 7)                                                                       \
+    /* out [OH, OW] = b + the nk planes of P (each Hp x Wp) by the nk                             \
+     * kernels k [nk, KH, KW]. */                                                                 \
+    static void stencil_##SFX(const stencil *s, const T *P, int64_t nk, const T *k, T b, T *y) {   \
+        const bool sq = s->KH == s->KW && s->sw <= 2;                                              \
+        if (sq && s->KH == 5) stencil5_##SFX(s, P, nk, k, b, y);                                   \
+        else if (sq && s->KH == 7) stencil7_##SFX(s, P, nk, k, b, y);                              \
+        else stencil_any_##SFX(s, P, nk, k, b, y);                                                 \
+    }                                                                                              \
+                                                                                                   \
+    /* lanes [KH KW, VL] += the weight gradient's terms of one plane: g is                        \
+     * dy's plane [OH, OWr], zero past OW. Each tap's lane takes its terms                        \
+     * in the order (oh, column); up to WJ taps of a kernel row are summed                        \
+     * side by side, in registers, each dy vector loaded once for them. */                        \
+    CN_ISA_INLINE_ void wlanes_body_##SFX(const stencil *s, const T *P, const T *g, T *lanes,     \
+                                          int64_t sw) {                                            \
+        const int64_t KW = s->KW;                                                                  \
+        for (int64_t i = 0; i < s->KH; i++)                                                        \
+            for (int64_t j0 = 0; j0 < KW; j0 += WJ) {                                              \
+                const int64_t nj = imin(WJ, KW - j0);                                              \
+                T *lp = lanes + (i * KW + j0) * VL;                                                \
+                v_##SFX acc[WJ];                                                                   \
+                for (int j = 0; j < WJ; j++) acc[j] = (v_##SFX){0};                                \
+                for (int j = 0; j < WJ; j++)                                                       \
+                    if (j < nj) acc[j] = LD(SFX, lp + j * VL);                                     \
+                for (int64_t oh = 0; oh < s->OH; oh++) {                                           \
+                    const T *x = P + (oh * s->sh + i * s->dh) * s->Wp + j0 * s->dw;                \
+                    const T *gr = g + oh * s->OWr;                                                 \
+                    for (int64_t c = 0; c < s->OWr; c += VL) {                                     \
+                        const v_##SFX gv = LD(SFX, gr + c);                                        \
+                        for (int j = 0; j < WJ; j++)                                               \
+                            if (j < nj) {                                                          \
+                                v_##SFX xv;                                                        \
+                                LOAD_STRIDED(SFX, VL, xv, x + c * sw + j * s->dw, sw);             \
+                                acc[j] += gv * xv;                                                 \
+                            }                                                                      \
+                    }                                                                              \
+                }                                                                                  \
+                for (int j = 0; j < WJ; j++)                                                       \
+                    if (j < nj) ST(SFX, lp + j * VL, acc[j]);                                      \
+            }                                                                                      \
+    }                                                                                              \
+    CN_HOT_FN(wlanes_##SFX, (const stencil *s, const T *P, const T *g, T *lanes),                 \
+              (s, P, g, lanes)) {                                                                  \
+        if (s->sw == 1) wlanes_body_##SFX(s, P, g, lanes, 1);                                      \
+        else if (s->sw == 2) wlanes_body_##SFX(s, P, g, lanes, 2);                                 \
+        else wlanes_body_##SFX(s, P, g, lanes, s->sw);                                             \
+    }                                                                                              \
+                                                                                                   \
+    /* fwd: item = (n, c), its Og output planes. */                                               \
+    static void fwd_items_##SFX(void *ctx, int64_t i0, int64_t i1) {                               \
+        dw_conv *d = ctx;                                                                          \
+        const cn_conv_geom *g = d->g;                                                              \
+        stencil s = stencil_of(g->OH, g->OW, g, g->sh, g->sw, VL);                                 \
+        T *P = zalloc(sizeof(T) * (size_t)(s.Hp * s.Wp + SLACK));                                \
+        if (!P) {                                                                                  \
+            atomic_store(&d->failed, 1);                                                           \
+            return;                                                                                \
+        }                                                                                          \
+        const T *x = (const T *)d->x, *w = (const T *)d->w, *bias = (const T *)d->b;               \
+        for (int64_t it = i0; it < i1; it++) {                                                     \
+            int64_t c = it % g->C;                                                                 \
+            pad_plane_##SFX(x + it * g->H * g->W, g->H, g->W, 1, 1, g->ph, g->pw, P, s.Hp, s.Wp);  \
+            for (int64_t q = 0; q < d->Og; q++) {                                                  \
+                int64_t o = c * d->Og + q;                                                         \
+                T *y = (T *)d->out + (it * d->Og + q) * g->OH * g->OW;                             \
+                stencil_##SFX(&s, P, 1, w + o * g->KH * g->KW, bias ? bias[o] : 0, y);             \
+            }                                                                                      \
+        }                                                                                          \
+        cn_free(P);                                                                                \
+    }                                                                                              \
+                                                                                                   \
+    /* dgrad: item = (n, c), summing the group's Og planes of dy. */                              \
+    static void dgrad_items_##SFX(void *ctx, int64_t i0, int64_t i1) {                             \
+        dw_conv *d = ctx;                                                                          \
+        const cn_conv_geom *g = d->g;                                                              \
+        const int64_t KK = g->KH * g->KW;                                                          \
+        stencil s = stencil_of(g->H, g->W, g, 1, 1, VL);                                           \
+        size_t plane = (size_t)(s.Hp * s.Wp);                                                      \
+        T *P = zalloc(sizeof(T) * ((size_t)d->Og * plane + SLACK + (size_t)(d->Og * KK)));       \
+        if (!P) {                                                                                  \
+            atomic_store(&d->failed, 1);                                                           \
+            return;                                                                                \
+        }                                                                                          \
+        T *kf = P + (size_t)d->Og * plane + SLACK;                                                 \
+        const T *dy = (const T *)d->dy, *w = (const T *)d->w, *bias = (const T *)d->b;             \
+        for (int64_t it = i0; it < i1; it++) {                                                     \
+            int64_t c = it % g->C;                                                                 \
+            for (int64_t q = 0; q < d->Og; q++) {                                                  \
+                const T *src = dy + (it * d->Og + q) * g->OH * g->OW;                              \
+                pad_plane_##SFX(src, g->OH, g->OW, g->sh, g->sw, (g->KH - 1) * g->dh - g->ph,      \
+                                (g->KW - 1) * g->dw - g->pw, P + (size_t)q * plane, s.Hp, s.Wp);   \
+                const T *wo = w + (c * d->Og + q) * KK;                                            \
+                for (int64_t t = 0; t < KK; t++) kf[q * KK + t] = wo[KK - 1 - t];                  \
+            }                                                                                      \
+            stencil_##SFX(&s, P, d->Og, kf, bias ? bias[c] : 0,                                    \
+                          (T *)d->out + it * g->H * g->W);                                         \
+        }                                                                                          \
+        cn_free(P);                                                                                \
+    }                                                                                              \
+                                                                                                   \
+    /* wgrad: item = c, the Og kernels of its group, over the whole batch. */                     \
+    static void wgrad_items_##SFX(void *ctx, int64_t i0, int64_t i1) {                             \
+        dw_conv *d = ctx;                                                                          \
+        const cn_conv_geom *g = d->g;                                                              \
+        const int64_t KK = g->KH * g->KW, P_ = g->OH * g->OW;                                      \
+        stencil s = stencil_of(g->OH, g->OW, g, g->sh, g->sw, VL);                                 \
+        const bool copy = s.OWr != g->OW;                                                          \
+        size_t np = (size_t)(s.Hp * s.Wp) + SLACK, ng = copy ? (size_t)(g->OH * s.OWr) : 0;        \
+        T *P = zalloc(sizeof(T) * (np + ng + (size_t)(d->Og * KK * VL)));                        \
+        if (!P) {                                                                                  \
+            atomic_store(&d->failed, 1);                                                           \
+            return;                                                                                \
+        }                                                                                          \
+        T *gbuf = P + np, *lanes = gbuf + ng;                                                      \
+        const T *x = (const T *)d->x, *dy = (const T *)d->dy;                                      \
+        for (int64_t c = i0; c < i1; c++) {                                                        \
+            memset(lanes, 0, sizeof(T) * (size_t)(d->Og * KK * VL));                               \
+            for (int64_t n = 0; n < g->N; n++) {                                                   \
+                pad_plane_##SFX(x + (n * g->C + c) * g->H * g->W, g->H, g->W, 1, 1, g->ph, g->pw,  \
+                                P, s.Hp, s.Wp);                                                    \
+                for (int64_t q = 0; q < d->Og; q++) {                                              \
+                    const T *gp = dy + ((n * g->C + c) * d->Og + q) * P_;                          \
+                    if (copy) {                                                                    \
+                        for (int64_t r = 0; r < g->OH; r++)                                        \
+                            memcpy(gbuf + r * s.OWr, gp + r * g->OW, sizeof(T) * (size_t)g->OW);   \
+                        gp = gbuf;                                                                 \
+                    }                                                                              \
+                    wlanes_##SFX(&s, P, gp, lanes + q * KK * VL);                                  \
+                }                                                                                  \
+            }                                                                                      \
+            T *dw = (T *)d->out + c * d->Og * KK;                                                  \
+            for (int64_t t = 0; t < d->Og * KK; t++) {                                             \
+                T *l = lanes + t * VL;                                                             \
+                for (int h = VL / 2; h > 0; h /= 2)                                                \
+                    for (int u = 0; u < h; u++) l[u] += l[u + h];                                  \
+                dw[t] = l[0];                                                                      \
+            }                                                                                      \
+        }                                                                                          \
+        cn_free(P);                                                                                \
+    }
+
+typedef struct dw_conv {
+    const cn_conv_geom *g;
+    int64_t Og;
+    const char *x, *w, *dy, *b;
+    char *out;
+    atomic_int failed;
+} dw_conv;
+
+DEFINE_DW(float, f32, 8, int32_t)
+DEFINE_DW(double, f64, 4, int64_t)
+
+/* Runs fn over n items on the pool, on contiguous inputs (x, w, dy, b as
+ * the product has them). */
+static int run(const char *what, const cn_conv_geom *g, cn_dtype dt, int64_t n,
+               const cn_tensor *x, const cn_tensor *w, const cn_tensor *dy, const cn_tensor *b,
+               cn_tensor *out, cn_range_fn f32, cn_range_fn f64) {
+    dw_conv d = {.g = g, .Og = g->O / g->C, .out = cn_t_ptr(out)};
+    atomic_init(&d.failed, 0);
+    cn_tensor *own[4];
+    d.x = cn_conv_dense(x, &own[0]);
+    d.w = cn_conv_dense(w, &own[1]);
+    d.dy = cn_conv_dense(dy, &own[2]);
+    d.b = cn_conv_dense(b, &own[3]);
+    int rc = CN_OK;
+    if ((x && !d.x) || (w && !d.w) || (dy && !d.dy) || (b && !d.b)) rc = cn_conv_oom(what, g);
+    else {
+        cn_parallel_for(n, 1, dt == CN_F32 ? f32 : f64, &d);
+        if (atomic_load(&d.failed)) rc = cn_conv_oom(what, g);
+    }
+    for (int k = 0; k < 4; k++) cn_release(own[k]);
+    return rc;
+}
+
+int cn_dw_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                     const cn_tensor *bias, cn_tensor *y) {
+    if (g->OH == 0 || g->OW == 0) return CN_OK;
+    return run("conv2d", g, (cn_dtype)y->dtype, g->N * g->C, x, w, NULL, bias, y, fwd_items_f32,
+               fwd_items_f64);
+}
+
+int cn_dw_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                       const cn_tensor *bias, cn_tensor *dx) {
+    if (g->H == 0 || g->W == 0) return CN_OK;
+    return run("conv_transpose2d", g, (cn_dtype)dx->dtype, g->N * g->C, NULL, w, dy, bias, dx,
+               dgrad_items_f32, dgrad_items_f64);
+}
+
+int cn_dw_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                       cn_tensor *dw) {
+    return run("conv2d_weight_grad", g, (cn_dtype)dw->dtype, g->C, x, NULL, dy, NULL, dw,
+               wgrad_items_f32, wgrad_items_f64);
+}
+
+#else /* other compilers: the GEMM path */
+
+bool cn_dw_conv_takes(const cn_conv_geom *g) {
+    (void)g;
+    return false;
+}
+int cn_dw_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
+                     const cn_tensor *bias, cn_tensor *y) {
+    (void)g, (void)x, (void)w, (void)bias, (void)y;
+    return cn_failc(CN_EUNSUPPORTED, "conv2d: the direct depthwise kernel needs GCC or clang");
+}
+int cn_dw_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
+                       const cn_tensor *bias, cn_tensor *dx) {
+    (void)g, (void)dy, (void)w, (void)bias, (void)dx;
+    return cn_failc(CN_EUNSUPPORTED, "conv_transpose2d: the direct depthwise kernel needs GCC or clang");
+}
+int cn_dw_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
+                       cn_tensor *dw) {
+    (void)g, (void)x, (void)dy, (void)dw;
+    return cn_failc(CN_EUNSUPPORTED, "conv2d_weight_grad: the direct depthwise kernel needs GCC or clang");
+}
+
+#endif
