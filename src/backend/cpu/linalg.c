@@ -17,6 +17,7 @@ typedef struct mm_batch {
     int64_t m, n, k, rsa, csa, rsb, csb;
     const char *a, *b;
     char *c;
+    const cn_gemm_pack *bpk; /* b packed once (a program's constant), or NULL */
     atomic_int failed;
 } mm_batch;
 
@@ -30,10 +31,13 @@ static void mm_range(void *ctx, int64_t t0, int64_t t1) {
             oa += i * g->sa[d];
             ob += i * g->sb[d];
         }
-        if (cn_gemm(g->dt, g->m, g->n, g->k, g->a + oa * (int64_t)g->es, g->rsa, g->csa,
-                    g->b + ob * (int64_t)g->es, g->rsb, g->csb,
-                    g->c + (size_t)(t * g->m * g->n) * g->es, g->n) < 0)
-            atomic_store(&g->failed, 1);
+        const char *a = g->a + oa * (int64_t)g->es, *b = g->b + ob * (int64_t)g->es;
+        char *c = g->c + (size_t)(t * g->m * g->n) * g->es;
+        int rc = g->bpk ? cn_gemm_packed(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b, g->rsb,
+                                         g->csb, c, g->n, g->bpk, 0)
+                        : cn_gemm(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b, g->rsb, g->csb,
+                                  c, g->n);
+        if (rc < 0) atomic_store(&g->failed, 1);
     }
 }
 
@@ -66,6 +70,9 @@ int cn_cpu_k_matmul(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
     memcpy(g.sa, mg.sa, sizeof g.sa);
     memcpy(g.sb, mg.sb, sizeof g.sb);
     int64_t nmat = mg.nmat;
+    /* A 2-D b is the same matrix in every product. */
+    const cn_gemm_pack *pk = cn_gemm_pack_step();
+    if (b->ndim == 2 && cn_gemm_pack_current(pk, b)) g.bpk = pk;
 
     double macs = (double)g.m * (double)g.n * (double)g.k;
     if (nmat > 1 && macs <= MM_SMALL_MACS) {
