@@ -147,11 +147,15 @@ static bool placed_for(const cn_program *p) {
     return true;
 }
 
-static int build(cn_program *p) {
+static void drop_packs(cn_program *p) {
     cn_packs_free(p->packs, p->npacks);
     free(p->packs);
     p->packs = NULL;
     p->npacks = 0;
+}
+
+static int build(cn_program *p) {
+    drop_packs(p); /* per step, and the steps are made anew */
     ir_free(p->ir);
     cn_plan_free(p->plan);
     p->plan = NULL;
@@ -221,8 +225,7 @@ void cn_program_free(cn_program *p) {
         if (p->bound) cn_release(p->bound[i]);
         if (p->out_param) cn_release(p->out_param[i]);
     }
-    cn_packs_free(p->packs, p->npacks);
-    free(p->packs);
+    drop_packs(p);
     free(p->bound);
     free(p->out_param);
     free(p->direct);
@@ -684,17 +687,12 @@ void cn_program_attach_step(cn_program *p, int nuser, cn_tensor *const *bound, i
 /* Packs for this run's plan (packs.c), unless the program opted out. */
 static int update_packs(cn_program *p) {
     if (p->npacks != p->ir->ns) { /* placement added or removed transfer steps */
-        cn_packs_free(p->packs, p->npacks);
-        free(p->packs);
-        p->npacks = 0;
+        drop_packs(p);
         if (!(p->packs = calloc((size_t)(p->ir->ns ? p->ir->ns : 1), sizeof *p->packs)))
             return cn_failc(CN_ENOMEM, "run: out of memory");
         p->npacks = p->ir->ns;
     }
-    if (p->opts.no_packing) {
-        cn_packs_free(p->packs, p->ir->ns);
-        return CN_OK;
-    }
+    if (p->opts.no_packing) return CN_OK; /* every slot stays NULL */
     return cn_packs_update(p->ir, p->plan, p->live, p->packs);
 }
 

@@ -686,21 +686,23 @@ int cn_cpu_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tens
  * [output_padding_h, output_padding_w] for conv_transpose2d, which only
  * the output size depends on), i[0] = groups. */
 
-/* The geometry of conv2d(x, w) = y from the attributes. */
+/* The geometry of conv2d(x, w) = y from the attributes and the shapes. */
+static cn_conv_geom geom_of_shapes(const cn_attrs *a, const int64_t *x, const int64_t *w,
+                                   const int64_t *y) {
+    const int64_t *l = a->list;
+    cn_conv_geom g = {x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3],
+                      l[0], l[1], l[2], l[3], l[4], l[5], a->i[0]};
+    return g;
+}
+
 static cn_conv_geom conv_geom_of(const cn_attrs *a, const cn_tensor *x, const cn_tensor *w,
                                  const cn_tensor *y) {
-    const int64_t *l = a->list;
-    cn_conv_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
-                      w->shape[2], w->shape[3], y->shape[2], y->shape[3], l[0], l[1],
-                      l[2], l[3], l[4], l[5], a->i[0]};
-    return g;
+    return geom_of_shapes(a, x->shape, w->shape, y->shape);
 }
 
 bool cn_cpu_conv2d_fwd_packs(const cn_attrs *a, const int64_t *x, const int64_t *w,
                              const int64_t *y, cn_dtype dt) {
-    const int64_t *l = a->list;
-    cn_conv_geom g = {x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3],
-                      l[0], l[1], l[2], l[3], l[4], l[5], a->i[0]};
+    cn_conv_geom g = geom_of_shapes(a, x, w, y);
     /* Depthwise weights are a few numbers per channel: nothing to gain. */
     return (dt == CN_F32 || dt == CN_F64) && w[1] > 1 && pick(&g, dt, 0) == 1;
 }
