@@ -100,6 +100,12 @@ int cn_packs_update(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
     return CN_OK;
 }
 
+bool cn_packs_current(const cn_ir *ir, cn_gemm_pack *const *packs) {
+    for (int s = 0; s < ir->ns; s++)
+        if (packs[s] && !cn_gemm_pack_current(packs[s], ir->v[ir->s[s].in[1]].t)) return false;
+    return true;
+}
+
 void cn_packs_free(cn_gemm_pack **packs, int n) {
     for (int s = 0; packs && s < n; s++) {
         cn_gemm_pack_free(packs[s]);

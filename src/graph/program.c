@@ -52,6 +52,7 @@ struct cn_program {
      * written. */
     cn_gemm_pack **packs;
     int npacks;
+    bool packs_planned;  /* checked against the current plan */
 };
 
 /* ---- compile ---- */
@@ -152,6 +153,7 @@ static void drop_packs(cn_program *p) {
     free(p->packs);
     p->packs = NULL;
     p->npacks = 0;
+    p->packs_planned = false;
 }
 
 static int build(cn_program *p) {
@@ -693,7 +695,13 @@ static int update_packs(cn_program *p) {
         p->npacks = p->ir->ns;
     }
     if (p->opts.no_packing) return CN_OK; /* every slot stays NULL */
-    return cn_packs_update(p->ir, p->plan, p->live, p->packs);
+    /* Which steps pack depends on the plan's sizes (and asking whether a
+     * convolution runs on oneDNN is not free): once per plan, then only
+     * whether a constant was written. */
+    if (p->packs_planned && cn_packs_current(p->ir, p->packs)) return CN_OK;
+    int rc = cn_packs_update(p->ir, p->plan, p->live, p->packs);
+    p->packs_planned = rc == CN_OK;
+    return rc;
 }
 
 /* Was a tensor a pass relied on written since? */
@@ -814,6 +822,7 @@ static int run_program(cn_program *p, cn_tensor *const *placeholders, cn_tensor 
         }
         int level = p->opts.opt_level;
         p->plan = cn_plan_build(ir, p->live, level >= 1, parallel, p->opts.poison);
+        p->packs_planned = false;
         p->plan_parallel = parallel;
         if (!p->plan) {
             char msg[1024];
