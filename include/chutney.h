@@ -1056,6 +1056,13 @@ typedef struct cn_compile_opts {
     /* Do not warn on stderr when steps fall back to the CPU because their
      * device has no kernel for them (cn_program_stats counts them). */
     bool quiet_fallback;
+    /* Do not pack constant weights for the CPU's GEMM. By default the b of
+     * a matmul and the weights of a convolution that are constants of the
+     * program (not parameters) are packed once into the built-in GEMM's
+     * panels and kept with the program (cn_program_stats' packed_bytes),
+     * packed again only when written; the products then run on the
+     * built-in GEMM rather than BLAS. */
+    bool no_packing;
 } cn_compile_opts;
 
 /* Order, check and optimise the nodes that outputs depend on. opts NULL:
@@ -1144,6 +1151,8 @@ typedef struct cn_program_stats {
     int rank;
     int nsends;
     int nrecvs;
+    /* Constant weights packed for the CPU's GEMM, kept with the program. */
+    size_t packed_bytes;
 } cn_program_stats;
 int cn_program_stats_get(const cn_program *p, cn_program_stats *stats);
 /* The steps as text, one per line. */

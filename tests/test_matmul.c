@@ -522,6 +522,110 @@ static void test_thread_invariance(void) {
     cn_set_num_threads(saved);
 }
 
+/* Operands packed once (cn_gemm_pack): the same bits as packing on the
+ * fly, for the A and the B side, any layout, either of two matrices of a
+ * pack, every tile, 1 and 2 threads; within rounding of double; and a
+ * pointer, stride or tile the pack was not made for falls back. */
+static void fill_rand(cn_dtype dt, void *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == CN_F32) ((float *)p)[i] = (float)th_uniform(-1, 1);
+        else ((double *)p)[i] = th_uniform(-1, 1);
+    }
+}
+
+static double elem(cn_dtype dt, const void *p, int64_t i) {
+    return dt == CN_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
+}
+
+static void check_packed(cn_dtype dt, bool b_side, int64_t m, int64_t n, int64_t k, bool trans,
+                         bool naive) {
+    size_t es = cn_dsize(dt);
+    /* Two matrices of the packed side, 7 elements apart beyond their size. */
+    int64_t rows = b_side ? n : m, gstride = rows * k + 7;
+    char *P = malloc(es * (size_t)(2 * gstride)), *O = malloc(es * (size_t)(m > n ? m : n) * k);
+    char *C1 = malloc(es * (size_t)(m * n)), *C2 = malloc(es * (size_t)(m * n));
+    fill_rand(dt, P, 2 * gstride);
+    fill_rand(dt, O, (m > n ? m : n) * k);
+    /* The packed side's strides: row-major, or its transpose. */
+    int64_t rs = b_side ? (trans ? 1 : n) : (trans ? 1 : k);
+    int64_t cs = b_side ? (trans ? k : 1) : (trans ? m : 1);
+    cn_gemm_pack *pk = cn_gemm_pack_new(dt, b_side, rows, k, NULL, P, rs, cs, 2, gstride);
+    CHECK(pk != NULL);
+    CHECK(cn_gemm_pack_bytes(pk) >= es * (size_t)(2 * rows * k));
+    const char *mat = P + es * (size_t)gstride; /* matrix 1 */
+    const char *a = b_side ? O : mat, *b = b_side ? mat : O;
+    int64_t rsa = b_side ? k : rs, csa = b_side ? 1 : cs;
+    int64_t rsb = b_side ? rs : n, csb = b_side ? cs : 1;
+    for (int threads = 1; threads <= 2; threads++) {
+        cn_set_num_threads(threads);
+        CHECK_EQ_INT(cn_gemm_builtin(dt, m, n, k, a, rsa, csa, b, rsb, csb, C1, n), 0);
+        memset(C2, 0x7f, es * (size_t)(m * n));
+        CHECK_EQ_INT(cn_gemm_packed(dt, m, n, k, a, rsa, csa, b, rsb, csb, C2, n, pk, 1), 0);
+        CHECK_MSG(memcmp(C1, C2, es * (size_t)(m * n)) == 0,
+                  "%s %s side %" PRId64 "x%" PRId64 "x%" PRId64 "%s, %d threads: packed differs",
+                  cn_dtype_name(dt), b_side ? "B" : "A", m, n, k, trans ? " transposed" : "",
+                  threads);
+    }
+    double worst = 0;
+    for (int64_t i = 0; naive && i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double want = 0, scale = 0;
+            for (int64_t p = 0; p < k; p++) {
+                double x = elem(dt, a, i * rsa + p * csa) * elem(dt, b, p * rsb + j * csb);
+                want += x;
+                scale += fabs(x);
+            }
+            double err = fabs(elem(dt, C2, i * n + j) - want) / (scale > 0 ? scale : 1);
+            if (err > worst) worst = err;
+        }
+    CHECK_MSG(worst <= tol_for(dt), "packed %s: error %g of the scale", cn_dtype_name(dt), worst);
+    /* Matrix 0's pack does not match matrix 1's pointer, nor another
+     * stride: the product packs on the fly and is still right. */
+    CHECK_EQ_INT(cn_gemm_packed(dt, m, n, k, a, rsa, csa, b, rsb, csb, C2, n, pk, 0), 0);
+    CHECK(memcmp(C1, C2, es * (size_t)(m * n)) == 0);
+    cn_gemm_pack_free(pk);
+    free(P);
+    free(O);
+    free(C1);
+    free(C2);
+}
+
+static void test_builtin_packed(void) {
+    th_seed(10);
+    int saved = cn_get_num_threads();
+    /* Two k blocks in the second (the tiles' kc is 256). */
+    int64_t shapes[][3] = {{25, 97, 40}, {37, 70, 300}};
+    for (int d = 0; d < 2; d++) {
+        cn_dtype dt = d ? CN_F64 : CN_F32;
+        /* Every f32 tile (the layouts differ), f64's default one. */
+        for (int t = d ? -1 : 0; t < 0 || cn_gemm_select_tile(dt, t); t++) {
+            if (t < 0) cn_gemm_select_tile(dt, -1);
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int side = 0; side < 2; side++)
+                    check_packed(dt, side, shapes[s][0], shapes[s][1], shapes[s][2], s == 1,
+                                 t <= 0);
+            if (t < 0) break;
+        }
+        cn_gemm_select_tile(dt, -1);
+    }
+    /* A pack made for another tile is not used. */
+    float A[6 * 5], B[5 * 40], C1[6 * 40], C2[6 * 40];
+    fill_rand(CN_F32, A, 30);
+    fill_rand(CN_F32, B, 200);
+    cn_gemm_select_tile(CN_F32, 0);
+    cn_gemm_pack *pk = cn_gemm_pack_new(CN_F32, true, 40, 5, NULL, B, 40, 1, 1, 0);
+    cn_gemm_select_tile(CN_F32, 1);
+    cn_gemm_builtin(CN_F32, 6, 40, 5, A, 5, 1, B, 40, 1, C1, 40);
+    cn_gemm_packed(CN_F32, 6, 40, 5, A, 5, 1, B, 40, 1, C2, 40, pk, 0);
+    CHECK(memcmp(C1, C2, sizeof C1) == 0);
+    cn_gemm_select_tile(CN_F32, -1);
+    cn_gemm_pack_free(pk);
+    /* Nothing to pack is an error naming it. */
+    CHECK(cn_gemm_pack_new(CN_I32, true, 4, 4, NULL, B, 4, 1, 1, 0) == NULL);
+    CHECK(strstr(cn_last_error(), "nothing to pack") != NULL);
+    cn_set_num_threads(saved);
+}
+
 int main(void) {
     fprintf(stderr, "%s; f32 tile %s, f64 tile %s\n", cn_build_info(),
             cn_gemm_select_tile(CN_F32, -1), cn_gemm_select_tile(CN_F64, -1));
@@ -536,5 +640,6 @@ int main(void) {
     RUN(test_builtin_tiles);
     RUN(test_builtin_vectors);
     RUN(test_thread_invariance);
+    RUN(test_builtin_packed);
     return th_summary();
 }

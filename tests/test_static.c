@@ -2,6 +2,8 @@
  * gradients as graphs, and the errors. Eager results are the reference. */
 #include "harness.h"
 
+#include "backend/cpu/gemm.h"
+
 /* A model written once against the tensor API. */
 static cn_tensor *mlp(cn_tensor *x, cn_tensor *w1, cn_tensor *b1, cn_tensor *w2) {
     cn_tensor *h = cn_tanh(cn_add(cn_matmul(x, w1), b1));
@@ -123,11 +125,56 @@ static void test_gradient_two_unknown_sizes(void) {
     cn_graph_free(g);
 }
 
+/* Constant weights packed once (src/graph/packs.c): a linear layer's b (a
+ * transposed view, as ONNX's Gemm gives it) and a convolution's weights
+ * give the bits of the built-in GEMM packing as it goes, are counted in
+ * packed_bytes, and a weight written between runs is packed again. */
+static void test_packed_weights(void) {
+    th_seed(11);
+    cn_tensor *w = th_random(CN_F32, CN_SHAPE(64, 300), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *cw = th_random(CN_F32, CN_SHAPE(8, 3, 3, 3), -1, 1, TH_CONTIG, NULL);
+    cn_graph *g = cn_graph_new();
+    cn_tensor *ph[2] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 300)),
+                        cn_placeholder(g, "im", CN_F32, CN_SHAPE(1, 3, 12, 12))};
+    cn_tensor *outs[2] = {cn_matmul(ph[0], cn_mT(w)),
+                          cn_conv2d(ph[1], cw, NULL, &(cn_conv_opts){.padding = {1, 1}})};
+    cn_program *p = cn_compile(g, outs, 2, NULL);
+    cn_program *q = cn_compile(g, outs, 2, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
+    cn_tensor *in[2] = {th_random(CN_F32, CN_SHAPE(60, 300), -1, 1, TH_CONTIG, NULL),
+                        th_random(CN_F32, CN_SHAPE(1, 3, 12, 12), -1, 1, TH_CONTIG, NULL)};
+    float *want = malloc(sizeof(float) * 60 * 64);
+    for (int round = 0; round < 2; round++) {
+        cn_tensor *r[2], *u[2];
+        CHECK_EQ_INT(cn_run(p, ph, in, 2, r, 2), 0);
+        CHECK_EQ_INT(cn_run(q, ph, in, 2, u, 2), 0);
+        cn_gemm_builtin(CN_F32, 60, 64, 300, cn_data(in[0]), 300, 1, cn_data(w), 1, 300, want, 64);
+        CHECK(memcmp(cn_data(r[0]), want, sizeof(float) * 60 * 64) == 0);
+        CHECK(cn_allclose(r[0], u[0], 1e-5, 1e-5)); /* unpacked: BLAS where built with it */
+        CHECK(cn_allclose(r[0], cn_matmul(in[0], cn_mT(w)), 1e-5, 1e-5));
+        CHECK(cn_equal(r[1], u[1]));
+        CHECK(cn_allclose(r[1], cn_conv2d(in[1], cw, NULL, &(cn_conv_opts){.padding = {1, 1}}),
+                          1e-5, 1e-5));
+        cn_program_stats st, su;
+        cn_program_stats_get(p, &st);
+        cn_program_stats_get(q, &su);
+        CHECK(st.packed_bytes >= sizeof(float) * (64 * 300 + 8 * 27));
+        CHECK(su.packed_bytes == 0);
+        /* Written between runs: the next run reads the new weights. */
+        CHECK_EQ_INT(cn_copy_(w, th_random(CN_F32, CN_SHAPE(64, 300), -1, 1, TH_CONTIG, NULL)), 0);
+        cn_fill_(cw, 0.25);
+    }
+    free(want);
+    cn_program_free(p);
+    cn_program_free(q);
+    cn_graph_free(g);
+}
+
 int main(void) {
     RUN(test_trace_and_run);
     RUN(test_gradient_two_unknown_sizes);
     RUN(test_build_time_errors);
     RUN(test_run_errors);
     RUN(test_static_gradient);
+    RUN(test_packed_weights);
     return th_summary();
 }

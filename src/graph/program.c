@@ -4,6 +4,7 @@
  * fed on other devices (or the constants moved), plans memory and a
  * schedule for the fed sizes (kept until the sizes or the placement
  * change) and executes each step on its placed device. */
+#include "packs.h"
 #include "plan.h"
 #include "program.h"
 #include "effects.h"
@@ -50,6 +51,12 @@ struct cn_program {
     /* A run in progress: the arenas and live values are one run's, so a
      * second thread's cn_run is refused rather than left to corrupt them. */
     atomic_bool running;
+    /* Per step: its constant weights packed for the CPU's GEMM, or NULL
+     * (packs.c); kept from run to run, made again when the weights are
+     * written. */
+    cn_gemm_pack **packs;
+    int npacks;
+    bool packs_planned;  /* checked against the current plan */
 };
 
 /* ---- compile ---- */
@@ -145,7 +152,16 @@ static bool placed_for(const cn_program *p) {
     return true;
 }
 
+static void drop_packs(cn_program *p) {
+    cn_packs_free(p->packs, p->npacks);
+    free(p->packs);
+    p->packs = NULL;
+    p->npacks = 0;
+    p->packs_planned = false;
+}
+
 static int build(cn_program *p) {
+    drop_packs(p); /* per step, and the steps are made anew */
     ir_free(p->ir);
     cn_plan_free(p->plan);
     p->plan = NULL;
@@ -215,6 +231,7 @@ void cn_program_free(cn_program *p) {
         if (p->bound) cn_release(p->bound[i]);
         if (p->out_param) cn_release(p->out_param[i]);
     }
+    drop_packs(p);
     free(p->bound);
     free(p->out_param);
     free(p->direct);
@@ -341,6 +358,7 @@ int cn_program_stats_get(const cn_program *p, cn_program_stats *st) {
         st->planned_bytes = p->plan->arena_bytes;
         st->unplanned_bytes = p->plan->naive_bytes;
         st->ninplace = p->plan->ninplace;
+        st->packed_bytes = cn_packs_bytes(p->packs, p->npacks);
         for (int o = 0; o < p->ir->noutputs; o++) {
             const cn_meta *m = &p->plan->meta[p->ir->outputs[o]];
             if (p->ir->v[p->ir->outputs[o]].kind == IRV_STEP)
@@ -445,8 +463,10 @@ static inline __attribute__((always_inline)) int exec_step_impl(cn_program *p, i
             if (!out) rc = CN_ENOMEM;
             else if (cn_transfer(out, ins[0], false) < 0) rc = CN_EINVAL;
         } else {
+            const cn_gemm_pack *prev = cn_gemm_pack_set_step(p->packs[s]);
             out = cn_kernel_run((cn_op_id)st->op, ins, st->nin, a, m, dev,
                                 result_tensor(p, st->out, dev));
+            cn_gemm_pack_set_step(prev);
             if (!out) rc = CN_EINVAL;
         }
     } else {
@@ -462,7 +482,9 @@ static inline __attribute__((always_inline)) int exec_step_impl(cn_program *p, i
             /* The head computes into out; the expression then updates out
              * in place, reading it as register 0 (an epilogue). */
             if (cn_shape_numel(m->ndim, m->shape) > 0) {
+                const cn_gemm_pack *prev = cn_gemm_pack_set_step(p->packs[s]);
                 out = cn_kernel_run((cn_op_id)st->op, ins, st->head_nin, a, m, dev, out);
+                cn_gemm_pack_set_step(prev);
                 if (!out) rc = CN_EINVAL;
             }
             if (rc == 0) {
@@ -668,6 +690,24 @@ void cn_program_attach_step(cn_program *p, int nuser, cn_tensor *const *bound, i
     p->after_ctx = ctx;
 }
 
+/* Packs for this run's plan (packs.c), unless the program opted out. */
+static int update_packs(cn_program *p) {
+    if (p->npacks != p->ir->ns) { /* placement added or removed transfer steps */
+        drop_packs(p);
+        if (!(p->packs = calloc((size_t)(p->ir->ns ? p->ir->ns : 1), sizeof *p->packs)))
+            return cn_failc(CN_ENOMEM, "run: out of memory");
+        p->npacks = p->ir->ns;
+    }
+    if (p->opts.no_packing) return CN_OK; /* every slot stays NULL */
+    /* Which steps pack depends on the plan's sizes (and asking whether a
+     * convolution runs on oneDNN is not free): once per plan, then only
+     * whether a constant was written. */
+    if (p->packs_planned && cn_packs_current(p->ir, p->packs)) return CN_OK;
+    int rc = cn_packs_update(p->ir, p->plan, p->live, p->packs);
+    p->packs_planned = rc == CN_OK;
+    return rc;
+}
+
 /* Was a tensor a pass relied on written since? */
 static bool assumptions_hold(const cn_ir *ir) {
     for (int i = 0; i < ir->nassume; i++)
@@ -798,6 +838,7 @@ static int run_program(cn_program *p, cn_tensor *const *placeholders, cn_tensor 
         }
         int level = p->opts.opt_level;
         p->plan = cn_plan_build(ir, p->live, level >= 1, parallel, p->opts.poison);
+        p->packs_planned = false;
         p->plan_parallel = parallel;
         if (!p->plan) {
             char msg[1024];
@@ -806,6 +847,7 @@ static int run_program(cn_program *p, cn_tensor *const *placeholders, cn_tensor 
             goto out;
         }
     }
+    if ((rc = update_packs(p)) < 0) goto out;
     if ((rc = bind_direct(p)) < 0) goto out;
     for (int v = 0; v < ir->nv; v++) p->left[v] = p->uses[v];
     bool prev = cn_set_grad_enabled(false);

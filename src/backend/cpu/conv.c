@@ -16,7 +16,9 @@
  * the two ran would depend on the thread count), and bench/bench_conv shows
  * the built-in one is as fast on these shapes. The weight gradient sums over
  * the batch in blocks fixed by N alone, added up in block order, so it too
- * gives the same bits for any thread count. */
+ * gives the same bits for any thread count. A program's constant weights
+ * come packed for the forward product (src/graph/packs.c), which then reads
+ * them from their panels: the same bits again. */
 #include "conv.h"
 
 #include "kernels.h"
@@ -316,6 +318,7 @@ typedef struct gemm_conv {
     int64_t tile, ntiles;
     bool direct; /* 1x1, stride 1, no padding: x is the column matrix */
     const char *x, *w, *dy, *b;
+    const cn_gemm_pack *wpk; /* fwd: w packed once (a program's constant), or NULL */
     char *out;
     char *partial; /* wgrad: one [O, Kg] block per batch block */
     int64_t bs;    /* wgrad: samples per block */
@@ -378,7 +381,8 @@ static void fwd_items(void *ctx, int64_t i0, int64_t i1) {
             bm = cols;
             ldb = len;
         }
-        if (gemm(c->dt, c->Og, len, c->Kg, wg, c->Kg, 1, bm, ldb, 1, yg, c->P) < 0)
+        if (cn_gemm_packed(c->dt, c->Og, len, c->Kg, wg, c->Kg, 1, bm, ldb, 1, yg, c->P, c->wpk,
+                           grp) < 0)
             atomic_store(&c->failed, 1);
         if (c->b) add_rows(c->dt, yg, c->Og, len, c->P, c->b + (size_t)(grp * c->Og) * c->es);
     }
@@ -493,6 +497,7 @@ static int fwd_gemm(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *
     c.w = cn_conv_dense(w, &ow);
     c.b = cn_conv_dense(bias, &ob);
     c.out = cn_t_ptr(y);
+    if (!ow && cn_gemm_pack_current(cn_gemm_pack_step(), w)) c.wpk = cn_gemm_pack_step();
     int rc = CN_OK;
     if (!c.x || !c.w || (bias && !c.b)) rc = cn_conv_oom("conv2d", g);
     else {
@@ -693,14 +698,25 @@ int cn_cpu_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tens
  * [output_padding_h, output_padding_w] for conv_transpose2d, which only
  * the output size depends on), i[0] = groups. */
 
-/* The geometry of conv2d(x, w) = y from the attributes. */
+/* The geometry of conv2d(x, w) = y from the attributes and the shapes. */
+static cn_conv_geom geom_of_shapes(const cn_attrs *a, const int64_t *x, const int64_t *w,
+                                   const int64_t *y) {
+    const int64_t *l = a->list;
+    cn_conv_geom g = {x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3],
+                      l[0], l[1], l[2], l[3], l[4], l[5], a->i[0]};
+    return g;
+}
+
 static cn_conv_geom conv_geom_of(const cn_attrs *a, const cn_tensor *x, const cn_tensor *w,
                                  const cn_tensor *y) {
-    const int64_t *l = a->list;
-    cn_conv_geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
-                      w->shape[2], w->shape[3], y->shape[2], y->shape[3], l[0], l[1],
-                      l[2], l[3], l[4], l[5], a->i[0]};
-    return g;
+    return geom_of_shapes(a, x->shape, w->shape, y->shape);
+}
+
+bool cn_cpu_conv2d_fwd_packs(const cn_attrs *a, const int64_t *x, const int64_t *w,
+                             const int64_t *y, cn_dtype dt) {
+    cn_conv_geom g = geom_of_shapes(a, x, w, y);
+    /* Depthwise weights are a few numbers per channel: nothing to gain. */
+    return (dt == CN_F32 || dt == CN_F64) && w[1] > 1 && pick(&g, dt, 0) == 1;
 }
 
 /* x, weight, bias?. */

@@ -51,6 +51,12 @@ int cn_cpu_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_ten
 int cn_cpu_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
                         cn_tensor *dw);
 
+/* Does conv2d with these attributes (the op's, after inference) and shapes
+ * of x [N, C, H, W], w and y run its forward product on the built-in GEMM,
+ * where a program's constant w is worth packing once (gemm.h)? */
+bool cn_cpu_conv2d_fwd_packs(const cn_attrs *a, const int64_t *x, const int64_t *w,
+                             const int64_t *y, cn_dtype dt);
+
 /* The reference loops. */
 int cn_cpu_conv2d_fwd_ref(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
                           const cn_tensor *bias, cn_tensor *y);

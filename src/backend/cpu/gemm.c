@@ -13,7 +13,9 @@
  *
  * Every element of C is summed in the same order (k blocks depend only on k)
  * whatever the thread count or its place in a tile, so results do not depend
- * on the number of threads. */
+ * on the number of threads. For the same reason an operand may be packed
+ * once beforehand (cn_gemm_pack: a program's constant weights) and read
+ * from its panels instead, with the same bits. */
 #include "gemm.h"
 
 #include <limits.h>
@@ -218,6 +220,10 @@ typedef struct gemm_plan {
     const char *a, *b;
     char *c;
     int64_t rsa, csa, rsb, csb, ldc;
+    /* An operand packed beforehand (cn_gemm_pack), or NULL: packed here,
+     * block by block. Its rows are padded to whole panels: apad, bpad. */
+    const char *apk, *bpk;
+    int64_t apad, bpad;
     int pm, pn;       /* threads' grid over C: pm row parts x pn column parts */
     char *work;       /* per slot: an A block, then a B block */
     size_t slot_bytes;
@@ -235,13 +241,23 @@ static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, in
         int64_t nb = imin(nc, j1 - jc);
         for (int64_t pc = 0; pc < g->k; pc += g->kc) {
             int64_t kb = imin(g->kc, g->k - pc);
-            g->pack(nb, kb, t->nr, g->b + (pc * g->rsb + jc * g->csb) * (int64_t)es, g->csb,
-                    g->rsb, bbuf);
+            /* A packed operand holds block pc's panels from row pc * pad on,
+             * panel by panel, each kb deep: the same bytes packing gives. */
+            const char *bp = bbuf;
+            if (g->bpk)
+                bp = g->bpk + (size_t)(pc * g->bpad + jc * kb) * es;
+            else
+                g->pack(nb, kb, t->nr, g->b + (pc * g->rsb + jc * g->csb) * (int64_t)es,
+                        g->csb, g->rsb, bbuf);
             for (int64_t ic = i0; ic < i1; ic += mc) {
                 int64_t mb = imin(mc, i1 - ic);
-                g->pack(mb, kb, t->mr, g->a + (ic * g->rsa + pc * g->csa) * (int64_t)es, g->rsa,
-                        g->csa, abuf);
-                t->run(mb, nb, kb, abuf, bbuf, g->c + (size_t)(ic * g->ldc + jc) * es, g->ldc,
+                const char *ap = abuf;
+                if (g->apk)
+                    ap = g->apk + (size_t)(pc * g->apad + ic * kb) * es;
+                else
+                    g->pack(mb, kb, t->mr, g->a + (ic * g->rsa + pc * g->csa) * (int64_t)es,
+                            g->rsa, g->csa, abuf);
+                t->run(mb, nb, kb, ap, bp, g->c + (size_t)(ic * g->ldc + jc) * es, g->ldc,
                        pc > 0);
             }
         }
@@ -262,7 +278,7 @@ static void gemm_slots(void *ctx, int64_t s0, int64_t s1) {
         int64_t j0 = part_start(g->n, g->t->nr, g->pn, q), j1 = part_start(g->n, g->t->nr, g->pn, q + 1);
         if (i0 >= i1 || j0 >= j1) continue;
         char *abuf = g->work + (size_t)s * g->slot_bytes;
-        char *bbuf = abuf + (size_t)(g->mc * g->kc) * g->es;
+        char *bbuf = abuf + (size_t)((g->apk ? 0 : g->mc) * g->kc) * g->es;
         gemm_rect(g, i0, i1, j0, j1, abuf, bbuf);
     }
 }
@@ -293,23 +309,30 @@ static void plan_grid(gemm_plan *g) {
     }
 }
 
+/* k in equal blocks of at most the tile's kc: a pack made beforehand
+ * relies on the cut depending on k alone. */
+static int64_t k_block(const tile_def *t, int64_t k) { return cdiv(k, cdiv(k, t->kc)); }
+
 static int gemm_blocked(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
                         int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c,
-                        int64_t ldc) {
+                        int64_t ldc, const void *apk, const void *bpk) {
     gemm_plan g = {0};
+    g.apk = apk, g.bpk = bpk;
     g.t = pick_tile(dt);
     g.es = cn_dsize(dt);
     g.pack = dt == CN_F32 ? pack_f32 : pack_f64;
     g.m = m, g.n = n, g.k = k;
     g.a = a, g.b = b, g.c = c;
     g.rsa = rsa, g.csa = csa, g.rsb = rsb, g.csb = csb, g.ldc = ldc;
-    g.kc = cdiv(k, cdiv(k, g.t->kc));
+    g.kc = k_block(g.t, k);
     plan_grid(&g);
     /* The largest blocks any rectangle uses (multiples of the tile). */
     g.mc = imin(g.t->mc, round_up(cdiv(m, g.pm), g.t->mr));
     g.nc = imin(g.t->nc, round_up(cdiv(n, g.pn), g.t->nr));
-    g.slot_bytes = (size_t)((g.mc + g.nc) * g.kc) * g.es;
+    g.apad = round_up(m, g.t->mr), g.bpad = round_up(n, g.t->nr);
+    g.slot_bytes = (size_t)(((apk ? 0 : g.mc) + (bpk ? 0 : g.nc)) * g.kc) * g.es;
     g.slot_bytes = (g.slot_bytes + CN_ALIGN - 1) / CN_ALIGN * CN_ALIGN;
+    if (!g.slot_bytes) g.slot_bytes = CN_ALIGN; /* both operands packed */
     int slots = g.pm * g.pn;
     g.work = cn_alloc(g.slot_bytes * (size_t)slots);
     if (!g.work) return cn_failc(CN_ENOMEM, "matmul: out of memory for packing buffers");
@@ -507,12 +530,113 @@ int cn_gemm_builtin(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a,
     if (dt == CN_F32 || dt == CN_F64) {
         int rc = CN_OK;
         if (try_gemv(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, &rc)) return rc;
-        return gemm_blocked(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
+        return gemm_blocked(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, NULL, NULL);
     }
     if (dt == CN_I32 || dt == CN_I64 || dt == CN_U8)
         return gemm_int(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
     return cn_failc(CN_EUNSUPPORTED, "matmul: no kernel for %s", cn_dtype_name(dt));
 }
+
+/* ------------------------------------------------------------------------ */
+/* Operands packed once                                                     */
+/* ------------------------------------------------------------------------ */
+
+struct cn_gemm_pack {
+    cn_dtype dt;
+    bool b_side;
+    const tile_def *t;   /* packed for this tile's panels and kc */
+    int64_t rows, k;     /* m (A) or n (B), and k */
+    int64_t pad;         /* rows rounded up to whole panels */
+    int64_t count, gstride;
+    const char *src;     /* what was packed, with gemm's strides for its side */
+    int64_t rs, cs;
+    const cn_storage *sto;
+    uint32_t version;    /* sto's when packed */
+    size_t mat_bytes;    /* one matrix's panels */
+    char *data;
+};
+
+cn_gemm_pack *cn_gemm_pack_new(cn_dtype dt, bool b_side, int64_t rows, int64_t k,
+                               const cn_tensor *t, const void *src, int64_t rs, int64_t cs,
+                               int64_t count, int64_t gstride) {
+    if ((dt != CN_F32 && dt != CN_F64) || rows < 1 || k < 1 || count < 1) {
+        cn_failc(CN_EINVAL, "gemm_pack: nothing to pack (%s, %lld x %lld)", cn_dtype_name(dt),
+                 (long long)rows, (long long)k);
+        return NULL;
+    }
+    cn_gemm_pack *pk = calloc(1, sizeof *pk);
+    if (!pk) return cn_fail("gemm_pack: out of memory");
+    const tile_def *tl = pick_tile(dt);
+    int w = b_side ? tl->nr : tl->mr;
+    size_t es = cn_dsize(dt);
+    *pk = (cn_gemm_pack){dt, b_side, tl, rows, k, round_up(rows, w), count, gstride,
+                         src, rs, cs, t ? t->storage : NULL,
+                         t && t->storage ? t->storage->version : 0, 0, NULL};
+    pk->mat_bytes = (size_t)(pk->pad * k) * es;
+    pk->data = cn_alloc(pk->mat_bytes * (size_t)count);
+    if (!pk->data) {
+        long long bytes = (long long)(pk->mat_bytes * (size_t)count);
+        free(pk);
+        return cn_fail("gemm_pack: out of memory for %lld bytes", bytes);
+    }
+    void (*pack)(int64_t, int64_t, int, const void *, int64_t, int64_t, void *) =
+        dt == CN_F32 ? pack_f32 : pack_f64;
+    /* Panels run along the rows of A and the columns of B. */
+    int64_t prs = b_side ? cs : rs, pcs = b_side ? rs : cs;
+    int64_t kc = k_block(tl, k);
+    for (int64_t g = 0; g < count; g++) {
+        const char *m = (const char *)src + (size_t)(g * gstride) * es;
+        char *d = pk->data + pk->mat_bytes * (size_t)g;
+        for (int64_t pc = 0; pc < k; pc += kc)
+            pack(rows, imin(kc, k - pc), w, m + (pc * pcs) * (int64_t)es, prs, pcs,
+                 d + (size_t)(pc * pk->pad) * es);
+    }
+    return pk;
+}
+
+void cn_gemm_pack_free(cn_gemm_pack *pk) {
+    if (!pk) return;
+    cn_free(pk->data);
+    free(pk);
+}
+
+size_t cn_gemm_pack_bytes(const cn_gemm_pack *pk) {
+    return pk ? pk->mat_bytes * (size_t)pk->count : 0;
+}
+
+bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t) {
+    return pk && t && t->storage == pk->sto && t->storage->version == pk->version &&
+           (const char *)cn_t_ptr(t) == pk->src && pk->t == pick_tile(pk->dt);
+}
+
+int cn_gemm_packed(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
+                   int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc,
+                   const cn_gemm_pack *pk, int64_t g) {
+    /* Exactly the operand the pack holds, or the products that do not pack
+     * (vectors: try_gemv), go the usual way: the same bits either way. */
+    bool bs = pk && pk->b_side;
+    const void *op = bs ? b : a;
+    int64_t rows = bs ? n : m, rs = bs ? rsb : rsa, cs = bs ? csb : csa;
+    if (!pk || pk->dt != dt || pk->t != pick_tile(dt) || g < 0 || g >= pk->count ||
+        rows != pk->rows || k != pk->k || rs != pk->rs || cs != pk->cs || m <= 1 || n <= 1 ||
+        op != pk->src + (size_t)(g * pk->gstride) * cn_dsize(dt))
+        return cn_gemm_builtin(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
+    normalize_strides(m, n, k, &rsa, &csa, &rsb, &csb);
+    const char *data = pk->data + pk->mat_bytes * (size_t)g;
+    return gemm_blocked(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, bs ? NULL : data,
+                        bs ? data : NULL);
+}
+
+/* The pack of the step the calling thread runs (set around its kernel). */
+static _Thread_local const cn_gemm_pack *step_pack;
+
+const cn_gemm_pack *cn_gemm_pack_set_step(const cn_gemm_pack *pk) {
+    const cn_gemm_pack *prev = step_pack;
+    step_pack = pk;
+    return prev;
+}
+
+const cn_gemm_pack *cn_gemm_pack_step(void) { return step_pack; }
 
 #ifdef CN_HAVE_CBLAS
 

@@ -23,6 +23,36 @@ int cn_gemm(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t
 int cn_gemm_builtin(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
                     int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc);
 
+/* An operand that stays the same from call to call (a model's weights)
+ * packed once into the built-in GEMM's panels, so products skip packing it:
+ * the A side (b_side false: rows = m, element (i, p) at src[i*rs + p*cs])
+ * or the B side (rows = n, (p, j) at src[p*rs + j*cs]), of count matrices
+ * gstride elements apart (a convolution's groups). t, when given, is the
+ * tensor whose data src is: cn_gemm_pack_current says whether it still
+ * holds what was packed (same storage, offset and version). */
+typedef struct cn_gemm_pack cn_gemm_pack;
+cn_gemm_pack *cn_gemm_pack_new(cn_dtype dt, bool b_side, int64_t rows, int64_t k,
+                               const cn_tensor *t, const void *src, int64_t rs, int64_t cs,
+                               int64_t count, int64_t gstride);
+void cn_gemm_pack_free(cn_gemm_pack *pk);
+size_t cn_gemm_pack_bytes(const cn_gemm_pack *pk);
+bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t);
+
+/* cn_gemm_builtin with matrix g of pk in place of the operand of its side,
+ * when that operand is the one packed (same pointer, sizes and strides) and
+ * the tile is still the one packed for; otherwise, and for vectors (m or n
+ * 1), plain cn_gemm_builtin. The result is the same bits either way. */
+int cn_gemm_packed(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
+                   int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc,
+                   const cn_gemm_pack *pk, int64_t g);
+
+/* A program hands the pack of the step it runs to the step's kernel this
+ * way (the kernel signature has no room for it): set before the kernel
+ * call on the calling thread, restored after; kernels read it on entry and
+ * check it with cn_gemm_pack_current. */
+const cn_gemm_pack *cn_gemm_pack_set_step(const cn_gemm_pack *pk);
+const cn_gemm_pack *cn_gemm_pack_step(void);
+
 /* Register tiles of the built-in f32/f64 GEMM. The default is picked by the
  * CPU (AVX-512, AVX2, other); tests and benchmarks may force one. Returns the
  * name of tile i ("6x64", ...), or NULL when i is out of range; i = -1

@@ -18,6 +18,7 @@ typedef struct mm_batch {
     int64_t m, n, k, rsa, csa, rsb, csb;
     const char *a, *b;
     char *c;
+    const cn_gemm_pack *bpk; /* b packed once (a program's constant), or NULL */
     atomic_int failed;
 } mm_batch;
 
@@ -36,8 +37,10 @@ static void mm_range(void *ctx, int64_t t0, int64_t t1) {
         char *c = g->c + (size_t)(t * g->m * g->n) * g->es;
         int rc = g->in_dt != g->dt ? cn_dnnl_matmul(g->in_dt, g->m, g->n, g->k, a, g->rsa,
                                                     g->csa, b, g->rsb, g->csb, (float *)c)
-                                   : cn_gemm(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b,
-                                             g->rsb, g->csb, c, g->n);
+                 : g->bpk ? cn_gemm_packed(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b, g->rsb,
+                                           g->csb, c, g->n, g->bpk, 0)
+                          : cn_gemm(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b, g->rsb,
+                                    g->csb, c, g->n);
         if (rc != 0) atomic_store(&g->failed, rc > 0 ? 2 : 1);
     }
 }
@@ -89,6 +92,9 @@ int cn_cpu_k_matmul(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
     memcpy(g.sa, mg.sa, sizeof g.sa);
     memcpy(g.sb, mg.sb, sizeof g.sb);
     int64_t nmat = mg.nmat;
+    /* A 2-D b is the same matrix in every product. */
+    const cn_gemm_pack *pk = cn_gemm_pack_step();
+    if (b->ndim == 2 && g.in_dt == g.dt && cn_gemm_pack_current(pk, b)) g.bpk = pk;
 
     double macs = (double)g.m * (double)g.n * (double)g.k;
     /* oneDNN's products split their rows over the pool themselves. */
