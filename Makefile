@@ -8,7 +8,8 @@
 #                 (eager, torch.compile) and ONNX Runtime on the benchmark
 #                 workloads and real models (bench/run.py; QUICK=1: a subset;
 #                 WORKLOADS="mlp resnet50", REPEATS=N, THREADS="1 2",
-#                 INFER_BATCH="1 16", PEERS="torch2 compile ort" or none pick
+#                 INFER_BATCH="1 16", PEERS="torch2 compile ort" or none,
+#                 PRECISION=bf16 (the training rows under autocast) pick
 #                 parts). The first run makes build/bench-venv (bench/setup-venv.sh,
 #                 PyTorch 2 and ONNX Runtime from PyPI, ~4 GB)
 #   make fuzz     build the libFuzzer targets (the ONNX loader and every file
@@ -59,7 +60,7 @@ bench: setup build
 	/usr/bin/python3 bench/run.py --build build $(if $(QUICK),--quick) \
 	    $(if $(WORKLOADS),--workloads "$(WORKLOADS)") $(if $(REPEATS),--repeats $(REPEATS)) \
 	    $(if $(THREADS),--threads "$(THREADS)") $(if $(INFER_BATCH),--infer-batches "$(INFER_BATCH)") \
-	    $(if $(PEERS),--peers "$(PEERS)")
+	    $(if $(PEERS),--peers "$(PEERS)") $(if $(PRECISION),--precision $(PRECISION))
 
 # Hostile input: fuzz/fuzz_onnx_load.c, fuzz/fuzz_reader.c and fuzz/fuzz_tool_text.c (seeds, figures and
 # how to replay a crash: docs/architecture.md, "Fuzzing"; docs/onnx.md).

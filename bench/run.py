@@ -178,6 +178,8 @@ class Bench:
                     "--threads", str(t), "--json"]
             if m == "gpt":
                 argv += ["--data", self.gpt_corpus]
+            if self.a.precision != "f32":
+                argv += ["--precision", self.a.precision]
             if self.static:  # the default mode has changed once already
                 argv += ["--mode", "static" if who == "static" else "eager"]
             return argv
@@ -188,6 +190,8 @@ class Bench:
         else:
             argv = py + ["bench/torch_train.py", "--model", m, "--epochs", "1", "--limit",
                          str(limit)]
+        if self.a.precision != "f32":
+            argv += ["--precision", self.a.precision]
         return argv + ["--threads", str(t), "--omp", str(split[0]), "--blas", str(split[1]),
                        "--json"] + (["--compile"] if who == "compile" else [])
 
@@ -253,7 +257,8 @@ class Bench:
 
     def train_row(self, res, m, t, who, batches):
         c = res[(m, t, who, None)]
-        row = {"workload": m + (" static" if who == "static" else ""),
+        row = {"workload": m + (" static" if who == "static" else "") +
+               (" " + self.a.precision if self.a.precision != "f32" else ""),
                "threads": t, "unit": "tokens/s" if m == "gpt" else "samples/s",
                "chutney": median(c["sps"]), "chutney_runs": c["sps"],
                "chutney_rss_mb": median(c["rss"]), "reference": "pytorch",
@@ -668,6 +673,9 @@ def main():
                    help="peers beside PyTorch 1.13, any of %s, or none" % ",".join(VENV_PEERS))
     p.add_argument("--venv", default="", help="their virtual environment (default "
                    "BUILD/bench-venv; bench/setup-venv.sh makes it)")
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                   help="the training rows' precision: bf16 is autocast on both sides "
+                   "(chutney train --precision bf16, torch.autocast); the other rows are f32")
     p.add_argument("--build", default="build", help="the Release build directory")
     p.add_argument("--out", default="bench/results/latest.json")
     p.add_argument("--markdown", nargs="+", metavar="JSON", help="only print the rows of these "

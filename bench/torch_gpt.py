@@ -48,6 +48,8 @@ p.add_argument("--generate", type=int, default=0, metavar="N",
 p.add_argument("--prompt-tokens", type=int, default=16, help="the prompt's length (--generate)")
 p.add_argument("--vocab", type=int, required=True, help="the tokenizer's size (chutney's --json 'vocab')")
 p.add_argument("--context", type=int, default=64)
+p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+               help="bf16: forward passes under torch.autocast (chutney train --precision bf16)")
 p.add_argument("--layers", type=int, default=4)
 p.add_argument("--heads", type=int, default=4)
 p.add_argument("--embed", type=int, default=128)
@@ -228,8 +230,10 @@ for epoch in range(args.epochs):
     for b in range(0, len(order), args.batch):
         idx = order[b : b + args.batch]
         t0, c0 = time.perf_counter(), time.process_time()
-        logits = step_model(train_x[idx])
-        l = F.cross_entropy(logits.reshape(-1, args.vocab), train_y[idx].reshape(-1))
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16,
+                            enabled=args.precision == "bf16"):
+            logits = step_model(train_x[idx])
+        l = F.cross_entropy(logits.float().reshape(-1, args.vocab), train_y[idx].reshape(-1))
         opt.zero_grad(set_to_none=True)
         l.backward()
         if args.clip > 0:
