@@ -1751,7 +1751,9 @@ int cn_optimizer_load_state(cn_optimizer *opt, const char *const *names,
  * growth_interval finite steps in a row it is multiplied by growth_factor.
  * The scale is a rank-0 tensor that cn_grad_scaler_scale multiplies by,
  * changed in place: a compiled step reads its value at every run.
- * Free the scaler before the optimiser. */
+ * Free the scaler before the optimiser. With data parallelism, make the
+ * cn_ddp first (cn_ddp_new refuses an optimiser that has a scaler: the
+ * gradients are averaged, then unscaled) and free the scaler first. */
 typedef struct cn_grad_scaler cn_grad_scaler;
 typedef struct cn_grad_scaler_opts {
     double init_scale;     /* 0: 65536 */

@@ -301,6 +301,24 @@ static void test_depthwise(void) {
         }
 }
 
+/* An inf in an input column that no window reads (right of the last one,
+ * stride 2) stays out of the depthwise weight gradient: the reference gives
+ * dy * x over the two columns read. */
+static void test_depthwise_unread_inf(void) {
+    const conv_case c = {1, 1, 1, 3, 1, 1, 2, 1, 2, 0, 0, 1, 1, 1, false};
+    float xv[3] = {1, 2, INFINITY}, wv[2] = {1, 1}, dyv[1] = {3};
+    cn_tensor *x = cn_from_data(CN_F32, CN_SHAPE(1, 1, 1, 3), xv);
+    cn_tensor *w = cn_from_data(CN_F32, CN_SHAPE(1, 1, 1, 2), wv);
+    cn_tensor *dy = cn_from_data(CN_F32, CN_SHAPE(1, 1, 1, 1), dyv);
+    cn_conv_impl prev = cn_conv_set_impl(CN_CONV_DEPTHWISE);
+    cn_tensor *r[3];
+    products(&c, x, w, NULL, dy, r);
+    cn_conv_set_impl(prev);
+    CHECK_CLOSE(cn_get(r[1], (int64_t[]){0, 0, 0, 0}), 3, 0, 0);
+    CHECK_CLOSE(cn_get(r[1], (int64_t[]){0, 0, 0, 1}), 6, 0, 0);
+    CHECK_CLOSE(cn_get(r[0], (int64_t[]){0, 0, 0, 0}), 3, 0, 0);
+}
+
 /* The reference loops themselves against a tiny hand computation. */
 static void test_reference_by_hand(void) {
     /* x = 1..9 in a 3x3 image, w = [[1, 0], [0, -1]]: y = x[i][j] - x[i+1][j+1] = -4 */
@@ -415,6 +433,7 @@ int main(void) {
     RUN(test_unbatched);
     RUN(test_fast_vs_reference);
     RUN(test_depthwise);
+    RUN(test_depthwise_unread_inf);
     RUN(test_threads_same_bits);
     RUN(test_empty_and_half);
     RUN(test_errors);

@@ -48,6 +48,25 @@ static void test_unsupported(void) {
               "message: %s", cn_last_error());
 }
 
+/* ONNX's reference: the range of all-zero x is taken as 1, so the scale is
+ * 1/255 (not 0, which later divisions turn into inf); other x as usual. */
+static void test_dynamic_quantize(void) {
+    cn_onnx_model *m = cn_onnx_load(model("dql"), NULL);
+    CHECK(m != NULL);
+    if (!m) return;
+    cn_tensor *out[3];
+    CHECK_EQ_INT(cn_onnx_run(m, (cn_tensor *[]){cn_zeros(CN_F32, CN_SHAPE(4))}, out), 0);
+    CHECK_CLOSE(cn_item(out[1]), 1.0 / 255, 1e-7, 0);
+    CHECK_CLOSE(cn_item(out[2]), 0, 0, 0);
+    for (int64_t i = 0; i < 4; i++) CHECK_CLOSE(cn_get(out[0], &i), 0, 0, 0);
+    float v[4] = {-1, 0, 0.5f, 2};
+    CHECK_EQ_INT(cn_onnx_run(m, (cn_tensor *[]){cn_from_data(CN_F32, CN_SHAPE(4), v)}, out), 0);
+    CHECK_CLOSE(cn_item(out[1]), 3.0 / 255, 1e-7, 0);
+    CHECK_CLOSE(cn_item(out[2]), 85, 0, 0); /* round(0 - (-1) / (3/255)) */
+    CHECK_CLOSE(cn_get(out[0], (int64_t[]){3}), 255, 0, 0);
+    cn_onnx_free(m);
+}
+
 static void test_dynamic_shapes(void) {
     CHECK_ERROR(cn_onnx_load(model("dyn"), NULL),
                 "unsupported: Shape (opset 13): the shape of a tensor with unknown sizes");
@@ -172,6 +191,7 @@ int main(void) {
     RUN(test_external_data);
     RUN(test_unsupported);
     RUN(test_dynamic_shapes);
+    RUN(test_dynamic_quantize);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);
     return th_summary();

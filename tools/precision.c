@@ -39,8 +39,10 @@ int cn_tool_run_with_precision(int (*run)(int argc, char **argv), int argc, char
     }
     if (n < argc) argv[n] = NULL;
     int rc = cn_tool_autocast_begin(precision);
-    if (!rc) rc = run(n, argv);
-    cn_tool_autocast_end(precision);
+    if (!rc) {
+        rc = run(n, argv);
+        cn_tool_autocast_end(precision);
+    }
     return rc;
 }
 

@@ -1460,8 +1460,10 @@ static int train_run(train_args *ap) {
     if (!strcmp(a.model, "gpt")) {
         if ((drc = train_log_open("train", a.log, a.tensorboard, &a.logger))) return drc;
         int grc = cn_tool_autocast_begin(a.precision);
-        if (!grc) grc = cn_tool_train_gpt(&a);
-        cn_tool_autocast_end(a.precision);
+        if (!grc) {
+            grc = cn_tool_train_gpt(&a);
+            cn_tool_autocast_end(a.precision);
+        }
         return train_log_close(a.logger) < 0 && grc == 0 ? CN_TOOL_FAILED : grc;
     }
     if (a.distributed) {
@@ -1495,10 +1497,11 @@ static int train_run(train_args *ap) {
     }
     /* --log and --tensorboard: rank 0 writes them, as it prints. */
     int rc = a.rank == 0 ? train_log_open("train", a.log, a.tensorboard, &a.logger) : 0;
-    if (rc == 0) rc = cn_tool_autocast_begin(a.precision);
-    if (rc == 0) rc = train_main(&a);
+    if (rc == 0 && (rc = cn_tool_autocast_begin(a.precision)) == 0) {
+        rc = train_main(&a);
+        cn_tool_autocast_end(a.precision);
+    }
     if (train_log_close(a.logger) < 0 && rc == 0) rc = CN_TOOL_FAILED;
-    cn_tool_autocast_end(a.precision);
     if (a.distributed) {
         /* A rank that failed ends the job: the others would wait for it. */
         if (rc != 0 && a.nranks > 1) cn_dist_abort(rc);

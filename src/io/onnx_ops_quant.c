@@ -84,13 +84,16 @@ H(h_dequantize) {
     DONE(cn_mul(zp ? cn_sub(v, as_f32(zp)) : v, scale));
 }
 
-/* The scale and zero point that map [min(x, 0), max(x, 0)] onto 0..255. */
+/* The scale and zero point that map [min(x, 0), max(x, 0)] onto 0..255; an
+ * empty range (x all zeros) takes the scale 1/255, as ONNX's reference does,
+ * rather than 0, which later divisions would turn into inf. */
 H(h_dynamic_quantize) {
     UNUSED;
     cn_tensor *x = as_f32(in[0]), *zero = onnx_scalar_of(x, 0);
     cn_tensor *lo = cn_minimum(cn_min(x, NULL, 0, false), zero);
     cn_tensor *hi = cn_maximum(cn_max(x, NULL, 0, false), zero);
-    cn_tensor *scale = cn_div(cn_sub(hi, lo), onnx_scalar_of(x, 255));
+    cn_tensor *range = cn_where(cn_eq(hi, lo), onnx_scalar_of(x, 1), cn_sub(hi, lo));
+    cn_tensor *scale = cn_div(range, onnx_scalar_of(x, 255));
     cn_tensor *zp = saturate(cn_round(cn_sub(zero, cn_div(lo, scale))), CN_U8);
     out[0] = requantize(cn_div(x, scale), zp, CN_U8);
     if (nout > 1) out[1] = scale;

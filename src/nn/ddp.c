@@ -296,6 +296,14 @@ cn_ddp *cn_ddp_new(cn_module *m, cn_optimizer *opt, const cn_ddp_opts *opts) {
     size_t bucket_bytes = o.bucket_bytes ? o.bucket_bytes : (size_t)4 << 20;
     int np = cn_opt_count(opt);
     if (np <= 0) return cn_fail("%s: the optimiser has no parameters", fn);
+    /* The averaging must run first in the step (a grad scaler unscales
+     * the averaged gradients), and the hook has one slot. */
+    int (*hook)(void *);
+    void *hook_ctx;
+    cn_opt_get_pre_step(opt, &hook, &hook_ctx);
+    if (hook)
+        return cn_fail("%s: the optimiser has a step hook already (a grad scaler?): make the "
+                       "cn_ddp before the cn_grad_scaler", fn);
     if (cn_dist_check_same(model_hash(m), fn, "model (parameter names, shapes and dtypes)") < 0)
         return NULL;
     if (cn_dist_check_same((uint64_t)np, fn, "optimiser (its number of parameters)") < 0)
@@ -391,7 +399,10 @@ void cn_ddp_free(cn_ddp *d) {
         pthread_join(d->thread, NULL);
         if (d->overlap) cn_set_grad_ready_hook(NULL, NULL);
     }
-    if (d->running || d->gpu) cn_opt_set_pre_step(d->opt, NULL, NULL);
+    int (*hook)(void *);
+    void *hook_ctx;
+    cn_opt_get_pre_step(d->opt, &hook, &hook_ctx);
+    if (hook == pre_step && hook_ctx == d) cn_opt_set_pre_step(d->opt, NULL, NULL);
     for (int k = 0; k < d->nb; k++) free(d->bs[k].buf);
     free(d->bs);
     free(d->ps);

@@ -121,7 +121,12 @@ cn_grad_scaler *cn_grad_scaler_new(cn_optimizer *opt, const cn_grad_scaler_opts 
 
 void cn_grad_scaler_free(cn_grad_scaler *s) {
     if (!s) return;
-    cn_opt_set_pre_step(s->opt, s->prev, s->prev_ctx);
+    /* Only while the hook is still this scaler's: what it wrapped may be
+     * gone already (a cn_ddp freed first). */
+    int (*hook)(void *);
+    void *hook_ctx;
+    cn_opt_get_pre_step(s->opt, &hook, &hook_ctx);
+    if (hook == pre_step && hook_ctx == s) cn_opt_set_pre_step(s->opt, s->prev, s->prev_ctx);
     cn_release(s->scale_t);
     free(s);
 }

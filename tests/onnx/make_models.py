@@ -117,3 +117,10 @@ save("train_frozen", [helper.make_node("Gemm", ["x", "w", "bias"], ["y"], name="
      [helper.make_tensor_value_info("y", F, ["N", 2])],
      [numpy_helper.from_array(np.ones((2, 3), np.float32), "w"),
       numpy_helper.from_array(np.ones(2, np.float32), "bias")])
+
+# DynamicQuantizeLinear of all zeros: an empty range takes the scale 1/255.
+save("dql", [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zp"])],
+     [helper.make_tensor_value_info("x", F, [4])],
+     [helper.make_tensor_value_info("y", TensorProto.UINT8, [4]),
+      helper.make_tensor_value_info("scale", F, []),
+      helper.make_tensor_value_info("zp", TensorProto.UINT8, [])], opset=11)

@@ -306,6 +306,7 @@ static void *zalloc(size_t nbytes) {
         const int64_t KK = g->KH * g->KW, P_ = g->OH * g->OW;                                      \
         stencil s = stencil_of(g->OH, g->OW, g, g->sh, g->sw, VL);                                 \
         const bool copy = s.OWr != g->OW;                                                          \
+        const int64_t used = (g->OW - 1) * g->sw + (g->KW - 1) * g->dw + 1;                        \
         size_t np = (size_t)(s.Hp * s.Wp) + SLACK, ng = copy ? (size_t)(g->OH * s.OWr) : 0;        \
         T *P = zalloc(sizeof(T) * (np + ng + (size_t)(d->Og * KK * VL)));                        \
         if (!P) {                                                                                  \
@@ -319,6 +320,12 @@ static void *zalloc(size_t nbytes) {
             for (int64_t n = 0; n < g->N; n++) {                                                   \
                 pad_plane_##SFX(x + (n * g->C + c) * g->H * g->W, g->H, g->W, 1, 1, g->ph, g->pw,  \
                                 P, s.Hp, s.Wp);                                                    \
+                /* The lanes past OW multiply dy's zeros by the columns                       \
+                 * right of the last window: zeros there too, so that an inf                   \
+                 * or NaN no output reads does not make 0 * inf = NaN. */                       \
+                if (copy && used < s.Wp)                                                           \
+                    for (int64_t r = 0; r < s.Hp; r++)                                             \
+                        memset(P + r * s.Wp + used, 0, sizeof(T) * (size_t)(s.Wp - used));         \
                 for (int64_t q = 0; q < d->Og; q++) {                                              \
                     const T *gp = dy + ((n * g->C + c) * d->Og + q) * P_;                          \
                     if (copy) {                                                                    \
