@@ -444,8 +444,15 @@ bool cn_is_contiguous(const cn_tensor *t);
 /* Pointer to element [0,...,0] (NULL for symbolic tensors of a static graph,
  * and NULL with an error for a tensor on another device than the CPU: read
  * it with cn_copy_to_buffer, or cn_to it to the CPU).
- * Walk it with cn_strides unless cn_is_contiguous. */
+ * Walk it with cn_strides unless cn_is_contiguous. Writes through it are
+ * not seen by what keeps a tensor's version (autograd's checks, a compiled
+ * program's folded or packed constants): call cn_mark_written after them. */
 void *cn_data(const cn_tensor *t);
+/* Record that t's data was written from outside the library (through
+ * cn_data, a NumPy view, DLPack): programs that folded or packed it compile
+ * or pack again on their next run, and autograd refuses gradients through
+ * its old values, as after an in-place op. */
+int cn_mark_written(cn_tensor *t);
 /* An optional name (parameters, placeholders); "" when unset. The name is
  * copied; NULL clears it. */
 int cn_set_name(cn_tensor *t, const char *name);

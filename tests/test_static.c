@@ -128,7 +128,8 @@ static void test_gradient_two_unknown_sizes(void) {
 /* Constant weights packed once (src/graph/packs.c): a linear layer's b (a
  * transposed view, as ONNX's Gemm gives it) and a convolution's weights
  * give the bits of the built-in GEMM packing as it goes, are counted in
- * packed_bytes, and a weight written between runs is packed again. */
+ * packed_bytes, and a weight written between runs (by an op, or through
+ * cn_data and cn_mark_written) is packed again. */
 static void test_packed_weights(void) {
     th_seed(11);
     cn_tensor *w = th_random(CN_F32, CN_SHAPE(64, 300), -1, 1, TH_CONTIG, NULL);
@@ -143,7 +144,7 @@ static void test_packed_weights(void) {
     cn_tensor *in[2] = {th_random(CN_F32, CN_SHAPE(60, 300), -1, 1, TH_CONTIG, NULL),
                         th_random(CN_F32, CN_SHAPE(1, 3, 12, 12), -1, 1, TH_CONTIG, NULL)};
     float *want = malloc(sizeof(float) * 60 * 64);
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 3; round++) {
         cn_tensor *r[2], *u[2];
         CHECK_EQ_INT(cn_run(p, ph, in, 2, r, 2), 0);
         CHECK_EQ_INT(cn_run(q, ph, in, 2, u, 2), 0);
@@ -159,9 +160,19 @@ static void test_packed_weights(void) {
         cn_program_stats_get(q, &su);
         CHECK(st.packed_bytes >= sizeof(float) * (64 * 300 + 8 * 27));
         CHECK(su.packed_bytes == 0);
-        /* Written between runs: the next run reads the new weights. */
-        CHECK_EQ_INT(cn_copy_(w, th_random(CN_F32, CN_SHAPE(64, 300), -1, 1, TH_CONTIG, NULL)), 0);
-        cn_fill_(cw, 0.25);
+        /* Written between runs, by ops or through cn_data and then
+         * cn_mark_written: the next run reads the new weights. */
+        if (round == 0) {
+            CHECK_EQ_INT(cn_copy_(w, th_random(CN_F32, CN_SHAPE(64, 300), -1, 1, TH_CONTIG, NULL)),
+                         0);
+            cn_fill_(cw, 0.25);
+        } else {
+            float *wd = cn_data(w), *cd = cn_data(cw);
+            for (int i = 0; i < 64 * 300; i++) wd[i] = -wd[i];
+            for (int i = 0; i < 8 * 27; i++) cd[i] = (float)i / 100;
+            CHECK_EQ_INT(cn_mark_written(w), 0);
+            CHECK_EQ_INT(cn_mark_written(cw), 0);
+        }
     }
     free(want);
     cn_program_free(p);

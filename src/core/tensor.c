@@ -520,6 +520,14 @@ void *cn_data(const cn_tensor *t) {
     return cn_t_ptr(t);
 }
 
+int cn_mark_written(cn_tensor *t) {
+    CN_CHECK_LIVE("mark_written", t, CN_EINVAL);
+    if (!t) return cn_failc(CN_EINVAL, "mark_written: t is NULL");
+    if (!t->storage) return cn_failc(CN_EINVAL, "mark_written: t has no data (a symbolic tensor)");
+    cn_storage_bump(t->storage);
+    return CN_OK;
+}
+
 bool cn_shares_storage(const cn_tensor *a, const cn_tensor *b) {
     CN_CHECK_LIVE("shares_storage", a, false);
     CN_CHECK_LIVE("shares_storage", b, false);
