@@ -149,6 +149,15 @@ static void test_quantized_modules(void) {
     e = quantized_error(seq, cn_randn(CN_F32, 4, (int64_t[]){2, 3, 9, 7}), 1);
     CHECK_MSG(e < 0.03, "Conv2d: relative error %g", e);
     cn_module_free(seq);
+
+    /* What Conv2d takes, its int8 form takes: one unbatched image; and
+     * what it refuses (a padded input smaller than the kernel) too. */
+    cn_module *c = cn_nn_conv2d(2, 3, 3, 3, &(cn_conv_opts){.stride = {2, 2}}, true);
+    e = quantized_error(c, cn_randn(CN_F32, 3, (int64_t[]){2, 6, 5}), 1);
+    CHECK_MSG(e < 0.03, "Conv2d on [C, H, W]: relative error %g", e);
+    CHECK_ERROR(cn_module_forward(c, cn_randn(CN_F32, 4, (int64_t[]){1, 2, 2, 5})),
+                "smaller than the kernel");
+    cn_module_free(c);
 }
 
 int main(void) {

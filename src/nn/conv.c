@@ -30,9 +30,13 @@ static const cn_module_vtable convt2d_vt = {"ConvTranspose2d", conv_forward, NUL
 
 /* Buffers: weight (i8), weight_scale, bias (cn_nn_quantize_weight). */
 static cn_tensor *conv2d_int8_forward(cn_module *m, cn_tensor *x) {
+    /* One unbatched image [C, H, W], as Conv2d takes it. */
+    bool single = x && cn_ndim(x) == 3;
+    if (single) x = cn_unsqueeze(x, 0);
     cn_tensor *b = cn_nn_b(m, 2);
     cn_tensor *y = cn_q_conv2d_int8(x, cn_nn_b(m, 0), cn_nn_b(m, 1), &((conv_mod *)m)->o);
-    return b ? cn_add(y, cn_reshape(b, 3, (int64_t[]){-1, 1, 1})) : y;
+    if (b) y = cn_add(y, cn_reshape(b, 3, (int64_t[]){-1, 1, 1}));
+    return single ? cn_squeeze(y, 0) : y;
 }
 
 static const cn_module_vtable conv2d_int8_vt = {"Conv2dInt8", conv2d_int8_forward, NULL};

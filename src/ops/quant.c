@@ -166,8 +166,10 @@ static int lin_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_at
  * stride and padding in i[0..3]; no dilation (cn_module_quantize_int8
  * leaves dilated convolutions in f32) ---- */
 
+/* 0 when the padded input is smaller than the kernel (C's division would
+ * round that up to one output), as cn_conv2d refuses it. */
 static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p) {
-    return in < 0 ? -1 : (in + 2 * p - k) / s + 1;
+    return in < 0 ? -1 : in + 2 * p < k ? 0 : (in + 2 * p - k) / s + 1;
 }
 
 static int conv_infer(void *u, const cn_custom_meta *in, int nin, const cn_custom_attrs *a,
