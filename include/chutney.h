@@ -1940,7 +1940,8 @@ void cn_module_zero_grad(cn_module *m);
  * quantises its input at run time (symmetric int8, one scale per row of
  * the product), multiplies with int32 sums and rescales to f32. CPU only;
  * the layers have no gradient. Returns how many layers were quantised, or
- * < 0 after an error. */
+ * < 0 after an error; a Linear or Conv2d whose weights are not f32 on the
+ * CPU refuses the whole tree, which is then left as it was. */
 int cn_module_quantize_int8(cn_module *m);
 /* Free m, its children, and its references to its parameters and buffers. */
 void cn_module_free(cn_module *m);

@@ -158,6 +158,17 @@ static void test_quantized_modules(void) {
     CHECK_ERROR(cn_module_forward(c, cn_randn(CN_F32, 4, (int64_t[]){1, 2, 2, 5})),
                 "smaller than the kernel");
     cn_module_free(c);
+
+    /* A layer that cannot be quantised (f64) leaves the whole model f32. */
+    cn_module *two[] = {cn_nn_linear(4, 3, true), cn_nn_linear(3, 2, true)};
+    cn_release(two[1]->params[0].t);
+    two[1]->params[0].t = cn_retain(cn_zeros(CN_F64, 2, (int64_t[]){2, 3}));
+    cn_module *mixed = cn_nn_sequential(two, 2);
+    int64_t nparams = cn_module_num_params(mixed);
+    CHECK_STATUS_ERROR(cn_module_quantize_int8(mixed), "weights must be f32 on the CPU");
+    CHECK(cn_tensor_dtype(cn_module_find(mixed, "0.weight")) == CN_F32 &&
+          cn_module_num_params(mixed) == nparams);
+    cn_module_free(mixed);
 }
 
 int main(void) {

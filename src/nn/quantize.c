@@ -6,11 +6,18 @@
 
 #include <stdlib.h>
 
-int cn_nn_quantize_weight(cn_module *m) {
-    cn_tensor *w = cn_nn_p(m, 0), *b = cn_nn_p(m, 1);
+/* The weights a Linear or Conv2d must have to be quantised. */
+static int check_weight(const cn_module *m) {
+    const cn_tensor *w = m->nparams > 0 ? m->params[0].t : NULL;
     if (!w || w->dtype != CN_F32 || !cn_t_on_cpu(w))
         return cn_failc(CN_EUNSUPPORTED, "module_quantize_int8: %s: weights must be f32 on the CPU",
                         m->vt->type);
+    return 0;
+}
+
+int cn_nn_quantize_weight(cn_module *m) {
+    cn_tensor *w = cn_nn_p(m, 0), *b = cn_nn_p(m, 1);
+    if (check_weight(m) < 0) return CN_EUNSUPPORTED;
     int64_t rows = w->shape[0], cols = rows ? cn_shape_numel(w->ndim, w->shape) / rows : 0;
     cn_scope_begin();
     cn_tensor *wc = cn_contiguous(cn_detach(w));
@@ -62,7 +69,18 @@ static int quantize_tree(cn_module *m) {
     return n;
 }
 
+/* Every layer checked before any is changed: a refusal leaves the whole
+ * model as it was, not half quantised. */
+static int check_tree(const cn_module *m) {
+    if ((!strcmp(m->vt->type, "Linear") || !strcmp(m->vt->type, "Conv2d")) && check_weight(m) < 0)
+        return CN_EUNSUPPORTED;
+    for (int i = 0; i < m->nchildren; i++)
+        if (check_tree(m->children[i].m) < 0) return CN_EUNSUPPORTED;
+    return 0;
+}
+
 int cn_module_quantize_int8(cn_module *m) {
     if (!m) return cn_failc(CN_EINVAL, "module_quantize_int8: module is NULL");
+    if (check_tree(m) < 0) return CN_EUNSUPPORTED;
     return quantize_tree(m);
 }
