@@ -19,13 +19,10 @@
 #include <string.h>
 #include <time.h>
 
+/* --cpu-time: bench_cpu_s instead of the wall clock. */
 static bool use_cpu_time;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(use_cpu_time ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return use_cpu_time ? bench_cpu_s() : bench_now_s(); }
 
 static void die(const char *what) {
     fprintf(stderr, "bench_int8: %s: %s\n", what, cn_last_error());
