@@ -4,8 +4,9 @@
  * block of the batch, the weight gradient's parts summed in that format),
  * the bias inside the forward primitive and outside the input gradient's,
  * batches that split into equal blocks and ones whose last block is
- * shorter, grouped convolutions whose forward product is also cut into
- * blocks of groups at small batches; the same bits at 1 and 2 threads. Without oneDNN in the build
+ * shorter, forward products of small batches also cut into blocks of
+ * output channels (between groups for grouped convolutions); the same bits
+ * at 1 and 2 threads. Without oneDNN in the build
  * there is nothing to test. */
 #include "harness.h"
 
@@ -25,6 +26,8 @@ static const dcase cases[] = {
     {2, 32, 64, 5, 8},  /* 2 samples x 8 blocks of one group (4 in, 8 out) */
     {3, 26, 26, 5, 13}, /* 13 groups, no divisor up to 16 / 3: one call a sample */
     {1, 16, 40, 6, 8},  /* 8 blocks of 2 in, 5 out channels */
+    {1, 16, 64, 6, 1},  /* batch 1: 2 blocks of 32 output channels, each reading all x */
+    {2, 8, 96, 5, 1},   /* 2 samples x 3 blocks of 32 output channels */
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -75,8 +78,8 @@ static void test_against_reference(void) {
     }
 }
 
-/* A batch split into blocks (case 0) and a batch of one split into blocks
- * of groups (case 4). */
+/* A batch split into blocks (case 0), a batch of one split into blocks of
+ * groups (case 4) and into blocks of output channels (case 8). */
 static void test_threads_same_bits(void) {
     if (!cn_conv_have_dnnl()) return;
     th_seed(59);

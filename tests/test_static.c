@@ -133,12 +133,13 @@ static void test_gradient_two_unknown_sizes(void) {
 static void test_packed_weights(void) {
     th_seed(11);
     cn_tensor *w = th_random(CN_F32, CN_SHAPE(64, 300), -1, 1, TH_CONTIG, NULL);
-    cn_tensor *cw = th_random(CN_F32, CN_SHAPE(8, 3, 3, 3), -1, 1, TH_CONTIG, NULL);
+    /* 1x1: at batch 1 larger kernels run on oneDNN, which packs nothing */
+    cn_tensor *cw = th_random(CN_F32, CN_SHAPE(8, 3, 1, 1), -1, 1, TH_CONTIG, NULL);
     cn_graph *g = cn_graph_new();
     cn_tensor *ph[2] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 300)),
                         cn_placeholder(g, "im", CN_F32, CN_SHAPE(1, 3, 12, 12))};
     cn_tensor *outs[2] = {cn_matmul(ph[0], cn_mT(w)),
-                          cn_conv2d(ph[1], cw, NULL, &(cn_conv_opts){.padding = {1, 1}})};
+                          cn_conv2d(ph[1], cw, NULL, NULL)};
     cn_program *p = cn_compile(g, outs, 2, NULL);
     cn_program *q = cn_compile(g, outs, 2, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
     cn_tensor *in[2] = {th_random(CN_F32, CN_SHAPE(60, 300), -1, 1, TH_CONTIG, NULL),
@@ -153,12 +154,11 @@ static void test_packed_weights(void) {
         CHECK(cn_allclose(r[0], u[0], 1e-5, 1e-5)); /* unpacked: BLAS where built with it */
         CHECK(cn_allclose(r[0], cn_matmul(in[0], cn_mT(w)), 1e-5, 1e-5));
         CHECK(cn_equal(r[1], u[1]));
-        CHECK(cn_allclose(r[1], cn_conv2d(in[1], cw, NULL, &(cn_conv_opts){.padding = {1, 1}}),
-                          1e-5, 1e-5));
+        CHECK(cn_allclose(r[1], cn_conv2d(in[1], cw, NULL, NULL), 1e-5, 1e-5));
         cn_program_stats st, su;
         cn_program_stats_get(p, &st);
         cn_program_stats_get(q, &su);
-        CHECK(st.packed_bytes >= sizeof(float) * (64 * 300 + 8 * 27));
+        CHECK(st.packed_bytes >= sizeof(float) * (64 * 300 + 8 * 3));
         CHECK(su.packed_bytes == 0);
         /* Written between runs, by ops or through cn_data and then
          * cn_mark_written: the next run reads the new weights. */
@@ -169,7 +169,7 @@ static void test_packed_weights(void) {
         } else {
             float *wd = cn_data(w), *cd = cn_data(cw);
             for (int i = 0; i < 64 * 300; i++) wd[i] = -wd[i];
-            for (int i = 0; i < 8 * 27; i++) cd[i] = (float)i / 100;
+            for (int i = 0; i < 8 * 3; i++) cd[i] = (float)i / 100;
             CHECK_EQ_INT(cn_mark_written(w), 0);
             CHECK_EQ_INT(cn_mark_written(cw), 0);
         }

@@ -593,15 +593,20 @@ bool cn_dnnl_conv2d_available(const cn_conv_geom *g, cn_dtype dt, int which);
  *  16 32  14x14   2.17 / 1.07  2.73 / 1.05  2.28 / 1.16
  *  32 64  14x14   6.87 / 4.54  8.31 / 4.40  6.72 / 5.72
  * oneDNN wins but for the input gradient onto few channels. It runs one
- * block of the batch per thread, so small batches stay on the GEMM path,
- * which also splits the pixels; but for grouped forward products, which it
- * also cuts into blocks of groups (conv_dnnl.c), and runs 1.3 to 3 times
- * faster than one small im2col + GEMM per group at batch 1 (RegNetY-400MF's
- * layers, 8 channels a group; docs/benchmarks.md). The rule reads shapes
- * only, so the choice (and the bits) never depends on the thread count. */
+ * block of the batch per thread, so the products of small batches stay on
+ * the GEMM path, which also splits the pixels; but for forward products
+ * with a kernel larger than 1x1 or with groups, which conv_dnnl.c also cuts
+ * into blocks of output channels. At batch 1 (one thread, CPU time)
+ * oneDNN ran ResNet-18's 3x3 layers 1.1 to 1.4 times faster than im2col +
+ * GEMM, its 7x7 stem 1.5 times, RegNetY-400MF's grouped 3x3 layers (8
+ * channels a group) 1.3 to 2.9 times; 1x1 layers were level and stay on
+ * the GEMM, whose weights a program packs once (docs/benchmarks.md). The
+ * rule reads shapes only, so the choice (and the bits) never depends on the
+ * thread count. */
 static bool dnnl_prefer(const cn_conv_geom *g, cn_dtype dt, int which) {
-    bool grouped_fwd = which == 0 && g->groups > 1 && !cn_dw_conv_takes(g);
-    if (dt != CN_F32 || (g->N < 4 && !grouped_fwd) || g->C == 0 || g->O == 0) return false;
+    bool small_fwd = which == 0 && !cn_dw_conv_takes(g) &&
+                     (g->groups > 1 || g->KH * g->KW > 1);
+    if (dt != CN_F32 || (g->N < 4 && !small_fwd) || g->C == 0 || g->O == 0) return false;
     if (which == 1 && g->C / g->groups < 16) return false;
     return cn_dnnl_conv2d_available(g, dt, which);
 }

@@ -278,30 +278,40 @@ static void *dense(const cn_tensor *t, cn_tensor **own) {
 
 static int64_t block_size(int64_t N) { return (N + DNNL_BLOCKS - 1) / DNNL_BLOCKS; }
 
-/* A grouped forward product is also cut into blocks of groups, each a
- * convolution of its own on its channels, when every block of the batch is
- * one sample (N <= DNNL_BLOCKS): at batch 1 there would otherwise be one
- * call on one thread. A group block of one sample is contiguous in x, w and
- * y. The count is the largest divisor of the groups that keeps N x (group
- * blocks) within DNNL_BLOCKS, so it depends on the geometry alone. */
-static int64_t group_blocks(int which, const cn_conv_geom *g) {
-    if (which != FWD || g->groups < 2 || block_size(g->N) > 1) return 1;
-    for (int64_t d = DNNL_BLOCKS / g->N; d > 1; d--)
-        if (g->groups % d == 0) return d;
+/* A forward product is also cut into blocks of output channels, each a
+ * convolution of its own, when every block of the batch is one sample (N <=
+ * DNNL_BLOCKS): at batch 1 there would otherwise be one call on one
+ * thread. A grouped convolution is cut between groups (a block is then a
+ * convolution of its groups' input channels, contiguous in x), any other
+ * into blocks of at least OUT_BLOCK_MIN channels, a multiple of 16 (the
+ * widest channel block of oneDNN's formats), that all read the whole of x.
+ * The count is the largest divisor that keeps N x (blocks) within
+ * DNNL_BLOCKS, so it depends on the geometry alone. */
+#define OUT_BLOCK_MIN 32
+
+static int64_t out_blocks(int which, const cn_conv_geom *g) {
+    if (which != FWD || block_size(g->N) > 1) return 1;
+    for (int64_t d = DNNL_BLOCKS / g->N; d > 1; d--) {
+        if (g->groups > 1 && g->groups % d == 0) return d;
+        int64_t ob = g->O / d;
+        if (g->groups == 1 && g->O % d == 0 && ob % 16 == 0 && ob >= OUT_BLOCK_MIN) return d;
+    }
     return 1;
 }
 
-/* The geometry of one call: a block of the batch and of the groups. */
-static cn_conv_geom block_geom(const cn_conv_geom *g, int64_t n, int64_t ng) {
+/* The geometry of one call: a block of the batch and of the output
+ * channels (with their groups' input channels). */
+static cn_conv_geom block_geom(const cn_conv_geom *g, int64_t n, int64_t nob) {
     cn_conv_geom b = *g;
     b.N = n;
-    b.C /= ng, b.O /= ng, b.groups /= ng;
+    b.O /= nob;
+    if (g->groups > 1) b.C /= nob, b.groups /= nob;
     return b;
 }
 
 bool cn_dnnl_conv2d_available(const cn_conv_geom *g, cn_dtype dt, int which) {
     if (dt != CN_F32 || g->N < 1 || !usable()) return false;
-    cn_conv_geom gb = block_geom(g, block_size(g->N), group_blocks(which, g));
+    cn_conv_geom gb = block_geom(g, block_size(g->N), out_blocks(which, g));
     bool owned;
     dnnl_conv *c = conv_get(which, &gb, false, &owned);
     if (owned) conv_free(c);
@@ -313,10 +323,10 @@ typedef struct blocks {
     const cn_conv_geom *g;
     dnnl_conv *full, *last; /* primitives for a whole block and the last one */
     int64_t bs, nblk;
-    int64_t ng;      /* blocks of groups (tasks: nblk x ng, group block fastest) */
-    size_t xg, wg, yg; /* floats of x, w and y per group block (0 when ng is 1) */
-    size_t og;         /* output channels per group block (the bias's offset; 0 when ng is 1) */
-    size_t wmine_block; /* bytes of a group block's weights in wmine */
+    int64_t nob;     /* blocks of output channels (tasks: nblk x nob, channels fastest) */
+    size_t xg, wg, yg; /* floats of x, w and y per channel block (0 when nob is 1) */
+    size_t og;         /* output channels per block (the bias's offset; 0 when nob is 1) */
+    size_t wmine_block; /* bytes of a channel block's weights in wmine */
     char *p[3];      /* x-like, weights, y-like (plain, contiguous) */
     char *partial;   /* wgrad: one weight-sized part per block */
     size_t part_size; /* bytes of each part (in the primitive's format with wmine) */
@@ -330,7 +340,7 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
     const cn_conv_geom *g = k->g;
     size_t xs = (size_t)(g->C * g->H * g->W), ys = (size_t)(g->O * g->OH * g->OW);
     for (int64_t t = b0; t < b1; t++) {
-        int64_t b = t / k->ng, j = t % k->ng;
+        int64_t b = t / k->nob, j = t % k->nob;
         int64_t n0 = b * k->bs, n = b == k->nblk - 1 ? g->N - n0 : k->bs;
         void *p[3] = {k->p[0] + sizeof(float) * (xs * (size_t)n0 + k->xg * (size_t)j),
                       k->p[1] + sizeof(float) * k->wg * (size_t)j,
@@ -371,10 +381,11 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
     k.g = g;
     k.bs = block_size(g->N);
     k.nblk = (g->N + k.bs - 1) / k.bs;
-    k.ng = group_blocks(which, g);
-    cn_conv_geom gb = block_geom(g, k.bs, k.ng), gl = block_geom(g, g->N - (k.nblk - 1) * k.bs, k.ng);
-    if (k.ng > 1) {
-        k.xg = (size_t)(gb.C * g->H * g->W);
+    k.nob = out_blocks(which, g);
+    cn_conv_geom gb = block_geom(g, k.bs, k.nob),
+                 gl = block_geom(g, g->N - (k.nblk - 1) * k.bs, k.nob);
+    if (k.nob > 1) {
+        k.xg = g->groups > 1 ? (size_t)(gb.C * g->H * g->W) : 0; /* else every block reads all x */
         k.yg = (size_t)(gb.O * g->OH * g->OW);
         k.wg = (size_t)(gb.O * (g->C / g->groups) * g->KH * g->KW);
         k.og = (size_t)gb.O;
@@ -398,8 +409,8 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
     size_t wmine_size = blocked_w ? dnnl_memory_desc_get_size(&k.full->mine[1]) : 0;
     if (blocked_w && which != WGRAD) {
         k.wmine_block = wmine_size;
-        if (!(k.wmine = cn_alloc(wmine_size * (size_t)k.ng))) rc = CN_ENOMEM;
-        for (int64_t j = 0; j < k.ng && rc == CN_OK; j++)
+        if (!(k.wmine = cn_alloc(wmine_size * (size_t)k.nob))) rc = CN_ENOMEM;
+        for (int64_t j = 0; j < k.nob && rc == CN_OK; j++)
             rc = reorder_once(k.full->reorder[1], &k.full->user[1],
                               k.p[1] + sizeof(float) * k.wg * (size_t)j, &k.full->mine[1],
                               k.wmine + wmine_size * (size_t)j);
@@ -413,7 +424,7 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
     }
     if (rc == CN_OK) {
         atomic_init(&k.failed, 0);
-        if (k.nblk * k.ng > 1) cn_parallel_tasks(k.nblk * k.ng, block_task, &k);
+        if (k.nblk * k.nob > 1) cn_parallel_tasks(k.nblk * k.nob, block_task, &k);
         else block_task(&k, 0, 1);
         if (atomic_load(&k.failed)) rc = CN_ENOMEM;
     }
