@@ -2,6 +2,7 @@
  * gradients as graphs, and the errors. Eager results are the reference. */
 #include "harness.h"
 
+#include "backend/cpu/conv.h"
 #include "backend/cpu/gemm.h"
 
 /* A model written once against the tensor API. */
@@ -126,39 +127,49 @@ static void test_gradient_two_unknown_sizes(void) {
 }
 
 /* Constant weights packed once (src/graph/packs.c): a linear layer's b (a
- * transposed view, as ONNX's Gemm gives it) and a convolution's weights
- * give the bits of the built-in GEMM packing as it goes, are counted in
- * packed_bytes, and a weight written between runs (by an op, or through
- * cn_data and cn_mark_written) is packed again. */
+ * transposed view, as ONNX's Gemm gives it) and a 1x1 convolution's weights
+ * give the bits of the built-in GEMM packing as it goes, a 3x3
+ * convolution's (oneDNN's at batch 1, in its own format, two blocks of
+ * output channels) the bits of eager mode's reordering on each call; all
+ * are counted in packed_bytes, and a weight written between runs (by an op,
+ * or through cn_data and cn_mark_written) is packed again. */
 static void test_packed_weights(void) {
     th_seed(11);
     cn_tensor *w = th_random(CN_F32, CN_SHAPE(64, 300), -1, 1, TH_CONTIG, NULL);
     /* 1x1: at batch 1 larger kernels run on oneDNN, which packs nothing */
     cn_tensor *cw = th_random(CN_F32, CN_SHAPE(8, 3, 1, 1), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *cw3 = th_random(CN_F32, CN_SHAPE(64, 4, 3, 3), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *cb3 = th_random(CN_F32, CN_SHAPE(64), -1, 1, TH_CONTIG, NULL);
+    const cn_conv_opts pad1 = {.padding = {1, 1}};
     cn_graph *g = cn_graph_new();
-    cn_tensor *ph[2] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 300)),
-                        cn_placeholder(g, "im", CN_F32, CN_SHAPE(1, 3, 12, 12))};
-    cn_tensor *outs[2] = {cn_matmul(ph[0], cn_mT(w)),
-                          cn_conv2d(ph[1], cw, NULL, NULL)};
-    cn_program *p = cn_compile(g, outs, 2, NULL);
-    cn_program *q = cn_compile(g, outs, 2, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
-    cn_tensor *in[2] = {th_random(CN_F32, CN_SHAPE(60, 300), -1, 1, TH_CONTIG, NULL),
-                        th_random(CN_F32, CN_SHAPE(1, 3, 12, 12), -1, 1, TH_CONTIG, NULL)};
+    cn_tensor *ph[3] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 300)),
+                        cn_placeholder(g, "im", CN_F32, CN_SHAPE(1, 3, 12, 12)),
+                        cn_placeholder(g, "im3", CN_F32, CN_SHAPE(1, 4, 10, 10))};
+    cn_tensor *outs[3] = {cn_matmul(ph[0], cn_mT(w)), cn_conv2d(ph[1], cw, NULL, NULL),
+                          cn_relu(cn_conv2d(ph[2], cw3, cb3, &pad1))};
+    cn_program *p = cn_compile(g, outs, 3, NULL);
+    cn_program *q = cn_compile(g, outs, 3, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
+    cn_tensor *in[3] = {th_random(CN_F32, CN_SHAPE(60, 300), -1, 1, TH_CONTIG, NULL),
+                        th_random(CN_F32, CN_SHAPE(1, 3, 12, 12), -1, 1, TH_CONTIG, NULL),
+                        th_random(CN_F32, CN_SHAPE(1, 4, 10, 10), -1, 1, TH_CONTIG, NULL)};
     float *want = malloc(sizeof(float) * 60 * 64);
     for (int round = 0; round < 3; round++) {
-        cn_tensor *r[2], *u[2];
-        CHECK_EQ_INT(cn_run(p, ph, in, 2, r, 2), 0);
-        CHECK_EQ_INT(cn_run(q, ph, in, 2, u, 2), 0);
+        cn_tensor *r[3], *u[3];
+        CHECK_EQ_INT(cn_run(p, ph, in, 3, r, 3), 0);
+        CHECK_EQ_INT(cn_run(q, ph, in, 3, u, 3), 0);
         cn_gemm_builtin(CN_F32, 60, 64, 300, cn_data(in[0]), 300, 1, cn_data(w), 1, 300, want, 64);
         CHECK(memcmp(cn_data(r[0]), want, sizeof(float) * 60 * 64) == 0);
         CHECK(cn_allclose(r[0], u[0], 1e-5, 1e-5)); /* unpacked: BLAS where built with it */
         CHECK(cn_allclose(r[0], cn_matmul(in[0], cn_mT(w)), 1e-5, 1e-5));
         CHECK(cn_equal(r[1], u[1]));
         CHECK(cn_allclose(r[1], cn_conv2d(in[1], cw, NULL, NULL), 1e-5, 1e-5));
+        CHECK(cn_equal(r[2], u[2]));
+        CHECK(cn_equal(r[2], cn_relu(cn_conv2d(in[2], cw3, cb3, &pad1))));
         cn_program_stats st, su;
         cn_program_stats_get(p, &st);
         cn_program_stats_get(q, &su);
-        CHECK(st.packed_bytes >= sizeof(float) * (64 * 300 + 8 * 3));
+        CHECK(st.packed_bytes >=
+              sizeof(float) * (64 * 300 + 8 * 3 + (cn_conv_have_dnnl() ? 64 * 4 * 9 : 0)));
         CHECK(su.packed_bytes == 0);
         /* Written between runs, by ops or through cn_data and then
          * cn_mark_written: the next run reads the new weights. */
@@ -166,12 +177,16 @@ static void test_packed_weights(void) {
             CHECK_EQ_INT(cn_copy_(w, th_random(CN_F32, CN_SHAPE(64, 300), -1, 1, TH_CONTIG, NULL)),
                          0);
             cn_fill_(cw, 0.25);
+            cn_fill_(cw3, -0.5);
         } else {
             float *wd = cn_data(w), *cd = cn_data(cw);
             for (int i = 0; i < 64 * 300; i++) wd[i] = -wd[i];
             for (int i = 0; i < 8 * 3; i++) cd[i] = (float)i / 100;
             CHECK_EQ_INT(cn_mark_written(w), 0);
             CHECK_EQ_INT(cn_mark_written(cw), 0);
+            float *d3 = cn_data(cw3);
+            for (int i = 0; i < 64 * 4 * 9; i++) d3[i] = (float)(i % 7) / 10;
+            CHECK_EQ_INT(cn_mark_written(cw3), 0);
         }
     }
     free(want);

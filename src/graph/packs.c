@@ -1,6 +1,7 @@
 /* A program's constant weights packed once: the b of a matmul (a linear
  * layer's weight, ONNX MatMul and Gemm initializers) and the weights of a
- * convolution whose forward product runs on the built-in GEMM. Packing
+ * convolution whose forward product runs on the built-in GEMM, or on
+ * oneDNN in a weight format of its own (an opaque pack). Packing
  * them again on every product was a third of some models' time (issue 21);
  * packed here, each run's products read the panels directly (gemm.h), with
  * the same bits as packing on the fly.
@@ -36,6 +37,37 @@ static cn_meta meta_of(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *liv
     return m;
 }
 
+/* Step s's constant weight (a matmul's b, a convolution's w) that a pack
+ * could hold, with the meta of its x; NULL when it has none. */
+static const cn_tensor *const_weight(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
+                                     int s, cn_meta *xm) {
+    const ir_step *st = &ir->s[s];
+    if (st->dev.kind != CN_DEVICE_CPU || st->nin < 2) return NULL;
+    if (st->kind != IRS_OP && !(st->kind == IRS_FUSED && st->op != CN_OP_COUNT)) return NULL;
+    if (st->op != CN_OP_matmul && st->op != CN_OP_conv2d) return NULL;
+    if (!ir_is_const(ir, st->in[1])) return NULL;
+    const cn_tensor *w = ir->v[st->in[1]].t;
+    *xm = meta_of(ir, pl, live, st->in[0]);
+    cn_dtype dt = (cn_dtype)w->dtype;
+    if ((dt != CN_F32 && dt != CN_F64) || w->requires_grad || !w->storage ||
+        w->storage->device_kind != CN_DEVICE_CPU || xm->dtype != dt)
+        return NULL;
+    return w;
+}
+
+/* A convolution step whose forward product runs on oneDNN: its pack in
+ * oneDNN's weight format (have, when still that), or NULL. */
+static cn_gemm_pack *dnnl_conv_pack(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
+                                    int s, const cn_gemm_pack *have) {
+    const ir_step *st = &ir->s[s];
+    cn_meta xm;
+    const cn_tensor *w = const_weight(ir, pl, live, s, &xm);
+    if (!w || st->op != CN_OP_conv2d || w->ndim != 4 || xm.ndim != 4) return NULL;
+    bool bias = (st->kind == IRS_FUSED ? st->head_nin : st->nin) == 3;
+    return cn_cpu_conv2d_fwd_dnnl_pack(&pl->attrs[s], xm.shape, w, pl->meta[st->out].shape, bias,
+                                       have);
+}
+
 /* What step s would pack: its constant and the pack's geometry; false when
  * nothing. */
 static bool wants_pack(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live, int s,
@@ -43,17 +75,11 @@ static bool wants_pack(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *liv
                        bool *b_side, int64_t *rows, int64_t *k, int64_t *rs, int64_t *cs,
                        int64_t *count, int64_t *gstride) {
     const ir_step *st = &ir->s[s];
-    if (st->dev.kind != CN_DEVICE_CPU || st->nin < 2) return false;
-    if (st->kind != IRS_OP && !(st->kind == IRS_FUSED && st->op != CN_OP_COUNT)) return false;
-    if (st->op != CN_OP_matmul && st->op != CN_OP_conv2d) return false;
-    if (!ir_is_const(ir, st->in[1])) return false;
-    const cn_tensor *w = ir->v[st->in[1]].t;
-    cn_meta xm = meta_of(ir, pl, live, st->in[0]);
+    cn_meta xm;
+    const cn_tensor *w = const_weight(ir, pl, live, s, &xm);
+    if (!w) return false;
     const cn_meta *x = &xm;
     cn_dtype dt = (cn_dtype)w->dtype;
-    if ((dt != CN_F32 && dt != CN_F64) || w->requires_grad || !w->storage ||
-        w->storage->device_kind != CN_DEVICE_CPU || x->dtype != dt)
-        return false;
     *wt = w;
     if (st->op == CN_OP_matmul) {
         int64_t m = x->ndim >= 2 ? matmul_rows(x) : 1;
@@ -86,6 +112,12 @@ int cn_packs_update(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
         const cn_tensor *w = NULL;
         bool b_side = false;
         int64_t rows = 0, k = 0, rs = 0, cs = 0, count = 0, gstride = 0;
+        cn_gemm_pack *dp = dnnl_conv_pack(ir, pl, live, s, packs[s]);
+        if (dp) {
+            if (dp != packs[s]) cn_gemm_pack_free(packs[s]);
+            packs[s] = dp;
+            continue;
+        }
         if (!wants_pack(ir, pl, live, s, &w, &b_side, &rows, &k, &rs, &cs, &count, &gstride)) {
             cn_gemm_pack_free(packs[s]);
             packs[s] = NULL;

@@ -582,6 +582,8 @@ int cn_dnnl_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_ten
                          cn_tensor *dw);
 /* Whether oneDNN takes this product (f32, a geometry it supports). */
 bool cn_dnnl_conv2d_available(const cn_conv_geom *g, cn_dtype dt, int which);
+cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w, bool bias);
+bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g, bool bias);
 
 /* Whether oneDNN is the better choice for this product. Measured with
  * bench/bench_conv and a sweep over input channels (batch 64, 3x3, pad 1,
@@ -726,6 +728,23 @@ bool cn_cpu_conv2d_fwd_packs(const cn_attrs *a, const int64_t *x, const int64_t 
     cn_conv_geom g = geom_of_shapes(a, x, w, y);
     /* Depthwise weights are a few numbers per channel: nothing to gain. */
     return (dt == CN_F32 || dt == CN_F64) && w[1] > 1 && pick(&g, dt, 0) == 1;
+}
+
+cn_gemm_pack *cn_cpu_conv2d_fwd_dnnl_pack(const cn_attrs *a, const int64_t *x, const cn_tensor *w,
+                                         const int64_t *y, bool bias,
+                                         const cn_gemm_pack *have) {
+#ifdef CN_HAVE_DNNL
+    cn_conv_geom g = geom_of_shapes(a, x, w->shape, y);
+    if ((cn_dtype)w->dtype != CN_F32 || pick(&g, CN_F32, 0) != 2) return NULL;
+    if (have && cn_gemm_pack_current(have, w) && cn_dnnl_conv2d_fwd_pack_fits(have, &g, bias))
+        return (cn_gemm_pack *)have;
+    cn_gemm_pack *pk = cn_dnnl_conv2d_fwd_pack(&g, w, bias);
+    if (!pk) cn_clear_error(); /* the product reorders w itself */
+    return pk;
+#else
+    (void)a, (void)x, (void)w, (void)y, (void)bias, (void)have;
+    return NULL;
+#endif
 }
 
 /* x, weight, bias?. */

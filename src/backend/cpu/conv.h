@@ -57,6 +57,17 @@ int cn_cpu_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tens
 bool cn_cpu_conv2d_fwd_packs(const cn_attrs *a, const int64_t *x, const int64_t *w,
                              const int64_t *y, cn_dtype dt);
 
+/* The same for conv2d's forward product on oneDNN, which reads its
+ * weights in a format of its own: a pack of the program's constant w in
+ * that format (gemm.h's opaque packs), which the product then uses; have
+ * itself when it is still that (w not written since, the same geometry);
+ * NULL where the product does not run on oneDNN, reads w as it is, or
+ * there was no memory (the product then reorders w on each call). */
+typedef struct cn_gemm_pack cn_gemm_pack;
+cn_gemm_pack *cn_cpu_conv2d_fwd_dnnl_pack(const cn_attrs *a, const int64_t *x, const cn_tensor *w,
+                                         const int64_t *y, bool bias,
+                                         const cn_gemm_pack *have);
+
 /* The reference loops. */
 int cn_cpu_conv2d_fwd_ref(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
                           const cn_tensor *bias, cn_tensor *y);

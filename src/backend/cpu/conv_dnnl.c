@@ -19,6 +19,7 @@
 #include "../backend.h"
 #include "conv.h"
 #include "dnnl_engine.h"
+#include "gemm.h"
 
 #ifdef CN_HAVE_DNNL
 
@@ -368,6 +369,49 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
     }
 }
 
+/* The blocks of product which on g, and the primitives of a whole block
+ * and of the last one (own_*: to free after, when the cache was full).
+ * Returns CN_OK, or 1 when oneDNN does not take the geometry. */
+static int plan(int which, const cn_conv_geom *g, bool bias, blocks *k, bool *own_full,
+                bool *own_last) {
+    memset(k, 0, sizeof *k);
+    k->which = which;
+    k->g = g;
+    k->bs = block_size(g->N);
+    k->nblk = (g->N + k->bs - 1) / k->bs;
+    k->nob = out_blocks(which, g);
+    cn_conv_geom gb = block_geom(g, k->bs, k->nob),
+                 gl = block_geom(g, g->N - (k->nblk - 1) * k->bs, k->nob);
+    if (k->nob > 1) {
+        k->xg = g->groups > 1 ? (size_t)(gb.C * g->H * g->W) : 0; /* else every block reads all x */
+        k->yg = (size_t)(gb.O * g->OH * g->OW);
+        k->wg = (size_t)(gb.O * (g->C / g->groups) * g->KH * g->KW);
+        k->og = (size_t)gb.O;
+    }
+    /* the forward primitive adds the bias itself (one pass over y fewer) */
+    bool pbias = which == FWD && bias;
+    *own_last = false;
+    k->full = conv_get(which, &gb, pbias, own_full);
+    k->last = gl.N == gb.N ? k->full : conv_get(which, &gl, pbias, own_last);
+    return k->full && k->last ? CN_OK : 1;
+}
+
+/* What a program's pack of a forward product's weights was made for: the
+ * geometry and the primitive's weight format (conv_dnnl's key). */
+typedef struct wpack_key {
+    cn_conv_geom g;
+    bool bias;
+    dnnl_memory_desc_t md;
+} wpack_key;
+
+static void wpack_key_of(wpack_key *key, const cn_conv_geom *g, bool bias,
+                         const dnnl_memory_desc_t *md) {
+    memset(key, 0, sizeof *key); /* the padding too: keys compare byte for byte */
+    key->g = *g;
+    key->bias = bias;
+    key->md = *md;
+}
+
 /* Runs one product on t = {x-like, weights, y-like} (the output is the
  * y-like for fwd, the x-like for dgrad, the weights for wgrad). Returns 1
  * when oneDNN does not take the geometry (the caller falls back), else a
@@ -376,27 +420,8 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
                    const cn_tensor *t[3]) {
     if (!usable() || g->N < 1) return 1;
     blocks k;
-    memset(&k, 0, sizeof k);
-    k.which = which;
-    k.g = g;
-    k.bs = block_size(g->N);
-    k.nblk = (g->N + k.bs - 1) / k.bs;
-    k.nob = out_blocks(which, g);
-    cn_conv_geom gb = block_geom(g, k.bs, k.nob),
-                 gl = block_geom(g, g->N - (k.nblk - 1) * k.bs, k.nob);
-    if (k.nob > 1) {
-        k.xg = g->groups > 1 ? (size_t)(gb.C * g->H * g->W) : 0; /* else every block reads all x */
-        k.yg = (size_t)(gb.O * g->OH * g->OW);
-        k.wg = (size_t)(gb.O * (g->C / g->groups) * g->KH * g->KW);
-        k.og = (size_t)gb.O;
-    }
-    /* the forward primitive adds the bias itself (one pass over y fewer) */
-    bool pbias = which == FWD && bias;
-    bool own_full, own_last = false;
-    k.full = conv_get(which, &gb, pbias, &own_full);
-    k.last = gl.N == gb.N ? k.full : conv_get(which, &gl, pbias, &own_last);
-    int rc = CN_OK;
-    if (!k.full || !k.last) rc = 1;
+    bool own_full, own_last;
+    int rc = plan(which, g, bias != NULL, &k, &own_full, &own_last);
     cn_tensor *own[4] = {NULL};
     size_t ws = (size_t)(g->O * (g->C / g->groups) * g->KH * g->KW) * sizeof(float);
     for (int j = 0; j < 3 && rc == CN_OK; j++)
@@ -407,7 +432,17 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
     bool blocked_w = rc == CN_OK && k.full->reorder[1] &&
                      dnnl_memory_desc_equal(&k.full->mine[1], &k.last->mine[1]);
     size_t wmine_size = blocked_w ? dnnl_memory_desc_get_size(&k.full->mine[1]) : 0;
-    if (blocked_w && which != WGRAD) {
+    /* A program's constant weights come reordered already (its pack). */
+    bool packed = false;
+    if (blocked_w && which == FWD) {
+        wpack_key key;
+        wpack_key_of(&key, g, bias != NULL, &k.full->mine[1]);
+        const cn_gemm_pack *pk = cn_gemm_pack_step();
+        if (cn_gemm_pack_current(pk, t[1]) &&
+            (k.wmine = cn_gemm_pack_opaque_data(pk, &key, sizeof key)))
+            packed = true, k.wmine_block = wmine_size;
+    }
+    if (blocked_w && which != WGRAD && !packed) {
         k.wmine_block = wmine_size;
         if (!(k.wmine = cn_alloc(wmine_size * (size_t)k.nob))) rc = CN_ENOMEM;
         for (int64_t j = 0; j < k.nob && rc == CN_OK; j++)
@@ -439,12 +474,57 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
         else
             memcpy(k.p[1], k.partial, ws);
     }
-    if (which != WGRAD) cn_free(k.wmine);
+    if (which != WGRAD && !packed) cn_free(k.wmine);
     cn_free(k.partial);
     for (int j = 0; j < 4; j++) cn_release(own[j]);
     if (own_full) conv_free(k.full);
     if (own_last) conv_free(k.last);
     return rc;
+}
+
+cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w, bool bias) {
+    if (!usable() || g->N < 1 || (cn_dtype)w->dtype != CN_F32) return NULL;
+    blocks k;
+    bool own_full, own_last;
+    cn_gemm_pack *pk = NULL;
+    if (plan(FWD, g, bias, &k, &own_full, &own_last) == CN_OK && k.full->reorder[1] &&
+        dnnl_memory_desc_equal(&k.full->mine[1], &k.last->mine[1])) {
+        size_t size = dnnl_memory_desc_get_size(&k.full->mine[1]);
+        wpack_key key;
+        wpack_key_of(&key, g, bias, &k.full->mine[1]);
+        cn_tensor *own = NULL;
+        const char *src = dense(w, &own);
+        if (src && (pk = cn_gemm_pack_opaque(w, size * (size_t)k.nob, &key, sizeof key))) {
+            char *dst = cn_gemm_pack_opaque_data(pk, &key, sizeof key);
+            int rc = CN_OK;
+            for (int64_t j = 0; j < k.nob && rc == CN_OK; j++)
+                rc = reorder_once(k.full->reorder[1], &k.full->user[1],
+                                  (char *)src + sizeof(float) * k.wg * (size_t)j,
+                                  &k.full->mine[1], dst + size * (size_t)j);
+            if (rc != CN_OK) {
+                cn_gemm_pack_free(pk);
+                pk = NULL;
+            }
+        }
+        cn_release(own);
+    }
+    if (own_full) conv_free(k.full);
+    if (own_last) conv_free(k.last);
+    return pk;
+}
+
+bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g, bool bias) {
+    if (!pk || !usable() || g->N < 1) return false;
+    blocks k;
+    bool own_full, own_last, fits = false;
+    if (plan(FWD, g, bias, &k, &own_full, &own_last) == CN_OK) {
+        wpack_key key;
+        wpack_key_of(&key, g, bias, &k.full->mine[1]);
+        fits = cn_gemm_pack_opaque_data(pk, &key, sizeof key) != NULL;
+    }
+    if (own_full) conv_free(k.full);
+    if (own_last) conv_free(k.last);
+    return fits;
 }
 
 int cn_dnnl_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,

@@ -554,6 +554,8 @@ struct cn_gemm_pack {
     uint32_t version;    /* sto's when packed */
     size_t mat_bytes;    /* one matrix's panels */
     char *data;
+    void *key;           /* an opaque pack's key (t is NULL then), else NULL */
+    size_t key_bytes;
 };
 
 cn_gemm_pack *cn_gemm_pack_new(cn_dtype dt, bool b_side, int64_t rows, int64_t k,
@@ -571,7 +573,7 @@ cn_gemm_pack *cn_gemm_pack_new(cn_dtype dt, bool b_side, int64_t rows, int64_t k
     size_t es = cn_dsize(dt);
     *pk = (cn_gemm_pack){dt, b_side, tl, rows, k, round_up(rows, w), count, gstride,
                          src, rs, cs, t ? t->storage : NULL,
-                         t && t->storage ? t->storage->version : 0, 0, NULL};
+                         t && t->storage ? t->storage->version : 0, 0, NULL, NULL, 0};
     pk->mat_bytes = (size_t)(pk->pad * k) * es;
     pk->data = cn_alloc(pk->mat_bytes * (size_t)count);
     if (!pk->data) {
@@ -594,9 +596,34 @@ cn_gemm_pack *cn_gemm_pack_new(cn_dtype dt, bool b_side, int64_t rows, int64_t k
     return pk;
 }
 
+cn_gemm_pack *cn_gemm_pack_opaque(const cn_tensor *t, size_t bytes, const void *key,
+                                  size_t key_bytes) {
+    cn_gemm_pack *pk = calloc(1, sizeof *pk);
+    if (!pk || !(pk->key = malloc(key_bytes ? key_bytes : 1)) || !(pk->data = cn_alloc(bytes))) {
+        cn_gemm_pack_free(pk);
+        return cn_fail("gemm_pack: out of memory for %zu bytes", bytes);
+    }
+    memcpy(pk->key, key, key_bytes);
+    pk->key_bytes = key_bytes;
+    pk->dt = (cn_dtype)t->dtype;
+    pk->src = cn_t_ptr(t);
+    pk->sto = t->storage;
+    pk->version = t->storage ? t->storage->version : 0;
+    pk->mat_bytes = bytes;
+    pk->count = 1;
+    return pk;
+}
+
+void *cn_gemm_pack_opaque_data(const cn_gemm_pack *pk, const void *key, size_t key_bytes) {
+    if (!pk || !pk->key || pk->key_bytes != key_bytes || memcmp(pk->key, key, key_bytes))
+        return NULL;
+    return pk->data;
+}
+
 void cn_gemm_pack_free(cn_gemm_pack *pk) {
     if (!pk) return;
     cn_free(pk->data);
+    free(pk->key);
     free(pk);
 }
 
@@ -606,7 +633,7 @@ size_t cn_gemm_pack_bytes(const cn_gemm_pack *pk) {
 
 bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t) {
     return pk && t && t->storage == pk->sto && t->storage->version == pk->version &&
-           (const char *)cn_t_ptr(t) == pk->src && pk->t == pick_tile(pk->dt);
+           (const char *)cn_t_ptr(t) == pk->src && (pk->key || pk->t == pick_tile(pk->dt));
 }
 
 int cn_gemm_packed(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,

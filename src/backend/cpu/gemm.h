@@ -34,6 +34,14 @@ typedef struct cn_gemm_pack cn_gemm_pack;
 cn_gemm_pack *cn_gemm_pack_new(cn_dtype dt, bool b_side, int64_t rows, int64_t k,
                                const cn_tensor *t, const void *src, int64_t rs, int64_t cs,
                                int64_t count, int64_t gstride);
+/* A pack another implementation fills in its own format (oneDNN's weight
+ * layouts, conv_dnnl.c): bytes of data under a key that says what it was
+ * made for (compared byte for byte), t's version kept as any pack's. The
+ * built-in GEMM never reads it. */
+cn_gemm_pack *cn_gemm_pack_opaque(const cn_tensor *t, size_t bytes, const void *key,
+                                  size_t key_bytes);
+/* Its data when pk is an opaque pack made under this key, else NULL. */
+void *cn_gemm_pack_opaque_data(const cn_gemm_pack *pk, const void *key, size_t key_bytes);
 void cn_gemm_pack_free(cn_gemm_pack *pk);
 size_t cn_gemm_pack_bytes(const cn_gemm_pack *pk);
 bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t);
