@@ -104,8 +104,33 @@ static void test_threads_same_bits(void) {
     }
 }
 
+/* More geometries than the primitive cache holds (64): the least recently
+ * used primitives make room, and a geometry asked for again after its
+ * primitive went is created anew, with the same results. */
+static void test_cache_eviction(void) {
+    if (!cn_conv_have_dnnl()) return;
+    th_seed(61);
+    cn_tensor *w = th_random(CN_F32, CN_SHAPE(16, 2, 3, 3), -1, 1, TH_CONTIG, NULL);
+    cn_conv_opts o = {.padding = {1, 1}};
+    cn_conv_impl prev = cn_conv_set_impl(CN_CONV_DNNL);
+    for (int i = 0; i <= 72; i++) {
+        int64_t h = 3 + (i == 72 ? 0 : i); /* the last asks for the first again */
+        cn_scope_begin();
+        cn_tensor *x = th_random(CN_F32, CN_SHAPE(1, 2, h, 5), -1, 1, TH_CONTIG, NULL);
+        cn_tensor *got = cn_conv2d(x, w, NULL, &o);
+        cn_conv_set_impl(CN_CONV_REF);
+        cn_tensor *want = cn_conv2d(x, w, NULL, &o);
+        cn_conv_set_impl(CN_CONV_DNNL);
+        CHECK_MSG(got && want && cn_allclose(got, want, 1e-5, 1e-5), "height %lld differs",
+                  (long long)h);
+        cn_scope_end();
+    }
+    cn_conv_set_impl(prev);
+}
+
 int main(void) {
     RUN(test_against_reference);
     RUN(test_threads_same_bits);
+    RUN(test_cache_eviction);
     return th_summary();
 }

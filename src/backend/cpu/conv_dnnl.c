@@ -43,14 +43,23 @@ typedef struct dnnl_conv {
     dnnl_memory_desc_t bias_md; /* FWD with bias: the bias (plain) */
     dnnl_memory_desc_t scratch_md;
     size_t scratch;
+    /* in the cache: calls using it now, and when it was last asked for */
+    bool cached;
+    int users;
+    uint64_t last_use;
 } dnnl_conv;
 
+/* At most this many primitives are kept; when full, the least recently
+ * used one that no call is using makes room (a process that runs many
+ * models, or one model at many sizes, would otherwise create a primitive
+ * on every call once the cache had filled). */
 #define CACHE_MAX 64
 
 static struct {
     pthread_mutex_t mu;
     dnnl_conv *cache[CACHE_MAX];
     int n;
+    uint64_t tick;
 } dn = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static bool same_geom(const cn_conv_geom *a, const cn_conv_geom *b) {
@@ -165,24 +174,47 @@ static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias) {
     return c;
 }
 
-/* The cached primitive (created on first use), or a fresh one the caller
- * frees (*owned) when the cache is full. */
-static dnnl_conv *conv_get(int which, const cn_conv_geom *g, bool bias, bool *owned) {
-    *owned = false;
+/* The primitive for a product (created on first use), NULL when oneDNN
+ * does not take it; conv_put hands it back. It is the cache's, or a fresh
+ * one when every cached primitive is in use. */
+static dnnl_conv *conv_get(int which, const cn_conv_geom *g, bool bias) {
     cn_dnnl_one_thread();
     pthread_mutex_lock(&dn.mu);
-    for (int i = 0; i < dn.n; i++) {
-        dnnl_conv *c = dn.cache[i];
-        if (c->which == which && c->bias == bias && same_geom(&c->g, g)) {
-            pthread_mutex_unlock(&dn.mu);
-            return c;
+    dnnl_conv *c = NULL;
+    for (int i = 0; i < dn.n && !c; i++)
+        if (dn.cache[i]->which == which && dn.cache[i]->bias == bias &&
+            same_geom(&dn.cache[i]->g, g))
+            c = dn.cache[i];
+    if (!c && (c = conv_create(which, g, bias))) {
+        int slot = dn.n < CACHE_MAX ? dn.n : -1;
+        for (int i = 0; slot < 0 && i < dn.n; i++)
+            if (!dn.cache[i]->users &&
+                (slot < 0 || dn.cache[i]->last_use < dn.cache[slot]->last_use))
+                slot = i;
+        if (slot >= 0) {
+            if (slot < dn.n) conv_free(dn.cache[slot]);
+            else dn.n++;
+            dn.cache[slot] = c;
+            c->cached = true;
         }
     }
-    dnnl_conv *c = conv_create(which, g, bias);
-    if (c && dn.n < CACHE_MAX) dn.cache[dn.n++] = c;
-    else *owned = c != NULL;
+    if (c && c->cached) {
+        c->users++;
+        c->last_use = ++dn.tick;
+    }
     pthread_mutex_unlock(&dn.mu);
     return c;
+}
+
+static void conv_put(dnnl_conv *c) {
+    if (!c) return;
+    if (!c->cached) {
+        conv_free(c);
+        return;
+    }
+    pthread_mutex_lock(&dn.mu);
+    c->users--;
+    pthread_mutex_unlock(&dn.mu);
 }
 
 #define mem cn_dnnl_mem
@@ -313,9 +345,8 @@ static cn_conv_geom block_geom(const cn_conv_geom *g, int64_t n, int64_t nob) {
 bool cn_dnnl_conv2d_available(const cn_conv_geom *g, cn_dtype dt, int which) {
     if (dt != CN_F32 || g->N < 1 || !usable()) return false;
     cn_conv_geom gb = block_geom(g, block_size(g->N), out_blocks(which, g));
-    bool owned;
-    dnnl_conv *c = conv_get(which, &gb, false, &owned);
-    if (owned) conv_free(c);
+    dnnl_conv *c = conv_get(which, &gb, false);
+    conv_put(c);
     return c != NULL;
 }
 
@@ -370,10 +401,9 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
 }
 
 /* The blocks of product which on g, and the primitives of a whole block
- * and of the last one (own_*: to free after, when the cache was full).
+ * and of the last one (unplan hands them back).
  * Returns CN_OK, or 1 when oneDNN does not take the geometry. */
-static int plan(int which, const cn_conv_geom *g, bool bias, blocks *k, bool *own_full,
-                bool *own_last) {
+static int plan(int which, const cn_conv_geom *g, bool bias, blocks *k) {
     memset(k, 0, sizeof *k);
     k->which = which;
     k->g = g;
@@ -390,10 +420,14 @@ static int plan(int which, const cn_conv_geom *g, bool bias, blocks *k, bool *ow
     }
     /* the forward primitive adds the bias itself (one pass over y fewer) */
     bool pbias = which == FWD && bias;
-    *own_last = false;
-    k->full = conv_get(which, &gb, pbias, own_full);
-    k->last = gl.N == gb.N ? k->full : conv_get(which, &gl, pbias, own_last);
+    k->full = conv_get(which, &gb, pbias);
+    k->last = gl.N == gb.N ? k->full : conv_get(which, &gl, pbias);
     return k->full && k->last ? CN_OK : 1;
+}
+
+static void unplan(blocks *k) {
+    if (k->last != k->full) conv_put(k->last);
+    conv_put(k->full);
 }
 
 /* What a program's pack of a forward product's weights was made for: the
@@ -420,8 +454,7 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
                    const cn_tensor *t[3]) {
     if (!usable() || g->N < 1) return 1;
     blocks k;
-    bool own_full, own_last;
-    int rc = plan(which, g, bias != NULL, &k, &own_full, &own_last);
+    int rc = plan(which, g, bias != NULL, &k);
     cn_tensor *own[4] = {NULL};
     size_t ws = (size_t)(g->O * (g->C / g->groups) * g->KH * g->KW) * sizeof(float);
     for (int j = 0; j < 3 && rc == CN_OK; j++)
@@ -477,17 +510,15 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
     if (which != WGRAD && !packed) cn_free(k.wmine);
     cn_free(k.partial);
     for (int j = 0; j < 4; j++) cn_release(own[j]);
-    if (own_full) conv_free(k.full);
-    if (own_last) conv_free(k.last);
+    unplan(&k);
     return rc;
 }
 
 cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w, bool bias) {
     if (!usable() || g->N < 1 || (cn_dtype)w->dtype != CN_F32) return NULL;
     blocks k;
-    bool own_full, own_last;
     cn_gemm_pack *pk = NULL;
-    if (plan(FWD, g, bias, &k, &own_full, &own_last) == CN_OK && k.full->reorder[1] &&
+    if (plan(FWD, g, bias, &k) == CN_OK && k.full->reorder[1] &&
         dnnl_memory_desc_equal(&k.full->mine[1], &k.last->mine[1])) {
         size_t size = dnnl_memory_desc_get_size(&k.full->mine[1]);
         wpack_key key;
@@ -508,22 +539,20 @@ cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w,
         }
         cn_release(own);
     }
-    if (own_full) conv_free(k.full);
-    if (own_last) conv_free(k.last);
+    unplan(&k);
     return pk;
 }
 
 bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g, bool bias) {
     if (!pk || !usable() || g->N < 1) return false;
     blocks k;
-    bool own_full, own_last, fits = false;
-    if (plan(FWD, g, bias, &k, &own_full, &own_last) == CN_OK) {
+    bool fits = false;
+    if (plan(FWD, g, bias, &k) == CN_OK) {
         wpack_key key;
         wpack_key_of(&key, g, bias, &k.full->mine[1]);
         fits = cn_gemm_pack_opaque_data(pk, &key, sizeof key) != NULL;
     }
-    if (own_full) conv_free(k.full);
-    if (own_last) conv_free(k.last);
+    unplan(&k);
     return fits;
 }
 
