@@ -7,9 +7,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* Columns per panel of packed B: the unit of the split over threads. */
-#define NR 16
-
 /* Element i of 8-bit data (the loops' branch on is_signed is hoisted by
  * the compiler). */
 static inline int32_t q8_at(const void *d, bool is_signed, int64_t i) {
@@ -56,15 +53,23 @@ CN_HOT_FN(quantize, (int16_t *d, const float *x, int64_t n, float inv), (d, x, n
     }
 }
 
-float cn_qgemm_quantize(int16_t *dst, const float *x, int64_t n) {
+float cn_qgemm_scale(const float *x, int64_t n) {
     uint32_t bits;
     absmax_bits(x, n, &bits);
     float m;
     memcpy(&m, &bits, 4);
     /* A NaN or infinite input gives a NaN scale, so the outputs it feeds
      * are NaN rather than quietly finite. */
-    float sc = bits >= 0x7f800000u ? NAN : m > 0 ? m / 127.0f : 1.0f;
-    quantize(dst, x, n, 1.0f / sc);
+    return bits >= 0x7f800000u ? NAN : m > 0 ? m / 127.0f : 1.0f;
+}
+
+void cn_qgemm_quantize_by(int16_t *dst, const float *x, int64_t n, float scale) {
+    quantize(dst, x, n, 1.0f / scale);
+}
+
+float cn_qgemm_quantize(int16_t *dst, const float *x, int64_t n) {
+    float sc = cn_qgemm_scale(x, n);
+    cn_qgemm_quantize_by(dst, x, n, sc);
     return sc;
 }
 
@@ -76,17 +81,7 @@ void cn_qgemm_quantize_rows(int16_t *dst, float *scale, int64_t rows, int64_t K,
     }
 }
 
-/* B is packed in panels of NR columns: for each pair of k, the NR columns'
- * two values side by side (32 int16, two vectors), so one vpmaddwd of a
- * broadcast pair of A by a vector gives 8 columns' partial sums and no
- * horizontal sums are needed. */
-typedef struct qgemm_ctx {
-    int64_t M, N, K, kp, ldc;
-    const int16_t *A;
-    const cn_qgemm_b *B;
-    int32_t *C;
-    _Atomic bool failed;
-} qgemm_ctx;
+#define NR CN_QGEMM_NR
 
 /* Panel p of B into d (kp / 2 pairs of NR columns), zeros past N and K. */
 static void pack_panel(int16_t *d, const cn_qgemm_b *B, int64_t N, int64_t K, int64_t kp,
@@ -102,17 +97,35 @@ static void pack_panel(int16_t *d, const cn_qgemm_b *B, int64_t N, int64_t K, in
     }
 }
 
-static void qgemm_ref(const qgemm_ctx *c, const int16_t *bp, int64_t p) {
-    int64_t kq = c->kp / 2;
-    for (int64_t m = 0; m < c->M; m++) {
-        const int16_t *a = c->A + m * c->kp;
+void cn_qgemm_pack_b(int16_t *dst, const cn_qgemm_b *B, int64_t N, int64_t K) {
+    int64_t kp = cn_qgemm_kpad(K);
+    for (int64_t p = 0; p * NR < N; p++) pack_panel(dst + p * kp * NR, B, N, K, kp, p);
+}
+
+/* Row m's outputs n0 .. n0 + nn - 1 from its NR sums s. */
+static void store_row(const cn_qgemm_out *o, int64_t m, int64_t n0, int nn, const int32_t *s) {
+    if (o->c) {
+        memcpy(o->c + m * o->ld + n0, s, sizeof(int32_t) * (size_t)nn);
+        return;
+    }
+    float *y = o->y + m * o->ld + n0, rs = o->row_scale[m * o->row_step];
+    for (int j = 0; j < nn; j++) {
+        float cs = o->col_scale[(n0 + j) * o->col_step];
+        y[j] = o->col_first ? (float)s[j] * cs * rs : (float)s[j] * rs * cs;
+    }
+}
+
+static void panel_ref(int64_t M, int64_t kp, const int16_t *A, const int16_t *bp, int64_t n0,
+                      int nn, const cn_qgemm_out *o) {
+    for (int64_t m = 0; m < M; m++) {
+        const int16_t *a = A + m * kp;
         int32_t s[NR] = {0};
-        for (int64_t q = 0; q < kq; q++) {
+        for (int64_t q = 0; q < kp / 2; q++) {
             const int16_t *b = bp + q * 2 * NR;
             for (int j = 0; j < NR; j++)
                 s[j] += (int32_t)a[2 * q] * b[2 * j] + (int32_t)a[2 * q + 1] * b[2 * j + 1];
         }
-        for (int j = 0; j < NR && p * NR + j < c->N; j++) c->C[m * c->ldc + p * NR + j] = s[j];
+        store_row(o, m, n0, nn, s);
     }
 }
 
@@ -124,74 +137,147 @@ static void qgemm_ref(const qgemm_ctx *c, const int16_t *bp, int64_t p) {
  * fit the 16 ymm registers (6 rows spill accumulators to the stack). */
 #define MR 4
 
-__attribute__((target("avx2"))) static void qgemm_avx2(const qgemm_ctx *c, const int16_t *bp,
-                                                       int64_t p) {
-    const int64_t kq = c->kp / 2;
-    {
-        int64_t n = p * NR, nn = c->N - n < NR ? c->N - n : NR;
-        for (int64_t m = 0; m < c->M; m += MR) {
-            int mm = (int)(c->M - m < MR ? c->M - m : MR);
-            /* Rows past the edge repeat the last one (computed, not stored). */
-            const int16_t *a[MR];
-            for (int i = 0; i < MR; i++) a[i] = c->A + (m + (i < mm ? i : mm - 1)) * c->kp;
-            __m256i acc[MR][2];
-            for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
-            for (int64_t q = 0; q < kq; q++) {
-                __m256i b0 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR));
-                __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR + 16));
-                for (int i = 0; i < MR; i++) {
-                    int32_t pair;
-                    memcpy(&pair, a[i] + 2 * q, 4);
-                    __m256i va = _mm256_set1_epi32(pair);
-                    acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(va, b0));
-                    acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(va, b1));
-                }
+/* Eight sums as floats times the row's and the columns' scales, in the
+ * order store_row multiplies them. */
+__attribute__((target("avx2"))) static inline __m256 scale8(__m256i acc, __m256 rs, __m256 cs,
+                                                            bool col_first) {
+    __m256 f = _mm256_cvtepi32_ps(acc);
+    return col_first ? _mm256_mul_ps(_mm256_mul_ps(f, cs), rs)
+                     : _mm256_mul_ps(_mm256_mul_ps(f, rs), cs);
+}
+
+__attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, const int16_t *A,
+                                                       const int16_t *bp, int64_t n0, int nn,
+                                                       const cn_qgemm_out *o) {
+    const int64_t kq = kp / 2;
+    /* The columns' scales, for float outputs. */
+    __m256 cs[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    if (!o->c) {
+        float t[NR];
+        for (int j = 0; j < NR; j++) t[j] = o->col_scale[(n0 + (j < nn ? j : 0)) * o->col_step];
+        cs[0] = _mm256_loadu_ps(t), cs[1] = _mm256_loadu_ps(t + 8);
+    }
+    for (int64_t m = 0; m < M; m += MR) {
+        int mm = (int)(M - m < MR ? M - m : MR);
+        /* Rows past the edge repeat the last one (computed, not stored). */
+        const int16_t *a[MR];
+        for (int i = 0; i < MR; i++) a[i] = A + (m + (i < mm ? i : mm - 1)) * kp;
+        __m256i acc[MR][2];
+        for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+        for (int64_t q = 0; q < kq; q++) {
+            __m256i b0 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR));
+            __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR + 16));
+            for (int i = 0; i < MR; i++) {
+                int32_t pair;
+                memcpy(&pair, a[i] + 2 * q, 4);
+                __m256i va = _mm256_set1_epi32(pair);
+                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(va, b0));
+                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(va, b1));
             }
-            for (int i = 0; i < mm; i++) {
-                int32_t *out = c->C + (m + i) * c->ldc + n;
-                if (nn == NR) {
-                    _mm256_storeu_si256((__m256i *)out, acc[i][0]);
-                    _mm256_storeu_si256((__m256i *)(out + 8), acc[i][1]);
-                } else {
-                    int32_t t[NR];
-                    _mm256_storeu_si256((__m256i *)t, acc[i][0]);
-                    _mm256_storeu_si256((__m256i *)(t + 8), acc[i][1]);
-                    memcpy(out, t, sizeof(int32_t) * (size_t)nn);
-                }
+        }
+        for (int i = 0; i < mm; i++) {
+            if (o->c) {
+                int32_t *out = o->c + (m + i) * o->ld + n0, t[NR];
+                _mm256_storeu_si256((__m256i *)(nn == NR ? out : t), acc[i][0]);
+                _mm256_storeu_si256((__m256i *)(nn == NR ? out + 8 : t + 8), acc[i][1]);
+                if (nn < NR) memcpy(out, t, sizeof(int32_t) * (size_t)nn);
+                continue;
             }
+            float *out = o->y + (m + i) * o->ld + n0, t[NR];
+            __m256 rs = _mm256_set1_ps(o->row_scale[(m + i) * o->row_step]);
+            _mm256_storeu_ps(nn == NR ? out : t, scale8(acc[i][0], rs, cs[0], o->col_first));
+            _mm256_storeu_ps(nn == NR ? out + 8 : t + 8, scale8(acc[i][1], rs, cs[1], o->col_first));
+            if (nn < NR) memcpy(out, t, sizeof(float) * (size_t)nn);
         }
     }
 }
+
+/* Rows k and k + 1 (r1 NULL: zeros) of 16 contiguous columns, interleaved
+ * into one pair's 32 int16. */
+__attribute__((target("avx2"))) static void interleave16_avx2(int16_t *d, const int16_t *r0,
+                                                              const int16_t *r1) {
+    __m256i x = _mm256_loadu_si256((const __m256i *)r0);
+    __m256i y = r1 ? _mm256_loadu_si256((const __m256i *)r1) : _mm256_setzero_si256();
+    /* unpack works within 128-bit lanes: lo holds columns 0-3 and 8-11,
+     * hi 4-7 and 12-15. */
+    __m256i lo = _mm256_unpacklo_epi16(x, y), hi = _mm256_unpackhi_epi16(x, y);
+    _mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256((__m256i *)(d + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
 #endif
+
+void cn_qgemm_pack_gather(int16_t *panel, int64_t K, int64_t kp, const int16_t *base,
+                          const int64_t *koff, int64_t step) {
+    for (int64_t k = 0; k < kp; k += 2) {
+        int16_t *d = panel + k * NR;
+        const int16_t *r0 = base + koff[k], *r1 = k + 1 < K ? base + koff[k + 1] : NULL;
+#ifdef HAVE_QGEMM_AVX2
+        if (step == 1 && cn_isa() >= CN_ISA_AVX2) {
+            interleave16_avx2(d, r0, r1);
+            continue;
+        }
+#endif
+        for (int j = 0; j < NR; j++) {
+            d[2 * j] = r0[j * step];
+            d[2 * j + 1] = r1 ? r1[j * step] : 0;
+        }
+    }
+}
+
+void cn_qgemm_panel(int64_t M, int64_t kp, const int16_t *A, const int16_t *panel, int64_t n0,
+                    int nn, const cn_qgemm_out *o) {
+#ifdef HAVE_QGEMM_AVX2
+    if (cn_isa() >= CN_ISA_AVX2) {
+        panel_avx2(M, kp, A, panel, n0, nn, o);
+        return;
+    }
+#endif
+    panel_ref(M, kp, A, panel, n0, nn, o);
+}
+
+typedef struct qgemm_ctx {
+    int64_t M, N, K, kp;
+    const int16_t *A;
+    const cn_qgemm_b *B; /* packed on the fly, or: */
+    const int16_t *Bp;
+    cn_qgemm_out out;
+    _Atomic bool failed;
+} qgemm_ctx;
 
 static void qgemm_range(void *p, int64_t begin, int64_t end) {
     qgemm_ctx *c = p;
-    int16_t *bp = malloc(sizeof(int16_t) * (size_t)(c->kp * NR));
-    if (!bp) {
+    int16_t *bp = NULL;
+    if (!c->Bp && !(bp = malloc(sizeof(int16_t) * (size_t)(c->kp * NR)))) {
         c->failed = true;
         return;
     }
     for (int64_t panel = begin; panel < end; panel++) {
-        pack_panel(bp, c->B, c->N, c->K, c->kp, panel);
-#ifdef HAVE_QGEMM_AVX2
-        if (cn_isa() >= CN_ISA_AVX2) {
-            qgemm_avx2(c, bp, panel);
-            continue;
-        }
-#endif
-        qgemm_ref(c, bp, panel);
+        if (bp) pack_panel(bp, c->B, c->N, c->K, c->kp, panel);
+        int64_t n0 = panel * NR;
+        cn_qgemm_panel(c->M, c->kp, c->A, bp ? bp : c->Bp + panel * c->kp * NR, n0,
+                       (int)(c->N - n0 < NR ? c->N - n0 : NR), &c->out);
     }
     free(bp);
 }
 
-int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B, int32_t *C,
-             int64_t ldc) {
-    if (M <= 0 || N <= 0) return 0;
-    int64_t kp = cn_qgemm_kpad(K), panels = (N + NR - 1) / NR;
-    qgemm_ctx c = {M, N, K, kp, ldc, A, B, C, false};
+static int qgemm_run(qgemm_ctx *c) {
+    if (c->M <= 0 || c->N <= 0) return 0;
     /* About 64k multiply-adds per chunk at least, so small products stay on
      * one thread. */
-    int64_t per_panel = NR * M * (kp ? kp : 1);
-    cn_parallel_for(panels, per_panel >= 65536 ? 1 : 65536 / per_panel, qgemm_range, &c);
-    return c.failed ? CN_ENOMEM : 0;
+    int64_t per_panel = NR * c->M * (c->kp ? c->kp : 1);
+    cn_parallel_for((c->N + NR - 1) / NR, per_panel >= 65536 ? 1 : 65536 / per_panel, qgemm_range,
+                    c);
+    return c->failed ? CN_ENOMEM : 0;
+}
+
+void cn_qgemm_packed(int64_t M, int64_t N, int64_t K, const int16_t *A, const int16_t *Bp,
+                     const cn_qgemm_out *o) {
+    qgemm_ctx c = {M, N, K, cn_qgemm_kpad(K), A, NULL, Bp, *o, false};
+    qgemm_run(&c);
+}
+
+int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B, int32_t *C,
+             int64_t ldc) {
+    qgemm_ctx c = {M, N, K, cn_qgemm_kpad(K), A, B, NULL, {.c = C, .ld = ldc}, false};
+    return qgemm_run(&c);
 }
