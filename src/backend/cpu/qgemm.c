@@ -23,12 +23,6 @@ void cn_qgemm_widen(int16_t *dst, int64_t rows, int64_t K, int64_t kp, const voi
     }
 }
 
-/* Half to even in the default rounding mode, for |x| < 2^22 (a library
- * call per element otherwise); larger values are clamped anyway. */
-static inline float round_even(float x) {
-    return fabsf(x) < 0x1p22f ? (x + 0x1.8p23f) - 0x1.8p23f : x;
-}
-
 /* max |x| as its bits: for non-negative floats the integer order is the
  * float order, and an integer max the AVX2 variant vectorises (a float
  * one it may not reorder). Infinities and NaN are the values from
@@ -44,13 +38,51 @@ CN_HOT_FN(absmax_bits, (const float *x, int64_t n, uint32_t *out), (x, n, out)) 
     *out = m;
 }
 
-CN_HOT_FN(quantize, (int16_t *d, const float *x, int64_t n, float inv), (d, x, n, inv)) {
-    for (int64_t k = 0; k < n; k++) {
-        float q = round_even(x[k] * inv);
-        q = q > 127.0f ? 127.0f : q;
-        q = q < -127.0f ? -127.0f : q;
-        d[k] = (int16_t)(q == q ? q : 0);
+/* Clamped first, so that adding and taking away 1.5 * 2^23 rounds half to
+ * even (in the default rounding mode) for every value, and NaN becomes 0
+ * (a clamp of the rounded value gives the same integers, the bounds being
+ * integers). */
+static inline int16_t quantize1(float x, float inv) {
+    float q = x * inv;
+    q = q == q ? q : 0.0f;
+    q = q > 127.0f ? 127.0f : q;
+    q = q < -127.0f ? -127.0f : q;
+    return (int16_t)((q + 0x1.8p23f) - 0x1.8p23f);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_QGEMM_AVX2 1
+
+/* quantize1 on 16 values at a time (GCC does not vectorise its selects). */
+__attribute__((target("avx2"))) static int64_t quantize_avx2(int16_t *d, const float *x,
+                                                             int64_t n, float inv) {
+    const __m256 vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(127.0f),
+                 lo = _mm256_set1_ps(-127.0f), magic = _mm256_set1_ps(0x1.8p23f);
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m256i i[2];
+        for (int h = 0; h < 2; h++) {
+            __m256 q = _mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * h), vinv);
+            q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));
+            q = _mm256_max_ps(_mm256_min_ps(q, hi), lo);
+            q = _mm256_sub_ps(_mm256_add_ps(q, magic), magic);
+            i[h] = _mm256_cvttps_epi32(q);
+        }
+        /* packs works within 128-bit lanes: 0-3, 8-11, 4-7, 12-15. */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(i[0], i[1]), 0xd8);
+        _mm256_storeu_si256((__m256i *)(d + k), p);
     }
+    return k;
+}
+#endif
+
+static void quantize(int16_t *d, const float *x, int64_t n, float inv) {
+    int64_t k = 0;
+#ifdef HAVE_QGEMM_AVX2
+    if (cn_isa() >= CN_ISA_AVX2) k = quantize_avx2(d, x, n, inv);
+#endif
+    for (; k < n; k++) d[k] = quantize1(x[k], inv);
 }
 
 float cn_qgemm_scale(const float *x, int64_t n) {
@@ -129,10 +161,7 @@ static void panel_ref(int64_t M, int64_t kp, const int16_t *A, const int16_t *bp
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_QGEMM_AVX2 1
-
+#ifdef HAVE_QGEMM_AVX2
 /* Rows of A per block: 8 accumulators, two B vectors and four broadcasts
  * fit the 16 ymm registers (6 rows spill accumulators to the stack). */
 #define MR 4
@@ -144,6 +173,29 @@ __attribute__((target("avx2"))) static inline __m256 scale8(__m256i acc, __m256 
     __m256 f = _mm256_cvtepi32_ps(acc);
     return col_first ? _mm256_mul_ps(_mm256_mul_ps(f, cs), rs)
                      : _mm256_mul_ps(_mm256_mul_ps(f, rs), cs);
+}
+
+/* The first n (0..16) of 16 32-bit lanes v[0], v[1] to out, without a
+ * library call (a partial panel is a convolution's every row end). */
+__attribute__((target("avx2"))) static inline void store_lanes(void *out, const __m256 *v,
+                                                               int n) {
+    float *o = out;
+    int i = 0;
+    for (; n >= 8; n -= 8) _mm256_storeu_ps(o + 8 * i, v[i]), i++;
+    if (n == 0) return;
+    o += 8 * i;
+    __m128 h = _mm256_castps256_ps128(v[i]);
+    if (n >= 4) {
+        _mm_storeu_ps(o, h);
+        h = _mm256_extractf128_ps(v[i], 1);
+        o += 4, n -= 4;
+    }
+    if (n >= 2) {
+        _mm_storel_pi((__m64 *)o, h);
+        h = _mm_movehl_ps(h, h);
+        o += 2, n -= 2;
+    }
+    if (n) _mm_store_ss(o, h);
 }
 
 __attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, const int16_t *A,
@@ -176,18 +228,16 @@ __attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, co
             }
         }
         for (int i = 0; i < mm; i++) {
+            __m256 v[2];
             if (o->c) {
-                int32_t *out = o->c + (m + i) * o->ld + n0, t[NR];
-                _mm256_storeu_si256((__m256i *)(nn == NR ? out : t), acc[i][0]);
-                _mm256_storeu_si256((__m256i *)(nn == NR ? out + 8 : t + 8), acc[i][1]);
-                if (nn < NR) memcpy(out, t, sizeof(int32_t) * (size_t)nn);
+                v[0] = _mm256_castsi256_ps(acc[i][0]), v[1] = _mm256_castsi256_ps(acc[i][1]);
+                store_lanes(o->c + (m + i) * o->ld + n0, v, nn);
                 continue;
             }
-            float *out = o->y + (m + i) * o->ld + n0, t[NR];
             __m256 rs = _mm256_set1_ps(o->row_scale[(m + i) * o->row_step]);
-            _mm256_storeu_ps(nn == NR ? out : t, scale8(acc[i][0], rs, cs[0], o->col_first));
-            _mm256_storeu_ps(nn == NR ? out + 8 : t + 8, scale8(acc[i][1], rs, cs[1], o->col_first));
-            if (nn < NR) memcpy(out, t, sizeof(float) * (size_t)nn);
+            v[0] = scale8(acc[i][0], rs, cs[0], o->col_first);
+            v[1] = scale8(acc[i][1], rs, cs[1], o->col_first);
+            store_lanes(o->y + (m + i) * o->ld + n0, v, nn);
         }
     }
 }
