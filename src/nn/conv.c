@@ -34,10 +34,8 @@ static cn_tensor *conv2d_int8_forward(cn_module *m, cn_tensor *x) {
     /* One unbatched image [C, H, W], as Conv2d takes it. */
     bool single = x && cn_ndim(x) == 3;
     if (single) x = cn_unsqueeze(x, 0);
-    cn_tensor *b = cn_nn_b(m, 2);
     conv_mod *c = (conv_mod *)m;
-    cn_tensor *y = cn_q_conv2d_int8(x, cn_nn_b(m, 0), cn_nn_b(m, 1), &c->o, &c->pack);
-    if (b) y = cn_add(y, cn_reshape(b, 3, (int64_t[]){-1, 1, 1}));
+    cn_tensor *y = cn_q_conv2d_int8(x, cn_nn_b(m, 0), cn_nn_b(m, 1), cn_nn_b(m, 2), &c->o, &c->pack);
     return single ? cn_squeeze(y, 0) : y;
 }
 

@@ -26,9 +26,8 @@ typedef struct linear_mod {
 
 /* Buffers: weight (i8), weight_scale, bias (cn_nn_quantize_weight). */
 static cn_tensor *linear_int8_forward(cn_module *m, cn_tensor *x) {
-    cn_tensor *b = cn_nn_b(m, 2);
-    cn_tensor *y = cn_q_linear_int8(x, cn_nn_b(m, 0), cn_nn_b(m, 1), &((linear_mod *)m)->pack);
-    return b ? cn_add(y, b) : y;
+    return cn_q_linear_int8(x, cn_nn_b(m, 0), cn_nn_b(m, 1), cn_nn_b(m, 2),
+                            &((linear_mod *)m)->pack);
 }
 
 static void linear_int8_free(cn_module *m) { cn_q_pack_clear(&((linear_mod *)m)->pack); }

@@ -159,8 +159,21 @@ static int check_pack(const cn_custom_meta *w, const cn_custom_meta *p, int layo
     return 0;
 }
 
+/* The bias input (in[4]) of linear_int8 and conv2d_int8: f32 [N], or [0]
+ * for none. */
+static int check_bias(const cn_custom_meta *w, const cn_custom_meta *b, char *err, size_t es) {
+    if (b->dtype != CN_F32 || b->ndim != 1 ||
+        (b->shape[0] > 0 && w->shape[0] >= 0 && b->shape[0] != w->shape[0])) {
+        snprintf(err, es, "the bias must be f32 [%" PRId64 "], or [0] for none", w->shape[0]);
+        return 1;
+    }
+    return 0;
+}
+
+static const float *bias_data(const cn_tensor *b) { return cn_numel(b) ? cn_data(b) : NULL; }
+
 /* ---- linear_int8: x f32 [..., K], w i8 [N, K], scale f32 [N], w packed
- * (PACK_B) ---- */
+ * (PACK_B), bias ---- */
 
 static int check_weights(const cn_custom_meta *w, const cn_custom_meta *s, int wrank, char *err,
                          size_t es) {
@@ -177,7 +190,9 @@ static int lin_infer(void *u, const cn_custom_meta *in, int nin, const cn_custom
                      cn_custom_meta *out, char *err, size_t es) {
     (void)u, (void)nin, (void)a;
     const cn_custom_meta *x = &in[0], *w = &in[1];
-    if (check_weights(w, &in[2], 2, err, es) || check_pack(w, &in[3], PACK_B, err, es)) return 1;
+    if (check_weights(w, &in[2], 2, err, es) || check_pack(w, &in[3], PACK_B, err, es) ||
+        check_bias(w, &in[4], err, es))
+        return 1;
     if (x->dtype != CN_F32 || x->ndim < 1 ||
         (x->shape[x->ndim - 1] >= 0 && w->shape[1] >= 0 && x->shape[x->ndim - 1] != w->shape[1])) {
         snprintf(err, es, "input must be f32 [..., %" PRId64 "]", w->shape[1]);
@@ -188,7 +203,8 @@ static int lin_infer(void *u, const cn_custom_meta *in, int nin, const cn_custom
     return 0;
 }
 
-/* y[m, n] = sum[m, n] * row_scale[m] * w_scale[n], scaled in the GEMM. */
+/* y[m, n] = sum[m, n] * row_scale[m] * w_scale[n] + bias[n], in the
+ * GEMM's store. */
 static int lin_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
                       cn_tensor *out, char *err, size_t es) {
     (void)u, (void)nin, (void)a;
@@ -200,7 +216,7 @@ static int lin_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_at
     if (ok) {
         cn_qgemm_quantize_rows(A, rs, M, K, kp, cn_data(x), K);
         cn_qgemm_out o = {.y = cn_data(out), .ld = N, .row_scale = rs, .row_step = 1,
-                          .col_scale = cn_data(in[2]), .col_step = 1};
+                          .col_scale = cn_data(in[2]), .col_step = 1, .bias = bias_data(in[4])};
         cn_qgemm_packed(M, N, K, A, cn_data(in[3]), &o);
     }
     if (!ok) snprintf(err, es, "out of memory");
@@ -209,7 +225,7 @@ static int lin_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_at
 }
 
 /* ---- conv2d_int8: x f32 [B, C, H, W], w i8 [O, C, kH, kW], scale [O],
- * w packed (PACK_A); stride and padding in i[0..3]; no dilation
+ * w packed (PACK_A), bias; stride and padding in i[0..3]; no dilation
  * (cn_module_quantize_int8 leaves dilated convolutions in f32) ---- */
 
 /* 0 when the padded input is smaller than the kernel (C's division would
@@ -222,7 +238,9 @@ static int conv_infer(void *u, const cn_custom_meta *in, int nin, const cn_custo
                       cn_custom_meta *out, char *err, size_t es) {
     (void)u, (void)nin;
     const cn_custom_meta *x = &in[0], *w = &in[1];
-    if (check_weights(w, &in[2], 4, err, es) || check_pack(w, &in[3], PACK_A, err, es)) return 1;
+    if (check_weights(w, &in[2], 4, err, es) || check_pack(w, &in[3], PACK_A, err, es) ||
+        check_bias(w, &in[4], err, es))
+        return 1;
     if (x->dtype != CN_F32 || x->ndim != 4 || (x->shape[1] >= 0 && x->shape[1] != w->shape[1])) {
         snprintf(err, es, "input must be f32 [N, %" PRId64 ", H, W]", w->shape[1]);
         return 1;
@@ -240,7 +258,7 @@ static int conv_infer(void *u, const cn_custom_meta *in, int nin, const cn_custo
 }
 
 typedef struct conv_job {
-    const float *x, *ws;
+    const float *x, *ws, *bias;
     const int16_t *A; /* the weights, [O, kp] */
     const int64_t *koff;
     float *y;
@@ -268,7 +286,8 @@ static void conv_images(void *p, int64_t begin, int64_t end) {
             cn_qgemm_quantize_by(img + (r / j->H * j->Hp + r % j->H + j->ph) * j->Wp + j->pw,
                                  x + r * j->W, j->W, sc);
         cn_qgemm_out o = {.y = j->y + b * j->O * P, .ld = P, .row_scale = j->ws, .row_step = 1,
-                          .col_scale = &sc, .col_step = 0, .col_first = true};
+                          .col_scale = &sc, .col_step = 0, .col_first = true, .bias = j->bias,
+                          .bias_by_row = true};
         for (int64_t oy = 0; oy < j->oh; oy++)
             for (int64_t ox = 0; ox < j->ow; ox += CN_QGEMM_NR) {
                 cn_qgemm_pack_gather(panel, j->K, j->kp, img + oy * j->sh * j->Wp + ox * j->sw,
@@ -284,7 +303,8 @@ static int conv_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_a
                        cn_tensor *out, char *err, size_t es) {
     (void)u, (void)nin;
     const cn_tensor *x = in[0], *w = in[1];
-    conv_job j = {.x = cn_data(x), .ws = cn_data(in[2]), .A = cn_data(in[3]), .y = cn_data(out),
+    conv_job j = {.x = cn_data(x), .ws = cn_data(in[2]), .bias = bias_data(in[4]),
+                  .A = cn_data(in[3]), .y = cn_data(out),
                   .C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .O = w->shape[0],
                   .oh = out->shape[2], .ow = out->shape[3], .sh = a->i[0], .sw = a->i[1],
                   .ph = a->i[2], .pw = a->i[3]};
@@ -317,11 +337,11 @@ static void q_register(void) {
                       .flags = CN_CUSTOM_PURE | CN_CUSTOM_NONDIFF, .infer = mm_infer,
                       .cpu_kernel = mm_kernel,
                       .doc = "(a - a_zero_point) @ (b - b_zero_point), u8/i8, exact int32 sums"},
-        [Q_LINEAR] = {.name = "linear_int8", .ninputs = 4,
+        [Q_LINEAR] = {.name = "linear_int8", .ninputs = 5,
                       .flags = CN_CUSTOM_PURE | CN_CUSTOM_NONDIFF, .infer = lin_infer,
                       .cpu_kernel = lin_kernel,
-                      .doc = "x @ (w * scale)^T with x quantised to int8 per row at run time"},
-        [Q_CONV] = {.name = "conv2d_int8", .ninputs = 4, .flags = CN_CUSTOM_PURE | CN_CUSTOM_NONDIFF,
+                      .doc = "x @ (w * scale)^T + bias with x quantised to int8 per row at run time"},
+        [Q_CONV] = {.name = "conv2d_int8", .ninputs = 5, .flags = CN_CUSTOM_PURE | CN_CUSTOM_NONDIFF,
                     .attrs = {{"stride_h", false, 0, 1},
                               {"stride_w", false, 1, 1},
                               {"pad_h", false, 2, 0},
@@ -405,19 +425,25 @@ static cn_tensor *packed(int layout, cn_tensor *x, cn_tensor *w, cn_q_pack *cach
     return p;
 }
 
-cn_tensor *cn_q_linear_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale, cn_q_pack *pack) {
-    int op = q_op(Q_LINEAR);
-    cn_tensor *p = op < 0 ? NULL : packed(PACK_B, x, w, pack);
-    return p ? cn_apply_op(op, (cn_tensor *[]){x, w, scale, p}, 4, NULL) : NULL;
+/* The op's bias input: b, or f32 [0] for none. */
+static cn_tensor *bias_or_none(cn_tensor *b) {
+    return b ? b : cn_zeros(CN_F32, 1, (int64_t[]){0});
 }
 
-cn_tensor *cn_q_conv2d_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale, const cn_conv_opts *o,
+cn_tensor *cn_q_linear_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale, cn_tensor *bias,
                             cn_q_pack *pack) {
+    int op = q_op(Q_LINEAR);
+    cn_tensor *p = op < 0 ? NULL : packed(PACK_B, x, w, pack), *b = p ? bias_or_none(bias) : NULL;
+    return b ? cn_apply_op(op, (cn_tensor *[]){x, w, scale, p, b}, 5, NULL) : NULL;
+}
+
+cn_tensor *cn_q_conv2d_int8(cn_tensor *x, cn_tensor *w, cn_tensor *scale, cn_tensor *bias,
+                            const cn_conv_opts *o, cn_q_pack *pack) {
     int op = q_op(Q_CONV);
-    cn_tensor *p = op < 0 ? NULL : packed(PACK_A, x, w, pack);
-    if (!p) return NULL;
+    cn_tensor *p = op < 0 ? NULL : packed(PACK_A, x, w, pack), *b = p ? bias_or_none(bias) : NULL;
+    if (!b) return NULL;
     cn_custom_attrs a = {{o->stride[0] ? o->stride[0] : 1, o->stride[1] ? o->stride[1] : 1,
                           o->padding[0], o->padding[1]},
                          {0}};
-    return cn_apply_op(op, (cn_tensor *[]){x, w, scale, p}, 4, &a);
+    return cn_apply_op(op, (cn_tensor *[]){x, w, scale, p, b}, 5, &a);
 }

@@ -54,26 +54,34 @@ static inline int16_t quantize1(float x, float inv) {
 #include <immintrin.h>
 #define HAVE_QGEMM_AVX2 1
 
-/* quantize1 on 16 values at a time (GCC does not vectorise its selects). */
+/* quantize1 on 8 values. */
+__attribute__((target("avx2"))) static inline __m256i quantize8(const float *x, __m256 inv) {
+    __m256 q = _mm256_mul_ps(_mm256_loadu_ps(x), inv);
+    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q)); /* NaN: 0 */
+    q = _mm256_max_ps(_mm256_min_ps(q, _mm256_set1_ps(127.0f)), _mm256_set1_ps(-127.0f));
+    const __m256 magic = _mm256_set1_ps(0x1.8p23f);
+    return _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(q, magic), magic));
+}
+
+/* quantize1 on every value when n >= 8, 16 at a time (GCC does not
+ * vectorise its selects) and the last 8 again over the ones before: the
+ * rows of a convolution's image are short. Returns how many it did. */
 __attribute__((target("avx2"))) static int64_t quantize_avx2(int16_t *d, const float *x,
                                                              int64_t n, float inv) {
-    const __m256 vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(127.0f),
-                 lo = _mm256_set1_ps(-127.0f), magic = _mm256_set1_ps(0x1.8p23f);
+    const __m256 vinv = _mm256_set1_ps(inv);
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
-        __m256i i[2];
-        for (int h = 0; h < 2; h++) {
-            __m256 q = _mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * h), vinv);
-            q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));
-            q = _mm256_max_ps(_mm256_min_ps(q, hi), lo);
-            q = _mm256_sub_ps(_mm256_add_ps(q, magic), magic);
-            i[h] = _mm256_cvttps_epi32(q);
-        }
         /* packs works within 128-bit lanes: 0-3, 8-11, 4-7, 12-15. */
-        __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(i[0], i[1]), 0xd8);
-        _mm256_storeu_si256((__m256i *)(d + k), p);
+        __m256i p = _mm256_packs_epi32(quantize8(x + k, vinv), quantize8(x + k + 8, vinv));
+        _mm256_storeu_si256((__m256i *)(d + k), _mm256_permute4x64_epi64(p, 0xd8));
     }
-    return k;
+    for (; k < n && n >= 8; k += 8) {
+        k = k + 8 <= n ? k : n - 8;
+        __m256i i = quantize8(x + k, vinv);
+        __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+        _mm_storeu_si128((__m128i *)(d + k), p);
+    }
+    return n >= 8 ? n : 0;
 }
 #endif
 
@@ -144,6 +152,7 @@ static void store_row(const cn_qgemm_out *o, int64_t m, int64_t n0, int nn, cons
     for (int j = 0; j < nn; j++) {
         float cs = o->col_scale[(n0 + j) * o->col_step];
         y[j] = o->col_first ? (float)s[j] * cs * rs : (float)s[j] * rs * cs;
+        if (o->bias) y[j] += o->bias[o->bias_by_row ? m : n0 + j];
     }
 }
 
@@ -202,12 +211,17 @@ __attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, co
                                                        const int16_t *bp, int64_t n0, int nn,
                                                        const cn_qgemm_out *o) {
     const int64_t kq = kp / 2;
-    /* The columns' scales, for float outputs. */
-    __m256 cs[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    /* The columns' scales and biases, for float outputs. */
+    __m256 cs[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, cb[2] = {cs[0], cs[1]};
     if (!o->c) {
-        float t[NR];
-        for (int j = 0; j < NR; j++) t[j] = o->col_scale[(n0 + (j < nn ? j : 0)) * o->col_step];
+        float t[NR], u[NR];
+        for (int j = 0; j < NR; j++) {
+            int64_t n = n0 + (j < nn ? j : 0);
+            t[j] = o->col_scale[n * o->col_step];
+            u[j] = o->bias && !o->bias_by_row ? o->bias[n] : 0.0f;
+        }
         cs[0] = _mm256_loadu_ps(t), cs[1] = _mm256_loadu_ps(t + 8);
+        cb[0] = _mm256_loadu_ps(u), cb[1] = _mm256_loadu_ps(u + 8);
     }
     for (int64_t m = 0; m < M; m += MR) {
         int mm = (int)(M - m < MR ? M - m : MR);
@@ -237,6 +251,12 @@ __attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, co
             __m256 rs = _mm256_set1_ps(o->row_scale[(m + i) * o->row_step]);
             v[0] = scale8(acc[i][0], rs, cs[0], o->col_first);
             v[1] = scale8(acc[i][1], rs, cs[1], o->col_first);
+            if (o->bias) {
+                bool by_row = o->bias_by_row;
+                __m256 rb = by_row ? _mm256_set1_ps(o->bias[m + i]) : _mm256_setzero_ps();
+                v[0] = _mm256_add_ps(v[0], by_row ? rb : cb[0]);
+                v[1] = _mm256_add_ps(v[1], by_row ? rb : cb[1]);
+            }
             store_lanes(o->y + (m + i) * o->ld + n0, v, nn);
         }
     }

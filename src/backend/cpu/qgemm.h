@@ -66,17 +66,18 @@ void cn_qgemm_pack_gather(int16_t *panel, int64_t K, int64_t kp, const int16_t *
                           const int64_t *koff, int64_t step);
 
 /* What becomes of the sums s(m, n): int32 c[m * ld + n] = s when c is set,
- * else f32 y[m * ld + n] = s * s1 * s2 (in that order, the same bits as
- * scaling the int32 sums afterwards), where s1 is the row's scale
- * row_scale[m * row_step] and s2 the column's col_scale[n * col_step], or
- * the other way round when col_first. */
+ * else f32 y[m * ld + n] = s * s1 * s2 + bias (in that order, the same
+ * bits as scaling the int32 sums afterwards and adding the bias then),
+ * where s1 is the row's scale row_scale[m * row_step] and s2 the column's
+ * col_scale[n * col_step], or the other way round when col_first; bias is
+ * bias[m] when bias_by_row, else bias[n], or none when NULL. */
 typedef struct cn_qgemm_out {
     int32_t *c;
     float *y;
     int64_t ld;
-    const float *row_scale, *col_scale;
+    const float *row_scale, *col_scale, *bias;
     int64_t row_step, col_step;
-    bool col_first;
+    bool col_first, bias_by_row;
 } cn_qgemm_out;
 
 /* Rows m < M of A (kp int16 each) times one packed panel, into output
