@@ -189,7 +189,8 @@ static int32_t q_value(float x, float sc) {
 }
 
 static float q_out(int64_t sum, float sc, const cn_tensor *ws, const cn_tensor *b, int64_t n) {
-    return (float)sum * sc * ((const float *)cn_data(ws))[n] + ((const float *)cn_data(b))[n];
+    float y = (float)sum * sc * ((const float *)cn_data(ws))[n];
+    return b ? y + ((const float *)cn_data(b))[n] : y;
 }
 
 /* The int8 module's output against the naive loops, exactly: the number
@@ -254,36 +255,41 @@ static cn_tensor *with_ties(cn_tensor *x) {
 static void test_int8_forward_exact(void) {
     cn_manual_seed(9);
     cn_module *lin = cn_nn_linear(37, 19, true);
-    /* 2: the convolution's row end in a partial panel of 16 pixels (22
-     * wide), an odd K (27); 3: strides of 2, the panels gathered. */
+    /* Panels of 16 output pixels: c2's span two rows of 22 (an odd K, 27,
+     * and a partial last panel); c3's four rows of 4 (no bias); c4's
+     * strides of 2, gathered one by one. */
     cn_module *c2 = cn_nn_conv2d(3, 5, 3, 3, &(cn_conv_opts){.padding = {1, 2}}, true);
-    cn_module *c3 = cn_nn_conv2d(2, 6, 2, 3, &(cn_conv_opts){.stride = {2, 2}, .padding = {0, 1}},
+    cn_module *c3 = cn_nn_conv2d(2, 3, 3, 3, NULL, false);
+    cn_module *c4 = cn_nn_conv2d(2, 6, 2, 3, &(cn_conv_opts){.stride = {2, 2}, .padding = {0, 1}},
                                  true);
-    cn_module *mods[3] = {lin, c2, c3};
-    for (int i = 0; i < 3; i++) {
+    cn_module *mods[4] = {lin, c2, c3, c4};
+    for (int i = 0; i < 4; i++) {
         cn_module_train(mods[i], false);
         CHECK_EQ_INT(cn_module_quantize_int8(mods[i]), 1);
     }
     cn_tensor *xl = with_ties(cn_mul_scalar(cn_randn(CN_F32, 2, (int64_t[]){6, 37}), 20));
     cn_tensor *x2 = with_ties(cn_randn(CN_F32, 4, (int64_t[]){2, 3, 7, 18}));
-    cn_tensor *x3 = cn_randn(CN_F32, 4, (int64_t[]){1, 2, 9, 11});
+    cn_tensor *x3 = cn_randn(CN_F32, 4, (int64_t[]){2, 2, 6, 6});
+    cn_tensor *x4 = cn_randn(CN_F32, 4, (int64_t[]){1, 2, 9, 11});
     for (int l = 0; l < CN_ISA_LEVELS; l++) {
         if (!cn_isa_available(l)) continue;
         CHECK(cn_isa_set(l) == CN_OK);
         for (int pass = 0; pass < 2; pass++) {
             CHECK_MSG(linear_int8_wrong(lin, xl) == 0, "Linear, %s", cn_isa_name(l));
             CHECK_MSG(conv_int8_wrong(c2, x2, 1, 1, 1, 2) == 0, "Conv2d, %s", cn_isa_name(l));
-            CHECK_MSG(conv_int8_wrong(c3, x3, 2, 2, 0, 1) == 0, "Conv2d stride 2, %s",
+            CHECK_MSG(conv_int8_wrong(c3, x3, 1, 1, 0, 0) == 0, "Conv2d 4 wide, %s",
+                      cn_isa_name(l));
+            CHECK_MSG(conv_int8_wrong(c4, x4, 2, 2, 0, 1) == 0, "Conv2d stride 2, %s",
                       cn_isa_name(l));
             /* The packed weights follow a write to the weights. */
-            for (int i = 0; i < 3; i++) {
+            for (int i = 0; i < 4; i++) {
                 cn_tensor *w = cn_module_find(mods[i], "weight");
                 CHECK(cn_copy_(w, cn_randint(-127, 128, CN_I8, cn_ndim(w), cn_shape(w))) == CN_OK);
             }
         }
     }
     CHECK(cn_isa_set(cn_isa_max()) == CN_OK);
-    for (int i = 0; i < 3; i++) cn_module_free(mods[i]);
+    for (int i = 0; i < 4; i++) cn_module_free(mods[i]);
 }
 
 int main(void) {

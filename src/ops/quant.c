@@ -262,23 +262,24 @@ typedef struct conv_job {
     const int16_t *A; /* the weights, [O, kp] */
     const int64_t *koff;
     float *y;
-    int64_t C, H, W, O, oh, ow, K, kp, sh, sw, ph, pw, Hp, Wp, img_len;
+    int64_t C, H, W, O, oh, ow, K, kp, sh, sw, ph, pw, Hp, Wp;
     _Atomic bool failed; /* set by any image's thread */
 } conv_job;
 
 /* Image by image: quantised with one scale (dynamic, per image) into a
- * zero-padded int16 copy, so every patch reads in bounds, then row by row
- * of the output in panels of 16 pixels: the weights [O, K] times the
- * panel's patches gathered into B's layout, scaled into [O, oh, ow]. The
- * output channels are the GEMM's rows, so it writes the image's layout
- * directly. A row's last panel reads past the row (at most 16 strides past
- * the image's end, hence the slack) into columns that are dropped. */
+ * zero-padded int16 copy, so every patch reads in bounds, then in panels
+ * of 16 output pixels (in order, across rows): the weights [O, K] times
+ * the panel's patches gathered into B's layout, scaled into [O, oh, ow].
+ * The output channels are the GEMM's rows, so it writes the image's layout
+ * directly. The gather reads up to 16 values on either side of a patch
+ * (into columns it drops), hence the copy's margins. */
 static void conv_images(void *p, int64_t begin, int64_t end) {
     conv_job *j = p;
-    int64_t P = j->oh * j->ow, HW = j->H * j->W;
-    int16_t *img = calloc((size_t)j->img_len, sizeof(int16_t));
+    int64_t P = j->oh * j->ow, HW = j->H * j->W, margin = CN_QGEMM_NR * j->sw;
+    int16_t *buf = calloc((size_t)(j->C * j->Hp * j->Wp + 2 * margin), sizeof(int16_t));
+    int16_t *img = buf + margin;
     int16_t *panel = malloc(sizeof(int16_t) * (size_t)(j->kp * CN_QGEMM_NR));
-    if (!img || !panel) j->failed = true;
+    if (!buf || !panel) j->failed = true;
     for (int64_t b = begin; b < end && !j->failed; b++) {
         const float *x = j->x + b * j->C * HW;
         float sc = cn_qgemm_scale(x, j->C * HW);
@@ -288,15 +289,18 @@ static void conv_images(void *p, int64_t begin, int64_t end) {
         cn_qgemm_out o = {.y = j->y + b * j->O * P, .ld = P, .row_scale = j->ws, .row_step = 1,
                           .col_scale = &sc, .col_step = 0, .col_first = true, .bias = j->bias,
                           .bias_by_row = true};
-        for (int64_t oy = 0; oy < j->oh; oy++)
-            for (int64_t ox = 0; ox < j->ow; ox += CN_QGEMM_NR) {
-                cn_qgemm_pack_gather(panel, j->K, j->kp, img + oy * j->sh * j->Wp + ox * j->sw,
-                                     j->koff, j->sw);
-                int nn = (int)(j->ow - ox < CN_QGEMM_NR ? j->ow - ox : CN_QGEMM_NR);
-                cn_qgemm_panel(j->O, j->kp, j->A, panel, oy * j->ow + ox, nn, &o);
-            }
+        for (int64_t p0 = 0; p0 < P; p0 += CN_QGEMM_NR) {
+            /* Each pixel's patch corner; past P the last one's row goes on. */
+            int64_t coff[CN_QGEMM_NR];
+            int nn = (int)(P - p0 < CN_QGEMM_NR ? P - p0 : CN_QGEMM_NR);
+            for (int c = 0; c < CN_QGEMM_NR; c++)
+                coff[c] = c < nn ? (p0 + c) / j->ow * j->sh * j->Wp + (p0 + c) % j->ow * j->sw
+                                 : coff[nn - 1] + (c - nn + 1);
+            cn_qgemm_pack_gather(panel, j->K, j->kp, img, j->koff, coff);
+            cn_qgemm_panel(j->O, j->kp, j->A, panel, p0, nn, &o);
+        }
     }
-    free(img), free(panel);
+    free(buf), free(panel);
 }
 
 static int conv_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_attrs *a,
@@ -313,7 +317,6 @@ static int conv_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_a
     j.kp = cn_qgemm_kpad(j.K);
     j.Hp = j.H + 2 * j.ph;
     j.Wp = j.W + 2 * j.pw;
-    j.img_len = j.C * j.Hp * j.Wp + CN_QGEMM_NR * j.sw;
     /* Patch element k = (c, ky, kx) sits this far from its patch's corner. */
     int64_t *koff = malloc(sizeof(int64_t) * (size_t)j.K);
     if (!koff) {

@@ -262,34 +262,77 @@ __attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, co
     }
 }
 
-/* Rows k and k + 1 (r1 NULL: zeros) of 16 contiguous columns, interleaved
- * into one pair's 32 int16. */
-__attribute__((target("avx2"))) static void interleave16_avx2(int16_t *d, const int16_t *r0,
-                                                              const int16_t *r1) {
-    __m256i x = _mm256_loadu_si256((const __m256i *)r0);
-    __m256i y = r1 ? _mm256_loadu_si256((const __m256i *)r1) : _mm256_setzero_si256();
-    /* unpack works within 128-bit lanes: lo holds columns 0-3 and 8-11,
-     * hi 4-7 and 12-15. */
-    __m256i lo = _mm256_unpacklo_epi16(x, y), hi = _mm256_unpackhi_epi16(x, y);
-    _mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(lo, hi, 0x20));
-    _mm256_storeu_si256((__m256i *)(d + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+#endif
+
+/* Runs of columns whose data lie side by side: column j of a run starting
+ * at column j0 reads from off[run] + j, where off = coff[j0] - j0. At most
+ * MAX_RUNS are gathered with vector loads and blends (16 pixels of a
+ * convolution's output span at most 3 of its rows when they are 8 or more
+ * wide); more take the scalar loop. */
+#define MAX_RUNS 4
+
+typedef struct col_runs {
+    int n;
+    int64_t off[MAX_RUNS];
+    int16_t mask[MAX_RUNS][NR]; /* -1 on the run's columns */
+} col_runs;
+
+static bool find_runs(col_runs *r, const int64_t *coff) {
+    r->n = 0;
+    for (int j = 0; j < NR; j++) {
+        if (j == 0 || coff[j] != coff[j - 1] + 1) {
+            if (r->n == MAX_RUNS) return false;
+            r->off[r->n] = coff[j] - j;
+            memset(r->mask[r->n], 0, sizeof r->mask[0]);
+            r->n++;
+        }
+        r->mask[r->n - 1][j] = -1;
+    }
+    return true;
+}
+
+#ifdef HAVE_QGEMM_AVX2
+/* Row k of the panel's 16 columns: the first run's load, the others
+ * blended in. */
+__attribute__((target("avx2"))) static inline __m256i gather16(const int16_t *row,
+                                                               const col_runs *r) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(row + r->off[0]));
+    for (int i = 1; i < r->n; i++)
+        v = _mm256_blendv_epi8(v, _mm256_loadu_si256((const __m256i *)(row + r->off[i])),
+                               _mm256_loadu_si256((const __m256i *)r->mask[i]));
+    return v;
+}
+
+__attribute__((target("avx2"))) static void gather_avx2(int16_t *panel, int64_t K, int64_t kp,
+                                                        const int16_t *base, const int64_t *koff,
+                                                        const col_runs *r) {
+    for (int64_t k = 0; k < kp; k += 2) {
+        __m256i x = gather16(base + koff[k], r);
+        __m256i y = k + 1 < K ? gather16(base + koff[k + 1], r) : _mm256_setzero_si256();
+        /* unpack works within 128-bit lanes: lo holds columns 0-3 and 8-11,
+         * hi 4-7 and 12-15. */
+        __m256i lo = _mm256_unpacklo_epi16(x, y), hi = _mm256_unpackhi_epi16(x, y);
+        _mm256_storeu_si256((__m256i *)(panel + k * NR), _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256((__m256i *)(panel + k * NR + 16),
+                            _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
 }
 #endif
 
 void cn_qgemm_pack_gather(int16_t *panel, int64_t K, int64_t kp, const int16_t *base,
-                          const int64_t *koff, int64_t step) {
+                          const int64_t *koff, const int64_t *coff) {
+#ifdef HAVE_QGEMM_AVX2
+    col_runs r;
+    if (cn_isa() >= CN_ISA_AVX2 && find_runs(&r, coff)) {
+        gather_avx2(panel, K, kp, base, koff, &r);
+        return;
+    }
+#endif
     for (int64_t k = 0; k < kp; k += 2) {
         int16_t *d = panel + k * NR;
-        const int16_t *r0 = base + koff[k], *r1 = k + 1 < K ? base + koff[k + 1] : NULL;
-#ifdef HAVE_QGEMM_AVX2
-        if (step == 1 && cn_isa() >= CN_ISA_AVX2) {
-            interleave16_avx2(d, r0, r1);
-            continue;
-        }
-#endif
         for (int j = 0; j < NR; j++) {
-            d[2 * j] = r0[j * step];
-            d[2 * j + 1] = r1 ? r1[j * step] : 0;
+            d[2 * j] = base[koff[k] + coff[j]];
+            d[2 * j + 1] = k + 1 < K ? base[koff[k + 1] + coff[j]] : 0;
         }
     }
 }

@@ -61,9 +61,12 @@ static inline int64_t cn_qgemm_packed_len(int64_t N, int64_t K) {
  * and K: weights packed once, for cn_qgemm_packed. */
 void cn_qgemm_pack_b(int16_t *dst, const cn_qgemm_b *B, int64_t N, int64_t K);
 /* One panel gathered from int16 data (a convolution's patches): column j
- * of row k is base[koff[k] + j * step], K rows, zeros from K to kp. */
+ * of row k is base[koff[k] + coff[j]], K rows, zeros from K to kp. Where
+ * columns' data lie side by side (coff[j + 1] = coff[j] + 1) they are read
+ * 16 at a time, so base[koff[k] + coff[j0] - j0 + i] must be readable for
+ * i < 16 when such a run starts at column j0. */
 void cn_qgemm_pack_gather(int16_t *panel, int64_t K, int64_t kp, const int16_t *base,
-                          const int64_t *koff, int64_t step);
+                          const int64_t *koff, const int64_t *coff);
 
 /* What becomes of the sums s(m, n): int32 c[m * ld + n] = s when c is set,
  * else f32 y[m * ld + n] = s * s1 * s2 + bias (in that order, the same
