@@ -94,7 +94,8 @@ static int mm_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_att
         /* b's columns are the GEMM's rows: its stride along K is N. */
         cn_qgemm_b B = {(const char *)cn_data(y) + (bbatch > 1 ? i : 0) * K * N,
                         y->dtype == CN_I8, 1, N, zb, zsb};
-        rc = cn_qgemm(M, N, K, A, &B, (int32_t *)cn_data(out) + i * M * N, N);
+        cn_qgemm_out o = {.c = (int32_t *)cn_data(out) + i * M * N, .ld = N};
+        rc = cn_qgemm(M, N, K, A, &B, &o);
     }
     free(A);
     if (rc) snprintf(err, es, "out of memory");
@@ -145,15 +146,19 @@ static int pack_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_a
     return 0;
 }
 
-/* The packed weights' input (in[3]) of linear_int8 and conv2d_int8. */
+/* The packed weights' input (in[3]) of linear_int8 and conv2d_int8: [0]
+ * packs them in the call (a static program's, which must read the weights
+ * as they are at each run). */
 static int check_pack(const cn_custom_meta *w, const cn_custom_meta *p, int layout, char *err,
                       size_t es) {
     int64_t N, K;
     weight_nk(w, &N, &K);
     int64_t want = N < 0 || K < 0 ? -1 : pack_len(layout, N, K);
-    if (p->dtype != CN_I32 || p->ndim != 1 || (want >= 0 && p->shape[0] >= 0 && p->shape[0] != want)) {
-        snprintf(err, es, "the packed weights must be i32 [%" PRId64 "] (int8_pack of the weights)",
-                 want);
+    if (p->dtype != CN_I32 || p->ndim != 1 ||
+        (want >= 0 && p->shape[0] > 0 && p->shape[0] != want)) {
+        snprintf(err, es,
+                 "the packed weights must be i32 [%" PRId64 "] (int8_pack of the weights), or "
+                 "[0] to pack them in this call", want);
         return 1;
     }
     return 0;
@@ -217,7 +222,10 @@ static int lin_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_at
         cn_qgemm_quantize_rows(A, rs, M, K, kp, cn_data(x), K);
         cn_qgemm_out o = {.y = cn_data(out), .ld = N, .row_scale = rs, .row_step = 1,
                           .col_scale = cn_data(in[2]), .col_step = 1, .bias = bias_data(in[4])};
-        cn_qgemm_packed(M, N, K, A, cn_data(in[3]), &o);
+        if (cn_numel(in[3]))
+            cn_qgemm_packed(M, N, K, A, cn_data(in[3]), &o);
+        else
+            ok = cn_qgemm(M, N, K, A, &(cn_qgemm_b){cn_data(w), true, K, 1, NULL, 0}, &o) == 0;
     }
     if (!ok) snprintf(err, es, "out of memory");
     free(A), free(rs);
@@ -315,11 +323,21 @@ static int conv_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_a
     int64_t kh = w->shape[2], kw = w->shape[3];
     j.K = j.C * kh * kw;
     j.kp = cn_qgemm_kpad(j.K);
+    int16_t *A = NULL;
+    if (!cn_numel(in[3])) {
+        if (!(A = malloc(sizeof(int16_t) * (size_t)(j.O * j.kp)))) {
+            snprintf(err, es, "out of memory");
+            return 1;
+        }
+        cn_qgemm_widen(A, j.O, j.K, j.kp, cn_data(w), true, j.K, 1, NULL, 0);
+        j.A = A;
+    }
     j.Hp = j.H + 2 * j.ph;
     j.Wp = j.W + 2 * j.pw;
     /* Patch element k = (c, ky, kx) sits this far from its patch's corner. */
     int64_t *koff = malloc(sizeof(int64_t) * (size_t)j.K);
     if (!koff) {
+        free(A);
         snprintf(err, es, "out of memory");
         return 1;
     }
@@ -327,7 +345,7 @@ static int conv_kernel(void *u, cn_tensor *const *in, int nin, const cn_custom_a
         koff[k] = (k / (kh * kw) * j.Hp + k / kw % kh) * j.Wp + k % kw;
     j.koff = koff;
     cn_parallel_for(x->shape[0], 1, conv_images, &j);
-    free(koff);
+    free(koff), free(A);
     if (j.failed) snprintf(err, es, "out of memory");
     return j.failed;
 }
@@ -402,14 +420,17 @@ void cn_q_pack_clear(cn_q_pack *p) {
 
 /* w packed in layout, owned by the current scope: from the cache while w
  * is the tensor it was made from and its storage has not been written
- * since. Traced into a static graph (x or w symbolic), the pack is a step
- * of the graph, so a run reads the weights as they are then. */
+ * since. Traced into a static graph (x or w symbolic), none (i32 [0]): an
+ * op on the weights alone would run now, not in the program, and its
+ * result would stay what the weights were; the ops pack them at each run
+ * instead. */
 static cn_tensor *packed(int layout, cn_tensor *x, cn_tensor *w, cn_q_pack *cache) {
     int op = q_op(Q_PACK);
     if (op < 0 || !x || !w) return NULL;
     cn_custom_attrs a = {{layout}, {0}};
-    if (!cache || cn_is_symbolic(x) || cn_is_symbolic(w) || !w->storage)
-        return cn_apply_op(op, (cn_tensor *[]){w}, 1, &a);
+    if (cn_is_symbolic(x) || cn_is_symbolic(w) || !w->storage)
+        return cn_zeros(CN_I32, 1, (int64_t[]){0});
+    if (!cache) return cn_apply_op(op, (cn_tensor *[]){w}, 1, &a);
     pthread_mutex_lock(&pack_mu);
     if (cache->src != w || cache->version != w->storage->version) {
         cn_q_pack_clear(cache);

@@ -389,8 +389,8 @@ void cn_qgemm_packed(int64_t M, int64_t N, int64_t K, const int16_t *A, const in
     qgemm_run(&c);
 }
 
-int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B, int32_t *C,
-             int64_t ldc) {
-    qgemm_ctx c = {M, N, K, cn_qgemm_kpad(K), A, B, NULL, {.c = C, .ld = ldc}, false};
+int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B,
+             const cn_qgemm_out *o) {
+    qgemm_ctx c = {M, N, K, cn_qgemm_kpad(K), A, B, NULL, *o, false};
     return qgemm_run(&c);
 }

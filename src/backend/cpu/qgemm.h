@@ -95,11 +95,11 @@ void cn_qgemm_panel(int64_t M, int64_t kp, const int16_t *A, const int16_t *pane
 void cn_qgemm_packed(int64_t M, int64_t N, int64_t K, const int16_t *A, const int16_t *Bp,
                      const cn_qgemm_out *o);
 
-/* C[m * ldc + n] = sum over k < K of A[m * kp + k] * B(n, k), for m < M,
- * n < N (A's rows kp = cn_qgemm_kpad(K) long, zero padded), B packed panel
- * by panel by the thread that uses it (an operand used once). 0, or
+/* The sums over k < K of A[m * kp + k] * B(n, k), for m < M, n < N (A's
+ * rows kp = cn_qgemm_kpad(K) long, zero padded) into o, B packed panel by
+ * panel by the thread that uses it (an operand used once). 0, or
  * CN_ENOMEM. */
-int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B, int32_t *C,
-             int64_t ldc);
+int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B,
+             const cn_qgemm_out *o);
 
 #endif
