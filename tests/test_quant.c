@@ -88,12 +88,14 @@ static void test_matmul_integer_every_level(void) {
     for (int l = 0; l < CN_ISA_LEVELS; l++) {
         if (!cn_isa_available(l)) continue;
         CHECK(cn_isa_set(l) == CN_OK);
-        /* Odd sizes: edges of the 3 x 4 blocks and K past a multiple of 16. */
+        /* Odd sizes: edges of the 4 x 16 blocks and K past a multiple of 16. */
         check_matmul_integer(CN_U8, CN_I8, 1, 7, 37, 9, false);
         check_matmul_integer(CN_I8, CN_U8, 2, 5, 16, 6, true);
         check_matmul_integer(CN_I8, CN_I8, 1, 1, 1, 1, false);
         check_matmul_integer(CN_U8, CN_U8, 3, 4, 50, 13, false);
         check_matmul_integer(CN_U8, CN_I8, 1, 33, 300, 70, false);
+        /* K in chunks of 128 pairs, rows in groups of 64. */
+        check_matmul_integer(CN_I8, CN_I8, 1, 70, 517, 18, false);
     }
     CHECK(cn_isa_set(cn_isa_max()) == CN_OK);
     /* Per-row and per-column zero points. */
