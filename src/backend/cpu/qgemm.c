@@ -172,7 +172,8 @@ static void panel_ref(int64_t M, int64_t kp, const int16_t *A, const int16_t *bp
 
 #ifdef HAVE_QGEMM_AVX2
 /* Rows of A per block: 8 accumulators, two B vectors and four broadcasts
- * fit the 16 ymm registers (6 rows spill accumulators to the stack). */
+ * fit the 16 ymm registers (6 rows spill accumulators to the stack). The
+ * kernel's loop names its 4 x 2 sums. */
 #define MR 4
 
 /* Eight sums as floats times the row's and the columns' scales, in the
@@ -228,19 +229,30 @@ __attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, co
         /* Rows past the edge repeat the last one (computed, not stored). */
         const int16_t *a[MR];
         for (int i = 0; i < MR; i++) a[i] = A + (m + (i < mm ? i : mm - 1)) * kp;
-        __m256i acc[MR][2];
-        for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+        /* Named sums, not an array: with an array GCC computes the eight
+         * products first and moves each sum back into its register after
+         * every pair of k (7 moves in 32 instructions); named, the loop is
+         * 25, and 5 to 10% faster here. */
+        __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00,
+                s21 = s00, s30 = s00, s31 = s00;
         for (int64_t q = 0; q < kq; q++) {
             __m256i b0 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR));
             __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR + 16));
-            for (int i = 0; i < MR; i++) {
-                int32_t pair;
-                memcpy(&pair, a[i] + 2 * q, 4);
-                __m256i va = _mm256_set1_epi32(pair);
-                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(va, b0));
-                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(va, b1));
-            }
+            int32_t p0, p1, p2, p3;
+            memcpy(&p0, a[0] + 2 * q, 4), memcpy(&p1, a[1] + 2 * q, 4);
+            memcpy(&p2, a[2] + 2 * q, 4), memcpy(&p3, a[3] + 2 * q, 4);
+            __m256i v0 = _mm256_set1_epi32(p0), v1 = _mm256_set1_epi32(p1);
+            s00 = _mm256_add_epi32(s00, _mm256_madd_epi16(v0, b0));
+            s01 = _mm256_add_epi32(s01, _mm256_madd_epi16(v0, b1));
+            s10 = _mm256_add_epi32(s10, _mm256_madd_epi16(v1, b0));
+            s11 = _mm256_add_epi32(s11, _mm256_madd_epi16(v1, b1));
+            __m256i v2 = _mm256_set1_epi32(p2), v3 = _mm256_set1_epi32(p3);
+            s20 = _mm256_add_epi32(s20, _mm256_madd_epi16(v2, b0));
+            s21 = _mm256_add_epi32(s21, _mm256_madd_epi16(v2, b1));
+            s30 = _mm256_add_epi32(s30, _mm256_madd_epi16(v3, b0));
+            s31 = _mm256_add_epi32(s31, _mm256_madd_epi16(v3, b1));
         }
+        __m256i acc[MR][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
         for (int i = 0; i < mm; i++) {
             __m256 v[2];
             if (o->c) {
