@@ -274,8 +274,6 @@ __attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, co
     }
 }
 
-#endif
-
 /* Runs of columns whose data lie side by side: column j of a run starting
  * at column j0 reads from off[run] + j, where off = coff[j0] - j0. At most
  * MAX_RUNS are gathered with vector loads and blends (16 pixels of a
@@ -303,7 +301,6 @@ static bool find_runs(col_runs *r, const int64_t *coff) {
     return true;
 }
 
-#ifdef HAVE_QGEMM_AVX2
 /* Row k of the panel's 16 columns: the first run's load, the others
  * blended in. */
 __attribute__((target("avx2"))) static inline __m256i gather16(const int16_t *row,
