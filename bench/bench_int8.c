@@ -1,7 +1,11 @@
 /* int8 inference against f32 (cn_module_quantize_int8), forward passes
  * only, at 1 and 2 threads:
  *   - Linear 1024 -> 1024 at batch 64 (GEMM-bound: 67M multiply-adds);
- *   - the Fashion-MNIST CNN of `chutney train --model cnn` at batch 64.
+ *   - the Fashion-MNIST CNN of `chutney train --model cnn` (tools/models.c,
+ *     linked in as bench_static does) at batch 64;
+ * and the GEMMs alone, the int8 one (int16 operands, vpmaddwd on AVX2)
+ * against the f32 matmul (OpenBLAS's sgemm where the build has it) at the
+ * same sizes, in G multiply-adds x 2 per second.
  * Each f32 module and its int8 copy (same weights) run interleaved, so
  * drift on a shared machine hits both alike; figures are medians in ms.
  *
@@ -12,6 +16,8 @@
  */
 #include <chutney.h>
 
+#include "../src/backend/cpu/qgemm.h"
+#include "../tools/tools.h"
 #include "bench_util.h"
 
 #include <stdio.h>
@@ -30,15 +36,7 @@ static void die(const char *what) {
 }
 
 static cn_module *make(const char *which) {
-    if (!strcmp(which, "linear")) return cn_nn_linear(1024, 1024, true);
-    cn_conv_opts c = {.padding = {1, 1}};
-    cn_pool_opts pool = {.kernel = {2, 2}};
-    cn_module *layers[] = {cn_nn_conv2d(1, 32, 3, 3, &c, true),  cn_nn_relu(),
-                           cn_nn_max_pool2d(&pool),              cn_nn_conv2d(32, 64, 3, 3, &c, true),
-                           cn_nn_relu(),                         cn_nn_max_pool2d(&pool),
-                           cn_nn_flatten(1, -1),                 cn_nn_linear(3136, 128, true),
-                           cn_nn_relu(),                         cn_nn_linear(128, 10, true)};
-    return cn_nn_sequential(layers, 10);
+    return !strcmp(which, "linear") ? cn_nn_linear(1024, 1024, true) : cn_tool_make_model("cnn");
 }
 
 static double run_once(cn_module *m, cn_tensor *x) {
@@ -87,6 +85,43 @@ static void row(const char *which, int threads, int repeats) {
     cn_module_free(q);
 }
 
+/* The int8 GEMM (weights packed once, int32 sums) against the f32 matmul
+ * of the same M x K times K x N: M, K, N as in the Linear above (64 x
+ * 1024 x 1024), the cnn's second convolution (64 channels x 288 x 196
+ * pixels) and a square 256. */
+static void gemm_row(int64_t M, int64_t K, int64_t N, int repeats) {
+    cn_scope_begin();
+    cn_tensor *a = cn_randn(CN_F32, CN_SHAPE(M, K)), *b = cn_randn(CN_F32, CN_SHAPE(K, N));
+    int64_t kp = cn_qgemm_kpad(K);
+    int16_t *A = calloc((size_t)(M * kp), sizeof(int16_t));
+    int16_t *Bp = malloc(sizeof(int16_t) * (size_t)cn_qgemm_packed_len(N, K));
+    int8_t *w = malloc((size_t)(N * K));
+    int32_t *C = malloc(sizeof(int32_t) * (size_t)(M * N));
+    double *tf = malloc(sizeof(double) * (size_t)repeats);
+    double *tq = malloc(sizeof(double) * (size_t)repeats);
+    if (!A || !Bp || !w || !C || !tf || !tq) die("out of memory");
+    for (int64_t i = 0; i < M * K; i++) A[i / K * kp + i % K] = (int16_t)(i * 37 % 255 - 127);
+    for (int64_t i = 0; i < N * K; i++) w[i] = (int8_t)(i * 91 % 255 - 127);
+    cn_qgemm_pack_b(Bp, &(cn_qgemm_b){w, true, K, 1, NULL, 0}, N, K);
+    cn_qgemm_out o = {.c = C, .ld = N};
+    for (int r = -3; r < repeats; r++) { /* 3 to warm up */
+        cn_scope_begin();
+        double t0 = now_s();
+        if (!cn_matmul(a, b)) die("matmul");
+        double t1 = now_s();
+        cn_qgemm_packed(M, N, K, A, Bp, &o);
+        double t2 = now_s();
+        cn_scope_end();
+        if (r >= 0) tf[r] = t1 - t0, tq[r] = t2 - t1;
+    }
+    double ops = 2.0 * (double)M * (double)N * (double)K;
+    double gf = ops / bench_median(tf, repeats) * 1e-9, gq = ops / bench_median(tq, repeats) * 1e-9;
+    printf("| %4lld x %4lld x %4lld | %11.1f | %10.1f | %5.2fx |\n", (long long)M, (long long)K,
+           (long long)N, gf, gq, gq / gf);
+    free(A), free(Bp), free(w), free(C), free(tf), free(tq);
+    cn_scope_end();
+}
+
 int main(int argc, char **argv) {
     int repeats = 30;
     for (int i = 1; i < argc; i++)
@@ -98,5 +133,11 @@ int main(int argc, char **argv) {
         row("linear", t, repeats);
         row("cnn", t, repeats);
     }
+    cn_set_num_threads(1);
+    printf("\n| GEMM M x K x N (1 thread) | f32 GFLOP/s | int8 GOP/s | int8/f32 |\n"
+           "|---|---|---|---|\n");
+    gemm_row(64, 1024, 1024, repeats);
+    gemm_row(64, 288, 196, repeats);
+    gemm_row(256, 256, 256, repeats);
     return 0;
 }

@@ -1,13 +1,15 @@
 /* int8: the i8 dtype (conversions, printing, .npy and safetensors), the
  * int8 GEMM behind cn_matmul_integer against naive int32 loops at every
  * instruction-set level, and int8 inference of Linear and Conv2d modules
- * (cn_module_quantize_int8) against their f32 outputs. The ONNX integer
+ * (cn_module_quantize_int8) against their f32 outputs and, bit for bit,
+ * against naive loops over their int8 weights at every level. The ONNX integer
  * ops are checked by the conformance suite (tests/onnx). */
 #include "harness.h"
 
 #include "core/core.h"
 #include "core/isa.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -86,12 +88,14 @@ static void test_matmul_integer_every_level(void) {
     for (int l = 0; l < CN_ISA_LEVELS; l++) {
         if (!cn_isa_available(l)) continue;
         CHECK(cn_isa_set(l) == CN_OK);
-        /* Odd sizes: edges of the 3 x 4 blocks and K past a multiple of 16. */
+        /* Odd sizes: edges of the 4 x 16 blocks and K past a multiple of 16. */
         check_matmul_integer(CN_U8, CN_I8, 1, 7, 37, 9, false);
         check_matmul_integer(CN_I8, CN_U8, 2, 5, 16, 6, true);
         check_matmul_integer(CN_I8, CN_I8, 1, 1, 1, 1, false);
         check_matmul_integer(CN_U8, CN_U8, 3, 4, 50, 13, false);
         check_matmul_integer(CN_U8, CN_I8, 1, 33, 300, 70, false);
+        /* K in chunks of 128 pairs, rows in groups of 64. */
+        check_matmul_integer(CN_I8, CN_I8, 1, 70, 517, 18, false);
     }
     CHECK(cn_isa_set(cn_isa_max()) == CN_OK);
     /* Per-row and per-column zero points. */
@@ -171,9 +175,149 @@ static void test_quantized_modules(void) {
     cn_module_free(mixed);
 }
 
+/* What the int8 forward computes, naively: x quantised with scale
+ * max |x| / 127 (v rounded half to even after clamping to +-127), int32
+ * sums with the i8 weights, then sum * x's scale * the weight's scale +
+ * bias, in f32 in that order. */
+static float q_scale(const float *x, int64_t n) {
+    float m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+    return m > 0 ? m / 127.0f : 1.0f;
+}
+
+static int32_t q_value(float x, float sc) {
+    float v = fminf(fmaxf(x * (1.0f / sc), -127.0f), 127.0f);
+    return (int32_t)nearbyintf(v);
+}
+
+static float q_out(int64_t sum, float sc, const cn_tensor *ws, const cn_tensor *b, int64_t n) {
+    float y = (float)sum * sc * ((const float *)cn_data(ws))[n];
+    return b ? y + ((const float *)cn_data(b))[n] : y;
+}
+
+/* The int8 module's output against the naive loops, exactly: the number
+ * of outputs that differ. */
+static int linear_int8_wrong(cn_module *m, cn_tensor *x) {
+    const cn_tensor *w = cn_module_find(m, "weight");
+    int64_t M = cn_shape(x)[0], K = cn_shape(x)[1], N = cn_shape(w)[0];
+    const float *xd = cn_data(x), *y = cn_data(cn_module_forward(m, x));
+    const int8_t *wd = cn_data(w);
+    int wrong = 0;
+    for (int64_t r = 0; r < M; r++) {
+        float sc = q_scale(xd + r * K, K);
+        for (int64_t n = 0; n < N; n++) {
+            int64_t s = 0;
+            for (int64_t k = 0; k < K; k++) s += q_value(xd[r * K + k], sc) * wd[n * K + k];
+            float want = q_out(s, sc, cn_module_find(m, "weight_scale"), cn_module_find(m, "bias"), n);
+            wrong += memcmp(&want, &y[r * N + n], 4) != 0;
+        }
+    }
+    return wrong;
+}
+
+static int conv_int8_wrong(cn_module *m, cn_tensor *x, int sh, int sw, int ph, int pw) {
+    const cn_tensor *w = cn_module_find(m, "weight");
+    const int64_t *xs = cn_shape(x), *ws = cn_shape(w);
+    int64_t B = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0], kh = ws[2], kw = ws[3];
+    int64_t oh = (H + 2 * ph - kh) / sh + 1, ow = (W + 2 * pw - kw) / sw + 1;
+    const float *xd = cn_data(x), *y = cn_data(cn_module_forward(m, x));
+    const int8_t *wd = cn_data(w);
+    int wrong = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const float *img = xd + b * C * H * W;
+        float sc = q_scale(img, C * H * W);
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t oy = 0; oy < oh; oy++)
+                for (int64_t ox = 0; ox < ow; ox++) {
+                    int64_t s = 0;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t ky = 0; ky < kh; ky++)
+                            for (int64_t kx = 0; kx < kw; kx++) {
+                                int64_t iy = oy * sh - ph + ky, ix = ox * sw - pw + kx;
+                                if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                                    s += q_value(img[(c * H + iy) * W + ix], sc) *
+                                         wd[((o * C + c) * kh + ky) * kw + kx];
+                            }
+                    float want = q_out(s, sc, cn_module_find(m, "weight_scale"),
+                                       cn_module_find(m, "bias"), o);
+                    wrong += memcmp(&want, &y[((b * O + o) * oh + oy) * ow + ox], 4) != 0;
+                }
+    }
+    return wrong;
+}
+
+/* Values on the rounding's ties: with max |x| = 127 the scale is 1. */
+static cn_tensor *with_ties(cn_tensor *x) {
+    float *d = cn_data(x);
+    static const float ties[] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 1.5f};
+    for (int i = 0; i < 6; i++) d[i] = ties[i];
+    return x;
+}
+
+static void test_int8_forward_exact(void) {
+    cn_manual_seed(9);
+    cn_module *lin = cn_nn_linear(37, 19, true);
+    /* Panels of 16 output pixels: c2's span two rows of 22 (an odd K, 27,
+     * and a partial last panel); c3's four rows of 4 (no bias); c4's
+     * strides of 2, gathered one by one. */
+    cn_module *c2 = cn_nn_conv2d(3, 5, 3, 3, &(cn_conv_opts){.padding = {1, 2}}, true);
+    cn_module *c3 = cn_nn_conv2d(2, 3, 3, 3, NULL, false);
+    cn_module *c4 = cn_nn_conv2d(2, 6, 2, 3, &(cn_conv_opts){.stride = {2, 2}, .padding = {0, 1}},
+                                 true);
+    cn_module *mods[4] = {lin, c2, c3, c4};
+    for (int i = 0; i < 4; i++) {
+        cn_module_train(mods[i], false);
+        CHECK_EQ_INT(cn_module_quantize_int8(mods[i]), 1);
+    }
+    cn_tensor *xl = with_ties(cn_mul_scalar(cn_randn(CN_F32, 2, (int64_t[]){6, 37}), 20));
+    cn_tensor *x2 = with_ties(cn_randn(CN_F32, 4, (int64_t[]){2, 3, 7, 18}));
+    cn_tensor *x3 = cn_randn(CN_F32, 4, (int64_t[]){2, 2, 6, 6});
+    cn_tensor *x4 = cn_randn(CN_F32, 4, (int64_t[]){1, 2, 9, 11});
+    for (int l = 0; l < CN_ISA_LEVELS; l++) {
+        if (!cn_isa_available(l)) continue;
+        CHECK(cn_isa_set(l) == CN_OK);
+        for (int pass = 0; pass < 2; pass++) {
+            CHECK_MSG(linear_int8_wrong(lin, xl) == 0, "Linear, %s", cn_isa_name(l));
+            CHECK_MSG(conv_int8_wrong(c2, x2, 1, 1, 1, 2) == 0, "Conv2d, %s", cn_isa_name(l));
+            CHECK_MSG(conv_int8_wrong(c3, x3, 1, 1, 0, 0) == 0, "Conv2d 4 wide, %s",
+                      cn_isa_name(l));
+            CHECK_MSG(conv_int8_wrong(c4, x4, 2, 2, 0, 1) == 0, "Conv2d stride 2, %s",
+                      cn_isa_name(l));
+            /* The packed weights follow a write to the weights. */
+            for (int i = 0; i < 4; i++) {
+                cn_tensor *w = cn_module_find(mods[i], "weight");
+                CHECK(cn_copy_(w, cn_randint(-127, 128, CN_I8, cn_ndim(w), cn_shape(w))) == CN_OK);
+            }
+        }
+    }
+    CHECK(cn_isa_set(cn_isa_max()) == CN_OK);
+    /* Traced into a program, the weights are packed at each run: a run
+     * after they change reads the new ones, as eager mode does. */
+    cn_tensor *xs[2] = {xl, x2};
+    for (int i = 0; i < 2; i++) {
+        cn_graph *g = cn_graph_new();
+        cn_tensor *ph = cn_placeholder(g, "x", CN_F32, cn_ndim(xs[i]), cn_shape(xs[i]));
+        cn_tensor *yg = cn_module_forward(mods[i], ph);
+        cn_program *prog = yg ? cn_compile(g, &yg, 1, NULL) : NULL;
+        CHECK_MSG(prog, "%s", cn_last_error());
+        for (int pass = 0; prog && pass < 2; pass++) {
+            cn_tensor *yr = NULL;
+            CHECK(cn_run(prog, &ph, &xs[i], 1, &yr, 1) == CN_OK);
+            CHECK_MSG(yr && cn_equal(yr, cn_module_forward(mods[i], xs[i])), "%s, run %d",
+                      mods[i]->vt->type, pass);
+            cn_tensor *w = cn_module_find(mods[i], "weight");
+            CHECK(cn_copy_(w, cn_randint(-127, 128, CN_I8, cn_ndim(w), cn_shape(w))) == CN_OK);
+        }
+        cn_program_free(prog);
+        cn_graph_free(g);
+    }
+    for (int i = 0; i < 4; i++) cn_module_free(mods[i]);
+}
+
 int main(void) {
     RUN(test_i8_dtype);
     RUN(test_matmul_integer_every_level);
     RUN(test_quantized_modules);
+    RUN(test_int8_forward_exact);
     return th_summary();
 }

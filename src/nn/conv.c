@@ -11,6 +11,7 @@ typedef struct conv_mod {
     cn_module base;
     conv_kind kind;
     cn_conv_opts o;
+    cn_q_pack pack; /* Conv2dInt8's weights packed for the GEMM */
 } conv_mod;
 
 static cn_tensor *conv_forward(cn_module *m, cn_tensor *x) {
@@ -33,13 +34,15 @@ static cn_tensor *conv2d_int8_forward(cn_module *m, cn_tensor *x) {
     /* One unbatched image [C, H, W], as Conv2d takes it. */
     bool single = x && cn_ndim(x) == 3;
     if (single) x = cn_unsqueeze(x, 0);
-    cn_tensor *b = cn_nn_b(m, 2);
-    cn_tensor *y = cn_q_conv2d_int8(x, cn_nn_b(m, 0), cn_nn_b(m, 1), &((conv_mod *)m)->o);
-    if (b) y = cn_add(y, cn_reshape(b, 3, (int64_t[]){-1, 1, 1}));
+    conv_mod *c = (conv_mod *)m;
+    cn_tensor *y = cn_q_conv2d_int8(x, cn_nn_b(m, 0), cn_nn_b(m, 1), cn_nn_b(m, 2), &c->o, &c->pack);
     return single ? cn_squeeze(y, 0) : y;
 }
 
-static const cn_module_vtable conv2d_int8_vt = {"Conv2dInt8", conv2d_int8_forward, NULL};
+static void conv2d_int8_free(cn_module *m) { cn_q_pack_clear(&((conv_mod *)m)->pack); }
+
+static const cn_module_vtable conv2d_int8_vt = {"Conv2dInt8", conv2d_int8_forward,
+                                                conv2d_int8_free};
 
 int cn_nn_conv2d_quantize(cn_module *m) {
     const cn_conv_opts *o = &((conv_mod *)m)->o;

@@ -7,9 +7,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* Columns per panel of packed B: the unit of the split over threads. */
-#define NR 16
-
 /* Element i of 8-bit data (the loops' branch on is_signed is hoisted by
  * the compiler). */
 static inline int32_t q8_at(const void *d, bool is_signed, int64_t i) {
@@ -24,12 +21,6 @@ void cn_qgemm_widen(int16_t *dst, int64_t rows, int64_t K, int64_t kp, const voi
         for (int64_t k = 0; k < K; k++) d[k] = (int16_t)(q8_at(src, is_signed, r * rs + k * ks) - z);
         for (int64_t k = K; k < kp; k++) d[k] = 0;
     }
-}
-
-/* Half to even in the default rounding mode, for |x| < 2^22 (a library
- * call per element otherwise); larger values are clamped anyway. */
-static inline float round_even(float x) {
-    return fabsf(x) < 0x1p22f ? (x + 0x1.8p23f) - 0x1.8p23f : x;
 }
 
 /* max |x| as its bits: for non-negative floats the integer order is the
@@ -47,24 +38,78 @@ CN_HOT_FN(absmax_bits, (const float *x, int64_t n, uint32_t *out), (x, n, out)) 
     *out = m;
 }
 
-CN_HOT_FN(quantize, (int16_t *d, const float *x, int64_t n, float inv), (d, x, n, inv)) {
-    for (int64_t k = 0; k < n; k++) {
-        float q = round_even(x[k] * inv);
-        q = q > 127.0f ? 127.0f : q;
-        q = q < -127.0f ? -127.0f : q;
-        d[k] = (int16_t)(q == q ? q : 0);
-    }
+/* Clamped first, so that adding and taking away 1.5 * 2^23 rounds half to
+ * even (in the default rounding mode) for every value, and NaN becomes 0
+ * (a clamp of the rounded value gives the same integers, the bounds being
+ * integers). */
+static inline int16_t quantize1(float x, float inv) {
+    float q = x * inv;
+    q = q == q ? q : 0.0f;
+    q = q > 127.0f ? 127.0f : q;
+    q = q < -127.0f ? -127.0f : q;
+    return (int16_t)((q + 0x1.8p23f) - 0x1.8p23f);
 }
 
-float cn_qgemm_quantize(int16_t *dst, const float *x, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_QGEMM_AVX2 1
+
+/* quantize1 on 8 values. */
+__attribute__((target("avx2"))) static inline __m256i quantize8(const float *x, __m256 inv) {
+    __m256 q = _mm256_mul_ps(_mm256_loadu_ps(x), inv);
+    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q)); /* NaN: 0 */
+    q = _mm256_max_ps(_mm256_min_ps(q, _mm256_set1_ps(127.0f)), _mm256_set1_ps(-127.0f));
+    const __m256 magic = _mm256_set1_ps(0x1.8p23f);
+    return _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(q, magic), magic));
+}
+
+/* quantize1 on every value when n >= 8, 16 at a time (GCC does not
+ * vectorise its selects) and the last 8 again over the ones before: the
+ * rows of a convolution's image are short. Returns how many it did. */
+__attribute__((target("avx2"))) static int64_t quantize_avx2(int16_t *d, const float *x,
+                                                             int64_t n, float inv) {
+    const __m256 vinv = _mm256_set1_ps(inv);
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        /* packs works within 128-bit lanes: 0-3, 8-11, 4-7, 12-15. */
+        __m256i p = _mm256_packs_epi32(quantize8(x + k, vinv), quantize8(x + k + 8, vinv));
+        _mm256_storeu_si256((__m256i *)(d + k), _mm256_permute4x64_epi64(p, 0xd8));
+    }
+    for (; k < n && n >= 8; k += 8) {
+        k = k + 8 <= n ? k : n - 8;
+        __m256i i = quantize8(x + k, vinv);
+        __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+        _mm_storeu_si128((__m128i *)(d + k), p);
+    }
+    return n >= 8 ? n : 0;
+}
+#endif
+
+static void quantize(int16_t *d, const float *x, int64_t n, float inv) {
+    int64_t k = 0;
+#ifdef HAVE_QGEMM_AVX2
+    if (cn_isa() >= CN_ISA_AVX2) k = quantize_avx2(d, x, n, inv);
+#endif
+    for (; k < n; k++) d[k] = quantize1(x[k], inv);
+}
+
+float cn_qgemm_scale(const float *x, int64_t n) {
     uint32_t bits;
     absmax_bits(x, n, &bits);
     float m;
     memcpy(&m, &bits, 4);
     /* A NaN or infinite input gives a NaN scale, so the outputs it feeds
      * are NaN rather than quietly finite. */
-    float sc = bits >= 0x7f800000u ? NAN : m > 0 ? m / 127.0f : 1.0f;
-    quantize(dst, x, n, 1.0f / sc);
+    return bits >= 0x7f800000u ? NAN : m > 0 ? m / 127.0f : 1.0f;
+}
+
+void cn_qgemm_quantize_by(int16_t *dst, const float *x, int64_t n, float scale) {
+    quantize(dst, x, n, 1.0f / scale);
+}
+
+float cn_qgemm_quantize(int16_t *dst, const float *x, int64_t n) {
+    float sc = cn_qgemm_scale(x, n);
+    cn_qgemm_quantize_by(dst, x, n, sc);
     return sc;
 }
 
@@ -76,17 +121,7 @@ void cn_qgemm_quantize_rows(int16_t *dst, float *scale, int64_t rows, int64_t K,
     }
 }
 
-/* B is packed in panels of NR columns: for each pair of k, the NR columns'
- * two values side by side (32 int16, two vectors), so one vpmaddwd of a
- * broadcast pair of A by a vector gives 8 columns' partial sums and no
- * horizontal sums are needed. */
-typedef struct qgemm_ctx {
-    int64_t M, N, K, kp, ldc;
-    const int16_t *A;
-    const cn_qgemm_b *B;
-    int32_t *C;
-    _Atomic bool failed;
-} qgemm_ctx;
+#define NR CN_QGEMM_NR
 
 /* Panel p of B into d (kp / 2 pairs of NR columns), zeros past N and K. */
 static void pack_panel(int16_t *d, const cn_qgemm_b *B, int64_t N, int64_t K, int64_t kp,
@@ -102,96 +137,269 @@ static void pack_panel(int16_t *d, const cn_qgemm_b *B, int64_t N, int64_t K, in
     }
 }
 
-static void qgemm_ref(const qgemm_ctx *c, const int16_t *bp, int64_t p) {
-    int64_t kq = c->kp / 2;
-    for (int64_t m = 0; m < c->M; m++) {
-        const int16_t *a = c->A + m * c->kp;
+void cn_qgemm_pack_b(int16_t *dst, const cn_qgemm_b *B, int64_t N, int64_t K) {
+    int64_t kp = cn_qgemm_kpad(K);
+    for (int64_t p = 0; p * NR < N; p++) pack_panel(dst + p * kp * NR, B, N, K, kp, p);
+}
+
+/* Row m's outputs n0 .. n0 + nn - 1 from its NR sums s. */
+static void store_row(const cn_qgemm_out *o, int64_t m, int64_t n0, int nn, const int32_t *s) {
+    if (o->c) {
+        memcpy(o->c + m * o->ld + n0, s, sizeof(int32_t) * (size_t)nn);
+        return;
+    }
+    float *y = o->y + m * o->ld + n0, rs = o->row_scale[m * o->row_step];
+    for (int j = 0; j < nn; j++) {
+        float cs = o->col_scale[(n0 + j) * o->col_step];
+        y[j] = o->col_first ? (float)s[j] * cs * rs : (float)s[j] * rs * cs;
+        if (o->bias) y[j] += o->bias[o->bias_by_row ? m : n0 + j];
+    }
+}
+
+static void panel_ref(int64_t M, int64_t kp, const int16_t *A, const int16_t *bp, int64_t n0,
+                      int nn, const cn_qgemm_out *o) {
+    for (int64_t m = 0; m < M; m++) {
+        const int16_t *a = A + m * kp;
         int32_t s[NR] = {0};
-        for (int64_t q = 0; q < kq; q++) {
+        for (int64_t q = 0; q < kp / 2; q++) {
             const int16_t *b = bp + q * 2 * NR;
             for (int j = 0; j < NR; j++)
                 s[j] += (int32_t)a[2 * q] * b[2 * j] + (int32_t)a[2 * q + 1] * b[2 * j + 1];
         }
-        for (int j = 0; j < NR && p * NR + j < c->N; j++) c->C[m * c->ldc + p * NR + j] = s[j];
+        store_row(o, m, n0, nn, s);
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_QGEMM_AVX2 1
-
+#ifdef HAVE_QGEMM_AVX2
 /* Rows of A per block: 8 accumulators, two B vectors and four broadcasts
- * fit the 16 ymm registers (6 rows spill accumulators to the stack). */
+ * fit the 16 ymm registers (6 rows spill accumulators to the stack). The
+ * kernel's loop names its 4 x 2 sums. */
 #define MR 4
 
-__attribute__((target("avx2"))) static void qgemm_avx2(const qgemm_ctx *c, const int16_t *bp,
-                                                       int64_t p) {
-    const int64_t kq = c->kp / 2;
-    {
-        int64_t n = p * NR, nn = c->N - n < NR ? c->N - n : NR;
-        for (int64_t m = 0; m < c->M; m += MR) {
-            int mm = (int)(c->M - m < MR ? c->M - m : MR);
-            /* Rows past the edge repeat the last one (computed, not stored). */
-            const int16_t *a[MR];
-            for (int i = 0; i < MR; i++) a[i] = c->A + (m + (i < mm ? i : mm - 1)) * c->kp;
-            __m256i acc[MR][2];
-            for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
-            for (int64_t q = 0; q < kq; q++) {
-                __m256i b0 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR));
-                __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR + 16));
-                for (int i = 0; i < MR; i++) {
-                    int32_t pair;
-                    memcpy(&pair, a[i] + 2 * q, 4);
-                    __m256i va = _mm256_set1_epi32(pair);
-                    acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(va, b0));
-                    acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(va, b1));
-                }
-            }
-            for (int i = 0; i < mm; i++) {
-                int32_t *out = c->C + (m + i) * c->ldc + n;
-                if (nn == NR) {
-                    _mm256_storeu_si256((__m256i *)out, acc[i][0]);
-                    _mm256_storeu_si256((__m256i *)(out + 8), acc[i][1]);
-                } else {
-                    int32_t t[NR];
-                    _mm256_storeu_si256((__m256i *)t, acc[i][0]);
-                    _mm256_storeu_si256((__m256i *)(t + 8), acc[i][1]);
-                    memcpy(out, t, sizeof(int32_t) * (size_t)nn);
-                }
-            }
+/* Eight sums as floats times the row's and the columns' scales, in the
+ * order store_row multiplies them. */
+__attribute__((target("avx2"))) static inline __m256 scale8(__m256i acc, __m256 rs, __m256 cs,
+                                                            bool col_first) {
+    __m256 f = _mm256_cvtepi32_ps(acc);
+    return col_first ? _mm256_mul_ps(_mm256_mul_ps(f, cs), rs)
+                     : _mm256_mul_ps(_mm256_mul_ps(f, rs), cs);
+}
+
+/* The first n (0..16) of 16 32-bit lanes v[0], v[1] to out, without a
+ * library call (a partial panel is a convolution's every row end). */
+__attribute__((target("avx2"))) static inline void store_lanes(void *out, const __m256 *v,
+                                                               int n) {
+    float *o = out;
+    int i = 0;
+    for (; n >= 8; n -= 8) _mm256_storeu_ps(o + 8 * i, v[i]), i++;
+    if (n == 0) return;
+    o += 8 * i;
+    __m128 h = _mm256_castps256_ps128(v[i]);
+    if (n >= 4) {
+        _mm_storeu_ps(o, h);
+        h = _mm256_extractf128_ps(v[i], 1);
+        o += 4, n -= 4;
+    }
+    if (n >= 2) {
+        _mm_storel_pi((__m64 *)o, h);
+        h = _mm_movehl_ps(h, h);
+        o += 2, n -= 2;
+    }
+    if (n) _mm_store_ss(o, h);
+}
+
+__attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, const int16_t *A,
+                                                       const int16_t *bp, int64_t n0, int nn,
+                                                       const cn_qgemm_out *o) {
+    const int64_t kq = kp / 2;
+    /* The columns' scales and biases, for float outputs. */
+    __m256 cs[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, cb[2] = {cs[0], cs[1]};
+    if (!o->c) {
+        float t[NR], u[NR];
+        for (int j = 0; j < NR; j++) {
+            int64_t n = n0 + (j < nn ? j : 0);
+            t[j] = o->col_scale[n * o->col_step];
+            u[j] = o->bias && !o->bias_by_row ? o->bias[n] : 0.0f;
         }
+        cs[0] = _mm256_loadu_ps(t), cs[1] = _mm256_loadu_ps(t + 8);
+        cb[0] = _mm256_loadu_ps(u), cb[1] = _mm256_loadu_ps(u + 8);
+    }
+    for (int64_t m = 0; m < M; m += MR) {
+        int mm = (int)(M - m < MR ? M - m : MR);
+        /* Rows past the edge repeat the last one (computed, not stored). */
+        const int16_t *a[MR];
+        for (int i = 0; i < MR; i++) a[i] = A + (m + (i < mm ? i : mm - 1)) * kp;
+        /* Named sums, not an array: with an array GCC computes the eight
+         * products first and moves each sum back into its register after
+         * every pair of k (7 moves in 32 instructions); named, the loop is
+         * 25, and 5 to 10% faster here. */
+        __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00,
+                s21 = s00, s30 = s00, s31 = s00;
+        for (int64_t q = 0; q < kq; q++) {
+            __m256i b0 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR));
+            __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + q * 2 * NR + 16));
+            int32_t p0, p1, p2, p3;
+            memcpy(&p0, a[0] + 2 * q, 4), memcpy(&p1, a[1] + 2 * q, 4);
+            memcpy(&p2, a[2] + 2 * q, 4), memcpy(&p3, a[3] + 2 * q, 4);
+            __m256i v0 = _mm256_set1_epi32(p0), v1 = _mm256_set1_epi32(p1);
+            s00 = _mm256_add_epi32(s00, _mm256_madd_epi16(v0, b0));
+            s01 = _mm256_add_epi32(s01, _mm256_madd_epi16(v0, b1));
+            s10 = _mm256_add_epi32(s10, _mm256_madd_epi16(v1, b0));
+            s11 = _mm256_add_epi32(s11, _mm256_madd_epi16(v1, b1));
+            __m256i v2 = _mm256_set1_epi32(p2), v3 = _mm256_set1_epi32(p3);
+            s20 = _mm256_add_epi32(s20, _mm256_madd_epi16(v2, b0));
+            s21 = _mm256_add_epi32(s21, _mm256_madd_epi16(v2, b1));
+            s30 = _mm256_add_epi32(s30, _mm256_madd_epi16(v3, b0));
+            s31 = _mm256_add_epi32(s31, _mm256_madd_epi16(v3, b1));
+        }
+        __m256i acc[MR][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
+        for (int i = 0; i < mm; i++) {
+            __m256 v[2];
+            if (o->c) {
+                v[0] = _mm256_castsi256_ps(acc[i][0]), v[1] = _mm256_castsi256_ps(acc[i][1]);
+                store_lanes(o->c + (m + i) * o->ld + n0, v, nn);
+                continue;
+            }
+            __m256 rs = _mm256_set1_ps(o->row_scale[(m + i) * o->row_step]);
+            v[0] = scale8(acc[i][0], rs, cs[0], o->col_first);
+            v[1] = scale8(acc[i][1], rs, cs[1], o->col_first);
+            if (o->bias) {
+                bool by_row = o->bias_by_row;
+                __m256 rb = by_row ? _mm256_set1_ps(o->bias[m + i]) : _mm256_setzero_ps();
+                v[0] = _mm256_add_ps(v[0], by_row ? rb : cb[0]);
+                v[1] = _mm256_add_ps(v[1], by_row ? rb : cb[1]);
+            }
+            store_lanes(o->y + (m + i) * o->ld + n0, v, nn);
+        }
+    }
+}
+
+/* Runs of columns whose data lie side by side: column j of a run starting
+ * at column j0 reads from off[run] + j, where off = coff[j0] - j0. At most
+ * MAX_RUNS are gathered with vector loads and blends (16 pixels of a
+ * convolution's output span at most 3 of its rows when they are 8 or more
+ * wide); more take the scalar loop. */
+#define MAX_RUNS 4
+
+typedef struct col_runs {
+    int n;
+    int64_t off[MAX_RUNS];
+    int16_t mask[MAX_RUNS][NR]; /* -1 on the run's columns */
+} col_runs;
+
+static bool find_runs(col_runs *r, const int64_t *coff) {
+    r->n = 0;
+    for (int j = 0; j < NR; j++) {
+        if (j == 0 || coff[j] != coff[j - 1] + 1) {
+            if (r->n == MAX_RUNS) return false;
+            r->off[r->n] = coff[j] - j;
+            memset(r->mask[r->n], 0, sizeof r->mask[0]);
+            r->n++;
+        }
+        r->mask[r->n - 1][j] = -1;
+    }
+    return true;
+}
+
+/* Row k of the panel's 16 columns: the first run's load, the others
+ * blended in. */
+__attribute__((target("avx2"))) static inline __m256i gather16(const int16_t *row,
+                                                               const col_runs *r) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(row + r->off[0]));
+    for (int i = 1; i < r->n; i++)
+        v = _mm256_blendv_epi8(v, _mm256_loadu_si256((const __m256i *)(row + r->off[i])),
+                               _mm256_loadu_si256((const __m256i *)r->mask[i]));
+    return v;
+}
+
+__attribute__((target("avx2"))) static void gather_avx2(int16_t *panel, int64_t K, int64_t kp,
+                                                        const int16_t *base, const int64_t *koff,
+                                                        const col_runs *r) {
+    for (int64_t k = 0; k < kp; k += 2) {
+        __m256i x = gather16(base + koff[k], r);
+        __m256i y = k + 1 < K ? gather16(base + koff[k + 1], r) : _mm256_setzero_si256();
+        /* unpack works within 128-bit lanes: lo holds columns 0-3 and 8-11,
+         * hi 4-7 and 12-15. */
+        __m256i lo = _mm256_unpacklo_epi16(x, y), hi = _mm256_unpackhi_epi16(x, y);
+        _mm256_storeu_si256((__m256i *)(panel + k * NR), _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256((__m256i *)(panel + k * NR + 16),
+                            _mm256_permute2x128_si256(lo, hi, 0x31));
     }
 }
 #endif
 
+void cn_qgemm_pack_gather(int16_t *panel, int64_t K, int64_t kp, const int16_t *base,
+                          const int64_t *koff, const int64_t *coff) {
+#ifdef HAVE_QGEMM_AVX2
+    col_runs r;
+    if (cn_isa() >= CN_ISA_AVX2 && find_runs(&r, coff)) {
+        gather_avx2(panel, K, kp, base, koff, &r);
+        return;
+    }
+#endif
+    for (int64_t k = 0; k < kp; k += 2) {
+        int16_t *d = panel + k * NR;
+        for (int j = 0; j < NR; j++) {
+            d[2 * j] = base[koff[k] + coff[j]];
+            d[2 * j + 1] = k + 1 < K ? base[koff[k + 1] + coff[j]] : 0;
+        }
+    }
+}
+
+void cn_qgemm_panel(int64_t M, int64_t kp, const int16_t *A, const int16_t *panel, int64_t n0,
+                    int nn, const cn_qgemm_out *o) {
+#ifdef HAVE_QGEMM_AVX2
+    if (cn_isa() >= CN_ISA_AVX2) {
+        panel_avx2(M, kp, A, panel, n0, nn, o);
+        return;
+    }
+#endif
+    panel_ref(M, kp, A, panel, n0, nn, o);
+}
+
+typedef struct qgemm_ctx {
+    int64_t M, N, K, kp;
+    const int16_t *A;
+    const cn_qgemm_b *B; /* packed on the fly, or: */
+    const int16_t *Bp;
+    cn_qgemm_out out;
+    _Atomic bool failed;
+} qgemm_ctx;
+
 static void qgemm_range(void *p, int64_t begin, int64_t end) {
     qgemm_ctx *c = p;
-    int16_t *bp = malloc(sizeof(int16_t) * (size_t)(c->kp * NR));
-    if (!bp) {
+    int16_t *bp = NULL;
+    if (!c->Bp && !(bp = malloc(sizeof(int16_t) * (size_t)(c->kp * NR)))) {
         c->failed = true;
         return;
     }
     for (int64_t panel = begin; panel < end; panel++) {
-        pack_panel(bp, c->B, c->N, c->K, c->kp, panel);
-#ifdef HAVE_QGEMM_AVX2
-        if (cn_isa() >= CN_ISA_AVX2) {
-            qgemm_avx2(c, bp, panel);
-            continue;
-        }
-#endif
-        qgemm_ref(c, bp, panel);
+        if (bp) pack_panel(bp, c->B, c->N, c->K, c->kp, panel);
+        int64_t n0 = panel * NR;
+        cn_qgemm_panel(c->M, c->kp, c->A, bp ? bp : c->Bp + panel * c->kp * NR, n0,
+                       (int)(c->N - n0 < NR ? c->N - n0 : NR), &c->out);
     }
     free(bp);
 }
 
-int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B, int32_t *C,
-             int64_t ldc) {
-    if (M <= 0 || N <= 0) return 0;
-    int64_t kp = cn_qgemm_kpad(K), panels = (N + NR - 1) / NR;
-    qgemm_ctx c = {M, N, K, kp, ldc, A, B, C, false};
+static int qgemm_run(qgemm_ctx *c) {
+    if (c->M <= 0 || c->N <= 0) return 0;
     /* About 64k multiply-adds per chunk at least, so small products stay on
      * one thread. */
-    int64_t per_panel = NR * M * (kp ? kp : 1);
-    cn_parallel_for(panels, per_panel >= 65536 ? 1 : 65536 / per_panel, qgemm_range, &c);
-    return c.failed ? CN_ENOMEM : 0;
+    int64_t per_panel = NR * c->M * (c->kp ? c->kp : 1);
+    cn_parallel_for((c->N + NR - 1) / NR, per_panel >= 65536 ? 1 : 65536 / per_panel, qgemm_range,
+                    c);
+    return c->failed ? CN_ENOMEM : 0;
+}
+
+void cn_qgemm_packed(int64_t M, int64_t N, int64_t K, const int16_t *A, const int16_t *Bp,
+                     const cn_qgemm_out *o) {
+    qgemm_ctx c = {M, N, K, cn_qgemm_kpad(K), A, NULL, Bp, *o, false};
+    qgemm_run(&c);
+}
+
+int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B,
+             const cn_qgemm_out *o) {
+    qgemm_ctx c = {M, N, K, cn_qgemm_kpad(K), A, B, NULL, *o, false};
+    return qgemm_run(&c);
 }

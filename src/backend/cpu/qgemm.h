@@ -27,6 +27,10 @@ void cn_qgemm_widen(int16_t *dst, int64_t rows, int64_t K, int64_t kp, const voi
  * 127 (1 when all are 0, NaN when one is NaN or infinite), which it
  * returns: dst[k] = round-half-even(x[k] / scale). */
 float cn_qgemm_quantize(int16_t *dst, const float *x, int64_t n);
+/* Its two halves, for data quantised in pieces: the scale of n values,
+ * and dst[k] = round-half-even(x[k] / scale) for a scale it gave. */
+float cn_qgemm_scale(const float *x, int64_t n);
+void cn_qgemm_quantize_by(int16_t *dst, const float *x, int64_t n, float scale);
 /* Symmetric int8 quantisation of rows of f32 values, one scale per row:
  * dst row r (kp int16, zero padded) = round-half-even(x / scale[r]) with
  * scale[r] = max |x| / 127 (1 for a row of zeros). */
@@ -43,12 +47,59 @@ typedef struct cn_qgemm_b {
     int64_t zs;
 } cn_qgemm_b;
 
-/* C[m * ldc + n] = sum over k < K of A[m * kp + k] * B(n, k), for m < M,
- * n < N (A's rows kp = cn_qgemm_kpad(K) long, zero padded): int32, exact
- * while each sum fits (a product of two widened 8-bit values is below
- * 2^17). Threads over panels of 16 columns, each widened and packed by
- * the thread that uses it. 0, or CN_ENOMEM. */
-int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B, int32_t *C,
-             int64_t ldc);
+/* Columns per panel of packed B: the kernel's width. */
+#define CN_QGEMM_NR 16
+
+/* Packed B is panels of CN_QGEMM_NR columns; within a panel, for each pair
+ * of k, the columns' two values side by side (k even, k odd), so one
+ * vpmaddwd of a broadcast pair of A by a vector gives 8 columns' partial
+ * sums and no horizontal sums are needed. int16 elements of B packed: */
+static inline int64_t cn_qgemm_packed_len(int64_t N, int64_t K) {
+    return (N + CN_QGEMM_NR - 1) / CN_QGEMM_NR * cn_qgemm_kpad(K) * CN_QGEMM_NR;
+}
+/* All of B's panels into dst (cn_qgemm_packed_len elements), zeros past N
+ * and K: weights packed once, for cn_qgemm_packed. */
+void cn_qgemm_pack_b(int16_t *dst, const cn_qgemm_b *B, int64_t N, int64_t K);
+/* One panel gathered from int16 data (a convolution's patches): column j
+ * of row k is base[koff[k] + coff[j]], K rows, zeros from K to kp. Where
+ * columns' data lie side by side (coff[j + 1] = coff[j] + 1) they are read
+ * 16 at a time, so base[koff[k] + coff[j0] - j0 + i] must be readable for
+ * i < 16 when such a run starts at column j0. */
+void cn_qgemm_pack_gather(int16_t *panel, int64_t K, int64_t kp, const int16_t *base,
+                          const int64_t *koff, const int64_t *coff);
+
+/* What becomes of the sums s(m, n): int32 c[m * ld + n] = s when c is set,
+ * else f32 y[m * ld + n] = s * s1 * s2 + bias (in that order, the same
+ * bits as scaling the int32 sums afterwards and adding the bias then),
+ * where s1 is the row's scale row_scale[m * row_step] and s2 the column's
+ * col_scale[n * col_step], or the other way round when col_first; bias is
+ * bias[m] when bias_by_row, else bias[n], or none when NULL. */
+typedef struct cn_qgemm_out {
+    int32_t *c;
+    float *y;
+    int64_t ld;
+    const float *row_scale, *col_scale, *bias;
+    int64_t row_step, col_step;
+    bool col_first, bias_by_row;
+} cn_qgemm_out;
+
+/* Rows m < M of A (kp int16 each) times one packed panel, into output
+ * columns n0 .. n0 + nn - 1 (nn <= CN_QGEMM_NR; the panel's other columns
+ * are computed and dropped). */
+void cn_qgemm_panel(int64_t M, int64_t kp, const int16_t *A, const int16_t *panel, int64_t n0,
+                    int nn, const cn_qgemm_out *o);
+
+/* A [M, kp] times packed B (cn_qgemm_pack_b) for m < M, n < N, int32 sums
+ * exact while each fits (a product of two widened 8-bit values is below
+ * 2^17), threads over panels. */
+void cn_qgemm_packed(int64_t M, int64_t N, int64_t K, const int16_t *A, const int16_t *Bp,
+                     const cn_qgemm_out *o);
+
+/* The sums over k < K of A[m * kp + k] * B(n, k), for m < M, n < N (A's
+ * rows kp = cn_qgemm_kpad(K) long, zero padded) into o, B packed panel by
+ * panel by the thread that uses it (an operand used once). 0, or
+ * CN_ENOMEM. */
+int cn_qgemm(int64_t M, int64_t N, int64_t K, const int16_t *A, const cn_qgemm_b *B,
+             const cn_qgemm_out *o);
 
 #endif
