@@ -434,7 +434,7 @@ class Linear(_CLayer):
 
     @property
     def bias(self):
-        return self._parameters.get("bias")
+        return self._parameters.get("bias", self._buffers.get("bias"))  # a buffer once int8
 
 
 class _ConvNd(_CLayer):
@@ -456,7 +456,7 @@ class _ConvNd(_CLayer):
 
     @property
     def bias(self):
-        return self._parameters.get("bias")
+        return self._parameters.get("bias", self._buffers.get("bias"))  # a buffer once int8
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self._fmt(self.kernel_size)}, "
