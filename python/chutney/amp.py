@@ -132,18 +132,19 @@ class GradScaler:
         return self._enabled
 
     def _bind(self, optimizer):
-        if self._optimizer is optimizer:
-            return
-        if self._optimizer is not None:
+        if self._optimizer is not None and self._optimizer is not optimizer:
             raise NotImplementedError(
                 "GradScaler.step: a second optimizer: the library's scaler hooks into one "
                 "optimiser's step (use one GradScaler per optimizer)")
+        # Checked at every step: a group added later would go unscaled.
         cs = getattr(optimizer, "_c", None)
         if not isinstance(cs, list) or len(cs) != 1:
             n = len(cs) if isinstance(cs, list) else "no"
             raise NotImplementedError(
-                f"GradScaler.step: an optimizer with {n} library optimisers ({n} parameter groups); "
+                f"GradScaler.step: an optimizer with {n} parameter groups (library optimisers); "
                 "the library's scaler hooks into one (use one parameter group)")
+        if self._optimizer is optimizer:
+            return
         self._c = _C.GradScaler(cs[0], self._init_scale, self._growth_factor,
                                 self._backoff_factor, self._growth_interval)
         self._optimizer = optimizer

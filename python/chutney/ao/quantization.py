@@ -3,13 +3,14 @@ the library's cn_module_quantize_int8.
 
 A quantised Linear or Conv2d (one group) keeps symmetric int8 weights with
 one float32 scale per output channel (buffers "weight" int8 and
-"weight_scale"; the bias becomes a float32 buffer), quantises its input at
+"weight_scale"; the bias becomes a float32 buffer; grouped and dilated
+convolutions stay float), quantises its input at
 run time (one scale per row of the product), multiplies with int32 sums and
 returns float32. CPU only; the layers have no parameters and no gradient.
 """
 
 from chutney import _C
-from chutney.nn.modules import Conv2d, Linear, Parameter
+from chutney.nn.modules import Conv2d, Linear
 
 __all__ = ["quantize_dynamic", "qint8"]
 
@@ -31,18 +32,6 @@ class _QuantDtype:
 qint8 = _QuantDtype("qint8")
 
 _QUANTISABLE = (Linear, Conv2d)
-
-
-def _quantise_layer(mod):
-    if mod._c.quantize_int8() == 0:
-        return  # a grouped convolution: the library leaves it float
-    # The library moved the tensors from parameters to buffers: register
-    # them again under the same names.
-    for name in mod._c_names:
-        mod._parameters.pop(name, None)
-        mod._buffers.pop(name, None)
-    for name, t, is_param in mod._c.state(Parameter):
-        (mod._parameters if is_param else mod._buffers)[name] = t
 
 
 def quantize_dynamic(model, qconfig_spec=None, dtype=qint8, mapping=None, inplace=False):
@@ -78,5 +67,6 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=qint8, mapping=None, inplac
             raise RuntimeError(f"quantize_dynamic: a {type(m).__name__} on {m.weight.device}: "
                                "int8 layers run on the CPU only")
     for m in layers:
-        _quantise_layer(m)
+        if m._c.quantize_int8() > 0:  # 0: a grouped or dilated convolution, left float
+            m._register_c_state()
     return model
