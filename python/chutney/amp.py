@@ -83,8 +83,8 @@ class autocast:
         self._saved = []
 
     def __enter__(self):
-        self._saved.append(_dtype_setting())
         _C._autocast_begin(self.fast_dtype if self._enabled else _C.float32)
+        self._saved.append(_dtype_setting())
         _tls.dtype = self.fast_dtype
         return self
 
