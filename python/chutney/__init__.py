@@ -66,6 +66,15 @@ from chutney._functions import __all__ as _function_names
 from chutney.autograd import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: F401
 from chutney.serialization import save, load  # noqa: F401
 from chutney import autograd, nn, optim, utils  # noqa: F401
+from chutney import amp, ao  # noqa: F401  (mixed precision, int8)
+from chutney.amp import (  # noqa: F401  (torch.autocast and its queries)
+    autocast,
+    is_autocast_enabled,
+    get_autocast_dtype,
+    is_autocast_cpu_enabled,
+    get_autocast_cpu_dtype,
+)
+from chutney.ao.quantization import qint8  # noqa: F401
 from chutney import onnx  # noqa: F401  (chutney.onnx.load)
 from chutney._compile import compile  # noqa: F401,A001  (torch.compile)
 from chutney import _compile as compiler  # noqa: F401  (compiler.is_compiling())

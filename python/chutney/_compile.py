@@ -253,7 +253,9 @@ class _CompiledFunction:
             self._eager(f"the trace cannot capture {exc}")
             return self._fn(*args, **kwargs)
         tensors = leaves
-        key = (spec, tuple(_tensor_key(t) for t in tensors), _C.is_grad_enabled(), _mode_version)
+        # A trace records the autocast region it ran in (its casts).
+        key = (spec, tuple(_tensor_key(t) for t in tensors), _C.is_grad_enabled(),
+               _C._autocast_dtype(), _mode_version)
         entry = self._cache.get(key)
         if entry is None:
             if _current() is not None:  # called from inside another trace: part of that one

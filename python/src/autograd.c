@@ -178,6 +178,29 @@ static PyObject *f_set_grad_enabled(PyObject *m, PyObject *arg) {
 
 static PyObject *f_is_grad_enabled(PyObject *m, PyObject *u) { return PyBool_FromLong(cn_is_grad_enabled()); }
 
+/* Autocast regions (chutney.autocast): thread state like the grad mode. */
+static PyObject *f_autocast_begin(PyObject *m, PyObject *arg) {
+    cn_dtype dt = CN_F32;
+    if (!cnpy_dtype_conv(arg, &dt)) return NULL;
+    int rc = cn_autocast_begin(dt);
+    if (rc < 0) return cnpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_autocast_end(PyObject *m, PyObject *u) {
+    int rc = cn_autocast_end();
+    if (rc < 0) return cnpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_autocast_dtype(PyObject *m, PyObject *u) { return cnpy_dtype_obj(cn_autocast_dtype()); }
+
+static PyObject *f_autocast_native(PyObject *m, PyObject *arg) {
+    cn_dtype dt = CN_F32;
+    if (!cnpy_dtype_conv(arg, &dt)) return NULL;
+    return PyBool_FromLong(cn_autocast_native(dt));
+}
+
 static int as_tensor_array(PyObject *o, cn_tensor ***out, Py_ssize_t *n, bool allow_none,
                            const char *what) {
     PyObject *fast;
@@ -536,6 +559,10 @@ static PyObject *f_function_apply(PyObject *m, PyObject *args) {
 PyMethodDef cnpy_autograd_functions[] = {
     {"_set_grad_enabled", f_set_grad_enabled, METH_O, "returns the previous setting"},
     {"is_grad_enabled", f_is_grad_enabled, METH_NOARGS, NULL},
+    {"_autocast_begin", f_autocast_begin, METH_O, "(dtype): bfloat16, float16, or float32 (off)"},
+    {"_autocast_end", f_autocast_end, METH_NOARGS, NULL},
+    {"_autocast_dtype", f_autocast_dtype, METH_NOARGS, "the innermost region's, float32 outside"},
+    {"_autocast_native", f_autocast_native, METH_O, "(dtype): products in that dtype on this CPU?"},
     {"_grad", FN(f_grad), KW, NULL},
     {"_dual_begin", f_dual_begin, METH_NOARGS, NULL},
     {"_dual_end", f_dual_end, METH_NOARGS, NULL},

@@ -142,6 +142,14 @@ static PyObject *cm_num_params(PyObject *self, PyObject *u) {
     return PyLong_FromLongLong(cn_module_num_params(CM(self)));
 }
 
+/* int8 inference: how many layers of the tree were quantised. */
+static PyObject *cm_quantize_int8(PyObject *self, PyObject *u) {
+    int rc;
+    CNPY_INT(rc, cn_module_quantize_int8(CM(self)));
+    if (rc < 0) return cnpy_raise(rc);
+    return PyLong_FromLong(rc);
+}
+
 static PyObject *cm_type(PyObject *self, void *c) { return PyUnicode_FromString(cn_module_type(CM(self))); }
 static PyObject *cm_training(PyObject *self, void *c) { return PyBool_FromLong(CM(self)->training); }
 
@@ -152,6 +160,7 @@ static PyMethodDef cmodule_methods[] = {
     {"state", cm_state, METH_O, NULL},
     {"to", cm_to, METH_O, NULL},
     {"num_params", cm_num_params, METH_NOARGS, NULL},
+    {"quantize_int8", cm_quantize_int8, METH_NOARGS, "cn_module_quantize_int8: the count quantised"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,7 @@
 /* Optimisers and learning-rate schedules: _C.Optimizer owns one cn_optimizer
  * (one per parameter group; chutney/optim wraps them with torch's classes),
- * _C.LRScheduler one cn_lr_scheduler. */
+ * _C.LRScheduler one cn_lr_scheduler, _C.GradScaler one cn_grad_scaler
+ * (chutney/amp wraps it as torch.amp.GradScaler). */
 #include "common.h"
 
 #include <stdlib.h>
@@ -469,13 +470,112 @@ static PyTypeObject Scheduler_Type = {
     .tp_new = scheduler_new,
 };
 
+/* ---- dynamic loss scaling ---- */
+
+typedef struct {
+    PyObject_HEAD
+    cn_grad_scaler *s;
+    PyObject *opt; /* the Optimizer whose steps it hooks: outlives the scaler */
+} ScalerObject;
+
+static PyTypeObject Scaler_Type;
+
+/* GradScaler(optimizer, init_scale, growth_factor, backoff_factor,
+ * growth_interval): every option explicit (the C API's 0 means "default"). */
+static PyObject *scaler_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+    PyObject *opt;
+    cn_grad_scaler_opts o = {0};
+    if (!PyArg_ParseTuple(args, "O!dddi:GradScaler", &Optimizer_Type, &opt, &o.init_scale,
+                          &o.growth_factor, &o.backoff_factor, &o.growth_interval))
+        return NULL;
+    if (o.init_scale == 0 || o.growth_factor == 0 || o.backoff_factor == 0 || o.growth_interval == 0) {
+        PyErr_SetString(PyExc_ValueError, "GradScaler: init_scale, growth_factor, backoff_factor and "
+                                          "growth_interval must not be 0");
+        return NULL;
+    }
+    cn_grad_scaler *s = cn_grad_scaler_new(OPT(opt), &o);
+    if (!s) return cnpy_raise(0);
+    ScalerObject *r = (ScalerObject *)tp->tp_alloc(tp, 0);
+    if (!r) {
+        cn_grad_scaler_free(s);
+        return NULL;
+    }
+    r->s = s;
+    Py_INCREF(opt);
+    r->opt = opt;
+    return (PyObject *)r;
+}
+
+static void scaler_dealloc(PyObject *self) {
+    ScalerObject *o = (ScalerObject *)self;
+    PyObject_GC_UnTrack(self);
+    cnpy_wait_idle();
+    cn_grad_scaler_free(o->s); /* before its optimiser */
+    o->s = NULL;
+    Py_CLEAR(o->opt);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int scaler_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(((ScalerObject *)self)->opt);
+    return 0;
+}
+
+#define SCALER(o) (cnpy_wait_idle(), ((ScalerObject *)(o))->s)
+
+static PyObject *gs_scale(PyObject *self, PyObject *loss) {
+    if (!Tensor_Check(loss)) {
+        PyErr_Format(PyExc_TypeError, "GradScaler.scale: expected a Tensor, not %s", Py_TYPE(loss)->tp_name);
+        return NULL;
+    }
+    return cnpy_wrap(CNPY_CALL(cn_grad_scaler_scale(SCALER(self), TT(loss))));
+}
+
+static PyObject *gs_get_scale(PyObject *self, void *c) { return PyFloat_FromDouble(cn_grad_scaler_get_scale(SCALER(self))); }
+
+static PyObject *gs_skipped(PyObject *self, void *c) { return PyLong_FromLongLong(cn_grad_scaler_skipped(SCALER(self))); }
+
+static PyObject *gs_last_skipped(PyObject *self, void *c) {
+    return PyBool_FromLong(cn_grad_scaler_last_skipped(SCALER(self)));
+}
+
+static PyMethodDef scaler_methods[] = {
+    {"scale", gs_scale, METH_O, "loss * scale"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef scaler_getset[] = {
+    {"scale_value", gs_get_scale, NULL, "the scale now", NULL},
+    {"skipped", gs_skipped, NULL, "updates skipped so far", NULL},
+    {"last_skipped", gs_last_skipped, NULL, "was the last step's update skipped?", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject Scaler_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "chutney._C.GradScaler",
+    .tp_basicsize = sizeof(ScalerObject),
+    .tp_dealloc = scaler_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "GradScaler(optimizer, init_scale, growth_factor, backoff_factor, growth_interval): "
+              "the library's loss scaler, hooked into the optimiser's steps",
+    .tp_traverse = scaler_traverse,
+    .tp_methods = scaler_methods,
+    .tp_getset = scaler_getset,
+    .tp_new = scaler_new,
+};
+
 PyMethodDef cnpy_optim_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
 int cnpy_optim_init(PyObject *m) {
-    if (PyType_Ready(&Optimizer_Type) < 0 || PyType_Ready(&Scheduler_Type) < 0) return -1;
-    if (cnpy_add_ref(m, "Optimizer", (PyObject *)&Optimizer_Type) < 0) return -1;
+    if (PyType_Ready(&Optimizer_Type) < 0 || PyType_Ready(&Scheduler_Type) < 0 ||
+        PyType_Ready(&Scaler_Type) < 0)
+        return -1;
+    if (cnpy_add_ref(m, "Optimizer", (PyObject *)&Optimizer_Type) < 0 ||
+        cnpy_add_ref(m, "GradScaler", (PyObject *)&Scaler_Type) < 0)
+        return -1;
     return cnpy_add_ref(m, "LRScheduler", (PyObject *)&Scheduler_Type);
 }
 

@@ -25,7 +25,8 @@ def close(a, b, rtol=1e-5, atol=1e-6):
 def _no_open_scopes():
     """Every binding call leaves the library's scope stack as it found it,
     and recording back on (a test that fails inside no_grad must not leak
-    into the next)."""
+    into the next), and no autocast region left open."""
     yield
     assert chutney._C._scope_depth() == 0
     assert chutney.is_grad_enabled()
+    assert not chutney.is_autocast_enabled()

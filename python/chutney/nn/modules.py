@@ -398,15 +398,24 @@ class _CLayer(Module):
 
     def _init_c(self, c, device=None, dtype=None):
         object.__setattr__(self, "_c", c)
-        names = []
-        for name, t, is_param in c.state(Parameter):
-            (self._parameters if is_param else self._buffers)[name] = t
-            names.append(name)
-        object.__setattr__(self, "_c_names", frozenset(names))
+        object.__setattr__(self, "_c_names", frozenset())
+        self._register_c_state()
         if dtype is not None and dtype != _C.float32:
             raise NotImplementedError(f"{type(self).__name__}: the library's layers are float32")
         if device is not None:
             self.to(device)
+
+    def _register_c_state(self):
+        """(Re-)register the library's tensors, which int8 quantisation moves
+        from parameters to buffers."""
+        for name in self._c_names:
+            self._parameters.pop(name, None)
+            self._buffers.pop(name, None)
+        names = []
+        for name, t, is_param in self._c.state(Parameter):
+            (self._parameters if is_param else self._buffers)[name] = t
+            names.append(name)
+        object.__setattr__(self, "_c_names", frozenset(names))
 
     def _set_training(self, mode):
         object.__setattr__(self, "training", mode)
@@ -434,7 +443,7 @@ class Linear(_CLayer):
 
     @property
     def bias(self):
-        return self._parameters.get("bias")
+        return self._parameters.get("bias", self._buffers.get("bias"))  # a buffer once int8
 
 
 class _ConvNd(_CLayer):
@@ -456,7 +465,7 @@ class _ConvNd(_CLayer):
 
     @property
     def bias(self):
-        return self._parameters.get("bias")
+        return self._parameters.get("bias", self._buffers.get("bias"))  # a buffer once int8
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self._fmt(self.kernel_size)}, "

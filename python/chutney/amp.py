@@ -1,0 +1,235 @@
+"""Mixed precision (torch.amp): autocast regions and dynamic loss scaling.
+
+Both are the C library's. Inside an autocast region matmul (and the linear
+layers), conv2d, conv_transpose2d and scaled_dot_product_attention round
+their float32 inputs to the region's dtype and return float32 (PyTorch
+returns the low precision); parameters and gradients stay float32. The
+region is per thread. GradScaler hooks the library's scaler into one
+optimiser's step, which unscales the gradients, skips the update when one
+is inf or NaN, and changes the scale.
+"""
+
+import functools
+import threading
+import warnings
+
+from chutney import _C, _compile
+
+__all__ = ["autocast", "GradScaler", "is_autocast_available"]
+
+# PyTorch keeps a dtype per thread even where autocast is off (the one
+# get_autocast_dtype reports): bfloat16 until a region sets another.
+_tls = threading.local()
+
+
+def _dtype_setting():
+    return getattr(_tls, "dtype", _C.bfloat16)
+
+
+def _check_device(device_type, what):
+    if device_type != "cpu":
+        raise RuntimeError(
+            f"{what}: device_type '{device_type}' is unsupported: the library's autocast is one "
+            "switch per thread that applies to every device, which is PyTorch's 'cpu' autocast "
+            "(use device_type='cpu')")
+
+
+def is_autocast_available(device_type):
+    return device_type == "cpu"
+
+
+def is_autocast_enabled(device_type="cpu"):
+    """Is this thread inside an enabled autocast region? Without an argument
+    PyTorch means CUDA; here it means the CPU, the only device with one."""
+    _check_device(device_type, "is_autocast_enabled")
+    return _C._autocast_dtype() != _C.float32
+
+
+def get_autocast_dtype(device_type="cpu"):
+    """The dtype autocast uses (or would use, where off) on this thread."""
+    _check_device(device_type, "get_autocast_dtype")
+    return _dtype_setting()
+
+
+def is_autocast_cpu_enabled():
+    return is_autocast_enabled("cpu")
+
+
+def get_autocast_cpu_dtype():
+    return get_autocast_dtype("cpu")
+
+
+class autocast:
+    """torch.autocast(device_type="cpu", dtype=bfloat16, enabled=True): a
+    context manager and a decorator. dtype is bfloat16 or float16 (another
+    warns and disables autocast, as PyTorch's CPU autocast does);
+    enabled=False turns autocast off inside an enabled region. The outer
+    state comes back on exit, exceptions included. cache_enabled has no
+    effect (the library keeps no cache of cast weights)."""
+
+    def __init__(self, device_type="cpu", dtype=None, enabled=True, cache_enabled=None):
+        if not isinstance(device_type, str):
+            raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+        _check_device(device_type, "autocast")
+        self.device = device_type
+        self.fast_dtype = _dtype_setting() if dtype is None else dtype
+        self._enabled = bool(enabled)
+        self._cache_enabled = cache_enabled
+        if self._enabled and self.fast_dtype not in (_C.bfloat16, _C.float16):
+            warnings.warn(
+                "In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
+                "CPU Autocast only supports dtype of torch.bfloat16, torch.float16 currently.")
+            self._enabled = False
+        self._saved = []
+
+    def __enter__(self):
+        _C._autocast_begin(self.fast_dtype if self._enabled else _C.float32)
+        self._saved.append(_dtype_setting())
+        _tls.dtype = self.fast_dtype
+        return self
+
+    def __exit__(self, *exc):
+        _C._autocast_end()
+        _tls.dtype = self._saved.pop()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with autocast(self.device, self.fast_dtype, self._enabled, self._cache_enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class GradScaler:
+    """torch.amp.GradScaler over the library's scaler (cn_grad_scaler).
+
+    The library's scaler hooks into one optimiser's step: optimizer.step()
+    (through scaler.step) divides the gradients by the scale, skips the
+    update if any is inf or NaN, and then changes the scale (backoff on a
+    skip, growth after growth_interval finite steps in a row). PyTorch
+    changes the scale in update(); here update() only closes the iteration,
+    so get_scale() between step() and update() already shows the next scale.
+    The scaler binds to the first optimiser given to step(); until then
+    scale() multiplies by init_scale. What the library's scaler cannot do
+    raises NotImplementedError: unscale_ (the step unscales), several
+    optimisers or parameter groups, update(new_scale), and restoring a scale
+    once bound (load_state_dict works before the first step)."""
+
+    def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                 growth_interval=2000, enabled=True):
+        self._device = str(_C.device(device))
+        self._enabled = bool(enabled)
+        self._init_scale = float(init_scale)
+        self._growth_factor = float(growth_factor)
+        self._backoff_factor = float(backoff_factor)
+        self._growth_interval = int(growth_interval)
+        self._c = None
+        self._optimizer = None
+        self._stepped = False
+
+    def is_enabled(self):
+        return self._enabled
+
+    def _bind(self, optimizer):
+        if self._optimizer is not None and self._optimizer is not optimizer:
+            raise NotImplementedError(
+                "GradScaler.step: a second optimizer: the library's scaler hooks into one "
+                "optimiser's step (use one GradScaler per optimizer)")
+        # Checked at every step: a group added later would go unscaled.
+        cs = getattr(optimizer, "_c", None)
+        if not isinstance(cs, list) or len(cs) != 1:
+            n = len(cs) if isinstance(cs, list) else "no"
+            raise NotImplementedError(
+                f"GradScaler.step: an optimizer with {n} parameter groups (library optimisers); "
+                "the library's scaler hooks into one (use one parameter group)")
+        if self._optimizer is optimizer:
+            return
+        self._c = _C.GradScaler(cs[0], self._init_scale, self._growth_factor,
+                                self._backoff_factor, self._growth_interval)
+        self._optimizer = optimizer
+
+    def scale(self, outputs):
+        """outputs * scale (a tensor, or tensors in lists and tuples)."""
+        if not self._enabled:
+            return outputs
+        if _compile.is_compiling():
+            raise _compile._Unsupported("GradScaler inside a compiled function")
+        if isinstance(outputs, _C.Tensor):
+            return outputs * self._init_scale if self._c is None else self._c.scale(outputs)
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+    def unscale_(self, optimizer):
+        if not self._enabled:
+            return
+        raise NotImplementedError(
+            "GradScaler.unscale_: the library's scaler divides the gradients inside "
+            "optimizer.step(), so they cannot be unscaled (and clipped) before it")
+
+    def step(self, optimizer, *args, **kwargs):
+        """optimizer.step(), which unscales and skips the update on inf/NaN."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs or args:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        self._bind(optimizer)
+        if self._stepped:
+            raise RuntimeError("step() has already been called since the last update().")
+        ret = optimizer.step()
+        self._stepped = True
+        return ret
+
+    def update(self, new_scale=None):
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            raise NotImplementedError(
+                "GradScaler.update(new_scale): the library's scaler cannot be set to a scale")
+        if not self._stepped:
+            raise AssertionError("No inf checks were recorded prior to update.")
+        self._stepped = False
+
+    def get_scale(self):
+        if not self._enabled:
+            return 1.0
+        return self._init_scale if self._c is None else self._c.scale_value
+
+    def get_growth_factor(self):
+        return self._growth_factor
+
+    def get_backoff_factor(self):
+        return self._backoff_factor
+
+    def get_growth_interval(self):
+        return self._growth_interval
+
+    def state_dict(self):
+        """PyTorch's keys but "_growth_tracker" (the library's scaler does
+        not expose its count of finite steps)."""
+        if not self._enabled:
+            return {}
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval}
+
+    def load_state_dict(self, state_dict):
+        """Before the first step only; the count of finite steps restarts at 0."""
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved "
+                               "from a disabled instance of GradScaler.")
+        if self._c is not None:
+            raise NotImplementedError(
+                "GradScaler.load_state_dict after the first step: the library's scaler cannot be "
+                "set to a scale (load the state into a new GradScaler)")
+        tracker = state_dict.get("_growth_tracker", 0)
+        if float(tracker) != 0:
+            raise NotImplementedError(
+                f"GradScaler.load_state_dict: _growth_tracker {float(tracker):g}: the library's "
+                "scaler starts counting finite steps at 0")
+        self._init_scale = float(state_dict["scale"])
+        self._growth_factor = float(state_dict["growth_factor"])
+        self._backoff_factor = float(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
