@@ -1775,6 +1775,18 @@ cn_tensor *cn_grad_scaler_scale(cn_grad_scaler *s, cn_tensor *loss);
 double cn_grad_scaler_get_scale(const cn_grad_scaler *s);
 int64_t cn_grad_scaler_skipped(const cn_grad_scaler *s);    /* updates skipped so far */
 bool cn_grad_scaler_last_skipped(const cn_grad_scaler *s); /* by the last step */
+/* What a checkpoint keeps of a scaler (torch's state_dict: scale and
+ * _growth_tracker): the scale, the finite steps in a row since it last
+ * changed, and the updates skipped so far. set_state puts them back (the
+ * scale > 0 and finite, the counts >= 0), so a resumed run scales, skips
+ * and grows exactly as the interrupted one would have. */
+typedef struct cn_grad_scaler_state {
+    double scale;
+    int64_t growth_tracker;
+    int64_t skipped;
+} cn_grad_scaler_state;
+cn_grad_scaler_state cn_grad_scaler_get_state(const cn_grad_scaler *s);
+int cn_grad_scaler_set_state(cn_grad_scaler *s, const cn_grad_scaler_state *st);
 
 /* ------------------------------------------------------------------------ */
 /* Learning-rate schedules                                                  */

@@ -293,6 +293,24 @@ static void test_grad_scaler(void) {
     }
     CHECK_EQ_INT(cn_grad_scaler_skipped(gs), 1);
     CHECK_CLOSE(cn_grad_scaler_get_scale(gs), 4, 0, 0);
+    cn_grad_scaler_state st = cn_grad_scaler_get_state(gs);
+    CHECK(st.scale == 4 && st.growth_tracker == 0 && st.skipped == 1);
+    cn_grad_scaler_free(gs);
+    /* A scaler given a saved state goes on as the first would have: one
+     * finite step after a growth_tracker of 1 doubles the scale. */
+    gs = cn_grad_scaler_new(opt, &(cn_grad_scaler_opts){.init_scale = 1, .growth_interval = 2});
+    CHECK(cn_grad_scaler_set_state(gs, &(cn_grad_scaler_state){-1, 0, 0}) < 0);
+    CHECK(strstr(cn_last_error(), "scale -1") != NULL);
+    CHECK_EQ_INT(cn_grad_scaler_set_state(gs, &(cn_grad_scaler_state){4, 1, 1}), 0);
+    cn_optimizer_zero_grad(opt);
+    cn_tensor *loss = cn_sum(cn_mul(p, cvec), NULL, 0, false);
+    cn_tensor *scaled = cn_grad_scaler_scale(gs, loss);
+    CHECK_CLOSE(cn_item(scaled), cn_item(loss) * 4, 1e-6, 0);
+    CHECK_EQ_INT(cn_backward(scaled, NULL), 0);
+    CHECK_EQ_INT(cn_optimizer_step(opt), 0);
+    for (int i = 0; i < 3; i++) CHECK_CLOSE(th_at(p, i), want[i] - cv[i], 0, 0);
+    st = cn_grad_scaler_get_state(gs);
+    CHECK(st.scale == 8 && st.growth_tracker == 0 && st.skipped == 1);
     cn_grad_scaler_free(gs);
     cn_optimizer_free(opt);
 }

@@ -112,9 +112,8 @@ class GradScaler:
     so get_scale() between step() and update() already shows the next scale.
     The scaler binds to the first optimiser given to step(); until then
     scale() multiplies by init_scale. What the library's scaler cannot do
-    raises NotImplementedError: unscale_ (the step unscales), several
-    optimisers or parameter groups, update(new_scale), and restoring a scale
-    once bound (load_state_dict works before the first step)."""
+    raises NotImplementedError: unscale_ (the step unscales), and several
+    optimisers or parameter groups."""
 
     def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
@@ -127,6 +126,8 @@ class GradScaler:
         self._c = None
         self._optimizer = None
         self._stepped = False
+        self._tracker = 0  # the count of finite steps, until bound
+        self._tracker_before_step = 0
 
     def is_enabled(self):
         return self._enabled
@@ -145,8 +146,10 @@ class GradScaler:
                 "the library's scaler hooks into one (use one parameter group)")
         if self._optimizer is optimizer:
             return
-        self._c = _C.GradScaler(cs[0], self._init_scale, self._growth_factor,
-                                self._backoff_factor, self._growth_interval)
+        c = _C.GradScaler(cs[0], self._init_scale, self._growth_factor, self._backoff_factor,
+                          self._growth_interval)
+        c.set_state(self._init_scale, self._tracker, 0)
+        self._c = c
         self._optimizer = optimizer
 
     def scale(self, outputs):
@@ -177,6 +180,7 @@ class GradScaler:
         self._bind(optimizer)
         if self._stepped:
             raise RuntimeError("step() has already been called since the last update().")
+        self._tracker_before_step = self._c.get_state()[1]
         ret = optimizer.step()
         self._stepped = True
         return ret
@@ -184,11 +188,13 @@ class GradScaler:
     def update(self, new_scale=None):
         if not self._enabled:
             return
-        if new_scale is not None:
-            raise NotImplementedError(
-                "GradScaler.update(new_scale): the library's scaler cannot be set to a scale")
         if not self._stepped:
             raise AssertionError("No inf checks were recorded prior to update.")
+        if new_scale is not None:
+            # As torch: this iteration's own update is replaced, the count
+            # of finite steps left where it was before the step.
+            value = float(new_scale.item() if isinstance(new_scale, _C.Tensor) else new_scale)
+            self._c.set_state(value, self._tracker_before_step, self._c.get_state()[2])
         self._stepped = False
 
     def get_scale(self):
@@ -206,30 +212,28 @@ class GradScaler:
         return self._growth_interval
 
     def state_dict(self):
-        """PyTorch's keys but "_growth_tracker" (the library's scaler does
-        not expose its count of finite steps)."""
         if not self._enabled:
             return {}
+        tracker = self._tracker if self._c is None else self._c.get_state()[1]
         return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
-                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval}
+                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
+                "_growth_tracker": tracker}
 
     def load_state_dict(self, state_dict):
-        """Before the first step only; the count of finite steps restarts at 0."""
         if not self._enabled:
             return
         if len(state_dict) == 0:
             raise RuntimeError("The source state dict is empty, possibly because it was saved "
                                "from a disabled instance of GradScaler.")
-        if self._c is not None:
-            raise NotImplementedError(
-                "GradScaler.load_state_dict after the first step: the library's scaler cannot be "
-                "set to a scale (load the state into a new GradScaler)")
-        tracker = state_dict.get("_growth_tracker", 0)
-        if float(tracker) != 0:
-            raise NotImplementedError(
-                f"GradScaler.load_state_dict: _growth_tracker {float(tracker):g}: the library's "
-                "scaler starts counting finite steps at 0")
         self._init_scale = float(state_dict["scale"])
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
+        self._tracker = int(state_dict.get("_growth_tracker", 0))
+        if self._c is not None:
+            # The factors are fixed when the library's scaler is made: a
+            # new one on the same optimiser, with the state put back.
+            skipped = self._c.get_state()[2]
+            optimizer, self._c, self._optimizer = self._optimizer, None, None
+            self._bind(optimizer)
+            self._c.set_state(self._init_scale, self._tracker, skipped)

@@ -539,8 +539,25 @@ static PyObject *gs_last_skipped(PyObject *self, void *c) {
     return PyBool_FromLong(cn_grad_scaler_last_skipped(SCALER(self)));
 }
 
+static PyObject *gs_get_state(PyObject *self, PyObject *unused) {
+    (void)unused;
+    cn_grad_scaler_state st = cn_grad_scaler_get_state(SCALER(self));
+    return Py_BuildValue("(dLL)", st.scale, (long long)st.growth_tracker, (long long)st.skipped);
+}
+
+static PyObject *gs_set_state(PyObject *self, PyObject *args) {
+    double scale;
+    long long tracker, skipped;
+    if (!PyArg_ParseTuple(args, "dLL:set_state", &scale, &tracker, &skipped)) return NULL;
+    cn_grad_scaler_state st = {scale, tracker, skipped};
+    if (cn_grad_scaler_set_state(SCALER(self), &st) < 0) return cnpy_raise(0);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef scaler_methods[] = {
     {"scale", gs_scale, METH_O, "loss * scale"},
+    {"get_state", gs_get_state, METH_NOARGS, "(scale, growth_tracker, skipped)"},
+    {"set_state", gs_set_state, METH_VARARGS, "set_state(scale, growth_tracker, skipped)"},
     {NULL, NULL, 0, NULL},
 };
 

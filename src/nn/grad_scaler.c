@@ -11,7 +11,7 @@ struct cn_grad_scaler {
     cn_optimizer *opt;
     cn_grad_scaler_opts o;
     double scale;
-    int good;          /* finite steps since the last change of scale */
+    int64_t good;      /* finite steps since the last change of scale */
     int64_t skipped;   /* updates skipped so far */
     bool last_skipped;
     cn_tensor *scale_t; /* rank 0, the scale: the loss is multiplied by it */
@@ -141,3 +141,25 @@ double cn_grad_scaler_get_scale(const cn_grad_scaler *s) { return s ? s->scale :
 int64_t cn_grad_scaler_skipped(const cn_grad_scaler *s) { return s ? s->skipped : 0; }
 
 bool cn_grad_scaler_last_skipped(const cn_grad_scaler *s) { return s && s->last_skipped; }
+
+cn_grad_scaler_state cn_grad_scaler_get_state(const cn_grad_scaler *s) {
+    cn_grad_scaler_state st = {NAN, 0, 0};
+    if (s) st = (cn_grad_scaler_state){s->scale, s->good, s->skipped};
+    return st;
+}
+
+int cn_grad_scaler_set_state(cn_grad_scaler *s, const cn_grad_scaler_state *st) {
+    if (!s || !st) return cn_failc(CN_EINVAL, "grad_scaler_set_state: no scaler or no state");
+    if (!(st->scale > 0) || !isfinite(st->scale))
+        return cn_failc(CN_EINVAL, "grad_scaler_set_state: scale %g must be > 0 and finite",
+                        st->scale);
+    if (st->growth_tracker < 0 || st->skipped < 0)
+        return cn_failc(CN_EINVAL,
+                        "grad_scaler_set_state: growth_tracker %lld and skipped %lld must be >= 0",
+                        (long long)st->growth_tracker, (long long)st->skipped);
+    int rc = set_scale(s, st->scale);
+    if (rc < 0) return rc;
+    s->good = st->growth_tracker;
+    s->skipped = st->skipped;
+    return CN_OK;
+}
