@@ -3,22 +3,36 @@
  * Every function here is branch-free straight-line code (range reduction, a
  * polynomial, exponent bit tricks, and bitwise selects for the special
  * values), with no libm calls, so GCC vectorises the loops that inline them.
- * Errors (measured on tens of millions of inputs against libm in double):
- * exp 0.93 ulp, log 0.89, expm1 and log1p 1.45, tanh 1.5, softplus 1.9,
- * sigmoid 2.4, silu 3.1, erf 1.0, gelu 0.57 (both forms), rsqrt 0.5. NaN
- * propagates, infinities and signed zeros come out as in libm, results
- * overflow to inf and underflow gradually to 0, and functions with a
- * horizontal asymptote (tanh, sigmoid, erf) reach it exactly. erf and both
- * gelu forms evaluate their tails in double (still vectorised), which keeps
- * them within an ulp where the f32 formulas would lose several.
+ * Errors against libm in double: exp 0.93 ulp, log 0.89, expm1 and log1p
+ * 1.45, tanh 1.5, softplus 1.9, sigmoid 2.4, silu 3.1, rsqrt 0.5 (tens of
+ * millions of inputs, in fractions of an ulp); sigmoid 2, silu 3, erf 2,
+ * gelu 6, the tanh form of gelu 3 ulp (every 7th f32 bit pattern over each
+ * function's range, about 3e8 inputs, against the double reference rounded
+ * to f32). NaN propagates, infinities and signed zeros come out as in libm,
+ * results overflow to inf and underflow gradually to 0, and functions with
+ * a horizontal asymptote (tanh, sigmoid, erf) reach it exactly.
+ *
+ * erf and gelu are evaluated in f32 (8 lanes to an AVX2 vector where double
+ * has 4): erfc on the tails as an f32 rational times an f32 exp whose
+ * argument may come in two parts. gelu's 6 ulp are on its negative side
+ * beyond x = -0.7, where the value is under 0.17 in magnitude (the tail's
+ * roundings add up: erfc's relative error is up to 3.8e-7); elsewhere it is
+ * within 1 ulp. It keeps that bound into the far tail because t^2 = x^2 / 2
+ * is taken from x exactly: squaring the rounded x / sqrt 2 would lose about
+ * x^2 ulp. Until 2026-11-28 erf and gelu evaluated their tails in double,
+ * within an ulp, at 1.5 to 2 times the cost (docs/benchmarks.md). The tanh
+ * form still computes its argument z in double (split into two floats):
+ * with z in f32, x exp(z) would lose about |z| 2^-22 relative, 22 ulp at
+ * x = -3, 200 near the underflow.
  *
  * Selects are written as cn_vsel(c, a, b), a bitwise blend, rather than
  * `c ? a : b`: GCC turns a float `?:` into a branch that later passes
  * duplicate code into, and the loop is then no longer vectorised.
  *
  * The polynomial coefficients were fitted for this file (weighted minimax on
- * the reduced ranges, then rounded to f32, or kept in double for the double
- * helpers). Names starting with cn__ are private to this header.
+ * the reduced ranges, then rounded to f32; erfc's rational was fitted in
+ * double and its coefficients rounded to f32). Names starting with cn__
+ * are private to this header.
  *
  * The code relies on IEEE f32 arithmetic in round-to-nearest without
  * -ffast-math (the `(x + 2^23) - 2^23` rounding trick must not be folded). */
