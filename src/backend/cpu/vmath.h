@@ -3,7 +3,7 @@
  * Every function here is branch-free straight-line code (range reduction, a
  * polynomial, exponent bit tricks, and bitwise selects for the special
  * values), with no libm calls, so GCC vectorises the loops that inline them.
- * Errors against libm in double: exp 0.93 ulp, log 0.89, expm1 and log1p
+ * Errors against libm in double: exp 0.97 ulp, log 0.89, expm1 1.61, log1p
  * 1.45, tanh 1.5, softplus 1.9, sigmoid 2.4, silu 3.1, rsqrt 0.5 (tens of
  * millions of inputs, in fractions of an ulp); sigmoid 2, silu 3, erf 2,
  * gelu 6, the tanh form of gelu 3 ulp (every 7th f32 bit pattern over each
@@ -103,15 +103,17 @@ CN_VMATH float cn__ldexpf(float x, uint32_t k) {
     return x * s1 * s2;
 }
 
-/* expm1(r) for |r| <= ln2/2 (and a little more), relative error 3e-10. */
+/* expm1(r) for |r| <= ln2/2 (and a little more), relative error 3e-10.
+ * Estrin's scheme rather than Horner's: the loops that inline this are
+ * bound by the latency of one element's chain (sigmoid ran 1.17x faster
+ * with the three pairs below evaluated side by side). */
 CN_VMATH float cn__expm1_poly(float r) {
-    float q = 1.984595729e-04f;
-    q = q * r + 1.394165331e-03f;
-    q = q * r + 8.333391510e-03f;
-    q = q * r + 4.166634753e-02f;
-    q = q * r + 1.666666567e-01f;
-    q = q * r + 5.000000000e-01f;
-    return r + (r * r) * q;
+    float r2 = r * r;
+    float qa = 5.000000000e-01f + 1.666666567e-01f * r;
+    float qb = 4.166634753e-02f + 8.333391510e-03f * r;
+    float qc = 1.394165331e-03f + 1.984595729e-04f * r;
+    float q = (qa + r2 * qb) + (r2 * r2) * qc;
+    return r + r2 * q;
 }
 
 /* x = k ln2 + r: returns r and sets *k, for |x| <= 150 ln 2. */
