@@ -235,7 +235,7 @@ CN_VMATH float cn_vtanhf(float x) {
 CN_VMATH float cn__mul_sigmoid(float m, float z, float d) {
     int neg = z < 0.0f;
     /* -|z - d| = -|z| - d', d' = -d for z >= 0 (0 - d, not -d: a constant
-     * +0 lets the compiler drop the subtraction in cn__exp_k) */
+     * +0 lets the compiler drop the subtraction in cn__exp_tiny) */
     float es = cn__exp_tiny(-fabsf(z), cn_vsel(neg, d, 0.0f - d));
     float e = es * 0x1p-64f;
     float y = cn_vsel(neg, m * es, m) / (1.0f + e);
