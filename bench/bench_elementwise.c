@@ -92,11 +92,15 @@ static double time_ref(int r, stream_job *j, int64_t n) {
 
 /* ---- the ops ---- */
 
-enum { OP_ADD, OP_MUL, OP_RELU, OP_EXP, OP_TANH, OP_SIGMOID, OP_COPY_T, NOPS };
-static const char *op_names[NOPS] = {"add", "mul", "relu", "exp", "tanh", "sigmoid", "copy_t"};
-static const int op_ref[NOPS] = {REF_TRIAD, REF_TRIAD, REF_SCALE, REF_SCALE,
-                                 REF_SCALE, REF_SCALE, REF_SCALE};
-static const int op_words[NOPS] = {3, 3, 2, 2, 2, 2, 2};
+enum {
+    OP_ADD, OP_MUL, OP_RELU, OP_EXP, OP_TANH, OP_SIGMOID, OP_SILU, OP_ERF, OP_GELU, OP_COPY_T,
+    NOPS
+};
+static const char *op_names[NOPS] = {"add",  "mul", "relu", "exp",  "tanh",
+                                     "sigmoid", "silu", "erf", "gelu", "copy_t"};
+static const int op_ref[NOPS] = {REF_TRIAD, REF_TRIAD, REF_SCALE, REF_SCALE, REF_SCALE,
+                                 REF_SCALE, REF_SCALE, REF_SCALE, REF_SCALE, REF_SCALE};
+static const int op_words[NOPS] = {3, 3, 2, 2, 2, 2, 2, 2, 2, 2};
 
 typedef struct inputs {
     cn_tensor *a, *b, *at; /* at: a as [R, n / R], transposed (a strided view) */
@@ -110,6 +114,9 @@ static cn_tensor *run_op(int op, const inputs *in) {
     case OP_EXP: return cn_exp(in->a);
     case OP_TANH: return cn_tanh(in->a);
     case OP_SIGMOID: return cn_sigmoid(in->a);
+    case OP_SILU: return cn_silu(in->a);
+    case OP_ERF: return cn_erf(in->a);
+    case OP_GELU: return cn_gelu(in->a, false);
     default: return cn_contiguous(in->at);
     }
 }

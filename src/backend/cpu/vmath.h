@@ -3,22 +3,36 @@
  * Every function here is branch-free straight-line code (range reduction, a
  * polynomial, exponent bit tricks, and bitwise selects for the special
  * values), with no libm calls, so GCC vectorises the loops that inline them.
- * Errors (measured on tens of millions of inputs against libm in double):
- * exp 0.93 ulp, log 0.89, expm1 and log1p 1.45, tanh 1.5, softplus 1.9,
- * sigmoid 2.4, silu 3.1, erf 1.0, gelu 0.57 (both forms), rsqrt 0.5. NaN
- * propagates, infinities and signed zeros come out as in libm, results
- * overflow to inf and underflow gradually to 0, and functions with a
- * horizontal asymptote (tanh, sigmoid, erf) reach it exactly. erf and both
- * gelu forms evaluate their tails in double (still vectorised), which keeps
- * them within an ulp where the f32 formulas would lose several.
+ * Errors against libm in double: exp 0.97 ulp, log 0.89, expm1 1.61, log1p
+ * 1.45, tanh 1.5, softplus 1.9, sigmoid 2.4, silu 3.1, rsqrt 0.5 (tens of
+ * millions of inputs, in fractions of an ulp); sigmoid 2, silu 3, erf 2,
+ * gelu 6, the tanh form of gelu 3 ulp (every 7th f32 bit pattern over each
+ * function's range, about 3e8 inputs, against the double reference rounded
+ * to f32). NaN propagates, infinities and signed zeros come out as in libm,
+ * results overflow to inf and underflow gradually to 0, and functions with
+ * a horizontal asymptote (tanh, sigmoid, erf) reach it exactly.
+ *
+ * erf and gelu are evaluated in f32 (8 lanes to an AVX2 vector where double
+ * has 4): erfc on the tails as an f32 rational times an f32 exp whose
+ * argument may come in two parts. gelu's 6 ulp are on its negative side
+ * beyond x = -0.7, where the value is under 0.17 in magnitude (the tail's
+ * roundings add up: erfc's relative error is up to 3.8e-7); elsewhere it is
+ * within 1 ulp. It keeps that bound into the far tail because t^2 = x^2 / 2
+ * is taken from x exactly: squaring the rounded x / sqrt 2 would lose about
+ * x^2 ulp. Until 2026-11-28 erf and gelu evaluated their tails in double,
+ * within an ulp, at 1.5 to 2 times the cost (docs/benchmarks.md). The tanh
+ * form still computes its argument z in double (split into two floats):
+ * with z in f32, x exp(z) would lose about |z| 2^-22 relative, 22 ulp at
+ * x = -3, 200 near the underflow.
  *
  * Selects are written as cn_vsel(c, a, b), a bitwise blend, rather than
  * `c ? a : b`: GCC turns a float `?:` into a branch that later passes
  * duplicate code into, and the loop is then no longer vectorised.
  *
  * The polynomial coefficients were fitted for this file (weighted minimax on
- * the reduced ranges, then rounded to f32, or kept in double for the double
- * helpers). Names starting with cn__ are private to this header.
+ * the reduced ranges, then rounded to f32; erfc's rational was fitted in
+ * double and its coefficients rounded to f32). Names starting with cn__
+ * are private to this header.
  *
  * The code relies on IEEE f32 arithmetic in round-to-nearest without
  * -ffast-math (the `(x + 2^23) - 2^23` rounding trick must not be folded). */
@@ -89,15 +103,17 @@ CN_VMATH float cn__ldexpf(float x, uint32_t k) {
     return x * s1 * s2;
 }
 
-/* expm1(r) for |r| <= ln2/2 (and a little more), relative error 3e-10. */
+/* expm1(r) for |r| <= ln2/2 (and a little more), relative error 3e-10.
+ * Estrin's scheme rather than Horner's: the loops that inline this are
+ * bound by the latency of one element's chain (sigmoid ran 1.17x faster
+ * with the three pairs below evaluated side by side). */
 CN_VMATH float cn__expm1_poly(float r) {
-    float q = 1.984595729e-04f;
-    q = q * r + 1.394165331e-03f;
-    q = q * r + 8.333391510e-03f;
-    q = q * r + 4.166634753e-02f;
-    q = q * r + 1.666666567e-01f;
-    q = q * r + 5.000000000e-01f;
-    return r + (r * r) * q;
+    float r2 = r * r;
+    float qa = 5.000000000e-01f + 1.666666567e-01f * r;
+    float qb = 4.166634753e-02f + 8.333391510e-03f * r;
+    float qc = 1.394165331e-03f + 1.984595729e-04f * r;
+    float q = (qa + r2 * qb) + (r2 * r2) * qc;
+    return r + r2 * q;
 }
 
 /* x = k ln2 + r: returns r and sets *k, for |x| <= 150 ln 2. */
@@ -124,10 +140,19 @@ CN_VMATH float cn_vexpf(float x) {
     return cn__exp_k(x, -104.0f, 0);
 }
 
-/* For x <= 0: exp(x) * 2^64, accurate down to x = -148 (where the scaled
- * result is still far below anything that survives multiplying by 2^-64). */
-#define CN_EXP_TINY_LO -148.0f
-CN_VMATH float cn__exp_tiny(float x) { return cn__exp_k(x, CN_EXP_TINY_LO, 64u); }
+/* For x <= 0: exp(x - d) * 2^64, d the small second part of an argument
+ * held as x - d (0 for a plain float: the compiler drops it then). x is
+ * clamped at CN_EXP_TINY_LO, where exp(x) * 2^64 is still a normal float,
+ * so 2^k is applied as one factor, and yet far below anything that
+ * survives the caller's final * 2^-64 (sigmoid, silu and gelu are 0 in f32
+ * well before x = -120). */
+#define CN_EXP_TINY_LO -120.0f
+CN_VMATH float cn__exp_tiny(float x, float d) {
+    x = cn_vsel(x < CN_EXP_TINY_LO, CN_EXP_TINY_LO, x);
+    uint32_t k;
+    float r = cn__exp_reduce(x, &k) - d;
+    return (1.0f + cn__expm1_poly(r)) * cn_u2f((k + 127u + 64u) << 23);
+}
 
 CN_VMATH float cn_vexpm1f(float x) {
     float xc = cn_vsel(x < -30.0f, -30.0f, x); /* expm1 rounds to -1 below -17.4 */
@@ -203,26 +228,26 @@ CN_VMATH float cn_vtanhf(float x) {
     return cn__copysignf(cn_vsel(a < 0.625f, small, big), x);
 }
 
-/* Both tails keep full relative accuracy: exp(-|x|) never overflows, and on
- * the negative side it is scaled by 2^64 until the final rounding, so
- * subnormal results are rounded once. */
-CN_VMATH float cn_vsigmoidf(float x) {
-    float es = cn__exp_tiny(-fabsf(x));
+/* m sigmoid(z - d), d the small second part of an argument held as z - d
+ * (0 for a plain float). Both tails keep full relative accuracy:
+ * exp(-|z|) never overflows, and on the negative side it is scaled by 2^64
+ * until the final rounding, so subnormal results are rounded once. */
+CN_VMATH float cn__mul_sigmoid(float m, float z, float d) {
+    int neg = z < 0.0f;
+    /* -|z - d| = -|z| - d', d' = -d for z >= 0 (0 - d, not -d: a constant
+     * +0 lets the compiler drop the subtraction in cn__exp_tiny) */
+    float es = cn__exp_tiny(-fabsf(z), cn_vsel(neg, d, 0.0f - d));
     float e = es * 0x1p-64f;
-    int neg = x < 0.0f;
-    float y = cn_vsel(neg, es, 1.0f) / (1.0f + e);
+    float y = cn_vsel(neg, m * es, m) / (1.0f + e);
     return cn_vsel(neg, y * 0x1p-64f, y);
 }
 
+CN_VMATH float cn_vsigmoidf(float x) { return cn__mul_sigmoid(1.0f, x, 0.0f); }
+
 CN_VMATH float cn_vsiluf(float x) {
-    float es = cn__exp_tiny(-fabsf(x));
-    float e = es * 0x1p-64f;
-    int neg = x < 0.0f;
     /* Below CN_EXP_TINY_LO the result is 0 anyway; clamping x there keeps
      * x * exp(clamped) from being a huge number times a merely tiny one. */
-    float xn = cn_vsel(x < CN_EXP_TINY_LO, CN_EXP_TINY_LO, x);
-    float y = cn_vsel(neg, xn * es, x) / (1.0f + e);
-    return cn_vsel(neg, y * 0x1p-64f, y);
+    return cn__mul_sigmoid(cn_vsel(x < CN_EXP_TINY_LO, CN_EXP_TINY_LO, x), x, 0.0f);
 }
 
 /* ---- elu, softplus ---- */
@@ -242,43 +267,24 @@ CN_VMATH float cn_vsoftplusf(float x, float beta, float threshold) {
 
 /* ---- erf, gelu ---- */
 
-/* exp(x) in double with about 1e-10 relative error (enough to round an f32
- * result correctly but for rare ties), for any x (clamped to +-700). */
-CN_VMATH double cn__exp_d(double x) {
-    x = cn_vseld(x < -700.0, -700.0, x);
-    x = cn_vseld(x > 700.0, 700.0, x);
-    double t = x * 0x1.71547652b82fep+0 + 0x1.8p52;
-    double kf = t - 0x1.8p52;
-    uint64_t k = cn_d2u(t) - cn_d2u(0x1.8p52);
-    double r = x - kf * 0x1.62e42fefa39efp-1;
-    double p = 0.00019773844356218569;
-    p = p * r + 0.0013949369269492088;
-    p = p * r + 0.0083335703215923467;
-    p = p * r + 0.041666207635621524;
-    p = p * r + 0.1666666503160221;
-    p = p * r + 0.50000001109052994;
-    p = p * r + 1.0000000002631662;
-    p = p * r + 0.99999999995855104;
-    return p * cn_u2d((k + 1023u) << 52);
-}
-
-/* erfc(t) for t >= 0.5 (t is clamped to 10.6 for the polynomial; erfc is 0
- * in f32 well before): exp(-t2) g(u) / (t + 2.5), u = (t - 2.5) / (t + 2.5),
- * with t2 = t^2 given separately so callers can pass an exact square. */
-CN_VMATH double cn__erfc_tail_d(double t, double t2) {
-    t = cn_vseld(t > 10.6, 10.6, t);
-    double inv = 1.0 / (t + 2.5);
-    double u = (t - 2.5) * inv;
-    double g = 0.00058959389841625981;
-    g = g * u - 0.00039407066285558796;
-    g = g * u - 0.0047763961553069344;
-    g = g * u + 0.0083797800232213865;
-    g = g * u + 0.028355036475406055;
-    g = g * u - 0.17124965354835259;
-    g = g * u + 0.45391446230876875;
-    g = g * u - 0.80465189504901236;
-    g = g * u + 1.0540318174606536;
-    return cn__exp_d(-t2) * (g * inv);
+/* erfc(t) * 2^64 for t >= 0.5 (t is clamped to 10.6; erfc is 0 in f32
+ * well before): exp(-t^2) g(u) / (t + 2.5), u = (t - 2.5) / (t + 2.5). t^2
+ * is passed as t2 + t2lo, so that gelu can give it exactly (x^2 / 2 from
+ * x, where squaring a rounded x / sqrt 2 would lose about x^2 ulp). */
+CN_VMATH float cn__erfc_tail(float t, float t2, float t2lo) {
+    t = cn_vsel(t > 10.6f, 10.6f, t);
+    float inv = 1.0f / (t + 2.5f);
+    float u = (t - 2.5f) * inv;
+    float g = 5.895938984e-04f;
+    g = g * u - 3.940706629e-04f;
+    g = g * u - 4.776396155e-03f;
+    g = g * u + 8.379780023e-03f;
+    g = g * u + 2.835503648e-02f;
+    g = g * u - 1.712496535e-01f;
+    g = g * u + 4.539144623e-01f;
+    g = g * u - 8.046518950e-01f;
+    g = g * u + 1.054031817e+00f;
+    return cn__exp_tiny(-t2, t2lo) * (g * inv);
 }
 
 /* erf(x) / x - 1 as a polynomial in w = x^2, for |x| <= 0.875 (written
@@ -297,46 +303,42 @@ CN_VMATH float cn__erf_q(float w) {
 CN_VMATH float cn_verff(float x) {
     float a = fabsf(x);
     float small = a + a * cn__erf_q(a * a);
-    double ad = a; /* a * a is exact in double */
-    float big = (float)(1.0 - cn__erfc_tail_d(ad, ad * ad));
+    /* a * a rounded costs erfc a relative a^2 2^-24, under 2^-24 of erf */
+    float big = 1.0f - cn__erfc_tail(a, a * a, 0.0f) * 0x1p-64f;
     return cn__copysignf(cn_vsel(a < 0.875f, small, big), x);
 }
 
-/* erf(t) / t as a polynomial in t^2, in double, for |t| <= 0.5. */
-CN_VMATH double cn__erf_small_d(double t) {
-    double w = t * t;
-    double p = 0.00010808936799601913;
-    p = p * w - 0.00085057925785044365;
-    p = p * w + 0.0052232502049968967;
-    p = p * w - 0.026866106477784955;
-    p = p * w + 0.11283791400577274;
-    p = p * w - 0.3761263889889957;
-    p = p * w + 1.1283791670954015;
-    return t * p;
-}
-
-/* gelu(x) = x Phi(x) = x/2 erfc(-x / sqrt 2), in double: in f32 the far
- * negative tail would lose about x^2 ulp to the rounding of x / sqrt 2. */
+/* gelu(x) = x Phi(x) = x/2 erfc(t), t = -x / sqrt 2. */
 CN_VMATH float cn_vgeluf(float x) {
-    double xd = x;
-    double t = xd * -0x1.6a09e667f3bcdp-1;
-    double a = fabs(t);
-    double tail = cn__erfc_tail_d(a, 0.5 * (xd * xd));
-    double big = cn_vseld(t > 0.0, tail, 2.0 - tail);
-    double ec = cn_vseld(a < 0.5, 1.0 - cn__erf_small_d(t), big);
-    float y = (float)(0.5 * xd * ec);
+    float t = x * -0x1.6a09e6p-1f;
+    float a = fabsf(t);
+    float small = 1.0f - (t + t * cn__erf_q(t * t));
+    /* t^2 = x^2 / 2 in two parts: xh, x with its low 12 bits cleared, has a
+     * square that f32 holds exactly, and x^2 - xh^2 = (x - xh)(x + xh). */
+    float xc = cn_vsel(x < -16.0f, -16.0f, cn_vsel(x > 16.0f, 16.0f, x));
+    float xh = cn_u2f(cn_f2u(xc) & 0xfffff000u);
+    float t2 = 0.5f * (xh * xh), t2lo = 0.5f * ((xc - xh) * (xc + xh));
+    float tail = cn__erfc_tail(a, t2, t2lo); /* erfc(a) 2^64 */
+    float y = (0.5f * x) * cn_vsel(a < 0.5f, small, 2.0f - tail * 0x1p-64f);
+    /* x < 0 in the tail: the scaled erfc keeps subnormal results rounded
+     * once; xc, as the tail is clamped */
+    y = cn_vsel((a >= 0.5f) & (t > 0.0f), ((0.5f * xc) * tail) * 0x1p-64f, y);
     return cn_vsel(x == -INFINITY, -0.0f, y); /* not -inf * 0 */
 }
 
 /* The tanh form: x/2 (1 + tanh(z/2)) = x sigmoid(z), z = 2 sqrt(2/pi) (x +
- * 0.044715 x^3), in double for the same reason. */
+ * 0.044715 x^3). z is computed in double and split into two floats: in f32
+ * its rounding would cost |z| 2^-24 relative in the negative tail, where
+ * the result is x exp(z). Beyond |x| = 20 the result is x or -0 already. */
 CN_VMATH float cn_vgelu_tanhf(float x) {
-    double xd = x;
-    double z = 0x1.9884533d43651p+0 * (xd + 0.044715 * (xd * xd * xd));
-    double e = cn__exp_d(-fabs(z));
-    double s = cn_vseld(z >= 0.0, 1.0, e) / (1.0 + e);
-    float y = (float)(xd * s);
-    return cn_vsel(x == -INFINITY, -0.0f, y);
+    float xc = cn_vsel(x < -20.0f, -20.0f, cn_vsel(x > 20.0f, 20.0f, x));
+    double xd = xc;
+    double zd = 0x1.9884533d43651p+0 * (xd + 0.044715 * (xd * xd * xd));
+    float z = (float)zd;
+    float zlo = (float)(zd - (double)z);
+    float y = cn__mul_sigmoid(xc, z, 0.0f - zlo);
+    /* xc is x but beyond 20, where sigmoid(z) rounds to 1 (or the result to 0) */
+    return cn_vsel(x > 20.0f, x, cn_vsel(x < -20.0f, -0.0f, y));
 }
 
 /* ---- rounding ---- */
