@@ -66,3 +66,14 @@ for split, n in (("train", ntrain), ("t10k", ntest)):
     idx(split + "-images-idx3-ubyte", (n, 28, 28), r.randbytes(n * 784))
 PY
 }
+
+# cat_text FILE LINES: a small made-up English text of LINES lines (a few
+# words, repeated with numbers that cycle), for the GPT's tests, where what
+# is learned does not matter.
+cat_text() {
+    i=0
+    while [ $i -lt "$2" ]; do
+        echo "the cat $((i % 5)) sat on the mat, and the dog $((i % 3)) ran to the door."
+        i=$((i + 1))
+    done >"$1"
+}
