@@ -187,7 +187,7 @@ static void test_value_files(void) {
                                         0x0e, 0x08, 0x02, 0x10, 0x01, 0x4a, 0x08, 0,    0,    0x80,
                                         0x3f, 0,    0,    0,    0x40};
     CHECK_ERROR(cn_onnx_load_tensor(write_pb("opt_seq", opt, sizeof opt)),
-                "unsupported: input type: ");
+                "unsupported: value type: ");
     /* TensorProto "t": int8 [3] = -1, 0, 127 */
     static const unsigned char i8[] = {0x08, 0x03, 0x10, 0x03, 0x42, 0x01, 't',
                                        0x4a, 0x03, 0xff, 0x00, 0x7f};

@@ -614,8 +614,8 @@ cn_tensor *cn_onnx_load_tensor(const char *path) {
     if (onnx_wire_not_tensor(buf, n)) {
         free(buf);
         cn_failc(CN_EUNSUPPORTED,
-                 "unsupported: input type: %s holds a sequence, map or optional value (only "
-                 "tensors are read)",
+                 "unsupported: value type: %s holds a sequence, map or optional value, not a "
+                 "tensor (only tensors are read)",
                  what);
         return NULL;
     }
