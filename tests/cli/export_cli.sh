@@ -24,7 +24,7 @@ if "$CHUTNEY" export --model mlp --output "$tmp/probe.onnx" 2>&1 | grep -q "buil
     echo "SKIP: built without ONNX support"; exit 77
 fi
 
-unpack_fashion "$DATA" "$tmp/data" || { echo "FAIL: cannot unpack $DATA"; exit 1; }
+unpack_fashion "$DATA" "$tmp/data" 300 || { echo "FAIL: cannot unpack $DATA"; exit 1; }
 # The first N test images as train.c feeds them: [N, 1, 28, 28] in [0, 1].
 $PY - "$tmp" $N <<'PY' || fail "writing the test batch"
 import sys, numpy as np

@@ -10,7 +10,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-cli.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh" # fail, expect_error
 
-unpack_fashion "$DATA" "$tmp/data" || { echo "FAIL: cannot unpack $DATA"; exit 1; }
+unpack_fashion "$DATA" "$tmp/data" 1500 || { echo "FAIL: cannot unpack $DATA"; exit 1; }
 
 expect_error "unknown model" "unknown model 'resnet'" "$CHUTNEY" train --model resnet
 expect_error "missing --model" "--model is required" "$CHUTNEY" train
