@@ -60,6 +60,10 @@ static cn_tensor *gcr_log_softmax_last(cn_tensor **x) { return cn_log_softmax(x[
 static cn_tensor *gcr_log_softmax_0(cn_tensor **x) { return cn_log_softmax(x[0], 0); }
 static cn_tensor *gcr_cumsum_0(cn_tensor **x) { return cn_cumsum(x[0], 0); }
 static cn_tensor *gcr_cumsum_last(cn_tensor **x) { return cn_cumsum(x[0], -1); }
+/* sum_to: x[0] summed to x[1]'s shape (x[1]'s values unused: gradient 0) */
+static cn_tensor *gcr_sum_to(cn_tensor **x) {
+    return cn_op_apply(CN_OP_sum_to, x, 2, &(cn_attrs){0});
+}
 
 #define GCR_IN(lo_, hi_, ...) {GC_SHAPE(__VA_ARGS__), lo_, hi_}
 #define GCR_GAP(lo_, hi_, gap_, ...) {GC_SHAPE(__VA_ARGS__), lo_, hi_, gap_}
@@ -128,4 +132,8 @@ static const grad_case grad_cases_reduce[] = {
     {"cumsum", "axis -1", 1, {GCR_IN(-1, 1, 2, 3, 4)}, gcr_cumsum_last},
     {"cumsum", "rank 1", 1, {GCR_IN(-1, 1, 6)}, gcr_cumsum_0},
     {"cumsum", "rank 0", 1, {{.ndim = 0, .lo = -1, .hi = 1}}, gcr_cumsum_0},
+
+    {"sum_to", "leading axis and a middle one", 2,
+     {GCR_IN(-1, 1, 2, 3, 4), GCR_IN(-1, 1, 1, 4)}, gcr_sum_to},
+    {"sum_to", "nothing to sum", 2, {GCR_IN(-1, 1, 3, 2), GCR_IN(-1, 1, 3, 2)}, gcr_sum_to},
 };

@@ -168,6 +168,37 @@ static void test_corrupt_files(void) {
     CHECK_ERROR(cn_onnx_load(model("missing"), NULL), "cannot open");
 }
 
+/* Test data stores sequence, map and optional values in .pb files like
+ * tensors; read as TensorProtos an optional sequence would be int8 (its
+ * elem_type 3 is int8's data_type). They are refused as unsupported, and
+ * a real int8 tensor still reads. */
+static const char *write_pb(const char *name, const unsigned char *b, size_t n) {
+    static char p[1200];
+    snprintf(p, sizeof p, "%s/%s.pb", dir, name);
+    FILE *f = fopen(p, "wb");
+    CHECK(f != NULL && fwrite(b, 1, n, f) == n);
+    if (f) fclose(f);
+    return p;
+}
+
+static void test_value_files(void) {
+    /* OptionalProto "o", elem_type 3, holding a sequence of one f32 [2] */
+    static const unsigned char opt[] = {0x0a, 0x01, 'o',  0x10, 0x03, 0x2a, 0x12, 0x10, 0x01, 0x1a,
+                                        0x0e, 0x08, 0x02, 0x10, 0x01, 0x4a, 0x08, 0,    0,    0x80,
+                                        0x3f, 0,    0,    0,    0x40};
+    CHECK_ERROR(cn_onnx_load_tensor(write_pb("opt_seq", opt, sizeof opt)),
+                "unsupported: value type: ");
+    /* TensorProto "t": int8 [3] = -1, 0, 127 */
+    static const unsigned char i8[] = {0x08, 0x03, 0x10, 0x03, 0x42, 0x01, 't',
+                                       0x4a, 0x03, 0xff, 0x00, 0x7f};
+    cn_tensor *t = cn_onnx_load_tensor(write_pb("int8", i8, sizeof i8));
+    CHECK_SHAPE(t, 3);
+    if (!t) return;
+    CHECK(cn_tensor_dtype(t) == CN_I8);
+    static const int want[] = {-1, 0, 127};
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(th_at(t, i), want[i]);
+}
+
 int main(void) {
     cn_clear_error();
     if (!cn_onnx_load("/nonexistent.onnx", NULL) && strstr(cn_last_error(), "built without ONNX")) {
@@ -194,5 +225,6 @@ int main(void) {
     RUN(test_dynamic_quantize);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);
+    RUN(test_value_files);
     return th_summary();
 }

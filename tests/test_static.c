@@ -126,6 +126,45 @@ static void test_gradient_two_unknown_sizes(void) {
     cn_graph_free(g);
 }
 
+/* The gradient of a product broadcast against a size unknown until run sums
+ * back to whatever is fed there: x [-1, 2] times y [4, 2] gives x's
+ * gradient summed over axis 0 when x is fed [1, 2], and not summed when it
+ * is fed [4, 2]. On the leading axis, a middle one, and
+ * both operands at once; eager gradients at the fed shapes are the
+ * reference. */
+static void check_unknown_broadcast(int nd, const int64_t *xs, const int64_t *ys,
+                                    const int64_t *xf, const int64_t *yf) {
+    cn_graph *g = cn_graph_new();
+    cn_tensor *ph[2] = {cn_placeholder(g, "x", CN_F64, nd, xs), cn_placeholder(g, "y", CN_F64, nd, ys)};
+    for (int k = 0; k < 2; k++) cn_set_requires_grad(ph[k], true);
+    cn_tensor *l = cn_sum(cn_square(cn_mul(ph[0], ph[1])), NULL, 0, false), *gs[2];
+    CHECK_MSG(cn_grad(&l, NULL, 1, ph, 2, gs, 0) == 0, "grad: %s", cn_last_error());
+    for (int k = 0; k < 2; k++) CHECK_EQ_INT(cn_ndim(gs[k]), nd);
+    cn_program *p = cn_compile(g, gs, 2, NULL);
+    cn_tensor *v[2] = {th_random(CN_F64, nd, xf, -1, 1, TH_CONTIG, NULL),
+                       th_random(CN_F64, nd, yf, -1, 1, TH_CONTIG, NULL)}, *res[2], *ref[2];
+    CHECK_MSG(cn_run(p, ph, v, 2, res, 2) == 0, "run: %s", cn_last_error());
+    for (int k = 0; k < 2; k++) cn_set_requires_grad(v[k], true);
+    cn_tensor *el = cn_sum(cn_square(cn_mul(v[0], v[1])), NULL, 0, false);
+    CHECK_EQ_INT(cn_grad(&el, NULL, 1, v, 2, ref, 0), 0);
+    for (int k = 0; k < 2; k++) CHECK(cn_allclose(res[k], ref[k], 1e-12, 1e-14));
+    cn_program_free(p);
+    cn_graph_free(g);
+}
+
+static void test_gradient_unknown_broadcast(void) {
+    th_seed(5);
+    /* symbolic x, y; then fed x, y */
+    static const int64_t c[][4][3] = {
+        {{-1, 2}, {4, 2}, {1, 2}, {4, 2}},          /* leading axis */
+        {{-1, 2}, {4, 2}, {4, 2}, {4, 2}},          /* ... not broadcast this time */
+        {{2, -1, 3}, {2, 4, 3}, {2, 1, 3}, {2, 4, 3}}, /* a middle axis */
+        {{-1, 3}, {4, -1}, {1, 3}, {4, 1}},         /* both operands */
+    };
+    static const int nd[] = {2, 2, 3, 2};
+    for (int i = 0; i < 4; i++) check_unknown_broadcast(nd[i], c[i][0], c[i][1], c[i][2], c[i][3]);
+}
+
 /* Constant weights packed once (src/graph/packs.c): a linear layer's b (a
  * transposed view, as ONNX's Gemm gives it) and a 1x1 convolution's weights
  * give the bits of the built-in GEMM packing as it goes, a 3x3
@@ -198,6 +237,7 @@ static void test_packed_weights(void) {
 int main(void) {
     RUN(test_trace_and_run);
     RUN(test_gradient_two_unknown_sizes);
+    RUN(test_gradient_unknown_broadcast);
     RUN(test_build_time_errors);
     RUN(test_run_errors);
     RUN(test_static_gradient);

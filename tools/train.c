@@ -1517,44 +1517,43 @@ static int train_main(train_args *ap) {
     cn_manual_seed(a.seed);
     double t_start = now_s();
 
-    dataset tr, te;
+    /* What the run holds, released in one place (done:) on every way out:
+     * each free takes NULL, so an exit frees exactly what was made. */
+    dataset tr = {0}, te = {0};
+    ds_meta dmeta = {0};
+    cn_module *model = NULL;
+    cn_optimizer *opt = NULL;
+    cn_ddp *ddp = NULL;
+    cn_grad_scaler *scaler = NULL;
+    cn_loader *loader = NULL;
+    cn_graph *graph = NULL;
+    cn_program *prog = NULL;
+    cn_tensor *ph[2] = {NULL, NULL};
+    int rc = 1;
+
     ds_spec spec = spec_of(&a);
-    if (load_data(&a, &spec, false, true, &tr, &te) < 0) {
-        free_split(&tr);
-        free_split(&te);
-        return 1;
-    }
+    if (load_data(&a, &spec, false, true, &tr, &te) < 0) goto done;
     if (a.nranks > 1 && g_info.regress) {
         fprintf(stderr, "chutney: --distributed trains classifiers only for now (not --task "
                         "regress)\n");
-        free_split(&tr);
-        free_split(&te);
-        return 2;
+        rc = 2;
+        goto done;
     }
-    ds_meta dmeta;
     cn_tool_data_meta(&spec, &g_info, &dmeta);
     if (!strcmp(a.model, "onnx") && (cn_tool_onnx_meta(a.model_file, &dmeta) < 0 ||
                          (a.resume && cn_tool_onnx_check(a.resume, a.model_file) < 0))) {
         fprintf(stderr, "chutney: %s%s\n", a.resume ? "cannot resume: " : "", cn_tool_error());
-        cn_tool_data_meta_free(&dmeta);
-        free_split(&tr);
-        free_split(&te);
-        return 1;
+        goto done;
     }
-    if (a.nranks > 1 && check_same_data(&tr, &a) < 0) {
-        free_split(&tr);
-        free_split(&te);
-        return 1;
-    }
+    if (a.nranks > 1 && check_same_data(&tr, &a) < 0) goto done;
     if (g_info.regress && !isnan(a.optv[TO_LABEL_SMOOTHING])) {
         fprintf(stderr, "chutney train: --label-smoothing is for classification, and this data "
                         "is a regression\n");
-        free_split(&tr);
-        free_split(&te);
-        return 2;
+        rc = 2;
+        goto done;
     }
     double smoothing = isnan(a.optv[TO_LABEL_SMOOTHING]) ? 0 : a.optv[TO_LABEL_SMOOTHING];
-    cn_module *model = make_model(&a);
+    model = make_model(&a);
     /* On the device before the optimiser is made: it keeps the parameters'
      * buffers (and makes its state where they are). */
     if (model && a.on_device && cn_module_to(model, a.device) < 0) {
@@ -1563,7 +1562,7 @@ static int train_main(train_args *ap) {
     }
     cn_tensor **params = NULL;
     int np = model ? cn_module_parameters(model, &params, NULL) : -1;
-    cn_optimizer *opt = np >= 0 ? make_optimizer(&a, params, np) : NULL;
+    opt = np >= 0 ? make_optimizer(&a, params, np) : NULL;
     free(params);
     /* Before the checkpoint's state: making a schedule sets the lr, the
      * optimiser's state then brings the saved one back. */
@@ -1575,11 +1574,7 @@ static int train_main(train_args *ap) {
     }
     if (!model || !opt || sched_failed) {
         fprintf(stderr, "chutney: %s\n", cn_tool_error());
-        cn_optimizer_free(opt);
-        cn_module_free(model);
-        free_split(&tr);
-        free_split(&te);
-        return 1;
+        goto done;
     }
     cn_tool_progress resumed = {0};
     int rrc = 0;
@@ -1596,39 +1591,22 @@ static int train_main(train_args *ap) {
         rrc = 1;
     }
     if (rrc) {
-        cn_lr_scheduler_free(a.sched);
-        cn_optimizer_free(opt);
-        cn_module_free(model);
-        free_split(&tr);
-        free_split(&te);
-        return rrc;
+        rc = rrc;
+        goto done;
     }
     int start_epoch = resumed.epochs_done;
     /* Data-parallel: the same model checked and rank 0's values broadcast;
      * gradients averaged in every optimiser step from here on. */
-    cn_ddp *ddp = NULL;
     if (a.distributed && !(ddp = cn_ddp_new(model, opt, NULL))) {
         fprintf(stderr, "chutney: rank %d: %s\n", a.rank, cn_last_error());
-        cn_lr_scheduler_free(a.sched);
-        cn_optimizer_free(opt);
-        cn_module_free(model);
-        free_split(&tr);
-        free_split(&te);
-        return 1;
+        goto done;
     }
     /* f16: the loss scaled up so that small gradients survive; made after
      * the data-parallel wrapper, whose averaging then runs first in each
      * step, before the gradients are unscaled. */
-    cn_grad_scaler *scaler = NULL;
     if (a.precision == CN_F16 && !(scaler = cn_grad_scaler_new(opt, NULL))) {
         fprintf(stderr, "chutney: %s\n", cn_last_error());
-        cn_ddp_free(ddp);
-        cn_lr_scheduler_free(a.sched);
-        cn_optimizer_free(opt);
-        cn_module_free(model);
-        free_split(&tr);
-        free_split(&te);
-        return 1;
+        goto done;
     }
     char dev_s[32];
     cn_device_str(a.device, dev_s, sizeof dev_s);
@@ -1648,20 +1626,18 @@ static int train_main(train_args *ap) {
                a.precision == CN_F32 ? "" : cn_dtype_name((cn_dtype)a.precision));
 
     /* Augmentation is per-sample work: two threads share each batch's. */
-    cn_loader *loader = split_loader(
+    loader = split_loader(
         &tr, &(cn_loader_opts){.batch_size = a.batch, .shuffle = true, .seed = a.seed, .prefetch = 1,
                                .device = a.device, .shard_index = a.rank,
                                .shard_count = a.nranks, .workers = a.augment ? 2 : 1},
         a.augment);
     if (!loader) {
         fprintf(stderr, "chutney: %s\n", cn_last_error());
-        return 1;
+        goto done;
     }
     /* Static mode: the step as one program over placeholders for a batch
      * (the batch size is left unknown: the last batch may be shorter). */
-    cn_graph *graph = NULL;
-    cn_program *prog = NULL;
-    cn_tensor *ph[2] = {NULL, NULL}, *outs[3] = {NULL, NULL, NULL};
+    cn_tensor *outs[3] = {NULL, NULL, NULL};
     int nout = 0;
     if (a.static_mode) {
         cn_scope_begin(); /* the graph's values: the program keeps what it needs */
@@ -1694,9 +1670,7 @@ static int train_main(train_args *ap) {
         cn_scope_end();
         if (!prog) {
             fprintf(stderr, "chutney: cannot compile the training step: %s\n", cn_last_error());
-            cn_graph_free(graph);
-            cn_loader_free(loader);
-            return 1;
+            goto done;
         }
     }
     bool tty = isatty(2);
@@ -1708,7 +1682,7 @@ static int train_main(train_args *ap) {
     double train_time = 0, acc = 0, last_loss = NAN, all_time = 0;
     int64_t timed_samples = 0, step = 0, all_samples = 0;
     const int warmup = 20;
-    int rc = 0;
+    rc = 0;
     /* Distributed ranks would stop at different steps and wait on each
      * other forever: there a signal ends the job as before. */
     if (a.nranks == 1) cn_tool_signals_begin();
@@ -1934,11 +1908,6 @@ static int train_main(train_args *ap) {
                    ps.unplanned_bytes / 1e6, cn_loader_wait_seconds(loader), rmse_s);
     }
     if (cn_tool_prof_finish(&prof) && rc == 0) rc = 1;
-    cn_program_free(prog);
-    cn_release(ph[0]);
-    cn_release(ph[1]);
-    cn_graph_free(graph);
-    cn_loader_free(loader);
     if (ddp && a.rank == 0 && a.json) {
         cn_ddp_stats st;
         if (cn_ddp_get_stats(ddp, &st) == 0)
@@ -1948,6 +1917,12 @@ static int train_main(train_args *ap) {
                     st.comm_seconds, st.wait_seconds);
     }
     if (!a.quiet && !a.json) cn_tool_scaler_report(scaler, step);
+done:
+    cn_program_free(prog);
+    cn_release(ph[0]);
+    cn_release(ph[1]);
+    cn_graph_free(graph);
+    cn_loader_free(loader);
     cn_grad_scaler_free(scaler);
     cn_ddp_free(ddp);
     cn_lr_scheduler_free(a.sched);

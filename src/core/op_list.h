@@ -76,6 +76,7 @@ CN_OP(logsumexp)
 CN_OP(norm)
 CN_OP(argmax)
 CN_OP(argmin)
+CN_OP(sum_to)
 
 /* linear algebra (linalg.c) */
 CN_OP(matmul)

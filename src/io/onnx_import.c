@@ -611,6 +611,14 @@ cn_tensor *cn_onnx_load_tensor(const char *path) {
         free(buf);
         return NULL;
     }
+    if (onnx_wire_not_tensor(buf, n)) {
+        free(buf);
+        cn_failc(CN_EUNSUPPORTED,
+                 "unsupported: value type: %s holds a sequence, map or optional value, not a "
+                 "tensor (only tensors are read)",
+                 what);
+        return NULL;
+    }
     pb_heap heap = PB_HEAP_INIT(heap);
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(&heap.a, n, buf);
     free(buf);

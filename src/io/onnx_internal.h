@@ -85,6 +85,9 @@ enum {
 /* Walks the serialized message of type d (tags and lengths only, with
  * bounded recursion): 0, or the first ONNX_WIRE_* bound it breaks. */
 int onnx_wire_check(const void *data, size_t size, const ProtobufCMessageDescriptor *d);
+/* Is data (checked by onnx_wire_check) a sequence, map or optional value
+ * rather than a TensorProto? (onnx_wire.c says how it tells.) */
+bool onnx_wire_not_tensor(const void *data, size_t size);
 
 /* Import one node: in[0..nin) are its inputs (NULL for an omitted optional
  * input), out[0..nout) receives its outputs (scope-owned tensors; a slot

@@ -84,4 +84,38 @@ int onnx_wire_check(const void *data, size_t size, const ProtobufCMessageDescrip
     return walk(data, size, d, 1, &w);
 }
 
+/* Test data stores a sequence, map or optional value (SequenceProto,
+ * MapProto, OptionalProto) in a .pb file like a tensor, and read as a
+ * TensorProto its elem_type becomes a data_type (3, a sequence, reads as
+ * int8). Those messages open with a name in field 1; a TensorProto's field 1
+ * is its dims, unpacked (onnx.proto is proto2), and its own name, data and
+ * external location are fields 8 and up, which those messages lack. */
+bool onnx_wire_not_tensor(const void *data, size_t size) {
+    const uint8_t *p = data;
+    bool named = false;
+    for (size_t i = 0; i < size;) {
+        uint64_t key, v;
+        if (!read_varint(p, size, &i, &key)) return false;
+        if ((key >> 3) >= 8) return false;
+        switch (key & 7) {
+        case 0:
+            if (!read_varint(p, size, &i, &v)) return false;
+            break;
+        case 1:
+        case 5:
+            v = (key & 7) == 1 ? 8 : 4;
+            if (v > size - i) return false;
+            i += (size_t)v;
+            break;
+        case 2:
+            if (!read_varint(p, size, &i, &v) || v > size - i) return false;
+            named |= (key >> 3) == 1;
+            i += (size_t)v;
+            break;
+        default: return false;
+        }
+    }
+    return named;
+}
+
 #endif /* CN_HAVE_ONNX */

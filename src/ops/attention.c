@@ -209,7 +209,7 @@ static int need_known(int64_t n, const char *what) {
  * (part 2) as two ops. The walk asks for every gradient at once. */
 static int sdpa_vjp_multi(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                           cn_tensor *gout, const bool *need, cn_tensor **g) {
-    const cn_tensor *q = in[0], *k = in[1], *v = in[2];
+    cn_tensor *q = in[0], *k = in[1], *v = in[2];
     int64_t L = q->shape[q->ndim - 2], E = q->shape[q->ndim - 1], S = k->shape[k->ndim - 2];
     int64_t Ev = v->shape[v->ndim - 1];
     bool has_mask = a->i[1] != 0;
@@ -222,10 +222,10 @@ static int sdpa_vjp_multi(cn_tensor *const *in, int nin, const cn_attrs *a, cn_t
             return CN_EUNSUPPORTED;
         cn_tensor *b = bw_apply(in, nin, a, out, gout, 3);
         cn_tensor *bq = cn_narrow(b, -2, 0, L), *bkv = cn_narrow(b, -2, L, S);
-        if (!(g[0] = cn_sum_to(cn_narrow(bq, -1, 0, E), q->ndim, q->shape))) return CN_EINVAL;
-        if (need[1] && !(g[1] = cn_sum_to(cn_narrow(bkv, -1, 0, E), k->ndim, k->shape)))
+        if (!(g[0] = cn_sum_to(cn_narrow(bq, -1, 0, E), q))) return CN_EINVAL;
+        if (need[1] && !(g[1] = cn_sum_to(cn_narrow(bkv, -1, 0, E), k)))
             return CN_EINVAL;
-        if (need[2] && !(g[2] = cn_sum_to(cn_narrow(bkv, -1, E, Ev), v->ndim, v->shape)))
+        if (need[2] && !(g[2] = cn_sum_to(cn_narrow(bkv, -1, E, Ev), v)))
             return CN_EINVAL;
         return CN_OK;
     }
@@ -235,9 +235,9 @@ static int sdpa_vjp_multi(cn_tensor *const *in, int nin, const cn_attrs *a, cn_t
         cn_tensor *b = bw_apply(in, nin, a, out, gout, want_mask ? 1 : 0);
         if (!b) return CN_EINVAL;
         if (need[0] &&
-            !(g[0] = cn_sum_to(want_mask ? cn_narrow(b, -1, 0, E) : b, q->ndim, q->shape)))
+            !(g[0] = cn_sum_to(want_mask ? cn_narrow(b, -1, 0, E) : b, q)))
             return CN_EINVAL;
-        if (want_mask && !(g[3] = cn_sum_to(cn_narrow(b, -1, E, S), in[3]->ndim, in[3]->shape)))
+        if (want_mask && !(g[3] = cn_sum_to(cn_narrow(b, -1, E, S), in[3])))
             return CN_EINVAL;
     }
     if (need[1] || need[2]) {
@@ -246,9 +246,9 @@ static int sdpa_vjp_multi(cn_tensor *const *in, int nin, const cn_attrs *a, cn_t
             return CN_EUNSUPPORTED;
         cn_tensor *b = bw_apply(in, nin, a, out, gout, 2);
         if (!b) return CN_EINVAL;
-        if (need[1] && !(g[1] = cn_sum_to(cn_narrow(b, -1, 0, E), k->ndim, k->shape)))
+        if (need[1] && !(g[1] = cn_sum_to(cn_narrow(b, -1, 0, E), k)))
             return CN_EINVAL;
-        if (need[2] && !(g[2] = cn_sum_to(cn_narrow(b, -1, E, Ev), v->ndim, v->shape)))
+        if (need[2] && !(g[2] = cn_sum_to(cn_narrow(b, -1, E, Ev), v)))
             return CN_EINVAL;
     }
     return CN_OK;

@@ -73,23 +73,15 @@ static bool same_shape(const cn_tensor *a, const cn_tensor *b) {
     return true;
 }
 
-/* The gradient of a broadcast input: g summed down to x's shape. */
-static cn_tensor *to_in(cn_tensor *g, const cn_tensor *x) {
-    return g ? cn_sum_to(g, x->ndim, x->shape) : NULL;
-}
-
-/* A tangent of out's shape. Sizes unknown until run (static graphs) cannot
- * be named to expand, so there the tangent is broadcast against out. */
+/* A tangent of out's shape. */
 static cn_tensor *to_out(cn_tensor *t, cn_tensor *out) {
     if (!t || same_shape(t, out)) return t;
-    for (int i = 0; i < out->ndim; i++)
-        if (out->shape[i] < 0) return cn_add(t, cn_zeros_like_op(out));
-    return cn_expand(t, out->ndim, out->shape);
+    return cn_expand_like(t, out);
 }
 
 static cn_tensor *add_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                           cn_tensor *g, int i) {
-    return to_in(g, in[i]);
+    return cn_sum_to(g, in[i]);
 }
 static cn_tensor *add_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
                           cn_tensor *out) {
@@ -99,7 +91,7 @@ static cn_tensor *add_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, 
 
 static cn_tensor *sub_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                           cn_tensor *g, int i) {
-    cn_tensor *r = to_in(g, in[i]);
+    cn_tensor *r = cn_sum_to(g, in[i]);
     return i == 0 ? r : cn_neg(r);
 }
 static cn_tensor *sub_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
@@ -110,7 +102,7 @@ static cn_tensor *sub_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, 
 
 static cn_tensor *mul_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                           cn_tensor *g, int i) {
-    return to_in(cn_mul(g, in[1 - i]), in[i]);
+    return cn_sum_to(cn_mul(g, in[1 - i]), in[i]);
 }
 static cn_tensor *mul_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
                           cn_tensor *out) {
@@ -122,8 +114,8 @@ static cn_tensor *mul_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, 
 /* d(a/b)/db = -a/b^2 = -out/b. */
 static cn_tensor *div_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                           cn_tensor *g, int i) {
-    if (i == 0) return to_in(cn_div(g, in[1]), in[0]);
-    return cn_neg(to_in(cn_mul(g, cn_div(out, in[1])), in[1]));
+    if (i == 0) return cn_sum_to(cn_div(g, in[1]), in[0]);
+    return cn_neg(cn_sum_to(cn_mul(g, cn_div(out, in[1])), in[1]));
 }
 static cn_tensor *div_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
                           cn_tensor *out) {
@@ -148,8 +140,8 @@ static cn_tensor *pow_dexp(cn_tensor *base, cn_tensor *ex, cn_tensor *y, cn_tens
 
 static cn_tensor *pow_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                           cn_tensor *g, int i) {
-    if (i == 0) return to_in(pow_dbase(in[0], in[1], g), in[0]);
-    return to_in(pow_dexp(in[0], in[1], out, g), in[1]);
+    if (i == 0) return cn_sum_to(pow_dbase(in[0], in[1], g), in[0]);
+    return cn_sum_to(pow_dexp(in[0], in[1], out, g), in[1]);
 }
 static cn_tensor *pow_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
                           cn_tensor *out) {
@@ -166,7 +158,7 @@ static cn_tensor *minmax_vjp(bool is_max, cn_tensor *const *in, cn_tensor *g, in
     cn_tensor *a = in[0], *b = in[1];
     cn_tensor *split = cn_where(cn_eq(a, b), cn_mul_scalar(g, 0.5), g);
     cn_tensor *loses = is_max == (i == 0) ? cn_lt(a, b) : cn_gt(a, b);
-    return to_in(cn_where(loses, sc(g, 0), split), in[i]);
+    return cn_sum_to(cn_where(loses, sc(g, 0), split), in[i]);
 }
 /* b' + w (a' - b'), w = 1/2 at ties, 1 where a wins, 0 where b wins. */
 static cn_tensor *minmax_jvp(bool is_max, cn_tensor *const *in, cn_tensor *const *tin,
@@ -263,7 +255,7 @@ static cn_tensor *where_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn
                             cn_tensor *g, int i) {
     if (i == 0) return cn_zeros_like_op(in[0]);
     cn_tensor *z = sc(g, 0);
-    return to_in(i == 1 ? cn_where(in[0], g, z) : cn_where(in[0], z, g), in[i]);
+    return cn_sum_to(i == 1 ? cn_where(in[0], g, z) : cn_where(in[0], z, g), in[i]);
 }
 static cn_tensor *where_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
                             const cn_attrs *a, cn_tensor *out) {

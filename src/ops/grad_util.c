@@ -2,10 +2,23 @@
  * on eager and symbolic tensors alike and are differentiable themselves. */
 #include "op.h"
 
-cn_tensor *cn_sum_to(cn_tensor *g, int ndim, const int64_t *shape) {
-    if (!g) return NULL;
+cn_tensor *cn_sum_to(cn_tensor *g, cn_tensor *x) {
+    if (!g || !x) return NULL;
+    int ndim = x->ndim;
+    const int64_t *shape = x->shape;
     int lead = g->ndim - ndim;
     if (lead < 0) return cn_fail("sum_to: gradient of rank %d for a tensor of rank %d", g->ndim, ndim);
+    /* A size of x unknown until run against a known one of g (x [-1, 2],
+     * g [4, 2]): x's may be 1, broadcast, or the same, so only the run can
+     * tell which axes to sum, and the sum_to op decides then. Two unknown
+     * sizes are taken to be the same one (a batch axis), as a sum there
+     * would cost a step in every static training graph. */
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 && g->shape[lead + i] >= 0 && g->shape[lead + i] != 1) {
+            cn_tensor *gx[2] = {g, x};
+            cn_attrs a = {0};
+            return cn_op_apply(CN_OP_sum_to, gx, 2, &a);
+        }
     int axes[CN_MAX_DIMS], n = 0;
     /* The leading axes go first, without keepdim: no reshape is needed, so
      * this also works when several sizes are unknown (static graphs). */
@@ -31,6 +44,13 @@ cn_tensor *cn_unreduce(cn_tensor *g, const cn_tensor *x, const cn_attrs *a, bool
         g = cn_reshape(g, x->ndim, kshape);
     }
     return cn_expand(g, x->ndim, x->shape);
+}
+
+cn_tensor *cn_expand_like(cn_tensor *t, cn_tensor *like) {
+    if (!t || !like) return NULL;
+    for (int i = 0; i < like->ndim; i++)
+        if (like->shape[i] < 0) return cn_add(t, cn_zeros_like_op(like));
+    return cn_expand(t, like->ndim, like->shape);
 }
 
 cn_tensor *cn_zeros_like_op(cn_tensor *t) {

@@ -88,7 +88,7 @@ static cn_tensor *matmul_vjp(cn_tensor *const *in, int nin, const cn_attrs *at, 
     cn_tensor *r;
     if (i == 0) {
         if (col_major(a) && g->ndim == 2 && !b1) r = cn_mT(cn_matmul(b, cn_mT(g)));
-        else r = cn_sum_to(cn_matmul(g, cn_mT(b)), a->ndim, a->shape);
+        else r = cn_sum_to(cn_matmul(g, cn_mT(b)), a);
     } else if (a->ndim > 2 && b->ndim == 2 && a->shape[a->ndim - 1] > 0 &&
                g->shape[g->ndim - 1] > 0) {
         /* A shared matrix (a linear layer over a batch): one product over the
@@ -98,7 +98,7 @@ static cn_tensor *matmul_vjp(cn_tensor *const *in, int nin, const cn_attrs *at, 
         r = col_major(b) ? cn_mT(cn_matmul(cn_mT(g2), a2)) : cn_matmul(cn_mT(a2), g2);
     } else {
         if (col_major(b) && g->ndim == 2 && !a1) r = cn_mT(cn_matmul(cn_mT(g), a));
-        else r = cn_sum_to(cn_matmul(cn_mT(a), g), b->ndim, b->shape);
+        else r = cn_sum_to(cn_matmul(cn_mT(a), g), b);
     }
     if (r && (a1 || b1)) r = cn_reshape(r, in[i]->ndim, in[i]->shape);
     return r;

@@ -187,11 +187,16 @@ static inline cn_tensor *cn_tangent_of(const cn_tensor *t) {
 
 /* Gradient helpers (grad_util.c), built from public ops (results go to the
  * current scope). */
-/* g summed down to shape: over leading axes and where shape has size 1. */
-cn_tensor *cn_sum_to(cn_tensor *g, int ndim, const int64_t *shape);
+/* g summed down to x's shape: over leading axes and where x has size 1;
+ * where x has a size unknown until run against a known one of g, by the
+ * sum_to op, which picks the axes at run time. */
+cn_tensor *cn_sum_to(cn_tensor *g, cn_tensor *x);
 /* g (the gradient of a reduction's output) broadcast back over the reduced
  * axes a->list of x: reshaped to keepdim form, then expanded to x's shape. */
 cn_tensor *cn_unreduce(cn_tensor *g, const cn_tensor *x, const cn_attrs *a, bool keepdim);
+/* t broadcast to like's shape; where like has sizes unknown until run
+ * (static graphs), which expand cannot name, t plus zeros shaped like it. */
+cn_tensor *cn_expand_like(cn_tensor *t, cn_tensor *like);
 /* Zeros shaped like t (an op, so it also works on symbolic tensors). */
 cn_tensor *cn_zeros_like_op(cn_tensor *t);
 

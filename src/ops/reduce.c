@@ -21,6 +21,7 @@
 #include "../backend/cpu/reduce.h"
 
 #include <math.h>
+#include <string.h>
 
 static const cn_reduce_kind kinds[CN_RED_COUNT] = {
     CN_RED_SUM, CN_RED_MEAN,      CN_RED_PROD, CN_RED_MAX,    CN_RED_MIN,   CN_RED_VAR,
@@ -415,6 +416,70 @@ const cn_op_def cn_opdef_argmin = {
     .onnx = "ArgMin",
     .impl = &kinds[CN_RED_ARGMIN],
     .doc = "y = index of the first min of x along axis (NaN counts as the min)",
+};
+
+/* ---- sum_to: the reverse of broadcasting, axes decided at run ----
+ *
+ * g summed down to the shape of x (whose values are not read): over g's
+ * leading axes and wherever x has size 1. A gradient rule reaches for it
+ * when x has a size unknown until run where g's is known (cn_sum_to), so
+ * infer picks the axes again from the sizes of each run (list, as sum's:
+ * what the kernels reduce; nlist 0: none, a copy). */
+
+static int sum_to_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_attrs *a,
+                        cn_meta *m) {
+    (void)nin;
+    const cn_tensor *g = in[0], *x = in[1];
+    char b1[160], b2[160];
+    int lead = g->ndim - x->ndim, n = 0;
+    if (lead < 0)
+        return cn_failc(CN_EINVAL, "%s: cannot sum %s to the higher rank of %s", op->name,
+                        cn_fmt_shape(b1, sizeof b1, g->ndim, g->shape),
+                        cn_fmt_shape(b2, sizeof b2, x->ndim, x->shape));
+    for (int i = 0; i < lead; i++) a->list[n++] = i;
+    for (int i = 0; i < x->ndim; i++) {
+        int64_t xs = x->shape[i], gs = g->shape[lead + i];
+        if (xs == gs || (xs < 0 && gs == 1)) continue;
+        if (xs == 1) a->list[n++] = lead + i;
+        else if (xs >= 0 && gs >= 0)
+            return cn_failc(CN_EINVAL, "%s: cannot sum %s to %s (axis %d: %lld to %lld)",
+                            op->name, cn_fmt_shape(b1, sizeof b1, g->ndim, g->shape),
+                            cn_fmt_shape(b2, sizeof b2, x->ndim, x->shape), i, (long long)gs,
+                            (long long)xs);
+    }
+    a->nlist = n;
+    a->i[0] = 1;
+    m->dtype = (cn_dtype)g->dtype;
+    if (!cn_dtype_is_float(m->dtype)) m->dtype = CN_I64;
+    m->ndim = x->ndim;
+    memcpy(m->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    return CN_OK;
+}
+
+/* x's values do not matter: its gradient is zero. g's is gout broadcast
+ * back to g's shape. */
+static cn_tensor *sum_to_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
+                             cn_tensor *g, int i) {
+    return i == 1 ? cn_zeros_like_op(in[1]) : cn_expand_like(g, in[0]);
+}
+static cn_tensor *sum_to_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
+                             const cn_attrs *a, cn_tensor *out) {
+    if (!tin[0]) return cn_zeros_like_op(out);
+    cn_tensor *gx[2] = {tin[0], in[1]};
+    cn_attrs r = {0};
+    return cn_op_apply(CN_OP_sum_to, gx, 2, &r);
+}
+
+const cn_op_def cn_opdef_sum_to = {
+    .name = "sum_to",
+    .ninputs = 2,
+    .attrs = {{"axes", CN_ATTR_INTS, 0, 0}},
+    .infer = sum_to_infer,
+    .vjp = sum_to_vjp,
+    .jvp = sum_to_jvp,
+    .impl = &kinds[CN_RED_SUM],
+    .doc = "y = g summed to the shape of x: over g's leading axes and where x has size 1 (the "
+           "reverse of broadcasting; the axes are picked from the sizes at run time)",
 };
 
 /* ---- public functions ---- */

@@ -48,7 +48,7 @@ static cn_tensor *slice_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin
 
 static cn_tensor *expand_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                              cn_tensor *g, int i) {
-    return cn_sum_to(g, in[0]->ndim, in[0]->shape);
+    return cn_sum_to(g, in[0]);
 }
 static cn_tensor *expand_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin,
                              const cn_attrs *a, cn_tensor *out) {

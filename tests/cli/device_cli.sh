@@ -58,7 +58,7 @@ if ! "$CHUTNEY" devices | grep -q '^opencl:0 '; then
     exit 77
 fi
 [ -f "$DATA/t10k-images-idx3-ubyte.gz" ] || { echo "skipped: no Fashion-MNIST at $DATA"; [ "$fails" -ne 0 ] && finish; exit 77; }
-unpack_fashion "$DATA" "$tmp/data" || { echo "FAIL: cannot unpack $DATA"; exit 1; }
+unpack_fashion "$DATA" "$tmp/data" 384 || { echo "FAIL: cannot unpack $DATA"; exit 1; }
 
 field() { grep -o "\"$1\":[^,}]*" "$2" | cut -d: -f2- | tr -d '"'; }
 # close A B: |A - B| <= 1e-4 |A| + 1e-6. The devices add f32 sums in another

@@ -21,8 +21,11 @@ if ! command -v mpirun >/dev/null 2>&1 || ! "$CHUTNEY" devices | grep -q '+mpi';
     echo "skipped: no MPI (mpirun, and a build with CHUTNEY_WITH_MPI)"
     exit 77
 fi
-if ! "$CHUTNEY" train --model mlp --limit 64 --epochs 1 >/dev/null 2>"$tmp/data.err"; then
-    echo "skipped: this build cannot train on the data here: $(head -n 1 "$tmp/data.err")"
+# The training data, Fashion-MNIST's gzipped files: looked for, not
+# trained on (a training run only to find out costs seconds).
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+    ! "$CHUTNEY" --version | grep -Eq '^  zlib +yes'; then
+    echo "skipped: this build cannot train on the data here (Fashion-MNIST's .gz files, zlib)"
     exit 77
 fi
 # CI runs as root; the ranks share 2 cores.
@@ -70,22 +73,22 @@ else
     echo "ok: different data: $(grep -m1 "differs" "$tmp/m.err")"
 fi
 
-# 3. A rank killed with -9 after the first checkpoint.
+# 3. A rank killed with -9 after the first checkpoint (polled every 0.2 s).
 ck="$tmp/job.ckpt"
-$MPIRUN -np 2 "$CHUTNEY" train --model mlp --limit 4096 --epochs 400 --batch 32 --threads 1 \
+$MPIRUN -np 2 "$CHUTNEY" train --model mlp --limit 2048 --epochs 400 --batch 32 --threads 1 \
     --distributed --save "$ck" >"$tmp/k.out" 2>"$tmp/k.err" &
 job=$!
 waited=0
-while [ ! -f "$ck" ] && [ $waited -lt 120 ]; do sleep 1; waited=$((waited + 1)); done
+while [ ! -f "$ck" ] && [ $waited -lt 600 ]; do sleep 0.2; waited=$((waited + 1)); done
 victim=$(pgrep -P "$job" -f "chutney train" | tail -n 1)
 if [ ! -f "$ck" ] || [ -z "$victim" ]; then
-    fail "kill test: no checkpoint after ${waited}s, or no rank process found"
+    fail "kill test: no checkpoint after $((waited / 5))s, or no rank process found"
     kill "$job" 2>/dev/null
 else
     kill -9 "$victim"
     start=$(date +%s)
     # The job must end by itself; a bounded wait, then a kill to clean up.
-    while kill -0 "$job" 2>/dev/null && [ $(($(date +%s) - start)) -lt 60 ]; do sleep 1; done
+    while kill -0 "$job" 2>/dev/null && [ $(($(date +%s) - start)) -lt 60 ]; do sleep 0.2; done
     if kill -0 "$job" 2>/dev/null; then
         fail "kill test: the job still runs 60 s after a rank was killed"
         kill -9 "$job" 2>/dev/null
@@ -101,12 +104,11 @@ else
             echo "ok: a killed rank ended the job in ${took}s (exit $rc): $(grep -i -m1 'rank' "$tmp/k.err")"
         fi
         # The checkpoint is whole: it evaluates, and one rank resumes it.
-        if ! "$CHUTNEY" eval --model mlp --limit 4096 --load "$ck" >"$tmp/e.out" 2>"$tmp/e.err"; then
+        if ! "$CHUTNEY" eval --model mlp --limit 2048 --load "$ck" --json >"$tmp/e.json" 2>"$tmp/e.err"; then
             fail "kill test: the checkpoint does not load"; cat "$tmp/e.err"
         fi
-        "$CHUTNEY" eval --model mlp --limit 4096 --load "$ck" --json >"$tmp/e.json" 2>/dev/null
         done_epochs=$(json_field "$tmp/e.json" epochs)
-        if [ -n "$done_epochs" ] && $MPIRUN -np 1 "$CHUTNEY" train --model mlp --limit 4096 \
+        if [ -n "$done_epochs" ] && $MPIRUN -np 1 "$CHUTNEY" train --model mlp --limit 2048 \
             --batch 32 --threads 1 --distributed --resume "$ck" --epochs $((done_epochs + 1)) \
             >"$tmp/r.out" 2>"$tmp/r.err"; then
             echo "ok: resumed after epoch $done_epochs with 1 rank: $(tail -n 1 "$tmp/r.out")"

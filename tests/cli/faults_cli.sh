@@ -26,7 +26,9 @@ awk 'BEGIN { print "a,b,label"; for (i = 0; i < 60; i++) { c = i % 2;
 tb=""
 grep -Eq '^  tensorboard +yes ' "$tmp/version" && tb="--tensorboard $tmp/out/tb"
 mkdir -p "$tmp/out"
-train="train --model mlp --data $tmp/blobs.csv --target label --epochs 2 --batch 16 --threads 1
+# One step an epoch (the 48 training rows in one batch): every kind of
+# write still comes in both epochs, with fewer repeats of it to sweep.
+train="train --model mlp --data $tmp/blobs.csv --target label --epochs 2 --batch 48 --threads 1
        --seed 3 --save $tmp/out/m.ckpt --log $tmp/out/log.jsonl $tb"
 export_cmd="export --model mlp --load $tmp/out/m.ckpt --output $tmp/out/m.onnx"
 have_onnx=1

@@ -8,13 +8,9 @@ set -u
 CHUTNEY=$1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-gpt.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-. "$(dirname "$0")/lib.sh" # fail, expect_error, expect_exit
+. "$(dirname "$0")/lib.sh" # fail, expect_error, expect_exit, cat_text
 
-i=0
-while [ $i -lt 400 ]; do
-    echo "the cat $((i % 5)) sat on the mat, and the dog $((i % 3)) ran to the door."
-    i=$((i + 1))
-done >"$tmp/text.txt"
+cat_text "$tmp/text.txt" 400
 
 tiny="--vocab 300 --context 16 --layers 1 --heads 2 --embed 16 --batch 8 --threads 1 --seed 3 --limit 40"
 "$CHUTNEY" train --model gpt --data "$tmp/text.txt" --epochs 1 $tiny --save "$tmp/one.ckpt" --json \

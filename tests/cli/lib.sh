@@ -38,11 +38,29 @@ expect_exit() {
     fi
 }
 
-# unpack_fashion SRC DIR: Fashion-MNIST's four files from SRC (gzipped, as
+# unpack_fashion SRC DIR [N]: Fashion-MNIST's four files from SRC (gzipped, as
 # scripts/fashion-mnist.sh leaves them) uncompressed into DIR, so that a
-# build without zlib runs the test too.
+# build without zlib runs the test too. With N, only the first N training
+# and N test images (IDX files of that count): a test whose every run gives
+# --limit N or less sees the same images, and each run reads N images, not
+# 70000 (a tenth of a second a run, more under the sanitizers).
 unpack_fashion() {
     mkdir -p "$2" || return 1
+    if [ $# -ge 3 ]; then
+        /usr/bin/python3 - "$@" <<'PY'
+import gzip, struct, sys
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for split in ("train", "t10k"):
+    for name, head, size in (("images-idx3", 16, 784), ("labels-idx1", 8, 1)):
+        f = "%s-%s-ubyte" % (split, name)
+        with gzip.open("%s/%s.gz" % (src, f)) as z:
+            h = z.read(head)
+            body = z.read(n * size)
+        # the count, the header's second big-endian word, is what was read
+        open("%s/%s" % (dst, f), "wb").write(h[:4] + struct.pack(">I", len(body) // size) + h[8:] + body)
+PY
+        return
+    fi
     for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
         gzip -dc "$1/$f.gz" >"$2/$f" || return 1
     done
@@ -65,4 +83,15 @@ for split, n in (("train", ntrain), ("t10k", ntest)):
     idx(split + "-labels-idx1-ubyte", (n,), labels)
     idx(split + "-images-idx3-ubyte", (n, 28, 28), r.randbytes(n * 784))
 PY
+}
+
+# cat_text FILE LINES: a small made-up English text of LINES lines (a few
+# words, repeated with numbers that cycle), for the GPT's tests, where what
+# is learned does not matter.
+cat_text() {
+    i=0
+    while [ $i -lt "$2" ]; do
+        echo "the cat $((i % 5)) sat on the mat, and the dog $((i % 3)) ran to the door."
+        i=$((i + 1))
+    done >"$1"
 }

@@ -25,9 +25,9 @@ DATA=${CN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 PY=/usr/bin/python3
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-log.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-. "$HERE/lib.sh" # fail, expect_error, expect_exit
+. "$HERE/lib.sh" # fail, expect_error, expect_exit, cat_text
 
-unpack_fashion "$DATA" "$tmp/data" || { echo "FAIL: cannot unpack $DATA"; exit 1; }
+unpack_fashion "$DATA" "$tmp/data" 512 || { echo "FAIL: cannot unpack $DATA"; exit 1; }
 "$CHUTNEY" --version >"$tmp/version" 2>&1
 have() { grep -Eq "^  $1 +yes " "$tmp/version"; }
 for f in tensorboard cairo; do
@@ -83,11 +83,7 @@ fi
 # The GPT: static with clipping (the norm the clipping measured) and eager
 # with --clip 1000, which never clips here (the norm computed for the log):
 # the same losses, the same norms.
-i=0
-while [ $i -lt 400 ]; do
-    echo "the cat $((i % 5)) sat on the mat, and the dog $((i % 3)) ran to the door."
-    i=$((i + 1))
-done >"$tmp/text.txt"
+cat_text "$tmp/text.txt" 400
 gpt="--model gpt --data $tmp/text.txt --vocab 300 --context 16 --layers 1 --heads 2 --embed 16
      --batch 8 --threads 1 --seed 3 --limit 36 --epochs 1 --json"
 # shellcheck disable=SC2086

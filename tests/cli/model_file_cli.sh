@@ -17,7 +17,7 @@ DATA=${CN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 PY=/usr/bin/python3
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-model-file.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-. "$(dirname "$0")/lib.sh" # fail, expect_error, expect_exit
+. "$(dirname "$0")/lib.sh" # fail, expect_error, expect_exit, cat_text
 EXAMPLE=$(dirname "$0")/../../examples/models/cnn.txt
 
 [ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST at $DATA"; exit 77; }
@@ -212,11 +212,7 @@ expect_exit "resume with another model text" 2 "other.txt is not the model text"
     "$CHUTNEY" train --resume "$tmp/half.ckpt" --model-file "$tmp/other.txt" $D
 
 # The GPT takes the options too, and resumes with them exactly.
-i=0
-while [ $i -lt 400 ]; do
-    echo "the cat $((i % 5)) sat on the mat, and the dog $((i % 3)) ran to the door."
-    i=$((i + 1))
-done >"$tmp/text.txt"
+cat_text "$tmp/text.txt" 400
 G="--model gpt --data $tmp/text.txt --vocab 300 --context 16 --layers 1 --heads 2 --embed 16 --batch 8
    --threads 1 --limit 40 --json"
 GO="--schedule cosine --t-max 10 --warmup 2 --betas 0.8,0.99 --weight-decay 0.01 --eps 1e-6 --clip 0.5"

@@ -9,7 +9,7 @@ CHUTNEY=$1
 DATA=${CN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-precision.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-. "$(dirname "$0")/lib.sh" # fail, expect_exit
+. "$(dirname "$0")/lib.sh" # fail, expect_exit, cat_text
 
 expect_exit "train: unknown precision" 2 "unknown precision 'f8'" "$CHUTNEY" train --model mlp --precision f8
 expect_exit "eval: unknown precision" 2 "unknown precision 'int8'" "$CHUTNEY" eval --load x --precision int8
@@ -45,11 +45,7 @@ done
 "$CHUTNEY" eval --load "$tmp/b.ckpt" --data "$tmp/data" --limit 256 --precision bf16 >"$tmp/e" 2>"$tmp/err" &&
     grep -q 'test accuracy' "$tmp/e" && echo "ok: eval --precision bf16" || { fail "eval bf16"; cat "$tmp/err"; }
 
-i=0
-while [ $i -lt 200 ]; do
-    echo "the cat $((i % 5)) sat on the mat, and the dog $((i % 3)) ran to the door."
-    i=$((i + 1))
-done >"$tmp/text.txt"
+cat_text "$tmp/text.txt" 200
 tiny="--vocab 300 --context 16 --layers 1 --heads 2 --embed 16 --batch 8 --threads 1 --limit 24"
 "$CHUTNEY" train --model gpt --data "$tmp/text.txt" --epochs 1 $tiny --precision bf16 \
     --save "$tmp/g.ckpt" --json >"$tmp/g" 2>"$tmp/err" && grep -q '"val_loss":[0-9]' "$tmp/g" &&

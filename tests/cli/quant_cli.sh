@@ -8,7 +8,7 @@ CHUTNEY=$1
 DATA=${CN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chutney-cli.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-. "$(dirname "$0")/lib.sh" # fail, expect_error, expect_exit
+. "$(dirname "$0")/lib.sh" # fail, expect_error, expect_exit, cat_text
 
 # The .gz files as they are when the build reads them (decompressing them
 # takes longer than the rest); else uncompressed.
@@ -46,11 +46,7 @@ else
 fi
 # A GPT: its block's linear layers in int8, scored by eval on the held-out
 # text within 2% of the f32 perplexity.
-i=0
-while [ $i -lt 300 ]; do
-    echo "the cat $((i % 5)) sat on the mat, and the dog $((i % 3)) ran to the door."
-    i=$((i + 1))
-done >"$tmp/text.txt"
+cat_text "$tmp/text.txt" 300
 "$CHUTNEY" train --model gpt --data "$tmp/text.txt" --epochs 1 --vocab 300 --context 16 --layers 1 \
     --heads 2 --embed 16 --batch 8 --threads 1 --seed 3 --limit 40 --save "$tmp/gpt.ckpt" \
     >/dev/null 2>"$tmp/err" || { fail "train --model gpt"; cat "$tmp/err"; }

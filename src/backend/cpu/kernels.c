@@ -65,6 +65,7 @@ const cn_kernel_fn cn_cpu_kernels[CN_OP_COUNT] = {
 
     /* reductions (reduce.c) */
     [CN_OP_sum] = cn_cpu_k_reduce,
+    [CN_OP_sum_to] = cn_cpu_k_reduce,
     [CN_OP_mean] = cn_cpu_k_reduce,
     [CN_OP_prod] = cn_cpu_k_reduce,
     [CN_OP_max] = cn_cpu_k_reduce,

@@ -1015,7 +1015,8 @@ cn_tensor *cn_cpu_widen_i64(cn_tensor *x) {
 /* The kind of each reduction op (CN_RED_COUNT: not one). */
 static cn_reduce_kind reduce_kind_of(cn_op_id id) {
     switch (id) {
-    case CN_OP_sum: return CN_RED_SUM;
+    case CN_OP_sum:
+    case CN_OP_sum_to: return CN_RED_SUM;
     case CN_OP_mean: return CN_RED_MEAN;
     case CN_OP_prod: return CN_RED_PROD;
     case CN_OP_max: return CN_RED_MAX;

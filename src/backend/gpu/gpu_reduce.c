@@ -1,5 +1,5 @@
 /* Reductions: sum mean prod max min var std logsumexp norm argmax
- * argmin (attributes as src/ops/reduce.c: list = the axes, i[0] keepdim,
+ * argmin, sum_to (attributes as src/ops/reduce.c: list = the axes, i[0] keepdim,
  * f[0] correction or p; argmax/argmin: i[1] axis, i[2] flatten).
  *
  * Plan. x's axes are split into kept and reduced ones, each group collapsed
@@ -26,7 +26,8 @@ enum { RK_SUM, RK_MEAN, RK_PROD, RK_MAX, RK_MIN, RK_VAR, RK_STD, RK_LSE, RK_NORM
 
 static int kind_of(cn_op_id id) {
     switch (id) {
-    case CN_OP_sum: return RK_SUM;
+    case CN_OP_sum:
+    case CN_OP_sum_to: return RK_SUM;
     case CN_OP_mean: return RK_MEAN;
     case CN_OP_prod: return RK_PROD;
     case CN_OP_max: return RK_MAX;
@@ -105,7 +106,7 @@ int cn_gpu_k_reduce(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
                                 (int)a->i[1], x->ndim);
             red[ax] = true;
         }
-    } else if (a->nlist == 0) {
+    } else if (a->nlist == 0 && id != CN_OP_sum_to) { /* sum_to: none is a copy */
         for (int d = 0; d < x->ndim; d++) red[d] = true;
     } else {
         for (int k = 0; k < a->nlist; k++) {

@@ -61,6 +61,7 @@ const cn_kernel_fn cn_gpu_kernels[CN_OP_COUNT] = {
 
     /* reductions (gpu_reduce.c) */
     [CN_OP_sum] = cn_gpu_k_reduce,
+    [CN_OP_sum_to] = cn_gpu_k_reduce,
     [CN_OP_mean] = cn_gpu_k_reduce,
     [CN_OP_prod] = cn_gpu_k_reduce,
     [CN_OP_max] = cn_gpu_k_reduce,
