@@ -53,9 +53,9 @@ int cn_tool_scale_outputs(cn_grad_scaler *s, cn_tensor **outs, int n) {
     return n + 1;
 }
 
-void cn_tool_scaler_report(const cn_grad_scaler *s, int64_t steps) {
+void cn_tool_scaler_report(const cn_grad_scaler *s, int64_t steps, int64_t skipped_before) {
     if (s)
         printf("f16 loss scaling: %lld of %lld steps skipped (an inf or NaN gradient), scale now "
-               "%g\n", (long long)cn_grad_scaler_skipped(s), (long long)steps,
+               "%g\n", (long long)(cn_grad_scaler_skipped(s) - skipped_before), (long long)steps,
                cn_grad_scaler_get_scale(s));
 }

@@ -122,8 +122,9 @@ int cn_tool_run_with_precision(int (*run)(int argc, char **argv), int argc, char
  * one more): the scaled loss first, for the gradients, and the loss
  * itself appended, to report. The count; n when s is NULL. */
 int cn_tool_scale_outputs(cn_grad_scaler *s, cn_tensor **outs, int n);
-/* f16's loss scaling after training: the steps it skipped, its scale (s NULL: nothing). */
-void cn_tool_scaler_report(const cn_grad_scaler *s, int64_t steps);
+/* f16's loss scaling after training: the steps this run skipped (the scaler had
+ * skipped_before when it began: a resumed run's), its scale (s NULL: nothing). */
+void cn_tool_scaler_report(const cn_grad_scaler *s, int64_t steps, int64_t skipped_before);
 /* Files checked before the work starts; false after a message. writable:
  * path's directory exists and may be written (saves go through a
  * temporary file there), and path is not a directory. */

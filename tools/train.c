@@ -292,7 +292,7 @@ int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
     snprintf(run_seed, sizeof run_seed, "%llu", (unsigned long long)a->seed);
     char device_s[32]; /* informative: a checkpoint loads on any device */
     cn_device_str(a->device, device_s, sizeof device_s);
-    enum { NBASE = 10, MAXEXTRA = 32, MAXRUN = TO_NSLOTS + 4 };
+    enum { NBASE = 10, MAXEXTRA = 32, MAXRUN = TO_NSLOTS + 7 };
     const char *keys[NBASE + MAXRUN + MAXEXTRA] = {"format", "model", "optimizer", "epochs_done",
                                                    "rng_seed", "rng_offset", "lr", "batch", "seed",
                                                    "device"};
@@ -301,7 +301,7 @@ int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
                                                    run_seed, device_s};
     /* The optimiser's and schedule's settings, clipping, dropout and a
      * text model: what a resume rebuilds the run from. */
-    char run_buf[TO_NSLOTS + 2][40];
+    char run_buf[TO_NSLOTS + 5][40];
     int nrun = 0;
     cn_tool_optim_meta(a, keys + NBASE, vals + NBASE, run_buf, &nrun);
     if (a->clip >= 0) {
@@ -323,6 +323,18 @@ int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
     if (a->precision >= 0) {
         keys[NBASE + nrun] = "precision";
         vals[NBASE + nrun++] = cn_dtype_name((cn_dtype)a->precision);
+    }
+    if (a->scaler) {
+        cn_grad_scaler_state gs = cn_grad_scaler_get_state(a->scaler);
+        static const char *const gkeys[3] = {"loss_scale", "loss_scale_growth",
+                                             "loss_scale_skipped"};
+        snprintf(run_buf[nrun], 40, "%.17g", gs.scale);
+        snprintf(run_buf[nrun + 1], 40, "%lld", (long long)gs.growth_tracker);
+        snprintf(run_buf[nrun + 2], 40, "%lld", (long long)gs.skipped);
+        for (int i = 0; i < 3; i++, nrun++) {
+            keys[NBASE + nrun] = gkeys[i];
+            vals[NBASE + nrun] = run_buf[nrun];
+        }
     }
     if (nextra > MAXEXTRA) nextra = MAXEXTRA; /* the tools' own use: far fewer */
     for (int i = 0; i < nextra; i++) {
@@ -414,6 +426,30 @@ static int read_progress(cn_checkpoint *c, const char *path, cn_tool_progress *p
     p->correct = correct;
     p->seen = seen;
     p->batch = batch;
+    if (cn_checkpoint_metadata(c, "loss_scale")) {
+        long long growth = 0, skipped = 0;
+        if (meta_double(c, path, "loss_scale", &p->loss_scale.scale) < 0 ||
+            meta_int(c, path, "loss_scale_growth", 0, INT64_MAX, &growth) < 0 ||
+            meta_int(c, path, "loss_scale_skipped", 0, INT64_MAX, &skipped) < 0)
+            return -1;
+        if (!(p->loss_scale.scale > 0) || !isfinite(p->loss_scale.scale)) {
+            cn_tool_fail("%s: metadata loss_scale %g is not a positive finite number", path,
+                         p->loss_scale.scale);
+            return -1;
+        }
+        p->loss_scale.growth_tracker = growth;
+        p->loss_scale.skipped = skipped;
+        p->has_loss_scale = true;
+    }
+    return 0;
+}
+
+int cn_tool_restore_scaler(cn_grad_scaler *s, const cn_tool_progress *p) {
+    if (!s || !p->has_loss_scale) return 0;
+    if (cn_grad_scaler_set_state(s, &p->loss_scale) < 0) {
+        fprintf(stderr, "chutney: %s\n", cn_last_error());
+        return -1;
+    }
     return 0;
 }
 
@@ -1608,6 +1644,8 @@ static int train_main(train_args *ap) {
         fprintf(stderr, "chutney: %s\n", cn_last_error());
         goto done;
     }
+    if (cn_tool_restore_scaler(scaler, &resumed) < 0) goto done;
+    a.scaler = scaler;
     char dev_s[32];
     cn_device_str(a.device, dev_s, sizeof dev_s);
     char ranks_s[32] = "";
@@ -1916,7 +1954,7 @@ static int train_main(train_args *ap) {
                     (long long)st.steps, (long long)st.buckets, (double)st.bytes / 1e6,
                     st.comm_seconds, st.wait_seconds);
     }
-    if (!a.quiet && !a.json) cn_tool_scaler_report(scaler, step);
+    if (!a.quiet && !a.json) cn_tool_scaler_report(scaler, step, resumed.loss_scale.skipped);
 done:
     cn_program_free(prog);
     cn_release(ph[0]);

@@ -56,6 +56,9 @@ typedef struct train_args {
     /* The optimiser's and schedule's settings (train_opts.h); NAN: not given. */
     double optv[TO_NSLOTS];
     cn_lr_scheduler *sched; /* the run's schedule, saved under "scheduler." (NULL: none) */
+    /* --precision f16's loss scaler: its state saved as loss_scale,
+     * loss_scale_growth and loss_scale_skipped (NULL: none) */
+    const cn_grad_scaler *scaler;
     ds_audio audio; /* --n-fft, --hop, --n-mels, --fmin, --fmax, --clip-seconds */
 } train_args;
 
@@ -83,7 +86,14 @@ typedef struct cn_tool_progress {
     int64_t correct, seen;
     double lr;     /* the run's --lr and --batch (0: not recorded) */
     int64_t batch;
+    bool has_loss_scale; /* an f16 run's loss scaler, to put back (cn_tool_restore_scaler) */
+    cn_grad_scaler_state loss_scale;
 } cn_tool_progress;
+
+/* After a resume: the loss scaler given the interrupted run's state, when
+ * the checkpoint has one (an f16 run from before it was saved starts from
+ * the default scale). Returns 0, or -1 after printing the error. */
+int cn_tool_restore_scaler(cn_grad_scaler *s, const cn_tool_progress *p);
 
 /* cn_tool_load_checkpoint (tools.h) with all of the progress. */
 int cn_tool_load_checkpoint_ex(const char *path, const char *model, cn_module *m,

@@ -428,6 +428,11 @@ int cn_tool_train_gpt(train_args *ap) {
         run_free(&r);
         return 1;
     }
+    if (cn_tool_restore_scaler(r.scaler, &resumed) < 0) {
+        run_free(&r);
+        return 1;
+    }
+    a.scaler = r.scaler;
     r.loader = cn_text_loader_new(r.train, T,
                                   &(cn_loader_opts){.batch_size = a.batch, .shuffle = true,
                                                     .seed = a.seed, .prefetch = 1});
@@ -617,7 +622,7 @@ int cn_tool_train_gpt(train_args *ap) {
             rc = 1;
         }
     }
-    if (rc == 0 && !a.json && !a.quiet) cn_tool_scaler_report(r.scaler, steps_run);
+    if (rc == 0 && !a.json && !a.quiet) cn_tool_scaler_report(r.scaler, steps_run, resumed.loss_scale.skipped);
     if (rc == 0) {
         printf("validation loss: %.4f (perplexity %.2f; unigram baseline %.4f, perplexity %.2f)\n",
                val, exp(val), unigram, exp(unigram));

@@ -2,7 +2,8 @@
 # --precision from the outside: train (an MLP on a few Fashion-MNIST
 # images, static and eager; a tiny GPT) in bf16 and f16, the precision kept
 # in the checkpoint and given again on resume, the inference commands
-# taking it, and bad values refused with exit status 2.
+# taking it, f16's loss scaler saved and put back on resume, and bad
+# values refused with exit status 2.
 #   precision_cli.sh path/to/chutney
 set -u
 CHUTNEY=$1
@@ -33,6 +34,23 @@ grep -q 'precision bf16' "$tmp/r" && echo "ok: resume keeps bf16" || { fail "res
     { fail "resume --precision f32"; cat "$tmp/err"; }
 grep -q 'precision' "$tmp/r" && { fail "resume --precision f32 still mixed"; cat "$tmp/r"; } ||
     echo "ok: --precision given on resume wins"
+
+# f16's loss scaler in the checkpoint, and put back on resume: 4 finite
+# steps an epoch, so the count of finite steps reads 4, then 8.
+scaler_meta() {
+    /usr/bin/python3 -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+m = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])["__metadata__"]
+print(m.get("loss_scale"), m.get("loss_scale_growth"), m.get("loss_scale_skipped"))' "$1"
+}
+"$CHUTNEY" train $small --epochs 1 --precision f16 --save "$tmp/h.ckpt" >/dev/null 2>"$tmp/err" ||
+    { fail "train f16 --save"; cat "$tmp/err"; }
+"$CHUTNEY" train $small --epochs 2 --resume "$tmp/h.ckpt" --save "$tmp/h2.ckpt" >/dev/null 2>"$tmp/err" ||
+    { fail "resume f16"; cat "$tmp/err"; }
+m1=$(scaler_meta "$tmp/h.ckpt") m2=$(scaler_meta "$tmp/h2.ckpt")
+[ "$m1" = "65536 4 0" ] && [ "$m2" = "65536 8 0" ] &&
+    echo "ok: f16's loss scale saved and resumed ($m1, then $m2)" ||
+    fail "loss scale in checkpoints: '$m1', then '$m2' (want '65536 4 0', then '65536 8 0')"
 
 for mode in static eager; do
     "$CHUTNEY" train $small --epochs 1 --precision f16 --mode $mode >"$tmp/h" 2>"$tmp/err" ||
