@@ -1,0 +1,162 @@
+/* layer_norm on the CPU (the op: src/ops/layer_norm.c).
+ *
+ * One row (the last ndim axes) at a time: the mean, then the sum of squared
+ * deviations from it (two-pass, so a row far from zero loses nothing), both
+ * summed in double, then y = (x - mean) r w + b computed in double and
+ * rounded once. The row stays in cache between its three loops, so memory
+ * is read once and written once where the composition of ops makes five to
+ * seven passes. weight and bias are copied once per call into doubles of
+ * the row's length (ones and zeros when absent, which leaves x^ exact).
+ *
+ * Rows are read through x's strides for the leading axes; when the
+ * normalised axes are not one unit-stride block (a transposed view), x is
+ * copied first. Rows are independent and each is summed in a fixed order:
+ * the same bits for any thread count. */
+#include "kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define ROW_GRAIN 16384 /* elements of work worth a thread */
+#define LANES 8         /* partial sums per row: vector registers of doubles */
+
+typedef struct ln_job {
+    const char *x;
+    char *y;
+    cn_dtype dt;
+    int nr, nd;                   /* row axes (the leading ones), normalised axes */
+    int64_t shape[CN_MAX_DIMS];   /* x's */
+    int64_t strides[CN_MAX_DIMS]; /* x's, in elements */
+    int64_t n;                    /* the row's length */
+    const double *w, *b;
+    double eps;
+} ln_job;
+
+/* Sums in LANES interleaved partial sums, added in a fixed order, so GCC
+ * vectorises them without reassociating anything itself. */
+#define DEF_ROW(T, S)                                                                              \
+    CN_HOT_FN(row_##S,                                                                             \
+              (const T *restrict x, T *restrict y, const double *restrict w,                       \
+               const double *restrict b, int64_t n, double eps),                                   \
+              (x, y, w, b, n, eps)) {                                                              \
+        double acc[LANES] = {0}, s = 0, q = 0;                                                     \
+        int64_t i = 0, nv = n - n % LANES;                                                         \
+        for (; i < nv; i += LANES)                                                                 \
+            for (int k = 0; k < LANES; k++) acc[k] += (double)x[i + k];                            \
+        for (int k = 0; k < LANES; k++) s += acc[k];                                               \
+        for (; i < n; i++) s += (double)x[i];                                                      \
+        const double mean = s / (double)n;                                                         \
+        for (int k = 0; k < LANES; k++) acc[k] = 0;                                                \
+        for (i = 0; i < nv; i += LANES)                                                            \
+            for (int k = 0; k < LANES; k++) {                                                      \
+                const double d = (double)x[i + k] - mean;                                          \
+                acc[k] += d * d;                                                                   \
+            }                                                                                      \
+        for (int k = 0; k < LANES; k++) q += acc[k];                                               \
+        for (; i < n; i++) {                                                                       \
+            const double d = (double)x[i] - mean;                                                  \
+            q += d * d;                                                                            \
+        }                                                                                          \
+        const double r = 1.0 / sqrt(q / (double)n + eps);                                          \
+        for (i = 0; i < n; i++) y[i] = (T)(((double)x[i] - mean) * r * w[i] + b[i]);               \
+    }
+
+DEF_ROW(float, f32)
+DEF_ROW(double, f64)
+
+static inline double load(const char *p, cn_dtype dt) {
+    return dt == CN_F32 ? (double)*(const float *)p : *(const double *)p;
+}
+
+static void rows_range(void *ctx, int64_t r0, int64_t r1) {
+    const ln_job *j = ctx;
+    size_t es = cn_dsize(j->dt);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t off = 0, rem = r;
+        for (int d = j->nr - 1; d >= 0; d--) {
+            off += rem % j->shape[d] * j->strides[d];
+            rem /= j->shape[d];
+        }
+        const char *x = j->x + off * (int64_t)es;
+        char *y = j->y + r * j->n * (int64_t)es;
+        if (j->dt == CN_F32)
+            row_f32((const float *)x, (float *)y, j->w, j->b, j->n, j->eps);
+        else
+            row_f64((const double *)x, (double *)y, j->w, j->b, j->n, j->eps);
+    }
+}
+
+/* weight or bias (any strides) as n doubles, or fill where absent. */
+static void param_row(const cn_tensor *p, int64_t n, double fill, double *dst) {
+    if (!p) {
+        for (int64_t k = 0; k < n; k++) dst[k] = fill;
+        return;
+    }
+    const char *base = cn_t_ptr(p);
+    size_t es = cn_dsize((cn_dtype)p->dtype);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0, rem = k;
+        for (int d = p->ndim - 1; d >= 0; d--) {
+            off += rem % p->shape[d] * p->strides[d];
+            rem /= p->shape[d];
+        }
+        dst[k] = load(base + off * (int64_t)es, (cn_dtype)p->dtype);
+    }
+}
+
+/* Are x's last nd axes one block of unit stride (size-1 axes aside)? */
+static bool rows_contiguous(const cn_tensor *x, int nd) {
+    int64_t want = 1;
+    for (int d = x->ndim - 1; d >= x->ndim - nd; d--) {
+        if (x->shape[d] != 1 && x->strides[d] != want) return false;
+        want *= x->shape[d];
+    }
+    return true;
+}
+
+int cn_cpu_k_layer_norm(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                        cn_tensor *out) {
+    (void)id, (void)nin;
+    cn_dtype dt = (cn_dtype)out->dtype;
+    if (dt != CN_F32 && dt != CN_F64)
+        return cn_failc(CN_EUNSUPPORTED, "layer_norm: no CPU kernel for %s", cn_dtype_name(dt));
+    const cn_tensor *x = in[0];
+    int nd = (int)a->i[0];
+    cn_tensor *w = a->i[1] ? in[1] : NULL, *b = a->i[2] ? in[1 + a->i[1]] : NULL;
+    /* A transposed block of normalised axes is copied first: the rows'
+     * loops then all read unit strides. */
+    cn_tensor *packed = NULL;
+    if (!rows_contiguous(x, nd)) {
+        packed = cn_t_empty(dt, x->ndim, x->shape);
+        if (!packed) return CN_ENOMEM;
+        if (cn_cpu_k_copy(CN_OP_contiguous, in, 1, a, packed) < 0) {
+            cn_release(packed);
+            return CN_EINVAL;
+        }
+        x = packed;
+    }
+    ln_job j = {.x = cn_t_ptr(x), .y = cn_t_ptr(out), .dt = dt, .nr = x->ndim - nd, .nd = nd,
+                .n = 1, .eps = a->f[0]};
+    int64_t rows = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        j.shape[d] = x->shape[d];
+        j.strides[d] = x->strides[d];
+        if (d < j.nr)
+            rows *= x->shape[d];
+        else
+            j.n *= x->shape[d];
+    }
+    double *wb = malloc(sizeof(double) * 2 * (size_t)j.n);
+    if (!wb) {
+        cn_release(packed);
+        return cn_failc(CN_ENOMEM, "layer_norm: out of memory for weight and bias rows");
+    }
+    param_row(w, j.n, 1, wb);
+    param_row(b, j.n, 0, wb + j.n);
+    j.w = wb;
+    j.b = wb + j.n;
+    cn_parallel_for(rows, ROW_GRAIN / j.n + 1, rows_range, &j);
+    free(wb);
+    cn_release(packed);
+    return CN_OK;
+}
