@@ -94,16 +94,20 @@ static void test_against_loop(void) {
 /* Rows are split across threads, each computed whole: the same bits. */
 static void test_same_bits_any_threads(void) {
     th_seed(4);
-    int64_t shape[2] = {96, 301};
+    int64_t shape[2] = {400, 301}, tshape[2] = {301, 400};
     cn_tensor *x = th_random(CN_F32, 2, shape, -2, 2, TH_CONTIG, NULL);
+    cn_tensor *xt = cn_transpose(th_random(CN_F32, 2, tshape, -2, 2, TH_CONTIG, NULL), 0, 1);
     cn_tensor *w = th_random(CN_F32, 1, shape + 1, -2, 2, TH_CONTIG, NULL);
     int before = cn_get_num_threads();
     cn_set_num_threads(1);
-    cn_tensor *a = cn_layer_norm(x, 1, w, w, 1e-5);
+    cn_tensor *a = cn_layer_norm(x, 1, w, w, 1e-5), *at = cn_layer_norm(xt, 1, w, NULL, 1e-5);
     cn_set_num_threads(2);
-    cn_tensor *b = cn_layer_norm(x, 1, w, w, 1e-5);
+    cn_tensor *b = cn_layer_norm(x, 1, w, w, 1e-5), *bt = cn_layer_norm(xt, 1, w, NULL, 1e-5);
     cn_set_num_threads(before);
     CHECK(a && b && cn_allclose(a, b, 0, 0));
+    CHECK(at && bt && cn_allclose(at, bt, 0, 0));
+    /* A strided row gives the bits of its contiguous copy. */
+    CHECK(at && cn_allclose(at, cn_layer_norm(cn_contiguous(xt), 1, w, NULL, 1e-5), 0, 0));
 }
 
 /* The composition the op replaces, with its own ops' gradient rules. */

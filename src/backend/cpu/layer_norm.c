@@ -8,17 +8,18 @@
  * seven passes. weight and bias are copied once per call into doubles of
  * the row's length (ones and zeros when absent, which leaves x^ exact).
  *
- * Rows are read through x's strides for the leading axes; when the
- * normalised axes are not one unit-stride block (a transposed view), x is
- * copied first. Rows are independent and each is summed in a fixed order:
- * the same bits for any thread count. */
+ * Rows are read through x's strides, so views are not copied first.
+ * Rows are independent and each is summed in a fixed order: the same bits
+ * for any thread count. */
 #include "kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define ROW_GRAIN 16384 /* elements of work worth a thread */
 #define LANES 8         /* partial sums per row: vector registers of doubles */
+#define TILE 16         /* rows gathered together: a cache line of f32 */
 
 typedef struct ln_job {
     const char *x;
@@ -28,7 +29,9 @@ typedef struct ln_job {
     int64_t shape[CN_MAX_DIMS];   /* x's */
     int64_t strides[CN_MAX_DIMS]; /* x's, in elements */
     int64_t n;                    /* the row's length */
+    int64_t rows, ntasks;
     const double *w, *b;
+    char *scratch; /* a tile of rows per task, when the normalised axes are strided */
     double eps;
 } ln_job;
 
@@ -68,21 +71,66 @@ static inline double load(const char *p, cn_dtype dt) {
     return dt == CN_F32 ? (double)*(const float *)p : *(const double *)p;
 }
 
-static void rows_range(void *ctx, int64_t r0, int64_t r1) {
+/* The m rows at x + off[i] (normalised axes of any strides) into the
+ * tile dst, row after row. One normalised axis: element k of all m rows
+ * at once, which for channels-first data (rows adjacent in memory) reads
+ * whole cache lines. */
+static void gather_rows(const ln_job *j, const int64_t *off, int m, char *dst) {
+    size_t es = cn_dsize(j->dt);
+    const int64_t *shape = j->shape + j->nr, *strides = j->strides + j->nr, n = j->n;
+    if (j->nd == 1) {
+        int64_t st = strides[0];
+        if (j->dt == CN_F32) {
+            const float *x = (const float *)j->x;
+            for (int64_t k = 0; k < n; k++)
+                for (int i = 0; i < m; i++) ((float *)dst)[i * n + k] = x[off[i] + k * st];
+        } else {
+            const double *x = (const double *)j->x;
+            for (int64_t k = 0; k < n; k++)
+                for (int i = 0; i < m; i++) ((double *)dst)[i * n + k] = x[off[i] + k * st];
+        }
+        return;
+    }
+    for (int i = 0; i < m; i++)
+        for (int64_t k = 0; k < n; k++) {
+            int64_t o = off[i], rem = k;
+            for (int d = j->nd - 1; d >= 0; d--) {
+                o += rem % shape[d] * strides[d];
+                rem /= shape[d];
+            }
+            memcpy(dst + (size_t)(i * n + k) * es, j->x + o * (int64_t)es, es);
+        }
+}
+
+/* Rows [R t / k, R (t + 1) / k) of task t, TILE at a time, each task with
+ * its own tile where the normalised axes are strided. */
+static void tasks_range(void *ctx, int64_t t0, int64_t t1) {
     const ln_job *j = ctx;
     size_t es = cn_dsize(j->dt);
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t off = 0, rem = r;
-        for (int d = j->nr - 1; d >= 0; d--) {
-            off += rem % j->shape[d] * j->strides[d];
-            rem /= j->shape[d];
+    int64_t off[TILE];
+    for (int64_t t = t0; t < t1; t++) {
+        char *tile = j->scratch ? j->scratch + (size_t)(t * TILE * j->n) * es : NULL;
+        int64_t hi = j->rows * (t + 1) / j->ntasks;
+        for (int64_t r0 = j->rows * t / j->ntasks; r0 < hi; r0 += TILE) {
+            int m = hi - r0 < TILE ? (int)(hi - r0) : TILE;
+            for (int i = 0; i < m; i++) {
+                int64_t o = 0, rem = r0 + i;
+                for (int d = j->nr - 1; d >= 0; d--) {
+                    o += rem % j->shape[d] * j->strides[d];
+                    rem /= j->shape[d];
+                }
+                off[i] = o;
+            }
+            if (tile) gather_rows(j, off, m, tile);
+            for (int i = 0; i < m; i++) {
+                const char *x = tile ? tile + (size_t)(i * j->n) * es : j->x + off[i] * (int64_t)es;
+                char *y = j->y + (r0 + i) * j->n * (int64_t)es;
+                if (j->dt == CN_F32)
+                    row_f32((const float *)x, (float *)y, j->w, j->b, j->n, j->eps);
+                else
+                    row_f64((const double *)x, (double *)y, j->w, j->b, j->n, j->eps);
+            }
         }
-        const char *x = j->x + off * (int64_t)es;
-        char *y = j->y + r * j->n * (int64_t)es;
-        if (j->dt == CN_F32)
-            row_f32((const float *)x, (float *)y, j->w, j->b, j->n, j->eps);
-        else
-            row_f64((const double *)x, (double *)y, j->w, j->b, j->n, j->eps);
     }
 }
 
@@ -122,19 +170,7 @@ int cn_cpu_k_layer_norm(cn_op_id id, cn_tensor *const *in, int nin, const cn_att
         return cn_failc(CN_EUNSUPPORTED, "layer_norm: no CPU kernel for %s", cn_dtype_name(dt));
     const cn_tensor *x = in[0];
     int nd = (int)a->i[0];
-    cn_tensor *w = a->i[1] ? in[1] : NULL, *b = a->i[2] ? in[1 + a->i[1]] : NULL;
-    /* A transposed block of normalised axes is copied first: the rows'
-     * loops then all read unit strides. */
-    cn_tensor *packed = NULL;
-    if (!rows_contiguous(x, nd)) {
-        packed = cn_t_empty(dt, x->ndim, x->shape);
-        if (!packed) return CN_ENOMEM;
-        if (cn_cpu_k_copy(CN_OP_contiguous, in, 1, a, packed) < 0) {
-            cn_release(packed);
-            return CN_EINVAL;
-        }
-        x = packed;
-    }
+    const cn_tensor *w = a->i[1] ? in[1] : NULL, *b = a->i[2] ? in[1 + a->i[1]] : NULL;
     ln_job j = {.x = cn_t_ptr(x), .y = cn_t_ptr(out), .dt = dt, .nr = x->ndim - nd, .nd = nd,
                 .n = 1, .eps = a->f[0]};
     int64_t rows = 1;
@@ -146,17 +182,25 @@ int cn_cpu_k_layer_norm(cn_op_id id, cn_tensor *const *in, int nin, const cn_att
         else
             j.n *= x->shape[d];
     }
-    double *wb = malloc(sizeof(double) * 2 * (size_t)j.n);
-    if (!wb) {
-        cn_release(packed);
-        return cn_failc(CN_ENOMEM, "layer_norm: out of memory for weight and bias rows");
-    }
+    /* Tasks of a fixed number of rows (by shape and thread count; each row
+     * is computed whole, so the split does not change the bits), each with
+     * a tile of rows where the normalised axes are strided: a transposed
+     * view (ConvNeXt's channels-last LayerNorm of an NCHW tensor) is read
+     * through it TILE rows at a time. */
+    int64_t grain = ROW_GRAIN / j.n + 1;
+    j.rows = rows;
+    j.ntasks = rows / grain < 1 ? 1 : rows / grain;
+    int64_t most = (int64_t)cn_get_num_threads() * CN_CHUNKS_PER_THREAD;
+    if (j.ntasks > most) j.ntasks = most;
+    size_t es = cn_dsize(dt), nscratch = rows_contiguous(x, nd) ? 0 : (size_t)(j.ntasks * TILE * j.n) * es;
+    double *wb = malloc(sizeof(double) * 2 * (size_t)j.n + nscratch);
+    if (!wb) return cn_failc(CN_ENOMEM, "layer_norm: out of memory for weight and bias rows");
     param_row(w, j.n, 1, wb);
     param_row(b, j.n, 0, wb + j.n);
     j.w = wb;
     j.b = wb + j.n;
-    cn_parallel_for(rows, ROW_GRAIN / j.n + 1, rows_range, &j);
+    j.scratch = nscratch ? (char *)(wb + 2 * j.n) : NULL;
+    cn_parallel_tasks(j.ntasks, tasks_range, &j);
     free(wb);
-    cn_release(packed);
     return CN_OK;
 }
