@@ -169,7 +169,9 @@ const cn_op_def cn_opdef_layer_norm = {
     .jvp = ln_jvp,
     .onnx = "LayerNormalization",
     .doc = "y = (x - mean) / sqrt(var + eps) * weight + bias over the last ndim axes (var "
-           "biased; weight, bias optional, of the normalized shape); mean and var in double",
+           "biased; weight, bias optional, of the normalized shape and x's dtype); mean and var "
+           "in double, one row at a time. Kernel: CPU; on other devices cn_layer_norm composes "
+           "mean, var, sub, rsqrt, mul, add. ONNX: LayerNormalization (ones for an absent weight)",
 };
 
 /* Does the backend x computes on have a kernel for the op? Symbolic x: the

@@ -67,6 +67,16 @@ typedef struct ln_job {
 DEF_ROW(float, f32)
 DEF_ROW(double, f64)
 
+/* The element offset of row-major index k over nd axes of shape, strides. */
+static inline int64_t offset_of(int64_t k, int nd, const int64_t *shape, const int64_t *strides) {
+    int64_t off = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        off += k % shape[d] * strides[d];
+        k /= shape[d];
+    }
+    return off;
+}
+
 static inline double load(const char *p, cn_dtype dt) {
     return dt == CN_F32 ? (double)*(const float *)p : *(const double *)p;
 }
@@ -93,11 +103,7 @@ static void gather_rows(const ln_job *j, const int64_t *off, int m, char *dst) {
     }
     for (int i = 0; i < m; i++)
         for (int64_t k = 0; k < n; k++) {
-            int64_t o = off[i], rem = k;
-            for (int d = j->nd - 1; d >= 0; d--) {
-                o += rem % shape[d] * strides[d];
-                rem /= shape[d];
-            }
+            int64_t o = off[i] + offset_of(k, j->nd, shape, strides);
             memcpy(dst + (size_t)(i * n + k) * es, j->x + o * (int64_t)es, es);
         }
 }
@@ -113,14 +119,7 @@ static void tasks_range(void *ctx, int64_t t0, int64_t t1) {
         int64_t hi = j->rows * (t + 1) / j->ntasks;
         for (int64_t r0 = j->rows * t / j->ntasks; r0 < hi; r0 += TILE) {
             int m = hi - r0 < TILE ? (int)(hi - r0) : TILE;
-            for (int i = 0; i < m; i++) {
-                int64_t o = 0, rem = r0 + i;
-                for (int d = j->nr - 1; d >= 0; d--) {
-                    o += rem % j->shape[d] * j->strides[d];
-                    rem /= j->shape[d];
-                }
-                off[i] = o;
-            }
+            for (int i = 0; i < m; i++) off[i] = offset_of(r0 + i, j->nr, j->shape, j->strides);
             if (tile) gather_rows(j, off, m, tile);
             for (int i = 0; i < m; i++) {
                 const char *x = tile ? tile + (size_t)(i * j->n) * es : j->x + off[i] * (int64_t)es;
@@ -142,14 +141,9 @@ static void param_row(const cn_tensor *p, int64_t n, double fill, double *dst) {
     }
     const char *base = cn_t_ptr(p);
     size_t es = cn_dsize((cn_dtype)p->dtype);
-    for (int64_t k = 0; k < n; k++) {
-        int64_t off = 0, rem = k;
-        for (int d = p->ndim - 1; d >= 0; d--) {
-            off += rem % p->shape[d] * p->strides[d];
-            rem /= p->shape[d];
-        }
-        dst[k] = load(base + off * (int64_t)es, (cn_dtype)p->dtype);
-    }
+    for (int64_t k = 0; k < n; k++)
+        dst[k] = load(base + offset_of(k, p->ndim, p->shape, p->strides) * (int64_t)es,
+                      (cn_dtype)p->dtype);
 }
 
 /* Are x's last nd axes one block of unit stride (size-1 axes aside)? */
