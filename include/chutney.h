@@ -700,6 +700,13 @@ typedef struct cn_rope_opts {
     bool inverse;
 } cn_rope_opts;
 cn_tensor *cn_rope(cn_tensor *x, const cn_rope_opts *opts);
+/* torch.nn.functional.layer_norm: x normalised over its last ndim axes,
+ * y = (x - mean) / sqrt(var + eps) * weight + bias (var biased), one op.
+ * weight and bias: NULL, or of the normalized shape (x's last ndim sizes)
+ * and x's dtype. Mean and variance are computed in double. On a device
+ * whose backend has no layer_norm kernel (CUDA, OpenCL), the same formula
+ * is composed of mean, var, sub, rsqrt, mul and add. */
+cn_tensor *cn_layer_norm(cn_tensor *x, int ndim, cn_tensor *weight, cn_tensor *bias, double eps);
 
 /* ------------------------------------------------------------------------ */
 /* Convolution and pooling                                                  */

@@ -70,7 +70,27 @@ static cn_tensor *gcf_adaptive_backward(cn_tensor **x) {
     return cn_op_apply(CN_OP_adaptive_avg_pool2d_backward, x, 1, &a);
 }
 
+/* layer_norm (src/ops/layer_norm.c) through cn_layer_norm, which composes
+ * it on devices without a kernel: affine over an odd row, a weight alone
+ * over two axes, and neither. */
+static cn_tensor *gcf_layer_norm_affine(cn_tensor **x) {
+    return cn_layer_norm(x[0], 1, x[1], x[2], 1e-5);
+}
+static cn_tensor *gcf_layer_norm_weight(cn_tensor **x) {
+    return cn_layer_norm(x[0], 2, x[1], NULL, 1e-3);
+}
+static cn_tensor *gcf_layer_norm_plain(cn_tensor **x) {
+    return cn_layer_norm(x[0], 2, NULL, NULL, 0.1);
+}
+
 static const grad_case grad_cases_nn[] = {
+    {"layer_norm", "ndim 1, weight and bias, rows of 7", 3,
+     {{GC_SHAPE(3, 7), -1, 1}, {GC_SHAPE(7), -1, 1}, {GC_SHAPE(7), -1, 1}},
+     gcf_layer_norm_affine},
+    {"layer_norm", "ndim 2, weight only", 2,
+     {{GC_SHAPE(2, 2, 3), -1, 1}, {GC_SHAPE(2, 3), -1, 1}}, gcf_layer_norm_weight},
+    {"layer_norm", "ndim 2, no weight or bias", 1, {{GC_SHAPE(2, 3, 2), -2, 2}},
+     gcf_layer_norm_plain},
     {"conv2d", "3x3 pad 1, bias", 3,
      {{GC_SHAPE(2, 2, 4, 5), -1, 1}, {GC_SHAPE(3, 2, 3, 3), -1, 1}, {GC_SHAPE(3), -1, 1}},
      gcf_conv_pad_bias},

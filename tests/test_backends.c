@@ -385,6 +385,10 @@ static bool needs_kernel(const cn_op_def *d) {
     return !(d->flags & (CN_OPF_VIEW | CN_OPF_TRANSFER | CN_OPF_COMM));
 }
 
+/* Ops whose public function composes other ops on a backend without their
+ * kernel (their cases run there through that function). */
+static bool composed_on_devices(const cn_op_def *d) { return strcmp(d->name, "layer_norm") == 0; }
+
 static void test_table(void) {
     for (int id = 0; id < CN_OP_COUNT; id++) {
         const cn_op_def *d = cn_ops[id];
@@ -393,6 +397,7 @@ static void test_table(void) {
         if (!needs_kernel(d)) continue;
         for (int k = 0; k < CN_DEVICE_KIND_COUNT; k++) {
             if (cn_device_count((cn_device_kind)k) == 0) continue;
+            if (k != CN_DEVICE_CPU && composed_on_devices(d)) continue;
             const cn_backend *b = cn_backend_for(CN_DEVICE(k, 0), "test");
             CHECK_MSG(b && b->kernels[id], "op %s has no kernel on the %s backend", d->name,
                       b ? b->name : "?");

@@ -481,6 +481,21 @@ static PyObject *f_sdpa(PyObject *m, PyObject *args, PyObject *kw) {
                                                                p, causal, scale)));
 }
 
+/* layer_norm(input, ndim, weight=None, bias=None, eps=1e-5): cn_layer_norm
+ * over the last ndim axes (functional.layer_norm passes its
+ * normalized_shape's length). */
+static PyObject *f_layer_norm(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"input", "ndim", "weight", "bias", "eps", NULL};
+    PyObject *x, *w = Py_None, *b = Py_None;
+    int nd;
+    double eps = 1e-5;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!i|OOd:layer_norm", kwlist, &Tensor_Type, &x, &nd,
+                                     &w, &b, &eps))
+        return NULL;
+    if (check_opt_tensor(w, "weight") < 0 || check_opt_tensor(b, "bias") < 0) return NULL;
+    return cnpy_wrap(CNPY_CALL(cn_layer_norm(TT(x), nd, opt_tensor(w), opt_tensor(b), eps)));
+}
+
 static PyObject *class_loss(PyObject *args, PyObject *kw, bool ce) {
     static char *kwlist[] = {"input", "target", "weight", "ignore_index", "reduction", "label_smoothing",
                              NULL};
@@ -701,6 +716,7 @@ PyMethodDef cnpy_nn_functions[] = {
     {"adaptive_avg_pool2d", f_adaptive_avg_pool2d, METH_VARARGS, NULL},
     {"dropout", FN(f_dropout), KW, NULL},
     {"scaled_dot_product_attention", FN(f_sdpa), KW, NULL},
+    {"layer_norm", FN(f_layer_norm), KW, NULL},
     {"cross_entropy", FN(f_cross_entropy), KW, NULL},
     {"nll_loss", FN(f_nll_loss), KW, NULL},
     {"mse_loss", FN(f_mse_loss), KW, NULL},

@@ -117,6 +117,13 @@ static inline const cn_backend *cn_backend_of(const cn_tensor *t) {
     const cn_backend *b = t->storage ? cn_backends[t->storage->device_kind] : NULL;
     return b ? b : &cn_backend_cpu;
 }
+/* Has this build's backend for kind a kernel for op (a built-in op id)?
+ * For public functions that compose other ops where the op has none
+ * (cn_layer_norm). */
+static inline bool cn_backend_has_kernel(cn_device_kind kind, int op) {
+    const cn_backend *b = (unsigned)kind < CN_DEVICE_KIND_COUNT ? cn_backends[kind] : NULL;
+    return b && b->kernels[op] != NULL;
+}
 
 /* Storage of nbytes on d (through its backend's allocator), NULL after
  * cn_fail. */

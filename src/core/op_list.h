@@ -117,6 +117,9 @@ CN_OP(scaled_dot_product_attention_backward)
 /* rotary position embeddings (rope.c) */
 CN_OP(rope)
 
+/* normalisation (layer_norm.c) */
+CN_OP(layer_norm)
+
 /* moving between devices (device.c) */
 CN_OP(to)
 

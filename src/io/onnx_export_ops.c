@@ -293,6 +293,42 @@ EMIT(e_axis_op) {
     return out0(n);
 }
 
+/* ONNX's LayerNormalization (opset 17) requires Scale: ones of the
+ * normalized shape stand in for an absent weight. */
+EMIT(e_layer_norm) {
+    (void)out;
+    const cn_attrs *a = &s->attrs;
+    const cn_tensor *x = it[0];
+    int nd = (int)a->i[0], axis = x->ndim - nd;
+    cn_dtype t = dt(x);
+    const char *ins[3] = {in[0], a->i[1] ? in[1] : NULL, a->i[2] ? in[1 + a->i[1]] : NULL};
+    if (!ins[1]) {
+        if (t != CN_F32 && t != CN_F64) return ox_unsup(c, "%s input", cn_dtype_name(t));
+        int64_t numel = 1;
+        for (int d = axis; d < x->ndim; d++) {
+            if (x->shape[d] < 0)
+                return ox_unsup(c, "no weight and an unknown normalized size (Scale is required)");
+            numel *= x->shape[d];
+        }
+        size_t es = cn_dsize(t);
+        unsigned char *ones = ox_alloc(c, (size_t)numel * es + 1);
+        if (!ones) return NULL;
+        for (int64_t k = 0; k < numel; k++) {
+            if (t == CN_F64)
+                ((double *)ones)[k] = 1;
+            else
+                ((float *)ones)[k] = 1;
+        }
+        ins[1] = ox_add_init(c, ox_tensor_proto(c, ox_unique_name(c, "layer_norm_scale"), t, nd,
+                                                x->shape + axis, ones));
+        if (!ins[1]) return NULL;
+    }
+    Onnx__NodeProto *n = node1(c, "LayerNormalization", ins, ins[2] ? 3 : 2);
+    if (!n || ox_attr_int(c, n, "axis", axis) < 0 || ox_attr_float(c, n, "epsilon", a->f[0]) < 0)
+        return NULL;
+    return n->output[0];
+}
+
 EMIT(e_scatter_add) {
     (void)out, (void)it;
     Onnx__NodeProto *n = node1(c, "ScatterElements", in, 3);
@@ -661,6 +697,7 @@ static const ox_emit_fn table[CN_OP_COUNT] = {
     [CN_OP_scaled_dot_product_attention] = ox_emit_sdpa,
     [CN_OP_scaled_dot_product_attention_backward] = e_gradient_op,
     [CN_OP_rope] = ox_emit_rope,
+    [CN_OP_layer_norm] = e_layer_norm,
 
     [CN_OP_bernoulli] = e_random,
 };

@@ -121,6 +121,15 @@ H(h_instance_norm) {
     DONE(cn_add(cn_mul(y, per_channel(in[1], r)), per_channel(in[2], r)));
 }
 
+/* Is p of x's dtype and shaped as x's axes from axis on? */
+static bool is_normalized_shape(cn_tensor *x, int axis, cn_tensor *p) {
+    int r = cn_ndim(x);
+    if (cn_tensor_dtype(p) != cn_tensor_dtype(x) || cn_ndim(p) != r - axis) return false;
+    for (int d = axis; d < r; d++)
+        if (cn_dim(p, d - axis) != cn_dim(x, d) || cn_dim(p, d - axis) < 0) return false;
+    return true;
+}
+
 H(h_layer_norm) {
     UNUSED;
     cn_tensor *x = in[0];
@@ -130,6 +139,12 @@ H(h_layer_norm) {
     if (onnx_attr_int(n, "stash_type", 1) != 1) return onnx_unsup(c, "stash_type other than float");
     double eps = onnx_attr_float(n, "epsilon", 1e-5);
     cn_dtype dt = cn_tensor_dtype(x);
+    /* One layer_norm op, unless the mean and inverse deviation are asked
+     * for too, or the types or Scale's and B's shapes are ones only the
+     * composition below takes (broadcasting, half types stashed in f32). */
+    if (nout == 1 && (dt == CN_F32 || dt == CN_F64) && is_normalized_shape(x, axis, in[1]) &&
+        (nin < 3 || !in[2] || is_normalized_shape(x, axis, in[2])))
+        DONE(cn_layer_norm(x, r - axis, in[1], nin > 2 ? in[2] : NULL, eps));
     cn_tensor *xf = dt == CN_F64 ? x : cn_cast(x, CN_F32);
     int ax[CN_MAX_DIMS], na = 0;
     for (int i = axis; i < r; i++) ax[na++] = i;

@@ -1,6 +1,6 @@
-/* BatchNorm1d/2d and LayerNorm, from reductions and elementwise ops, so
- * their gradients (through the batch statistics too) come from the ops'
- * rules. */
+/* BatchNorm1d/2d, from reductions and elementwise ops, so its gradients
+ * (through the batch statistics too) come from the ops' rules, and
+ * LayerNorm, the layer_norm op (cn_layer_norm). */
 #include "nn.h"
 #include "../graph/effects.h"
 
@@ -184,13 +184,9 @@ static cn_tensor *ln_forward(cn_module *m, cn_tensor *x) {
                        cn_fmt_shape(b1, sizeof b1, x->ndim, x->shape),
                        cn_fmt_shape(b2, sizeof b2, l->nd, l->shape));
     }
-    int axes[CN_MAX_DIMS];
-    for (int i = 0; i < l->nd; i++) axes[i] = x->ndim - l->nd + i;
-    cn_tensor *mean = cn_mean(x, axes, l->nd, true);
-    cn_tensor *var = cn_var(x, axes, l->nd, 0, true);
-    cn_tensor *y = cn_mul(cn_sub(x, mean), cn_rsqrt(cn_add_scalar(var, l->eps)));
-    if (m->nparams == 2) y = cn_add(cn_mul(y, cn_nn_p(m, 0)), cn_nn_p(m, 1));
-    return y;
+    bool affine = m->nparams == 2;
+    return cn_layer_norm(x, l->nd, affine ? cn_nn_p(m, 0) : NULL, affine ? cn_nn_p(m, 1) : NULL,
+                         l->eps);
 }
 
 static const cn_module_vtable ln_vt = {"LayerNorm", ln_forward, NULL};

@@ -72,6 +72,9 @@ void cn_op_cost(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
     case CN_OP_scaled_dot_product_attention_backward:
         f = sdpa_flops(in, nin, a ? (int)a->i[2] : 3, true);
         break;
+    case CN_OP_layer_norm: /* mean, squared deviations, then sub, mul, mul, add */
+        f = 7 * nin0;
+        break;
     case CN_OP_reshape: case CN_OP_permute: case CN_OP_slice: case CN_OP_expand:
     case CN_OP_contiguous: case CN_OP_cast: case CN_OP_slice_scatter: case CN_OP_full_like:
     case CN_OP_send: case CN_OP_recv: case CN_OP_concat: case CN_OP_gather:

@@ -155,6 +155,16 @@ def softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def layer_norm(x, scale, b=None, axis=-1, epsilon=1e-5, stash_type=1):
+    """Normalised over the axes from axis on, in f64; the outputs Mean and
+    InvStdDev are not computed (the exporter asks only for Y)."""
+    ax = tuple(range(axis % x.ndim, x.ndim))
+    xd = x.astype(np.float64)
+    d = xd - xd.mean(axis=ax, keepdims=True)
+    y = d / np.sqrt((d * d).mean(axis=ax, keepdims=True) + epsilon) * scale
+    return (y if b is None else y + b).astype(x.dtype)
+
+
 def clip(x, lo=None, hi=None):
     y = x if lo is None else np.maximum(x, lo)
     return y if hi is None else np.minimum(y, hi)
@@ -201,6 +211,7 @@ OPS = {
     "Trilu": lambda x, k=None, upper=1: (np.triu if upper else np.tril)(x, 0 if k is None else int(k)),
     "Conv": conv, "ConvTranspose": conv_transpose, "MaxPool": max_pool, "AveragePool": avg_pool,
     "GlobalAveragePool": lambda x: x.mean(axis=(2, 3), keepdims=True),
+    "LayerNormalization": layer_norm,
 }
 AXES_INPUT = {"ReduceSum"}  # opset 13+: axes as an input, the others as an attribute until 18
 

@@ -196,6 +196,8 @@ def test_functional():
     assert emb.tolist() == [[[2.0, 3.0], [0.0, 1.0]]]
     ln = F.layer_norm(chutney.tensor([[1.0, 2.0, 3.0]]), 3)
     assert close(ln.tolist(), [[-1.2247, 0.0, 1.2247]], rtol=1e-3)
+    with pytest.raises(RuntimeError, match="normalized_shape"):
+        F.layer_norm(chutney.ones(2, 3), (2,))
     assert F.dropout(chutney.ones(100), 0.5, training=False).sum().item() == 100
     d = F.dropout(chutney.ones(10000), 0.5)
     assert set(d.tolist()) <= {0.0, 2.0}

@@ -110,17 +110,16 @@ def embedding(input, weight, padding_idx=None):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """PyTorch's F.layer_norm as one op (the library's layer_norm) over the
+    last len(normalized_shape) axes."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
-    dims = tuple(range(-len(normalized_shape), 0))
-    mean = input.mean(dim=dims, keepdim=True)
-    var = input.var(dim=dims, unbiased=False, keepdim=True)
-    y = (input - mean) * (var + eps).rsqrt()
-    if weight is not None:
-        y = y * weight
-    if bias is not None:
-        y = y + bias
-    return y
+    shape = tuple(input.shape)
+    n = len(normalized_shape)
+    if n < 1 or n > len(shape) or tuple(shape[-n:]) != tuple(normalized_shape):
+        raise RuntimeError("layer_norm: normalized_shape %s is not the end of the input's shape %s"
+                           % (tuple(normalized_shape), shape))
+    return _C.layer_norm(input, n, weight, bias, eps)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12):

@@ -116,6 +116,9 @@ const cn_kernel_fn cn_cpu_kernels[CN_OP_COUNT] = {
     /* rotary position embeddings (rope.c) */
     [CN_OP_rope] = cn_cpu_k_rope,
 
+    /* normalisation (layer_norm.c) */
+    [CN_OP_layer_norm] = cn_cpu_k_layer_norm,
+
     /* moving between devices: a transfer (cn_transfer), no kernel */
     [CN_OP_to] = NULL,
 

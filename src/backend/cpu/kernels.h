@@ -107,6 +107,9 @@ int cn_cpu_k_sdpa_backward(cn_op_id id, cn_tensor *const *in, int nin, const cn_
 /* rope.c: rotary position embeddings */
 int cn_cpu_k_rope(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                   cn_tensor *out);
+/* layer_norm.c: layer normalisation over the last axes */
+int cn_cpu_k_layer_norm(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
+                        cn_tensor *out);
 
 /* random.c */
 int cn_cpu_k_send(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out);
