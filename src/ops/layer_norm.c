@@ -118,11 +118,11 @@ static int ln_vjp_multi(cn_tensor *const *in, int nin, const cn_attrs *a, cn_ten
         if (!grads[0]) return CN_EINVAL;
     }
     if (iw > 0 && need[iw]) {
-        grads[iw] = cn_sum_to(cn_mul(g, xhat), in[iw]->ndim, in[iw]->shape);
+        grads[iw] = cn_sum_to(cn_mul(g, xhat), in[iw]);
         if (!grads[iw]) return CN_EINVAL;
     }
     if (ib > 0 && need[ib]) {
-        grads[ib] = cn_sum_to(g, in[ib]->ndim, in[ib]->shape);
+        grads[ib] = cn_sum_to(g, in[ib]);
         if (!grads[ib]) return CN_EINVAL;
     }
     return CN_OK;
