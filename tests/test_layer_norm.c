@@ -108,6 +108,14 @@ static void test_same_bits_any_threads(void) {
     CHECK(at && bt && cn_allclose(at, bt, 0, 0));
     /* A strided row gives the bits of its contiguous copy. */
     CHECK(at && cn_allclose(at, cn_layer_norm(cn_contiguous(xt), 1, w, NULL, 1e-5), 0, 0));
+    /* Rows whose offsets span 16 consecutive elements out of order: an
+     * NCHW [1, 8, 2, 8] tensor permuted to [N, W, H, C] has rows at 0, 8,
+     * 1, 9, ..., 7, 15 (not a tile of adjacent rows). */
+    int64_t nchw[4] = {1, 8, 2, 8};
+    int perm[4] = {0, 3, 2, 1};
+    cn_tensor *xp = cn_permute(th_random(CN_F32, 4, nchw, -2, 2, TH_CONTIG, NULL), perm, 4);
+    cn_tensor *p = cn_layer_norm(xp, 1, NULL, NULL, 1e-5);
+    CHECK(p && cn_allclose(p, cn_layer_norm(cn_contiguous(xp), 1, NULL, NULL, 1e-5), 0, 0));
 }
 
 /* The composition the op replaces, with its own ops' gradient rules. */

@@ -301,7 +301,7 @@ int cn_tool_save_checkpoint(const char *path, const train_args *a, cn_module *m,
                                                    run_seed, device_s};
     /* The optimiser's and schedule's settings, clipping, dropout and a
      * text model: what a resume rebuilds the run from. */
-    char run_buf[TO_NSLOTS + 5][40];
+    char run_buf[TO_NSLOTS + 7][40]; /* indexed by nrun, which counts every key */
     int nrun = 0;
     cn_tool_optim_meta(a, keys + NBASE, vals + NBASE, run_buf, &nrun);
     if (a->clip >= 0) {

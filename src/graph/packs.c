@@ -135,7 +135,7 @@ int cn_packs_update(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
 
 bool cn_packs_current(const cn_ir *ir, cn_gemm_pack *const *packs) {
     for (int s = 0; s < ir->ns; s++)
-        if (packs[s] && !cn_gemm_pack_current(packs[s], ir->v[ir->s[s].in[1]].t)) return false;
+        if (packs[s] && !cn_gemm_pack_holds(packs[s], ir->v[ir->s[s].in[1]].t)) return false;
     return true;
 }
 

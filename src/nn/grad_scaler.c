@@ -47,8 +47,9 @@ static int unscale(cn_tensor *g, double inv, bool *bad) {
 }
 
 static int set_scale(cn_grad_scaler *s, double v) {
-    s->scale = v;
-    return cn_fill_(s->scale_t, v);
+    int rc = cn_fill_(s->scale_t, v);
+    if (rc == CN_OK) s->scale = v; /* the two never disagree */
+    return rc;
 }
 
 /* Runs first in every cn_optimizer_step: > 0 skips the update. */
@@ -150,8 +151,9 @@ cn_grad_scaler_state cn_grad_scaler_get_state(const cn_grad_scaler *s) {
 
 int cn_grad_scaler_set_state(cn_grad_scaler *s, const cn_grad_scaler_state *st) {
     if (!s || !st) return cn_failc(CN_EINVAL, "grad_scaler_set_state: no scaler or no state");
-    if (!(st->scale > 0) || !isfinite(st->scale))
-        return cn_failc(CN_EINVAL, "grad_scaler_set_state: scale %g must be > 0 and finite",
+    if (!(st->scale > 0) || !isfinite((float)st->scale))
+        return cn_failc(CN_EINVAL,
+                        "grad_scaler_set_state: scale %g must be > 0 and finite in f32",
                         st->scale);
     if (st->growth_tracker < 0 || st->skipped < 0)
         return cn_failc(CN_EINVAL,

@@ -582,6 +582,7 @@ int cn_dnnl_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_ten
                          cn_tensor *dw);
 /* Whether oneDNN takes this product (f32, a geometry it supports). */
 bool cn_dnnl_conv2d_available(const cn_conv_geom *g, cn_dtype dt, int which);
+int64_t cn_dnnl_conv2d_tasks(const cn_conv_geom *g, int which); /* calls a product makes */
 cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w, bool bias);
 bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g, bool bias);
 
@@ -606,8 +607,10 @@ bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g,
  * rule reads shapes only, so the choice (and the bits) never depends on the
  * thread count. */
 static bool dnnl_prefer(const cn_conv_geom *g, cn_dtype dt, int which) {
+    /* ... but for one call (nothing for the pool to share, where the GEMM
+     * would split the pixels). */
     bool small_fwd = which == 0 && !cn_dw_conv_takes(g) &&
-                     (g->groups > 1 || g->KH * g->KW > 1);
+                     (g->groups > 1 || g->KH * g->KW > 1) && cn_dnnl_conv2d_tasks(g, 0) > 1;
     if (dt != CN_F32 || (g->N < 4 && !small_fwd) || g->C == 0 || g->O == 0) return false;
     if (which == 1 && g->C / g->groups < 16) return false;
     return cn_dnnl_conv2d_available(g, dt, which);
@@ -736,7 +739,7 @@ cn_gemm_pack *cn_cpu_conv2d_fwd_dnnl_pack(const cn_attrs *a, const int64_t *x, c
 #ifdef CN_HAVE_DNNL
     cn_conv_geom g = geom_of_shapes(a, x, w->shape, y);
     if ((cn_dtype)w->dtype != CN_F32 || pick(&g, CN_F32, 0) != 2) return NULL;
-    if (have && cn_gemm_pack_current(have, w) && cn_dnnl_conv2d_fwd_pack_fits(have, &g, bias))
+    if (have && cn_gemm_pack_holds(have, w) && cn_dnnl_conv2d_fwd_pack_fits(have, &g, bias))
         return (cn_gemm_pack *)have;
     cn_gemm_pack *pk = cn_dnnl_conv2d_fwd_pack(&g, w, bias);
     if (!pk) cn_clear_error(); /* the product reorders w itself */

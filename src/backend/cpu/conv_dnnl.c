@@ -332,6 +332,11 @@ static int64_t out_blocks(int which, const cn_conv_geom *g) {
     return 1;
 }
 
+int64_t cn_dnnl_conv2d_tasks(const cn_conv_geom *g, int which) {
+    int64_t bs = block_size(g->N);
+    return (g->N + bs - 1) / bs * out_blocks(which, g);
+}
+
 /* The geometry of one call: a block of the batch and of the output
  * channels (with their groups' input channels). */
 static cn_conv_geom block_geom(const cn_conv_geom *g, int64_t n, int64_t nob) {
@@ -471,7 +476,7 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
         wpack_key key;
         wpack_key_of(&key, g, bias != NULL, &k.full->mine[1]);
         const cn_gemm_pack *pk = cn_gemm_pack_step();
-        if (cn_gemm_pack_current(pk, t[1]) &&
+        if (cn_gemm_pack_holds(pk, t[1]) &&
             (k.wmine = cn_gemm_pack_opaque_data(pk, &key, sizeof key)))
             packed = true, k.wmine_block = wmine_size;
     }

@@ -631,9 +631,13 @@ size_t cn_gemm_pack_bytes(const cn_gemm_pack *pk) {
     return pk ? pk->mat_bytes * (size_t)pk->count : 0;
 }
 
-bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t) {
+bool cn_gemm_pack_holds(const cn_gemm_pack *pk, const cn_tensor *t) {
     return pk && t && t->storage == pk->sto && t->storage->version == pk->version &&
-           (const char *)cn_t_ptr(t) == pk->src && (pk->key || pk->t == pick_tile(pk->dt));
+           (const char *)cn_t_ptr(t) == pk->src;
+}
+
+bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t) {
+    return cn_gemm_pack_holds(pk, t) && !pk->key && pk->t == pick_tile(pk->dt);
 }
 
 int cn_gemm_packed(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,

@@ -44,7 +44,10 @@ cn_gemm_pack *cn_gemm_pack_opaque(const cn_tensor *t, size_t bytes, const void *
 void *cn_gemm_pack_opaque_data(const cn_gemm_pack *pk, const void *key, size_t key_bytes);
 void cn_gemm_pack_free(cn_gemm_pack *pk);
 size_t cn_gemm_pack_bytes(const cn_gemm_pack *pk);
-bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t);
+bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t); /* a GEMM pack */
+/* Does pk, a GEMM or an opaque pack, still hold t (same storage, offset
+ * and version)? What a program asks of all its packs before a run. */
+bool cn_gemm_pack_holds(const cn_gemm_pack *pk, const cn_tensor *t);
 
 /* cn_gemm_builtin with matrix g of pk in place of the operand of its side,
  * when that operand is the one packed (same pointer, sizes and strides) and

@@ -30,6 +30,7 @@ typedef struct ln_job {
     int64_t strides[CN_MAX_DIMS]; /* x's, in elements */
     int64_t n;                    /* the row's length */
     int64_t rows, ntasks;
+    int64_t tile_rows; /* rows per tile: TILE, or fewer when a task has fewer */
     const double *w, *b;
     char *scratch; /* a tile of rows per task, when the normalised axes are strided */
     double eps;
@@ -85,6 +86,12 @@ static inline double load(const char *p, cn_dtype dt) {
  * tile dst, row after row. One normalised axis: element k of all m rows
  * at once, which for channels-first data (rows adjacent in memory) reads
  * whole cache lines. */
+static bool consecutive(const int64_t *off, int m) {
+    for (int i = 1; i < m; i++)
+        if (off[i] != off[0] + i) return false;
+    return true;
+}
+
 static void gather_rows(const ln_job *j, const int64_t *off, int m, char *dst) {
     size_t es = cn_dsize(j->dt);
     const int64_t *shape = j->shape + j->nr, *strides = j->strides + j->nr, n = j->n;
@@ -94,7 +101,7 @@ static void gather_rows(const ln_job *j, const int64_t *off, int m, char *dst) {
          * stride reads, and the next tile's lines asked for ahead, which
          * took ConvNeXt-T's layer_norm steps from 14.3 to 13.2 ms
          * (medians of 3, per 3 passes). */
-        if (j->dt == CN_F32 && m == TILE && off[m - 1] - off[0] == m - 1) {
+        if (j->dt == CN_F32 && m == TILE && consecutive(off, m)) {
             const float *x = (const float *)j->x + off[0];
             for (int64_t k = 0; k < n; k++) {
                 __builtin_prefetch(x + k * st + TILE);
@@ -127,10 +134,10 @@ static void tasks_range(void *ctx, int64_t t0, int64_t t1) {
     size_t es = cn_dsize(j->dt);
     int64_t off[TILE];
     for (int64_t t = t0; t < t1; t++) {
-        char *tile = j->scratch ? j->scratch + (size_t)(t * TILE * j->n) * es : NULL;
+        char *tile = j->scratch ? j->scratch + (size_t)(t * j->tile_rows * j->n) * es : NULL;
         int64_t hi = j->rows * (t + 1) / j->ntasks;
-        for (int64_t r0 = j->rows * t / j->ntasks; r0 < hi; r0 += TILE) {
-            int m = hi - r0 < TILE ? (int)(hi - r0) : TILE;
+        for (int64_t r0 = j->rows * t / j->ntasks; r0 < hi; r0 += j->tile_rows) {
+            int m = hi - r0 < j->tile_rows ? (int)(hi - r0) : (int)j->tile_rows;
             for (int i = 0; i < m; i++) off[i] = offset_of(r0 + i, j->nr, j->shape, j->strides);
             if (tile) gather_rows(j, off, m, tile);
             for (int i = 0; i < m; i++) {
@@ -198,7 +205,12 @@ int cn_cpu_k_layer_norm(cn_op_id id, cn_tensor *const *in, int nin, const cn_att
     j.ntasks = rows / grain < 1 ? 1 : rows / grain;
     int64_t most = (int64_t)cn_get_num_threads() * CN_CHUNKS_PER_THREAD;
     if (j.ntasks > most) j.ntasks = most;
-    size_t es = cn_dsize(dt), nscratch = rows_contiguous(x, nd) ? 0 : (size_t)(j.ntasks * TILE * j.n) * es;
+    /* A task's tile holds at most its own rows (a few long rows over many
+     * tasks would otherwise ask for TILE times the input). */
+    int64_t per_task = (rows + j.ntasks - 1) / j.ntasks;
+    j.tile_rows = per_task < TILE ? (per_task < 1 ? 1 : per_task) : TILE;
+    size_t es = cn_dsize(dt),
+           nscratch = rows_contiguous(x, nd) ? 0 : (size_t)(j.ntasks * j.tile_rows * j.n) * es;
     double *wb = malloc(sizeof(double) * 2 * (size_t)j.n + nscratch);
     if (!wb) return cn_failc(CN_ENOMEM, "layer_norm: out of memory for weight and bias rows");
     param_row(w, j.n, 1, wb);
