@@ -72,6 +72,7 @@ static void test_fifo(void) {
     signal(SIGALRM, SIG_DFL);
 }
 
+#ifdef CN_HAVE_ZLIB /* the IDX cases need gzip files */
 /* An IDX header for u8 data of shape dims (big-endian sizes). */
 static size_t idx_header(unsigned char *h, int ndim, const uint32_t *dims) {
     h[0] = h[1] = 0;
@@ -86,7 +87,6 @@ static size_t idx_header(unsigned char *h, int ndim, const uint32_t *dims) {
     return 4 + 4 * (size_t)ndim;
 }
 
-#ifdef CN_HAVE_ZLIB
 /* A gzip IDX file: the header, then data_len bytes (zeros: they compress
  * about 1000:1, as a bomb's do). */
 static void write_gz_idx(const char *path, int ndim, const uint32_t *dims, size_t data_len) {
@@ -151,12 +151,14 @@ static void test_idx_budget(void) {
 
 /* ---- images ---- */
 
+#ifdef CN_HAVE_STB
 static void put_be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24);
     p[1] = (unsigned char)(v >> 16);
     p[2] = (unsigned char)(v >> 8);
     p[3] = (unsigned char)v;
 }
+#endif
 
 static void test_image_pixels(void) {
 #ifndef CN_HAVE_STB

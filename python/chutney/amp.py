@@ -133,6 +133,17 @@ class GradScaler:
         return self._enabled
 
     def _bind(self, optimizer):
+        cs = self._check(optimizer)
+        if self._optimizer is optimizer:
+            return
+        c = _C.GradScaler(cs[0], self._init_scale, self._growth_factor, self._backoff_factor,
+                          self._growth_interval)
+        c.set_state(self._init_scale, self._tracker, 0)
+        self._c = c
+        self._optimizer = optimizer
+
+    def _check(self, optimizer):
+        """The optimizer's library optimisers, when this scaler can hook into it."""
         if self._optimizer is not None and self._optimizer is not optimizer:
             raise NotImplementedError(
                 "GradScaler.step: a second optimizer: the library's scaler hooks into one "
@@ -144,13 +155,7 @@ class GradScaler:
             raise NotImplementedError(
                 f"GradScaler.step: an optimizer with {n} parameter groups (library optimisers); "
                 "the library's scaler hooks into one (use one parameter group)")
-        if self._optimizer is optimizer:
-            return
-        c = _C.GradScaler(cs[0], self._init_scale, self._growth_factor, self._backoff_factor,
-                          self._growth_interval)
-        c.set_state(self._init_scale, self._tracker, 0)
-        self._c = c
-        self._optimizer = optimizer
+        return cs
 
     def scale(self, outputs):
         """outputs * scale (a tensor, or tensors in lists and tuples)."""
@@ -232,7 +237,9 @@ class GradScaler:
         self._tracker = int(state_dict.get("_growth_tracker", 0))
         if self._c is not None:
             # The factors are fixed when the library's scaler is made: a
-            # new one on the same optimiser, with the state put back.
+            # new one on the same optimiser, with the state put back (checked
+            # first, so that a refusal leaves this one bound).
+            self._check(self._optimizer)
             skipped = self._c.get_state()[2]
             optimizer, self._c, self._optimizer = self._optimizer, None, None
             self._bind(optimizer)

@@ -352,7 +352,7 @@ int cn_dist_barrier(void) {
 
 int cn_dist_check_same(uint64_t value, const char *fn, const char *what) {
     if (size_ == 1) return CN_OK;
-    uint64_t *all = malloc(sizeof *all * (size_t)size_);
+    uint64_t *all = calloc((size_t)size_, sizeof *all); /* zeroed: GCC cannot see the gather fill it */
     if (!all) return cn_failc(CN_ENOMEM, "%s: out of memory", fn);
     int rc = cn_dist_allgather_raw(&value, sizeof value, all);
     for (int q = 1; q < size_ && rc == CN_OK; q++)
