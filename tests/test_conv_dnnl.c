@@ -48,6 +48,15 @@ static void products(cn_conv_impl impl, int64_t groups, cn_tensor *x, cn_tensor 
     cn_conv_set_impl(prev);
 }
 
+/* Case c's x, weights, bias and output gradient, uniform in [-1, 1]. */
+static void operands(const dcase *c, cn_tensor **x, cn_tensor **w, cn_tensor **b,
+                     cn_tensor **dy) {
+    *x = th_random(CN_F32, CN_SHAPE(c->N, c->C, c->H, c->H), -1, 1, TH_CONTIG, NULL);
+    *w = th_random(CN_F32, CN_SHAPE(c->O, c->C / c->groups, 3, 3), -1, 1, TH_CONTIG, NULL);
+    *b = th_random(CN_F32, CN_SHAPE(c->O), -1, 1, TH_CONTIG, NULL);
+    *dy = th_random(CN_F32, CN_SHAPE(c->N, c->O, c->H, c->H), -1, 1, TH_CONTIG, NULL);
+}
+
 static void test_against_reference(void) {
     if (!cn_conv_have_dnnl()) return;
     th_seed(53);
@@ -56,11 +65,8 @@ static void test_against_reference(void) {
     for (int k = 0; k < NCASES; k++) {
         const dcase *c = &cases[k];
         cn_scope_begin();
-        cn_tensor *x = th_random(CN_F32, CN_SHAPE(c->N, c->C, c->H, c->H), -1, 1, TH_CONTIG, NULL);
-        cn_tensor *w =
-            th_random(CN_F32, CN_SHAPE(c->O, c->C / c->groups, 3, 3), -1, 1, TH_CONTIG, NULL);
-        cn_tensor *b = th_random(CN_F32, CN_SHAPE(c->O), -1, 1, TH_CONTIG, NULL);
-        cn_tensor *dy = th_random(CN_F32, CN_SHAPE(c->N, c->O, c->H, c->H), -1, 1, TH_CONTIG, NULL);
+        cn_tensor *x, *w, *b, *dy;
+        operands(c, &x, &w, &b, &dy);
         cn_tensor *want[5], *got[5];
         products(CN_CONV_REF, c->groups, x, w, b, dy, want);
         products(CN_CONV_DNNL, c->groups, x, w, b, dy, got);
@@ -87,11 +93,8 @@ static void test_threads_same_bits(void) {
     for (int k = 0; k < NCASES; k += 4) {
         const dcase *c = &cases[k];
         cn_scope_begin();
-        cn_tensor *x = th_random(CN_F32, CN_SHAPE(c->N, c->C, c->H, c->H), -1, 1, TH_CONTIG, NULL);
-        cn_tensor *w =
-            th_random(CN_F32, CN_SHAPE(c->O, c->C / c->groups, 3, 3), -1, 1, TH_CONTIG, NULL);
-        cn_tensor *b = th_random(CN_F32, CN_SHAPE(c->O), -1, 1, TH_CONTIG, NULL);
-        cn_tensor *dy = th_random(CN_F32, CN_SHAPE(c->N, c->O, c->H, c->H), -1, 1, TH_CONTIG, NULL);
+        cn_tensor *x, *w, *b, *dy;
+        operands(c, &x, &w, &b, &dy);
         cn_tensor *r[2][5];
         for (int t = 0; t < 2; t++) {
             cn_set_num_threads(t + 1);
