@@ -504,6 +504,65 @@ static void test_special_forms(void) {
     CHECK(memcmp(cn_data(m), cn_data(mw), 15) == 0);
 }
 
+/* The first of n elements where a and b (of dtype T) differ in their bits,
+ * any NaN matching any NaN; -1 if none. */
+static int64_t first_diff(const cn_tensor *a, const cn_tensor *b, cn_dtype T, int64_t n) {
+    size_t es = cn_dsize(T);
+    for (int64_t k = 0; k < n; k++) {
+        uint64_t x = 0, y = 0;
+        memcpy(&x, (const char *)cn_data((cn_tensor *)a) + k * es, es);
+        memcpy(&y, (const char *)cn_data((cn_tensor *)b) + k * es, es);
+        if (x != y && !(is_nan_bits(x, T) && is_nan_bits(y, T))) return k;
+    }
+    return -1;
+}
+
+/* maximum and minimum with a constant operand (ReLU6, hardswish) run a
+ * form without the NaN test of the operand: on either side, for a constant
+ * of either sign of zero or NaN (which keeps the general form), they give
+ * the unfused ops' bits on NaN, signed zeros, infinities and ties. So does
+ * clamp, whose bounds keep their sign of zero. */
+static void test_const_max_min(void) {
+    static const double xs[] = {NAN, -NAN, 0.0, -0.0, INFINITY, -INFINITY, 6.0, -6.0, 3.5,
+                                -1e-40, 1e30, 0.25, 7.0, -0.5};
+    static const double cs[] = {0.0, -0.0, 6.0, -1.5, NAN, INFINITY};
+    int64_t n = 131; /* a group and a part of one */
+    double v[131];
+    for (int64_t k = 0; k < n; k++) v[k] = xs[k % NOF(xs)];
+    for (int dt = 0; dt < 2; dt++) {
+        cn_dtype T = dt ? CN_F64 : CN_F32;
+        cn_tensor *x = th_make(T, 1, &n, v, TH_CONTIG);
+        cn_tensor *out = cn_empty(T, 1, &n);
+        for (size_t ci = 0; ci < NOF(cs); ci++) {
+            cn_tensor *cst = cn_scalar(T, cs[ci]);
+            cn_tensor *in[2] = {x, cst};
+            for (int form = 0; form < 4; form++) {
+                /* op(-x, c) or op(c, -x): the neg leaves -x in the accumulator */
+                bool max = form < 2, c_first = form & 1;
+                cn_fused_instr ins[2] = {{CN_OP_neg, 0, -1, -1},
+                                         {max ? CN_OP_maximum : CN_OP_minimum,
+                                          (int16_t)(c_first ? 1 : 2), (int16_t)(c_first ? 2 : 1),
+                                          -1}};
+                cn_fused_expr e = {2, 2, ins, 3};
+                CHECK(cn_fused_run(&e, in, out) == 0);
+                cn_tensor *nx = cn_neg(x);
+                cn_tensor *want = max ? (c_first ? cn_maximum(cst, nx) : cn_maximum(nx, cst))
+                                      : (c_first ? cn_minimum(cst, nx) : cn_minimum(nx, cst));
+                int64_t k = first_diff(out, want, T, n);
+                CHECK_MSG(k < 0, "%s form %d c=%g x=%g", cn_dtype_name(T), form, cs[ci],
+                          k < 0 ? 0 : -v[k]);
+            }
+        }
+        cn_fused_instr cl = {CN_OP_clamp, 0, -1, -1};
+        cl.attrs.f[0] = -0.0;
+        cl.attrs.f[1] = 6.0;
+        cn_fused_expr e = {1, 1, &cl, 1};
+        CHECK(cn_fused_run(&e, &x, out) == 0);
+        int64_t k = first_diff(out, cn_clamp(x, -0.0, 6.0), T, n);
+        CHECK_MSG(k < 0, "%s clamp(%g, -0, 6)", cn_dtype_name(T), k < 0 ? 0 : v[k]);
+    }
+}
+
 /* A bool byte other than 0 or 1 (a borrowed buffer) is true, as the
  * unfused kernels read it. */
 static void test_bool_bytes(void) {
@@ -603,6 +662,7 @@ int main(void) {
     RUN(test_supports);
     RUN(test_errors);
     RUN(test_special_forms);
+    RUN(test_const_max_min);
     RUN(test_bool_bytes);
     RUN(test_inplace);
     RUN(test_chain);

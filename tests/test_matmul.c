@@ -560,7 +560,7 @@ static void check_packed(cn_dtype dt, bool b_side, int64_t m, int64_t n, int64_t
         cn_set_num_threads(threads);
         CHECK_EQ_INT(cn_gemm_builtin(dt, m, n, k, a, rsa, csa, b, rsb, csb, C1, n), 0);
         memset(C2, 0x7f, es * (size_t)(m * n));
-        CHECK_EQ_INT(cn_gemm_packed(dt, m, n, k, a, rsa, csa, b, rsb, csb, C2, n, pk, 1), 0);
+        CHECK_EQ_INT(cn_gemm_packed(dt, m, n, k, a, rsa, csa, b, rsb, csb, C2, n, pk, 1, NULL), 0);
         CHECK_MSG(memcmp(C1, C2, es * (size_t)(m * n)) == 0,
                   "%s %s side %" PRId64 "x%" PRId64 "x%" PRId64 "%s, %d threads: packed differs",
                   cn_dtype_name(dt), b_side ? "B" : "A", m, n, k, trans ? " transposed" : "",
@@ -581,7 +581,7 @@ static void check_packed(cn_dtype dt, bool b_side, int64_t m, int64_t n, int64_t
     CHECK_MSG(worst <= tol_for(dt), "packed %s: error %g of the scale", cn_dtype_name(dt), worst);
     /* Matrix 0's pack does not match matrix 1's pointer, nor another
      * stride: the product packs on the fly and is still right. */
-    CHECK_EQ_INT(cn_gemm_packed(dt, m, n, k, a, rsa, csa, b, rsb, csb, C2, n, pk, 0), 0);
+    CHECK_EQ_INT(cn_gemm_packed(dt, m, n, k, a, rsa, csa, b, rsb, csb, C2, n, pk, 0, NULL), 0);
     CHECK(memcmp(C1, C2, es * (size_t)(m * n)) == 0);
     cn_gemm_pack_free(pk);
     free(P);
@@ -616,7 +616,7 @@ static void test_builtin_packed(void) {
     cn_gemm_pack *pk = cn_gemm_pack_new(CN_F32, true, 40, 5, NULL, B, 40, 1, 1, 0);
     cn_gemm_select_tile(CN_F32, 1);
     cn_gemm_builtin(CN_F32, 6, 40, 5, A, 5, 1, B, 40, 1, C1, 40);
-    cn_gemm_packed(CN_F32, 6, 40, 5, A, 5, 1, B, 40, 1, C2, 40, pk, 0);
+    cn_gemm_packed(CN_F32, 6, 40, 5, A, 5, 1, B, 40, 1, C2, 40, pk, 0, NULL);
     CHECK(memcmp(C1, C2, sizeof C1) == 0);
     cn_gemm_select_tile(CN_F32, -1);
     cn_gemm_pack_free(pk);

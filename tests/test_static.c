@@ -234,6 +234,93 @@ static void test_packed_weights(void) {
     cn_graph_free(g);
 }
 
+/* Element k of a contiguous f32 or f64 tensor. */
+static void set_elem(cn_tensor *t, int64_t k, double v) {
+    if (cn_tensor_dtype(t) == CN_F32) ((float *)cn_data(t))[k] = (float)v;
+    else ((double *)cn_data(t))[k] = v;
+}
+
+/* A convolution followed only by bounds (ReLU, ReLU6 as maximum and
+ * minimum with constants, clamp, an upper bound alone) has them applied
+ * by its kernel as it writes the output (cn_gemm_out): the 1x1, im2col,
+ * grouped and depthwise paths, f32 and f64, batch 1 and 3, 1 and 2
+ * threads, give eager mode's bits, with NaN inputs and +0 outputs tied
+ * with a bound -0. Expressions that are not such bounds (a constant on
+ * the left, a NaN bound, a residual add) take the program's own pass. */
+static void test_conv_bounds(void) {
+    th_seed(17);
+    for (int dti = 0; dti < 2; dti++) {
+        cn_dtype dt = dti ? CN_F64 : CN_F32;
+        for (int64_t n = 1; n <= 3; n += 2) {
+            cn_tensor *x = th_random(dt, CN_SHAPE(n, 4, 9, 9), -2, 2, TH_CONTIG, NULL);
+            /* a NaN and negative pixels in channel 0 */
+            for (int k = 0; k < 9; k++) set_elem(x, k * 7, k ? -1.0 : NAN);
+            cn_tensor *w1 = th_random(dt, CN_SHAPE(6, 4, 1, 1), -1, 1, TH_CONTIG, NULL);
+            cn_tensor *w3 = th_random(dt, CN_SHAPE(6, 4, 3, 3), -1, 1, TH_CONTIG, NULL);
+            cn_tensor *wg = th_random(dt, CN_SHAPE(6, 2, 3, 3), -1, 1, TH_CONTIG, NULL);
+            cn_tensor *wd = th_random(dt, CN_SHAPE(4, 1, 3, 3), -1, 1, TH_CONTIG, NULL);
+            cn_tensor *b6 = th_random(dt, CN_SHAPE(6), -1, 1, TH_CONTIG, NULL);
+            cn_tensor *b4 = th_random(dt, CN_SHAPE(4), -1, 1, TH_CONTIG, NULL);
+            /* Output channels 1 and 2 of a 1x1 with zero weights: channel
+             * 1 is its bias, 6, a tie with the upper bound; channel 2 is
+             * +0 (its bias, +0 or -0, added to a sum from +0). */
+            cn_tensor *w1z = th_random(dt, CN_SHAPE(6, 4, 1, 1), -1, 1, TH_CONTIG, NULL);
+            cn_tensor *b6z = th_random(dt, CN_SHAPE(6), -1, 1, TH_CONTIG, NULL);
+            for (int c = 0; c < 8; c++) set_elem(w1z, 4 + c, 0.0);
+            set_elem(b6z, 1, 6.0);
+            set_elem(b6z, 2, -0.0);
+            cn_tensor *bz[2];
+            for (int i = 0; i < 2; i++) {
+                bz[i] = th_random(dt, CN_SHAPE(6), -1, 1, TH_CONTIG, NULL);
+                set_elem(bz[i], 2, 0.0);
+            }
+            const cn_conv_opts s1 = {.padding = {1, 1}}; /* im2col's path */
+            /* The depthwise conv's channel 3 is +0: a tie with a bound -0. */
+            for (int k = 27; k < 36; k++) set_elem(wd, k, 0.0);
+            set_elem(b4, 3, 0.0);
+            cn_tensor *zero = cn_scalar(dt, 0), *six = cn_scalar(dt, 6), *nan = cn_scalar(dt, NAN);
+            const cn_conv_opts s2 = {.stride = {2, 2}, .padding = {1, 1}};
+            const cn_conv_opts grp = {.padding = {1, 1}, .groups = 2};
+            const cn_conv_opts dw = {.padding = {1, 1}, .groups = 4};
+            cn_graph *g = cn_graph_new();
+            cn_tensor *ph = cn_placeholder(g, "x", dt, CN_SHAPE(n, 4, 9, 9));
+            cn_tensor *src[2] = {ph, x};
+            cn_tensor *outs[2][9];
+            for (int v = 0; v < 2; v++) {
+                cn_tensor *in = src[v];
+                outs[v][0] = cn_relu(cn_conv2d(in, w1z, b6z, NULL));
+                outs[v][1] = cn_minimum(cn_maximum(cn_conv2d(in, w3, b6, &s2), zero), six);
+                outs[v][2] = cn_clamp(cn_conv2d(in, wd, b4, &dw), -0.0, 6.0);
+                outs[v][3] = cn_minimum(cn_conv2d(in, wg, NULL, &grp), cn_scalar(dt, 0.5));
+                outs[v][4] = cn_maximum(six, cn_conv2d(in, w1z, b6z, NULL));
+                outs[v][5] = cn_maximum(cn_conv2d(in, w1, NULL, NULL), nan);
+                outs[v][6] = cn_relu(cn_add(cn_conv2d(in, w1, b6, NULL), cn_conv2d(in, w1z, NULL, NULL)));
+                /* (their own biases: one convolution read by several
+                 * steps is the head of none) */
+                outs[v][7] = cn_clamp(cn_conv2d(in, w1z, bz[0], NULL), -0.0, 6.0);
+                outs[v][8] = cn_maximum(cn_conv2d(in, w1z, bz[1], &s1), cn_scalar(dt, -0.0));
+            }
+            cn_program *p = cn_compile(g, outs[0], 9, NULL);
+            for (int t = 1; t <= 2; t++) {
+                cn_set_num_threads(t);
+                cn_tensor *r[9];
+                CHECK_EQ_INT(cn_run(p, &ph, &x, 1, r, 9), 0);
+                for (int k = 0; k < 9; k++) {
+                    cn_tensor *want = cn_contiguous(outs[1][k]);
+                    CHECK_MSG(cn_numel(r[k]) == cn_numel(want) &&
+                                  memcmp(cn_data(r[k]), cn_data(want),
+                                         (size_t)cn_numel(want) * cn_dtype_size(dt)) == 0,
+                              "%s batch %" PRId64 " output %d, %d threads", cn_dtype_name(dt), n,
+                              k, t);
+                }
+            }
+            cn_set_num_threads(0);
+            cn_program_free(p);
+            cn_graph_free(g);
+        }
+    }
+}
+
 int main(void) {
     RUN(test_trace_and_run);
     RUN(test_gradient_two_unknown_sizes);
@@ -242,5 +329,6 @@ int main(void) {
     RUN(test_run_errors);
     RUN(test_static_gradient);
     RUN(test_packed_weights);
+    RUN(test_conv_bounds);
     return th_summary();
 }

@@ -56,4 +56,14 @@ bool cn_fused_supports(cn_op_id op, const cn_attrs *a, cn_dtype dt);
  * through their table's fused_run, with the same contract. */
 int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out);
 
+/* Is e, over in (in[0] a value of out's dtype, the rest as for
+ * cn_fused_run), a bound on in[0] alone: relu, clamp, or maximum/minimum
+ * of the running value with a one-element input that is not NaN, as a
+ * chain of at most one lower bound followed by at most one upper? Then
+ * *lo and *hi are the bounds (-inf, inf where there is none), and the
+ * expression's value is min(max(in[0], lo), hi), each written
+ * bound > v ? bound : v (bound < v for the min): what a product's kernel
+ * can apply as it writes (backend/cpu/gemm.h, cn_gemm_out). */
+bool cn_fused_as_bounds(const cn_fused_expr *e, cn_tensor *const *in, double *lo, double *hi);
+
 #endif

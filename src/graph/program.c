@@ -480,14 +480,27 @@ static inline __attribute__((always_inline)) int exec_step_impl(cn_program *p, i
             rc = cn_failc(CN_EUNSUPPORTED, "run: the %s backend cannot run fused groups", be->name);
         } else if (st->op != CN_OP_COUNT) {
             /* The head computes into out; the expression then updates out
-             * in place, reading it as register 0 (an epilogue). */
+             * in place, reading it as register 0 (an epilogue). An
+             * expression that only bounds the value (ReLU, ReLU6) is
+             * offered to a CPU convolution, whose kernel may apply it as
+             * it writes its tiles (cn_gemm_out). */
+            cn_gemm_out bounds = {0};
+            if (dev.kind == CN_DEVICE_CPU && st->op == CN_OP_conv2d) {
+                cn_tensor *head_last = ins[st->head_nin - 1];
+                ins[st->head_nin - 1] = out;
+                bounds.clamp = cn_fused_as_bounds(st->fused, ins + st->head_nin - 1, &bounds.lo,
+                                                  &bounds.hi);
+                ins[st->head_nin - 1] = head_last;
+            }
             if (cn_shape_numel(m->ndim, m->shape) > 0) {
                 const cn_gemm_pack *prev = cn_gemm_pack_set_step(p->packs[s]);
+                cn_gemm_out *prev_out = cn_gemm_out_offer(bounds.clamp ? &bounds : NULL);
                 out = cn_kernel_run((cn_op_id)st->op, ins, st->head_nin, a, m, dev, out);
+                cn_gemm_out_offer(prev_out);
                 cn_gemm_pack_set_step(prev);
                 if (!out) rc = CN_EINVAL;
             }
-            if (rc == 0) {
+            if (rc == 0 && !bounds.taken) {
                 ins[st->head_nin - 1] = out;
                 rc = be->fused_run(st->fused, ins + st->head_nin - 1, out);
             }

@@ -319,6 +319,7 @@ typedef struct gemm_conv {
     bool direct; /* 1x1, stride 1, no padding: x is the column matrix */
     const char *x, *w, *dy, *b;
     const cn_gemm_pack *wpk; /* fwd: w packed once (a program's constant), or NULL */
+    cn_gemm_out eo;          /* fwd: the step's bounds, taken (clamp set), or none */
     char *out;
     char *partial; /* wgrad: one [O, Kg] block per batch block */
     int64_t bs;    /* wgrad: samples per block */
@@ -381,10 +382,12 @@ static void fwd_items(void *ctx, int64_t i0, int64_t i1) {
             bm = cols;
             ldb = len;
         }
+        /* The bias (and the step's bounds) as the GEMM writes its tiles. */
+        cn_gemm_out eo = c->eo;
+        if (c->b) eo.bias = c->b + (size_t)(grp * c->Og) * c->es;
         if (cn_gemm_packed(c->dt, c->Og, len, c->Kg, wg, c->Kg, 1, bm, ldb, 1, yg, c->P, c->wpk,
-                           grp) < 0)
+                           grp, eo.bias || eo.clamp ? &eo : NULL) < 0)
             atomic_store(&c->failed, 1);
-        if (c->b) add_rows(c->dt, yg, c->Og, len, c->P, c->b + (size_t)(grp * c->Og) * c->es);
     }
     cn_free(cols);
 }
@@ -498,6 +501,8 @@ static int fwd_gemm(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *
     c.b = cn_conv_dense(bias, &ob);
     c.out = cn_t_ptr(y);
     if (!ow && cn_gemm_pack_current(cn_gemm_pack_step(), w)) c.wpk = cn_gemm_pack_step();
+    cn_gemm_out_take(&c.eo);
+    c.eo.bias = NULL;
     int rc = CN_OK;
     if (!c.x || !c.w || (bias && !c.b)) rc = cn_conv_oom("conv2d", g);
     else {

@@ -35,6 +35,7 @@
  * zero of the padding adds exactly 0 (unless the weight is inf or NaN,
  * which the reference loops would skip). */
 #include "conv.h"
+#include "gemm.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -265,6 +266,9 @@ static void *zalloc(size_t nbytes) {
                 int64_t o = c * d->Og + q;                                                         \
                 T *y = (T *)d->out + (it * d->Og + q) * g->OH * g->OW;                             \
                 stencil_##SFX(&s, P, 1, w + o * g->KH * g->KW, bias ? bias[o] : 0, y);             \
+                if (d->eo.clamp)                                                                   \
+                    cn_gemm_out_apply(sizeof(T) == 4 ? CN_F32 : CN_F64, y, 1, g->OH * g->OW,       \
+                                      g->OH * g->OW, &d->eo);                                      \
             }                                                                                      \
         }                                                                                          \
         cn_free(P);                                                                                \
@@ -352,6 +356,7 @@ typedef struct dw_conv {
     int64_t Og;
     const char *x, *w, *dy, *b;
     char *out;
+    cn_gemm_out eo; /* fwd: the step's bounds (the bias is the stencil's), or none */
     atomic_int failed;
 } dw_conv;
 
@@ -362,8 +367,9 @@ DEFINE_DW(double, f64, 4, int64_t)
  * the product has them). */
 static int run(const char *what, const cn_conv_geom *g, cn_dtype dt, int64_t n,
                const cn_tensor *x, const cn_tensor *w, const cn_tensor *dy, const cn_tensor *b,
-               cn_tensor *out, cn_range_fn f32, cn_range_fn f64) {
+               cn_tensor *out, bool take_out, cn_range_fn f32, cn_range_fn f64) {
     dw_conv d = {.g = g, .Og = g->O / g->C, .out = cn_t_ptr(out)};
+    if (take_out && cn_gemm_out_take(&d.eo)) d.eo.bias = NULL;
     atomic_init(&d.failed, 0);
     cn_tensor *own[4];
     d.x = cn_conv_dense(x, &own[0]);
@@ -383,20 +389,20 @@ static int run(const char *what, const cn_conv_geom *g, cn_dtype dt, int64_t n,
 int cn_dw_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
                      const cn_tensor *bias, cn_tensor *y) {
     if (g->OH == 0 || g->OW == 0) return CN_OK;
-    return run("conv2d", g, (cn_dtype)y->dtype, g->N * g->C, x, w, NULL, bias, y, fwd_items_f32,
-               fwd_items_f64);
+    return run("conv2d", g, (cn_dtype)y->dtype, g->N * g->C, x, w, NULL, bias, y, true,
+               fwd_items_f32, fwd_items_f64);
 }
 
 int cn_dw_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
                        const cn_tensor *bias, cn_tensor *dx) {
     if (g->H == 0 || g->W == 0) return CN_OK;
     return run("conv_transpose2d", g, (cn_dtype)dx->dtype, g->N * g->C, NULL, w, dy, bias, dx,
-               dgrad_items_f32, dgrad_items_f64);
+               false, dgrad_items_f32, dgrad_items_f64);
 }
 
 int cn_dw_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
                        cn_tensor *dw) {
-    return run("conv2d_weight_grad", g, (cn_dtype)dw->dtype, g->C, x, NULL, dy, NULL, dw,
+    return run("conv2d_weight_grad", g, (cn_dtype)dw->dtype, g->C, x, NULL, dy, NULL, dw, false,
                wgrad_items_f32, wgrad_items_f64);
 }
 

@@ -367,6 +367,20 @@ static uint8_t reg_op(const fu_plan *p, const fu_opinfo *oi, const cn_attrs *a, 
     }
 }
 
+/* A maximum or minimum whose operand other than acc is the scalar register
+ * r: its value as the op's parameter, when it is not NaN (ReLU6 and
+ * hardswish are written as maximum and minimum with constants). */
+static void const_operand(const fu_plan *p, cn_fr_code *c, int r) {
+    double v = p->T == CN_F32 ? *(const float *)p->reg[r].sval : *(const double *)p->reg[r].sval;
+    if (v != v) return;
+    bool max = c->op == CN_FR_MAX;
+    c->op = c->accpos == 0 ? (max ? CN_FR_MAX_C0 : CN_FR_MIN_C0)
+                           : (max ? CN_FR_MAX_C1 : CN_FR_MIN_C1);
+    c->p.f0 = (float)v;
+    c->p.d0 = v;
+    c->arg[1 - c->accpos] = -1;
+}
+
 /* The steps as code for the register machine. The accumulator keeps the
  * last step's value; a value is stored to a group slot only when something
  * other than the very next step (or that step twice) reads it. Slots are
@@ -410,6 +424,8 @@ static void plan_code(fu_plan *p) {
             cn_fr_code *c = &code[n++];
             *c = (cn_fr_code){.op = s->frop, .accpos = (uint8_t)pos, .fn = s->fn, .p = s->p};
             for (int j = 0; j < 3; j++) c->arg[j] = j == pos ? -1 : (int16_t)s->arg[j];
+            if ((s->frop == CN_FR_MAX || s->frop == CN_FR_MIN) && s->scal[1 - pos])
+                const_operand(p, c, s->arg[1 - pos]);
         }
         for (int j = 0; j < 3; j++) {
             int a = s->arg[j];
@@ -813,4 +829,45 @@ int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
     }
     if (p.arena != stack) free(p.arena);
     return rc;
+}
+
+bool cn_fused_as_bounds(const cn_fused_expr *e, cn_tensor *const *in, double *lo, double *hi) {
+    if (!e || !in || !in[0] || e->nin < 1 || e->ninstr < 1 ||
+        e->result != e->nin + e->ninstr - 1)
+        return false;
+    cn_dtype T = (cn_dtype)in[0]->dtype;
+    if (T != CN_F32 && T != CN_F64) return false;
+    *lo = -INFINITY, *hi = INFINITY;
+    bool have_lo = false, have_hi = false;
+    for (int k = 0; k < e->ninstr; k++) {
+        const cn_fused_instr *ins = &e->instr[k];
+        double l = -INFINITY, h = INFINITY;
+        if (ins->a != (k == 0 ? 0 : e->nin + k - 1)) return false; /* a chain on in[0] */
+        switch (ins->op) {
+        case CN_OP_relu: l = 0; break;
+        case CN_OP_clamp:
+            l = ins->attrs.f[0], h = ins->attrs.f[1];
+            if (l != l || h != h) return false;
+            break;
+        case CN_OP_maximum:
+        case CN_OP_minimum: {
+            /* the constant on the right: max(v, c), whose ties keep v */
+            const cn_tensor *c = ins->b >= 1 && ins->b < e->nin ? in[ins->b] : NULL;
+            if (!c || c->dtype != T || cn_shape_numel(c->ndim, c->shape) != 1 || !c->storage)
+                return false;
+            double v = T == CN_F32 ? *(const float *)cn_t_ptr(c) : *(const double *)cn_t_ptr(c);
+            if (v != v) return false;
+            if (ins->op == CN_OP_maximum) l = v;
+            else h = v;
+            break;
+        }
+        default: return false;
+        }
+        bool sets_lo = ins->op != CN_OP_minimum, sets_hi = ins->op == CN_OP_minimum ||
+                                                           ins->op == CN_OP_clamp;
+        if ((sets_lo && (have_lo || have_hi)) || (sets_hi && have_hi)) return false;
+        if (sets_lo) *lo = l, have_lo = true;
+        if (sets_hi) *hi = h, have_hi = true;
+    }
+    return true;
 }

@@ -39,6 +39,13 @@ enum {
     CN_FR_RELU,
     CN_FR_LEAKY_RELU, /* slope p.f0 / p.d0 */
     CN_FR_CLAMP,      /* bounds p.f0, p.f1 / p.d0, p.d1 */
+    /* maximum and minimum with a scalar operand c (p.f0 / p.d0) that is not
+     * NaN, acc being x (0) or y (1): max(acc, c), max(c, acc), ... Half the
+     * work of CN_FR_MAX/MIN, which must test the operand for NaN. */
+    CN_FR_MAX_C0,
+    CN_FR_MAX_C1,
+    CN_FR_MIN_C0,
+    CN_FR_MIN_C1,
     CN_FR_NOT,        /* mask of acc == 0 */
     CN_FR_TRUTH,      /* mask of acc != 0 */
     /* binary: x op y, acc being x (accpos 0) or y (accpos 1) */

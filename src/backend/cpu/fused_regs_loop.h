@@ -26,6 +26,9 @@ typedef FR_ET FR_CAT(FR_NAME, _ut) __attribute__((vector_size(FR_VB), aligned(1)
 #define FR_SEL(m, a, b) ((VT)(((IT)(a) & (IT)(m)) | ((IT)(b) & ~(IT)(m))))
 #define FR_MASK(m) ((VT)((IT)(m) & (IT)one))
 #define FR_CLAMP(a, lo, hi) FR_SEL(FR_SEL(a < lo, lo, a) > hi, hi, FR_SEL(a < lo, lo, a))
+/* A parameter in every lane: v - 0 is v for every v, where 0 + v would
+ * turn -0 into +0. */
+#define FR_SPLAT(v) ((v) - zero)
 
 /* One pass: the code over the part of the group at byte offset off, into
  * out + off; CALLs compute n_call elements. */
@@ -79,7 +82,13 @@ FR_CAT(FR_NAME, _pass)(const cn_fr_code *code, int ncode, char *const *ptr, int6
         FR_UN(CN_FR_RECIPROCAL, one / a)
         FR_UN(CN_FR_RELU, FR_SEL(a < zero, zero, a))
         FR_UN(CN_FR_LEAKY_RELU, FR_SEL(a > zero, a, a * (FR_P0(c))))
-        FR_UN(CN_FR_CLAMP, FR_CLAMP(a, zero + (FR_P0(c)), zero + (FR_P1(c))))
+        FR_UN(CN_FR_CLAMP, FR_CLAMP(a, FR_SPLAT(FR_P0(c)), FR_SPLAT(FR_P1(c))))
+        /* max(x, y) = y > x or y NaN ? y : x, and min likewise, with the
+         * operand that is not acc the constant c, never NaN. */
+        FR_UN(CN_FR_MAX_C0, FR_SEL(FR_SPLAT(FR_P0(c)) > a, FR_SPLAT(FR_P0(c)), a))
+        FR_UN(CN_FR_MAX_C1, FR_SEL(a <= FR_SPLAT(FR_P0(c)), FR_SPLAT(FR_P0(c)), a))
+        FR_UN(CN_FR_MIN_C0, FR_SEL(FR_SPLAT(FR_P0(c)) < a, FR_SPLAT(FR_P0(c)), a))
+        FR_UN(CN_FR_MIN_C1, FR_SEL(a >= FR_SPLAT(FR_P0(c)), FR_SPLAT(FR_P0(c)), a))
         FR_UN(CN_FR_NOT, FR_MASK(a == zero))
         FR_UN(CN_FR_TRUTH, FR_MASK(a != zero))
 #undef FR_UN
@@ -157,5 +166,6 @@ FR_ATTR static void FR_NAME(const cn_fr_code *code, int ncode, char **ptr, const
 #undef FR_SEL
 #undef FR_MASK
 #undef FR_CLAMP
+#undef FR_SPLAT
 #undef FR_PASS
 #undef FR_GE

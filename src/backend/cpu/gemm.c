@@ -104,18 +104,19 @@ DEFINE_PACK(double, f64)
 /* Register tiles                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* C[mc x nc] = (add ? C : 0) + Ap * Bp over packed blocks. Each A panel
- * (MR x kc) stays in L1 while the tiles sweep the whole B block, which is
- * sized to stay in L2. acc[][] stays in registers only while every index
- * into it is a constant after unrolling,
+/* C[mc x nc] = (add ? C : 0) + Ap * Bp over packed blocks, then, where eo
+ * is given (the last block of k), C's rows from row0 on get eo's bias and
+ * bounds (cn_gemm_out). Each A panel (MR x kc) stays in L1 while the tiles
+ * sweep the whole B block, which is sized to stay in L2. acc[][] stays in
+ * registers only while every index into it is a constant after unrolling,
  * so a partial tile at the edge is computed whole into tmp and then copied.
  * NR must exceed 16 elements: shorter loops are unrolled before the
  * vectoriser sees them, and the unrolled code is not vectorised. */
 #define DEFINE_TILE(NAME, T, MR, NR)                                                               \
     CN_HOT_FN(NAME,                                                                                \
               (int64_t mc, int64_t nc, int64_t kc, const void *ap_, const void *bp_, void *c_,     \
-               int64_t ldc, bool add),                                                             \
-              (mc, nc, kc, ap_, bp_, c_, ldc, add)) {                                              \
+               int64_t ldc, bool add, const cn_gemm_out *eo, int64_t row0),                        \
+              (mc, nc, kc, ap_, bp_, c_, ldc, add, eo, row0)) {                                    \
         const T *ap = ap_, *bp = bp_;                                                              \
         T *c = c_;                                                                                 \
         T tmp[(MR) * (NR)];                                                                        \
@@ -138,16 +139,46 @@ DEFINE_PACK(double, f64)
                     for (int r = 0; r < (MR); r++)                                                 \
                         for (int s = 0; s < (NR); s++) o[r * ld + s] = acc[r][s];                  \
                 }                                                                                  \
-                if (full) continue;                                                                \
+                if (full) {                                                                        \
+                    if (eo) out_rows_##T(o, MR, NR, ld, eo, row0 + i);                             \
+                    continue;                                                                      \
+                }                                                                                  \
                 int64_t h = imin(MR, mc - i), w = imin(NR, nc - j);                                \
                 for (int64_t r = 0; r < h; r++) {                                                  \
                     T *cr = c + (i + r) * ldc + j;                                                 \
                     for (int64_t s = 0; s < w; s++)                                                \
                         cr[s] = add ? cr[s] + tmp[r * (NR) + s] : tmp[r * (NR) + s];               \
                 }                                                                                  \
+                if (eo) out_rows_##T(c + i * ldc + j, h, w, ldc, eo, row0 + i);                    \
             }                                                                                      \
         }                                                                                          \
     }
+
+/* eo on rows [0, h) x [0, w) of o (row stride ld), the first being C's row
+ * row0: each step its own IEEE operation, in the order of the unfused ops
+ * (a bias add, then maximum and minimum with the bounds, each written
+ * bound > v ? bound : v, which keeps a NaN). Inlined into the tiles. */
+#define DEFINE_OUT_ROWS(T)                                                                         \
+    static inline __attribute__((always_inline)) void out_rows_##T(                                \
+        T *o, int64_t h, int64_t w, int64_t ld, const cn_gemm_out *eo, int64_t row0) {             \
+        const T lo = (T)eo->lo, hi = (T)eo->hi;                                                    \
+        const T *bias = eo->bias ? (const T *)eo->bias + row0 : NULL;                              \
+        for (int64_t r = 0; r < h; r++) {                                                          \
+            T *restrict or_ = o + r * ld;                                                          \
+            if (bias) {                                                                            \
+                const T br = bias[r];                                                              \
+                for (int64_t s = 0; s < w; s++) or_[s] = or_[s] + br;                              \
+            }                                                                                      \
+            if (eo->clamp)                                                                         \
+                for (int64_t s = 0; s < w; s++) {                                                  \
+                    T v = or_[s];                                                                  \
+                    v = lo > v ? lo : v;                                                           \
+                    or_[s] = hi < v ? hi : v;                                                      \
+                }                                                                                  \
+        }                                                                                          \
+    }
+DEFINE_OUT_ROWS(float)
+DEFINE_OUT_ROWS(double)
 
 /* AVX-512 (32 vector registers). */
 DEFINE_TILE(tile_f32_8x32, float, 8, 32)
@@ -160,7 +191,7 @@ DEFINE_TILE(tile_f32_4x24, float, 4, 24)
 DEFINE_TILE(tile_f64_2x20, double, 2, 20)
 
 typedef void (*tile_fn)(int64_t mc, int64_t nc, int64_t kc, const void *ap, const void *bp,
-                        void *c, int64_t ldc, bool add);
+                        void *c, int64_t ldc, bool add, const cn_gemm_out *eo, int64_t row0);
 
 typedef struct tile_def {
     const char *name;
@@ -224,6 +255,7 @@ typedef struct gemm_plan {
      * block by block. Its rows are padded to whole panels: apad, bpad. */
     const char *apk, *bpk;
     int64_t apad, bpad;
+    const cn_gemm_out *eo; /* or NULL */
     int pm, pn;       /* threads' grid over C: pm row parts x pn column parts */
     char *work;       /* per slot: an A block, then a B block */
     size_t slot_bytes;
@@ -258,7 +290,7 @@ static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, in
                     g->pack(mb, kb, t->mr, g->a + (ic * g->rsa + pc * g->csa) * (int64_t)es,
                             g->rsa, g->csa, abuf);
                 t->run(mb, nb, kb, ap, bp, g->c + (size_t)(ic * g->ldc + jc) * es, g->ldc,
-                       pc > 0);
+                       pc > 0, pc + kb == g->k ? g->eo : NULL, ic);
             }
         }
     }
@@ -315,9 +347,10 @@ static int64_t k_block(const tile_def *t, int64_t k) { return cdiv(k, cdiv(k, t-
 
 static int gemm_blocked(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
                         int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c,
-                        int64_t ldc, const void *apk, const void *bpk) {
+                        int64_t ldc, const void *apk, const void *bpk, const cn_gemm_out *eo) {
     gemm_plan g = {0};
     g.apk = apk, g.bpk = bpk;
+    g.eo = eo;
     g.t = pick_tile(dt);
     g.es = cn_dsize(dt);
     g.pack = dt == CN_F32 ? pack_f32 : pack_f64;
@@ -530,7 +563,7 @@ int cn_gemm_builtin(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a,
     if (dt == CN_F32 || dt == CN_F64) {
         int rc = CN_OK;
         if (try_gemv(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, &rc)) return rc;
-        return gemm_blocked(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, NULL, NULL);
+        return gemm_blocked(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, NULL, NULL, NULL);
     }
     if (dt == CN_I32 || dt == CN_I64 || dt == CN_U8)
         return gemm_int(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
@@ -642,20 +675,49 @@ bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t) {
 
 int cn_gemm_packed(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
                    int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc,
-                   const cn_gemm_pack *pk, int64_t g) {
+                   const cn_gemm_pack *pk, int64_t g, const cn_gemm_out *eo) {
     /* Exactly the operand the pack holds, or the products that do not pack
      * (vectors: try_gemv), go the usual way: the same bits either way. */
     bool bs = pk && pk->b_side;
     const void *op = bs ? b : a;
     int64_t rows = bs ? n : m, rs = bs ? rsb : rsa, cs = bs ? csb : csa;
-    if (!pk || pk->dt != dt || pk->t != pick_tile(dt) || g < 0 || g >= pk->count ||
-        rows != pk->rows || k != pk->k || rs != pk->rs || cs != pk->cs || m <= 1 || n <= 1 ||
-        op != pk->src + (size_t)(g * pk->gstride) * cn_dsize(dt))
-        return cn_gemm_builtin(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
+    bool use = pk && pk->dt == dt && pk->t == pick_tile(dt) && g >= 0 && g < pk->count &&
+               rows == pk->rows && k == pk->k && rs == pk->rs && cs == pk->cs &&
+               op == pk->src + (size_t)(g * pk->gstride) * cn_dsize(dt);
+    /* The blocked path is the one cn_gemm_builtin takes for these too
+     * (f32/f64, neither side a vector, k > 0). */
+    if (!(dt == CN_F32 || dt == CN_F64) || m <= 1 || n <= 1 || k <= 0) {
+        int rc = cn_gemm_builtin(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
+        if (rc == CN_OK && eo && m > 0 && n > 0) cn_gemm_out_apply(dt, c, m, n, ldc, eo);
+        return rc;
+    }
     normalize_strides(m, n, k, &rsa, &csa, &rsb, &csb);
-    const char *data = pk->data + pk->mat_bytes * (size_t)g;
+    const char *data = use ? pk->data + pk->mat_bytes * (size_t)g : NULL;
     return gemm_blocked(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, bs ? NULL : data,
-                        bs ? data : NULL);
+                        bs ? data : NULL, eo);
+}
+
+void cn_gemm_out_apply(cn_dtype dt, void *c, int64_t m, int64_t n, int64_t ldc,
+                       const cn_gemm_out *eo) {
+    if (dt == CN_F32) out_rows_float(c, m, n, ldc, eo, 0);
+    else if (dt == CN_F64) out_rows_double(c, m, n, ldc, eo, 0);
+}
+
+/* The output bounds offered to the step the calling thread runs. */
+static _Thread_local cn_gemm_out *step_out;
+
+cn_gemm_out *cn_gemm_out_offer(cn_gemm_out *eo) {
+    cn_gemm_out *prev = step_out;
+    step_out = eo;
+    return prev;
+}
+
+bool cn_gemm_out_take(cn_gemm_out *eo) {
+    if (!step_out) return false;
+    *eo = *step_out;
+    step_out->taken = true;
+    step_out = NULL;
+    return true;
 }
 
 /* The pack of the step the calling thread runs (set around its kernel). */

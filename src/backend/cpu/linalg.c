@@ -38,7 +38,7 @@ static void mm_range(void *ctx, int64_t t0, int64_t t1) {
         int rc = g->in_dt != g->dt ? cn_dnnl_matmul(g->in_dt, g->m, g->n, g->k, a, g->rsa,
                                                     g->csa, b, g->rsb, g->csb, (float *)c)
                  : g->bpk ? cn_gemm_packed(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b, g->rsb,
-                                           g->csb, c, g->n, g->bpk, 0)
+                                           g->csb, c, g->n, g->bpk, 0, NULL)
                           : cn_gemm(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b, g->rsb,
                                     g->csb, c, g->n);
         if (rc != 0) atomic_store(&g->failed, rc > 0 ? 2 : 1);
