@@ -697,10 +697,21 @@ int cn_gemm_packed(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, 
                         bs ? data : NULL, eo);
 }
 
+/* Outside the tiles (a depthwise plane, a product the tiles did not make)
+ * as a hot loop of its own, vectorised for the active level. */
+CN_HOT_FN(out_apply_f32, (float *c, int64_t m, int64_t n, int64_t ldc, const cn_gemm_out *eo),
+          (c, m, n, ldc, eo)) {
+    out_rows_float(c, m, n, ldc, eo, 0);
+}
+CN_HOT_FN(out_apply_f64, (double *c, int64_t m, int64_t n, int64_t ldc, const cn_gemm_out *eo),
+          (c, m, n, ldc, eo)) {
+    out_rows_double(c, m, n, ldc, eo, 0);
+}
+
 void cn_gemm_out_apply(cn_dtype dt, void *c, int64_t m, int64_t n, int64_t ldc,
                        const cn_gemm_out *eo) {
-    if (dt == CN_F32) out_rows_float(c, m, n, ldc, eo, 0);
-    else if (dt == CN_F64) out_rows_double(c, m, n, ldc, eo, 0);
+    if (dt == CN_F32) out_apply_f32(c, m, n, ldc, eo);
+    else if (dt == CN_F64) out_apply_f64(c, m, n, ldc, eo);
 }
 
 /* The output bounds offered to the step the calling thread runs. */
