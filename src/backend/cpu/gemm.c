@@ -104,19 +104,18 @@ DEFINE_PACK(double, f64)
 /* Register tiles                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* C[mc x nc] = (add ? C : 0) + Ap * Bp over packed blocks, then, where eo
- * is given (the last block of k), C's rows from row0 on get eo's bias and
- * bounds (cn_gemm_out). Each A panel (MR x kc) stays in L1 while the tiles
- * sweep the whole B block, which is sized to stay in L2. acc[][] stays in
- * registers only while every index into it is a constant after unrolling,
+/* C[mc x nc] = (add ? C : 0) + Ap * Bp over packed blocks. Each A panel
+ * (MR x kc) stays in L1 while the tiles sweep the whole B block, which is
+ * sized to stay in L2. acc[][] stays in registers only while every index
+ * into it is a constant after unrolling,
  * so a partial tile at the edge is computed whole into tmp and then copied.
  * NR must exceed 16 elements: shorter loops are unrolled before the
  * vectoriser sees them, and the unrolled code is not vectorised. */
 #define DEFINE_TILE(NAME, T, MR, NR)                                                               \
     CN_HOT_FN(NAME,                                                                                \
               (int64_t mc, int64_t nc, int64_t kc, const void *ap_, const void *bp_, void *c_,     \
-               int64_t ldc, bool add, const cn_gemm_out *eo, int64_t row0),                        \
-              (mc, nc, kc, ap_, bp_, c_, ldc, add, eo, row0)) {                                    \
+               int64_t ldc, bool add),                                                             \
+              (mc, nc, kc, ap_, bp_, c_, ldc, add)) {                                              \
         const T *ap = ap_, *bp = bp_;                                                              \
         T *c = c_;                                                                                 \
         T tmp[(MR) * (NR)];                                                                        \
@@ -139,30 +138,26 @@ DEFINE_PACK(double, f64)
                     for (int r = 0; r < (MR); r++)                                                 \
                         for (int s = 0; s < (NR); s++) o[r * ld + s] = acc[r][s];                  \
                 }                                                                                  \
-                if (full) {                                                                        \
-                    if (eo) out_rows_##T(o, MR, NR, ld, eo, row0 + i);                             \
-                    continue;                                                                      \
-                }                                                                                  \
+                if (full) continue;                                                                \
                 int64_t h = imin(MR, mc - i), w = imin(NR, nc - j);                                \
                 for (int64_t r = 0; r < h; r++) {                                                  \
                     T *cr = c + (i + r) * ldc + j;                                                 \
                     for (int64_t s = 0; s < w; s++)                                                \
                         cr[s] = add ? cr[s] + tmp[r * (NR) + s] : tmp[r * (NR) + s];               \
                 }                                                                                  \
-                if (eo) out_rows_##T(c + i * ldc + j, h, w, ldc, eo, row0 + i);                    \
             }                                                                                      \
         }                                                                                          \
     }
 
-/* eo on rows [0, h) x [0, w) of o (row stride ld), the first being C's row
- * row0: each step its own IEEE operation, in the order of the unfused ops
- * (a bias add, then maximum and minimum with the bounds, each written
- * bound > v ? bound : v, which keeps a NaN). Inlined into the tiles. */
-#define DEFINE_OUT_ROWS(T)                                                                         \
-    static inline __attribute__((always_inline)) void out_rows_##T(                                \
-        T *o, int64_t h, int64_t w, int64_t ld, const cn_gemm_out *eo, int64_t row0) {             \
+/* eo on rows [0, h) x [0, w) of o (row stride ld), eo's bias starting at
+ * o's first row: each step its own IEEE operation, in the order of the
+ * unfused ops (a bias add, then maximum and minimum with the bounds, each
+ * written bound > v ? bound : v, which keeps a NaN). */
+#define DEFINE_OUT_ROWS(T, SFX)                                                                    \
+    CN_HOT_FN(out_rows_##SFX, (T *o, int64_t h, int64_t w, int64_t ld, const cn_gemm_out *eo),    \
+              (o, h, w, ld, eo)) {                                                                 \
         const T lo = (T)eo->lo, hi = (T)eo->hi;                                                    \
-        const T *bias = eo->bias ? (const T *)eo->bias + row0 : NULL;                              \
+        const T *bias = eo->bias;                                                                  \
         for (int64_t r = 0; r < h; r++) {                                                          \
             T *restrict or_ = o + r * ld;                                                          \
             if (bias) {                                                                            \
@@ -177,8 +172,8 @@ DEFINE_PACK(double, f64)
                 }                                                                                  \
         }                                                                                          \
     }
-DEFINE_OUT_ROWS(float)
-DEFINE_OUT_ROWS(double)
+DEFINE_OUT_ROWS(float, f32)
+DEFINE_OUT_ROWS(double, f64)
 
 /* AVX-512 (32 vector registers). */
 DEFINE_TILE(tile_f32_8x32, float, 8, 32)
@@ -191,7 +186,7 @@ DEFINE_TILE(tile_f32_4x24, float, 4, 24)
 DEFINE_TILE(tile_f64_2x20, double, 2, 20)
 
 typedef void (*tile_fn)(int64_t mc, int64_t nc, int64_t kc, const void *ap, const void *bp,
-                        void *c, int64_t ldc, bool add, const cn_gemm_out *eo, int64_t row0);
+                        void *c, int64_t ldc, bool add);
 
 typedef struct tile_def {
     const char *name;
@@ -261,6 +256,13 @@ typedef struct gemm_plan {
     size_t slot_bytes;
 } gemm_plan;
 
+/* eo on the block of C at cb (mb x nb), whose first row is C's row ic. */
+static void out_block(const gemm_plan *g, char *cb, int64_t mb, int64_t nb, int64_t ic) {
+    cn_gemm_out e = *g->eo;
+    if (e.bias) e.bias = (const char *)e.bias + (size_t)ic * g->es;
+    cn_gemm_out_apply(g->es == sizeof(float) ? CN_F32 : CN_F64, cb, mb, nb, g->ldc, &e);
+}
+
 /* C[i0:i1, j0:j1], serially, with this slot's buffers. */
 static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                       char *abuf, char *bbuf) {
@@ -289,8 +291,11 @@ static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, in
                 else
                     g->pack(mb, kb, t->mr, g->a + (ic * g->rsa + pc * g->csa) * (int64_t)es,
                             g->rsa, g->csa, abuf);
-                t->run(mb, nb, kb, ap, bp, g->c + (size_t)(ic * g->ldc + jc) * es, g->ldc,
-                       pc > 0, pc + kb == g->k ? g->eo : NULL, ic);
+                char *cb = g->c + (size_t)(ic * g->ldc + jc) * es;
+                t->run(mb, nb, kb, ap, bp, cb, g->ldc, pc > 0);
+                /* The block's values are final: the bias and bounds while
+                 * it is still in cache. */
+                if (g->eo && pc + kb == g->k) out_block(g, cb, mb, nb, ic);
             }
         }
     }
@@ -697,21 +702,10 @@ int cn_gemm_packed(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, 
                         bs ? data : NULL, eo);
 }
 
-/* Outside the tiles (a depthwise plane, a product the tiles did not make)
- * as a hot loop of its own, vectorised for the active level. */
-CN_HOT_FN(out_apply_f32, (float *c, int64_t m, int64_t n, int64_t ldc, const cn_gemm_out *eo),
-          (c, m, n, ldc, eo)) {
-    out_rows_float(c, m, n, ldc, eo, 0);
-}
-CN_HOT_FN(out_apply_f64, (double *c, int64_t m, int64_t n, int64_t ldc, const cn_gemm_out *eo),
-          (c, m, n, ldc, eo)) {
-    out_rows_double(c, m, n, ldc, eo, 0);
-}
-
 void cn_gemm_out_apply(cn_dtype dt, void *c, int64_t m, int64_t n, int64_t ldc,
                        const cn_gemm_out *eo) {
-    if (dt == CN_F32) out_apply_f32(c, m, n, ldc, eo);
-    else if (dt == CN_F64) out_apply_f64(c, m, n, ldc, eo);
+    if (dt == CN_F32) out_rows_f32(c, m, n, ldc, eo);
+    else if (dt == CN_F64) out_rows_f64(c, m, n, ldc, eo);
 }
 
 /* The output bounds offered to the step the calling thread runs. */
