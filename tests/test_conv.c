@@ -273,6 +273,8 @@ static void test_depthwise(void) {
         {1, 2, 15, 16, 2, 7, 7, 2, 2, 3, 3, 1, 1, 2, true},   /* 7x7, stride 2 */
         {3, 2, 5, 6, 2, 2, 3, 3, 2, 0, 3, 2, 1, 2, false},    /* padding wider than the kernel */
         {9, 16, 6, 19, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, true}, /* several items per thread */
+        {1, 2, 8, 13, 2, 3, 3, 2, 2, 0, 0, 1, 1, 2, true},    /* stride 2, no padding, odd width */
+        {1, 2, 7, 20, 2, 5, 5, 2, 2, 2, 1, 1, 1, 2, true},    /* stride 2, padding 1 on a side */
     };
     th_seed(33);
     int nt = cn_get_num_threads();

@@ -64,14 +64,29 @@ typedef struct stencil {
     int64_t OH, OW, OWr; /* outputs; OWr = OW rounded up to the vector */
     int64_t KH, KW, sh, sw, dh, dw;
     int64_t Hp, Wp;      /* the padded plane */
+    /* Its layout: rows Wr apart, Wr = Wp; or, for a forward product with a
+     * column stride of 2 (and no column dilation), each row split into its
+     * even columns and then its odd ones, Wh each (Wr = 2 Wh), so that
+     * every tap reads a plain vector where it would pick every other
+     * element out of two (a shuffle per tap: such layers ran at a third of
+     * the stride-1 ones' speed per multiply-add). */
+    int64_t Wr, Wh;
 } stencil;
 
 static stencil stencil_of(int64_t OH, int64_t OW, const cn_conv_geom *g, int64_t sh, int64_t sw,
                           int64_t VL) {
-    stencil s = {OH, OW, (OW + VL - 1) / VL * VL, g->KH, g->KW, sh, sw, g->dh, g->dw, 0, 0};
+    stencil s = {OH, OW, (OW + VL - 1) / VL * VL, g->KH, g->KW, sh, sw, g->dh, g->dw, 0, 0, 0, 0};
     s.Hp = OH > 0 ? (OH - 1) * sh + (g->KH - 1) * g->dh + 1 : 0;
     s.Wp = OW > 0 ? (s.OWr - 1) * sw + (g->KW - 1) * g->dw + 1 : 0;
+    s.Wr = s.Wp;
     return s;
+}
+
+/* The forward product's layout: stride-2 columns split (see stencil). */
+static void split_columns(stencil *s) {
+    if (s->sw != 2 || s->dw != 1) return;
+    s->Wh = (s->Wp + 1) / 2;
+    s->Wr = 2 * s->Wh;
 }
 
 /* A zeroed buffer, or NULL. */
@@ -115,6 +130,7 @@ static void *zalloc(size_t nbytes) {
                                    T *y),                                                          \
               (s, P, nk, k, b, y)) {                                                               \
         if (s->sw == 1) rows_##SFX(s, P, nk, k, b, 1, K, K, y);                                    \
+        else if (s->Wh) rows_##SFX(s, P, nk, k, b, 0, K, K, y);                                    \
         else rows_##SFX(s, P, nk, k, b, 2, K, K, y);                                               \
     }
 
@@ -139,6 +155,25 @@ static void *zalloc(size_t nbytes) {
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
+    /* The same into a plane whose rows are split into even and odd                               \
+     * columns (stencil.Wh), for stride 1 (uh = uw = 1). */                                       \
+    static void pad_plane_split_##SFX(const T *src, int64_t H, int64_t W, int64_t top,             \
+                                      int64_t left, T *P, const stencil *s) {                      \
+        int64_t r0 = imax(0, -top), r1 = imin(H, s->Hp - top);                                     \
+        int64_t c0 = imax(0, -left), c1 = imin(W, s->Wp - left);                                   \
+        /* Padded column x = left + c goes to half x & 1, place x >> 1: the                        \
+         * halves' places [e0, e1) and [o0, o1), each a loop GCC vectorises                        \
+         * (reading every other element, writing in a row). */                                    \
+        const int64_t x0 = left + c0, x1 = left + c1;                                              \
+        const int64_t e0 = (x0 + 1) / 2, e1 = (x1 + 1) / 2, o0 = x0 / 2, o1 = x1 / 2;              \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
+            const T *restrict sr = src + r * W;                                                    \
+            T *restrict d = P + (top + r) * s->Wr;                                                 \
+            for (int64_t e = e0; e < e1; e++) d[e] = sr[2 * e - left];                             \
+            for (int64_t o = o0; o < o1; o++) d[s->Wh + o] = sr[2 * o + 1 - left];                 \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
     /* rb rows x VL columns of out (row stride ldy; the first ncol columns                        \
      * kept) from P at the block's origin; rb, sw, KH and KW are constants                        \
      * where the callers below pass them, so each shape compiles to its own                       \
@@ -148,15 +183,18 @@ static void *zalloc(size_t nbytes) {
                                     T *y, int64_t ldy, int64_t ncol) {                             \
         v_##SFX acc[RB];                                                                           \
         for (int r = 0; r < rb; r++) acc[r] = (v_##SFX){0} + b;                                    \
-        const int64_t rs = s->sh * s->Wp;                                                          \
+        const int64_t rs = s->sh * s->Wr;                                                          \
         for (int64_t q = 0; q < nk; q++)                                                           \
             for (int64_t i = 0; i < KH; i++)                                                       \
                 for (int64_t j = 0; j < KW; j++) {                                                 \
                     const v_##SFX wv = (v_##SFX){0} + k[(q * KH + i) * KW + j];                    \
-                    const T *x = P + q * plane + i * s->dh * s->Wp + j * s->dw;                    \
+                    /* sw 0: split rows, tap j in half j & 1 */                                    \
+                    const T *x = P + q * plane + i * s->dh * s->Wr +                               \
+                                 (sw == 0 ? (j & 1) * s->Wh + (j >> 1) : j * s->dw);               \
                     for (int r = 0; r < rb; r++) {                                                 \
                         v_##SFX xv;                                                                \
-                        LOAD_STRIDED(SFX, VL, xv, x + r * rs, sw);                                 \
+                        if (sw == 0) xv = LD(SFX, x + r * rs);                                     \
+                        else LOAD_STRIDED(SFX, VL, xv, x + r * rs, sw);                            \
                         acc[r] += wv * xv;                                                         \
                     }                                                                              \
                 }                                                                                  \
@@ -175,13 +213,13 @@ static void *zalloc(size_t nbytes) {
      * same bits); columns likewise, once a row has a whole vector. */                            \
     CN_ISA_INLINE_ void rows_##SFX(const stencil *s, const T *P, int64_t nk, const T *k, T b,     \
                                    int64_t sw, int64_t KH, int64_t KW, T *y) {                     \
-        const int64_t plane = s->Hp * s->Wp, OW = s->OW;                                           \
+        const int64_t plane = s->Hp * s->Wr, OW = s->OW;                                           \
         const int rb = s->OH >= RB ? RB : 1;                                                       \
         for (int64_t r0 = 0; r0 < s->OH; r0 += rb) {                                               \
             const int64_t r = imin(r0, s->OH - rb);                                                \
             for (int64_t c0 = 0; c0 < OW; c0 += VL) {                                              \
                 const int64_t c = OW >= VL ? imin(c0, OW - VL) : 0;                                \
-                const T *p = P + r * s->sh * s->Wp + c * sw;                                       \
+                const T *p = P + r * s->sh * s->Wr + c * (sw == 0 ? 1 : sw);                       \
                 T *yb = y + r * OW + c;                                                            \
                 int64_t ncol = imin(VL, OW);                                                       \
                 if (rb == RB) block_##SFX(s, p, nk, plane, k, b, RB, sw, KH, KW, yb, OW, ncol);    \
@@ -195,6 +233,7 @@ static void *zalloc(size_t nbytes) {
                                   T *y),                                                           \
               (s, P, nk, k, b, y)) {                                                               \
         if (s->sw == 1) rows_##SFX(s, P, nk, k, b, 1, s->KH, s->KW, y);                            \
+        else if (s->Wh) rows_##SFX(s, P, nk, k, b, 0, s->KH, s->KW, y);                            \
         else if (s->sw == 2) rows_##SFX(s, P, nk, k, b, 2, s->KH, s->KW, y);                       \
         else rows_##SFX(s, P, nk, k, b, s->sw, s->KH, s->KW, y);                                   \
     }                                                                                              \
@@ -253,7 +292,8 @@ static void *zalloc(size_t nbytes) {
         dw_conv *d = ctx;                                                                          \
         const cn_conv_geom *g = d->g;                                                              \
         stencil s = stencil_of(g->OH, g->OW, g, g->sh, g->sw, VL);                                 \
-        T *P = zalloc(sizeof(T) * (size_t)(s.Hp * s.Wp + SLACK));                                \
+        split_columns(&s);                                                                         \
+        T *P = zalloc(sizeof(T) * (size_t)(s.Hp * s.Wr + SLACK));                                \
         if (!P) {                                                                                  \
             atomic_store(&d->failed, 1);                                                           \
             return;                                                                                \
@@ -261,7 +301,11 @@ static void *zalloc(size_t nbytes) {
         const T *x = (const T *)d->x, *w = (const T *)d->w, *bias = (const T *)d->b;               \
         for (int64_t it = i0; it < i1; it++) {                                                     \
             int64_t c = it % g->C;                                                                 \
-            pad_plane_##SFX(x + it * g->H * g->W, g->H, g->W, 1, 1, g->ph, g->pw, P, s.Hp, s.Wp);  \
+            if (s.Wh)                                                                              \
+                pad_plane_split_##SFX(x + it * g->H * g->W, g->H, g->W, g->ph, g->pw, P, &s);      \
+            else                                                                                   \
+                pad_plane_##SFX(x + it * g->H * g->W, g->H, g->W, 1, 1, g->ph, g->pw, P, s.Hp,     \
+                                s.Wp);                                                             \
             for (int64_t q = 0; q < d->Og; q++) {                                                  \
                 int64_t o = c * d->Og + q;                                                         \
                 T *y = (T *)d->out + (it * d->Og + q) * g->OH * g->OW;                             \
