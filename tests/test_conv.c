@@ -275,6 +275,8 @@ static void test_depthwise(void) {
         {9, 16, 6, 19, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, true}, /* several items per thread */
         {1, 2, 8, 13, 2, 3, 3, 2, 2, 0, 0, 1, 1, 2, true},    /* stride 2, no padding, odd width */
         {1, 2, 7, 20, 2, 5, 5, 2, 2, 2, 1, 1, 1, 2, true},    /* stride 2, padding 1 on a side */
+        {1, 2, 16, 40, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, true},   /* stride 2, 20 columns: 2 vectors */
+        {2, 3, 6, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, true},    /* 16 columns: 2 vectors exactly */
     };
     th_seed(33);
     int nt = cn_get_num_threads();
