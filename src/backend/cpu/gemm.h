@@ -50,12 +50,13 @@ bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t); /* a GEMM
 bool cn_gemm_pack_holds(const cn_gemm_pack *pk, const cn_tensor *t);
 
 /* What the built-in GEMM does to C's values once they are final: a
- * convolution's bias and the activation after it, applied to each block of
- * C (at most mc x nc, in L2) as soon as its last k block is added, rather
- * than in passes of their own over the output (at batch 1 those passes, a
- * bias add and a fused ReLU6, were 10% of MobileNetV2). Not inside the
- * register tile: there it slowed the tile's own loop by 5% on products with
- * partial tiles (960 x 49 x 160).
+ * convolution's bias and the activation after it, applied to each panel of
+ * MR rows as soon as the tiles have written its last k block (the panel is
+ * in L1 then), rather than in passes of their own over the output (at
+ * batch 1 those passes, a bias add and a fused ReLU6, were 10% of
+ * MobileNetV2). Not on each register tile: applied there, inlined, it
+ * slowed the tile's own loop by 5% on products with partial tiles
+ * (960 x 49 x 160).
  * C[i][j] + bias[i] when bias is given; then, with clamp, max with lo and
  * min with hi, each written bound > v ? bound : v (bound < v for the min),
  * which keeps a NaN: the bits of the unfused bias add, relu, clamp, and
