@@ -28,6 +28,7 @@ static const dcase cases[] = {
     {1, 16, 40, 6, 8},  /* 8 blocks of 2 in, 5 out channels */
     {1, 16, 64, 6, 1},  /* batch 1: 2 blocks of 32 output channels, each reading all x */
     {2, 8, 96, 5, 1},   /* 2 samples x 3 blocks of 32 output channels */
+    {1, 24, 32, 7, 1},  /* batch 1: 2 blocks of 16 output channels (32 would be one) */
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
