@@ -162,8 +162,9 @@ CN_VMATH float cn_vexpf(float x) {
  * held as x - d (0 for a plain float: the compiler drops it then). x is
  * clamped at CN_EXP_TINY_LO, where exp(x) * 2^64 is still a normal float,
  * so 2^k is applied as one factor, and yet far below anything that
- * survives the caller's 2^-64 (sigmoid, silu and gelu are 0 in f32
- * well before x = -120). */
+ * survives the caller's 2^-64 (sigmoid, silu and gelu are 0 in f32 well
+ * before x = -120). cn__exp_tiny_clamped takes an x already clamped by
+ * cn__exp_tiny_lo, for callers that use the clamped x themselves. */
 #define CN_EXP_TINY_LO -120.0f
 CN_VMATH float cn__exp_tiny_clamped(float x, float d) {
     uint32_t k;
