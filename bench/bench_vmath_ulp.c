@@ -13,8 +13,8 @@
  * tests/test_isa.c counts them), where each occurs, how many results were
  * finite, how many results that round to 0, inf or NaN were not exactly
  * that, and how many results differ in bits from the default level (a NaN
- * matching any NaN). Not a timing: an accuracy sweep, minutes per function
- * at the default step. */
+ * matching any NaN). Not a timing: an accuracy sweep, about 20 s a
+ * function at the default step on one Zen 3 core. */
 #include <chutney.h>
 
 #include "core/core.h"
