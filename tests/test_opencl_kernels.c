@@ -202,7 +202,10 @@ static int run(void) {
         int r2 = cn_backend_opencl.fused_run(&e, ind, od);
         th_current = "fused run";
         CHECK(r1 == 0 && r2 == 0);
-        check("fused", o, od, 1e-6);
+        /* sigmoid(x) * 2 + y cancels up to 40-fold on these inputs (x =
+         * -0.145, y = -0.904 at flat index 884), so one ulp between the two
+         * sides' sigmoids, each within its bound, is 2.5e-6 of the result. */
+        check("fused", o, od, 1e-5);
     }
     /* optimiser: Adam with amsgrad, 3 steps */
     for (int alg = 0; alg < 4; alg++) {

@@ -294,12 +294,15 @@ static const special specials[] = {
     {"sigmoid", NAN, NAN, 0, 0},
     {"sigmoid", -100, 3.7200759760208361e-44, 0, 0.07}, /* subnormal */
     {"silu", INF, INF, 0, 0}, {"silu", -INF, 0, 0, 0}, {"silu", NAN, NAN, 0, 0},
-    {"silu", 0, 0, 0, 0}, {"silu", -1e30, 0, 0, 0}, {"silu", 100, 100, 0, 0},
+    {"silu", 0, 0, true, 0}, {"silu", -0.0, -0.0, true, 0}, {"silu", -1e30, 0, 0, 0},
+    {"silu", 100, 100, 0, 0}, {"silu", 1e30, 1e30, 0, 0},
+    {"silu", -95, -5.245028163177106e-40, 0, 1.2e-5}, /* subnormal, within 4 ulp */
     {"gelu", INF, INF, 0, 0}, {"gelu", -INF, 0, 0, 0}, {"gelu", NAN, NAN, 0, 0},
     {"gelu", 0, 0, 0, 0}, {"gelu", -20, 0, 0, 0}, {"gelu", 20, 20, 0, 0},
     {"gelu", -1e30, 0, 0, 0}, {"gelu", 1e30, 1e30, 0, 1.2e-7},
     {"gelu_tanh", INF, INF, 0, 0}, {"gelu_tanh", -INF, 0, 0, 0}, {"gelu_tanh", NAN, NAN, 0, 0},
-    {"gelu_tanh", 0, 0, 0, 0}, {"gelu_tanh", -20, 0, 0, 0}, {"gelu_tanh", 20, 20, 0, 0},
+    {"gelu_tanh", 0, 0, true, 0}, {"gelu_tanh", -0.0, -0.0, true, 0},
+    {"gelu_tanh", -20, 0, 0, 0}, {"gelu_tanh", 20, 20, 0, 0},
     {"gelu_tanh", -1e30, 0, 0, 0}, {"gelu_tanh", 1e30, 1e30, 0, 1.2e-7},
     {"erf", INF, 1, 0, 0}, {"erf", -INF, -1, 0, 0}, {"erf", 4, 1, 0, 0},
     {"erf", -10, -1, 0, 0}, {"erf", -0.0, -0.0, true, 0}, {"erf", NAN, NAN, 0, 0},

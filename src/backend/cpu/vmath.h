@@ -3,14 +3,18 @@
  * Every function here is branch-free straight-line code (range reduction, a
  * polynomial, exponent bit tricks, and bitwise selects for the special
  * values), with no libm calls, so GCC vectorises the loops that inline them.
- * Errors against libm in double: exp 0.97 ulp, log 0.89, expm1 1.61, log1p
- * 1.45, tanh 1.5, softplus 1.9, sigmoid 2.4, silu 3.1, rsqrt 0.5 (tens of
- * millions of inputs, in fractions of an ulp); sigmoid 2, silu 3, erf 2,
- * gelu 6, the tanh form of gelu 3 ulp (every 7th f32 bit pattern over each
- * function's range, about 3e8 inputs, against the double reference rounded
- * to f32). NaN propagates, infinities and signed zeros come out as in libm,
- * results overflow to inf and underflow gradually to 0, and functions with
- * a horizontal asymptote (tanh, sigmoid, erf) reach it exactly.
+ * Errors against libm in double, in ulps of the exact value: exp 0.99, log
+ * 0.92, expm1 1.61, log1p 1.44, tanh 1.50, softplus 1.97, sigmoid 2.33,
+ * silu 3.19, erf 1.55, gelu 5.88, the tanh form of gelu 3.20, rsqrt 0.5;
+ * in ulps of the reference rounded to f32 (how far apart the floats are,
+ * what tests/test_isa.c asserts): exp, log, log1p, tanh, rsqrt 1; expm1,
+ * softplus, sigmoid, erf 2; silu, the tanh form 3; gelu 6. Measured over
+ * every 7th f32 bit pattern, 3e8 to 6e8 finite results a function, by
+ * bench/bench_vmath_ulp, which also checks the special values and that
+ * every instruction-set level gives the same bits. NaN propagates,
+ * infinities and signed zeros come out as in libm, results overflow to inf
+ * and underflow gradually to 0, and functions with a horizontal asymptote
+ * (tanh, sigmoid, erf) reach it exactly.
  *
  * erf and gelu are evaluated in f32 (8 lanes to an AVX2 vector where double
  * has 4): erfc on the tails as an f32 rational times an f32 exp whose
@@ -116,6 +120,20 @@ CN_VMATH float cn__expm1_poly(float r) {
     return r + r2 * q;
 }
 
+/* exp(r) for |r| <= ln2/2 (and a little more) at degree 6, relative error
+ * 3.8e-9 (weighted minimax with 1 + r kept exact, coefficients rounded to
+ * f32), far below an f32 ulp, in three operations fewer than 1 +
+ * cn__expm1_poly, whose degree 7 only expm1's own small results need.
+ * (Adding r + r^2 qa and r^4 qb side by side would shorten the chain by
+ * one link: 3% faster sigmoid, but 0.3 ulp more error, as that sum is
+ * rounded once more.) */
+CN_VMATH float cn__exp_poly(float r) {
+    float r2 = r * r;
+    float qa = 4.999999404e-01f + 1.666652113e-01f * r;
+    float qb = (4.166838899e-02f + 8.368715644e-03f * r) + r2 * 1.381460228e-03f;
+    return 1.0f + (r + r2 * (qa + r2 * qb));
+}
+
 /* x = k ln2 + r: returns r and sets *k, for |x| <= 150 ln 2. */
 CN_VMATH float cn__exp_reduce(float x, uint32_t *k) {
     float t = x * CN_LOG2E + CN_ROUND_MAGIC;
@@ -132,7 +150,7 @@ CN_VMATH float cn__exp_k(float x, float lo, uint32_t kadd) {
     x = cn_vsel(x > 89.0f, 89.0f, x);
     uint32_t k;
     float r = cn__exp_reduce(x, &k);
-    return cn__ldexpf(1.0f + cn__expm1_poly(r), k + kadd);
+    return cn__ldexpf(cn__exp_poly(r), k + kadd);
 }
 
 CN_VMATH float cn_vexpf(float x) {
@@ -144,14 +162,20 @@ CN_VMATH float cn_vexpf(float x) {
  * held as x - d (0 for a plain float: the compiler drops it then). x is
  * clamped at CN_EXP_TINY_LO, where exp(x) * 2^64 is still a normal float,
  * so 2^k is applied as one factor, and yet far below anything that
- * survives the caller's final * 2^-64 (sigmoid, silu and gelu are 0 in f32
- * well before x = -120). */
+ * survives the caller's 2^-64 (sigmoid, silu and gelu are 0 in f32 well
+ * before x = -120). cn__exp_tiny_clamped takes an x already clamped by
+ * cn__exp_tiny_lo, for callers that use the clamped x themselves. */
 #define CN_EXP_TINY_LO -120.0f
-CN_VMATH float cn__exp_tiny(float x, float d) {
-    x = cn_vsel(x < CN_EXP_TINY_LO, CN_EXP_TINY_LO, x);
+CN_VMATH float cn__exp_tiny_clamped(float x, float d) {
     uint32_t k;
     float r = cn__exp_reduce(x, &k) - d;
-    return (1.0f + cn__expm1_poly(r)) * cn_u2f((k + 127u + 64u) << 23);
+    return cn__exp_poly(r) * cn_u2f((k + 127u + 64u) << 23);
+}
+CN_VMATH float cn__exp_tiny_lo(float x) {
+    return cn_vsel(x < CN_EXP_TINY_LO, CN_EXP_TINY_LO, x);
+}
+CN_VMATH float cn__exp_tiny(float x, float d) {
+    return cn__exp_tiny_clamped(cn__exp_tiny_lo(x), d);
 }
 
 CN_VMATH float cn_vexpm1f(float x) {
@@ -228,26 +252,32 @@ CN_VMATH float cn_vtanhf(float x) {
     return cn__copysignf(cn_vsel(a < 0.625f, small, big), x);
 }
 
-/* m sigmoid(z - d), d the small second part of an argument held as z - d
- * (0 for a plain float). Both tails keep full relative accuracy:
- * exp(-|z|) never overflows, and on the negative side it is scaled by 2^64
- * until the final rounding, so subnormal results are rounded once. */
-CN_VMATH float cn__mul_sigmoid(float m, float z, float d) {
-    int neg = z < 0.0f;
-    /* -|z - d| = -|z| - d', d' = -d for z >= 0 (0 - d, not -d: a constant
-     * +0 lets the compiler drop the subtraction in cn__exp_tiny) */
-    float es = cn__exp_tiny(-fabsf(z), cn_vsel(neg, d, 0.0f - d));
-    float e = es * 0x1p-64f;
-    float y = cn_vsel(neg, m * es, m) / (1.0f + e);
-    return cn_vsel(neg, y * 0x1p-64f, y);
+/* m sigmoid(a - d) for CN_EXP_TINY_LO <= a <= 0, d the small second part
+ * of an argument held as a - d (0 for a plain float): m es / (2^64 + es),
+ * es = exp(a - d) 2^64. Numerator and denominator carry the same 2^64, so
+ * the one rounding of the division is also the one rounding of a subnormal
+ * result, with no final scaling. The positive side is the callers' affair
+ * (m - m sigmoid(-z): a difference of at least half of m, so nothing
+ * cancels). */
+CN_VMATH float cn__mul_sigmoid_neg(float m, float a, float d) {
+    float es = cn__exp_tiny_clamped(a, d);
+    return (m * es) / (0x1p64f + es);
 }
 
-CN_VMATH float cn_vsigmoidf(float x) { return cn__mul_sigmoid(1.0f, x, 0.0f); }
+CN_VMATH float cn_vsigmoidf(float x) {
+    /* 1 / (1 + e) for x >= 0 as 2^64 / (2^64 + es): one select before the
+     * division instead of a subtraction after it. */
+    float es = cn__exp_tiny(-fabsf(x), 0.0f);
+    return cn_vsel(x < 0.0f, es, 0x1p64f) / (0x1p64f + es);
+}
 
 CN_VMATH float cn_vsiluf(float x) {
-    /* Below CN_EXP_TINY_LO the result is 0 anyway; clamping x there keeps
-     * x * exp(clamped) from being a huge number times a merely tiny one. */
-    return cn__mul_sigmoid(cn_vsel(x < CN_EXP_TINY_LO, CN_EXP_TINY_LO, x), x, 0.0f);
+    /* silu(x) = x + silu(-x), so both sides take silu(-|x|), whose factor
+     * -|x| is the exp's clamped argument: beyond -120 the result is 0
+     * anyway, and -inf or -1e30 times a merely tiny es would not be. */
+    float a = cn__exp_tiny_lo(-fabsf(x));
+    float t = cn__mul_sigmoid_neg(a, a, 0.0f);
+    return cn_vsel(x < 0.0f, t, x + t);
 }
 
 /* ---- elu, softplus ---- */
@@ -336,7 +366,11 @@ CN_VMATH float cn_vgelu_tanhf(float x) {
     double zd = 0x1.9884533d43651p+0 * (xd + 0.044715 * (xd * xd * xd));
     float z = (float)zd;
     float zlo = (float)(zd - (double)z);
-    float y = cn__mul_sigmoid(xc, z, 0.0f - zlo);
+    /* z + zlo held as -|z| - d: d takes z's sign. z = 0 (x = +-0) goes the
+     * negative way, xc / 2, so that -0 keeps its sign. */
+    int neg = z <= 0.0f;
+    float t = cn__mul_sigmoid_neg(xc, cn__exp_tiny_lo(-fabsf(z)), cn_vsel(neg, -zlo, zlo));
+    float y = cn_vsel(neg, t, xc - t);
     /* xc is x but beyond 20, where sigmoid(z) rounds to 1 (or the result to 0) */
     return cn_vsel(x > 20.0f, x, cn_vsel(x < -20.0f, -0.0f, y));
 }
