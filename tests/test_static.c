@@ -243,7 +243,7 @@ static void set_elem(cn_tensor *t, int64_t k, double v) {
 /* A convolution followed only by bounds (ReLU, ReLU6 as maximum and
  * minimum with constants, clamp, an upper bound alone) has them applied
  * by its kernel as it writes the output (cn_gemm_out): the 1x1, im2col,
- * grouped and depthwise paths, f32 and f64, batch 1 and 3, 1 and 2
+ * grouped, depthwise and oneDNN paths, f32 and f64, batch 1 and 3, 1 and 2
  * threads, give eager mode's bits, with NaN inputs and +0 outputs tied
  * with a bound -0. Expressions that are not such bounds (a constant on
  * the left, a NaN bound, a residual add) take the program's own pass. */
@@ -275,6 +275,12 @@ static void test_conv_bounds(void) {
                 set_elem(bz[i], 2, 0.0);
             }
             const cn_conv_opts s1 = {.padding = {1, 1}}; /* im2col's path */
+            /* 32 output channels: oneDNN's path (two blocks of 16), whose
+             * channel 3 is +0 */
+            cn_tensor *w32 = th_random(dt, CN_SHAPE(32, 4, 3, 3), -1, 1, TH_CONTIG, NULL);
+            cn_tensor *b32 = th_random(dt, CN_SHAPE(32), -1, 1, TH_CONTIG, NULL);
+            for (int k = 3 * 36; k < 4 * 36; k++) set_elem(w32, k, 0.0);
+            set_elem(b32, 3, 0.0);
             /* The depthwise conv's channel 3 is +0: a tie with a bound -0. */
             for (int k = 27; k < 36; k++) set_elem(wd, k, 0.0);
             set_elem(b4, 3, 0.0);
@@ -285,7 +291,7 @@ static void test_conv_bounds(void) {
             cn_graph *g = cn_graph_new();
             cn_tensor *ph = cn_placeholder(g, "x", dt, CN_SHAPE(n, 4, 9, 9));
             cn_tensor *src[2] = {ph, x};
-            cn_tensor *outs[2][9];
+            cn_tensor *outs[2][10];
             for (int v = 0; v < 2; v++) {
                 cn_tensor *in = src[v];
                 outs[v][0] = cn_relu(cn_conv2d(in, w1z, b6z, NULL));
@@ -299,13 +305,14 @@ static void test_conv_bounds(void) {
                  * steps is the head of none) */
                 outs[v][7] = cn_clamp(cn_conv2d(in, w1z, bz[0], NULL), -0.0, 6.0);
                 outs[v][8] = cn_maximum(cn_conv2d(in, w1z, bz[1], &s1), cn_scalar(dt, -0.0));
+                outs[v][9] = cn_clamp(cn_conv2d(in, w32, b32, &s1), -0.0, 6.0);
             }
-            cn_program *p = cn_compile(g, outs[0], 9, NULL);
+            cn_program *p = cn_compile(g, outs[0], 10, NULL);
             for (int t = 1; t <= 2; t++) {
                 cn_set_num_threads(t);
-                cn_tensor *r[9];
-                CHECK_EQ_INT(cn_run(p, &ph, &x, 1, r, 9), 0);
-                for (int k = 0; k < 9; k++) {
+                cn_tensor *r[10];
+                CHECK_EQ_INT(cn_run(p, &ph, &x, 1, r, 10), 0);
+                for (int k = 0; k < 10; k++) {
                     cn_tensor *want = cn_contiguous(outs[1][k]);
                     CHECK_MSG(cn_numel(r[k]) == cn_numel(want) &&
                                   memcmp(cn_data(r[k]), cn_data(want),

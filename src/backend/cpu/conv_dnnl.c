@@ -375,6 +375,7 @@ typedef struct blocks {
     size_t part_size; /* bytes of each part (in the primitive's format with wmine) */
     char *wmine;     /* the weights (fwd, dgrad) or the parts (wgrad) in the primitive's format */
     const float *bias; /* fwd: the primitive's bias; dgrad: added to the C channels */
+    cn_gemm_out eo;    /* fwd: the step's bounds, taken (clamp set), or none */
     atomic_int failed;
 } blocks;
 
@@ -400,6 +401,14 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
         if (run(c, p, pre, bias) != CN_OK) {
             atomic_store(&k->failed, 1);
             continue;
+        }
+        if (k->eo.clamp) {
+            /* the call's output, sample by sample, while it is in cache:
+             * at batch 16 a pass of its own read it back from memory */
+            size_t len = (k->nob > 1 ? k->og : (size_t)g->O) * (size_t)(g->OH * g->OW);
+            for (int64_t s = 0; s < n; s++)
+                cn_gemm_out_apply(CN_F32, (float *)p[2] + ys * (size_t)s, 1, (int64_t)len,
+                                  (int64_t)len, &k->eo);
         }
         if (k->which != DGRAD || !k->bias) continue;
         int64_t ch = g->C, P = g->H * g->W;
@@ -471,6 +480,9 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
     for (int j = 0; j < 3 && rc == CN_OK; j++)
         if (!(k.p[j] = dense(t[j], &own[j]))) rc = CN_ENOMEM;
     if (rc == CN_OK && bias && !(k.bias = dense(bias, &own[3]))) rc = CN_ENOMEM;
+    /* oneDNN takes the product: the step's bounds too (its bias is the
+     * primitive's) */
+    if (rc == CN_OK && which == FWD && cn_gemm_out_take(&k.eo)) k.eo.bias = NULL;
     /* The weights in the primitive's format: reordered once here rather
      * than by every block (the blocks' primitives share that format). */
     bool blocked_w = rc == CN_OK && k.full->reorder[1] &&
