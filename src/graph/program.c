@@ -8,6 +8,7 @@
 #include "plan.h"
 #include "program.h"
 #include "effects.h"
+#include "../backend/cpu/epilogue.h"
 #include "../core/profiler.h"
 #include "../ops/cost.h"
 
@@ -492,15 +493,29 @@ static inline __attribute__((always_inline)) int exec_step_impl(cn_program *p, i
                                                   &bounds.hi);
                 ins[st->head_nin - 1] = head_last;
             }
+            bool applied = false;
             if (cn_shape_numel(m->ndim, m->shape) > 0) {
+                /* Any other expression, as an epilogue (epilogue.h). */
+                cn_epilogue *ep = NULL;
+                if (dev.kind == CN_DEVICE_CPU && st->op == CN_OP_conv2d && !bounds.clamp) {
+                    cn_tensor *head_last = ins[st->head_nin - 1];
+                    ins[st->head_nin - 1] = out;
+                    ep = cn_epilogue_begin(st->fused, ins + st->head_nin - 1, out);
+                    ins[st->head_nin - 1] = head_last;
+                }
                 const cn_gemm_pack *prev = cn_gemm_pack_set_step(p->packs[s]);
                 cn_gemm_out *prev_out = cn_gemm_out_offer(bounds.clamp ? &bounds : NULL);
+                cn_epilogue *prev_ep = cn_epilogue_offer(ep);
                 out = cn_kernel_run((cn_op_id)st->op, ins, st->head_nin, a, m, dev, out);
+                cn_epilogue_offer(prev_ep);
                 cn_gemm_out_offer(prev_out);
                 cn_gemm_pack_set_step(prev);
+                applied = bounds.taken || cn_epilogue_taken(ep);
+                int erc = cn_epilogue_end(ep);
                 if (!out) rc = CN_EINVAL;
+                else if (erc < 0) rc = erc;
             }
-            if (rc == 0 && !bounds.taken) {
+            if (rc == 0 && !applied) {
                 ins[st->head_nin - 1] = out;
                 rc = be->fused_run(st->fused, ins + st->head_nin - 1, out);
             }

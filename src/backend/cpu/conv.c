@@ -23,6 +23,7 @@
 
 #include "kernels.h"
 
+#include "epilogue.h"
 #include "gemm.h"
 
 #include <inttypes.h>
@@ -320,6 +321,7 @@ typedef struct gemm_conv {
     const char *x, *w, *dy, *b;
     const cn_gemm_pack *wpk; /* fwd: w packed once (a program's constant), or NULL */
     cn_gemm_out eo;          /* fwd: the step's bounds, taken (clamp set), or none */
+    cn_epilogue *ep;         /* fwd: the step's epilogue, taken, or NULL */
     char *out;
     char *partial; /* wgrad: one [O, Kg] block per batch block */
     int64_t bs;    /* wgrad: samples per block */
@@ -388,6 +390,8 @@ static void fwd_items(void *ctx, int64_t i0, int64_t i1) {
         if (cn_gemm_packed(c->dt, c->Og, len, c->Kg, wg, c->Kg, 1, bm, ldb, 1, yg, c->P, c->wpk,
                            grp, eo.bias || eo.clamp ? &eo : NULL) < 0)
             atomic_store(&c->failed, 1);
+        else if (c->ep) /* the item's output, while it is in cache */
+            cn_epilogue_block(c->ep, (n * g->O + grp * c->Og) * c->P, c->P, 0, c->Og, p0, p1);
     }
     cn_free(cols);
 }
@@ -503,6 +507,7 @@ static int fwd_gemm(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *
     if (!ow && cn_gemm_pack_current(cn_gemm_pack_step(), w)) c.wpk = cn_gemm_pack_step();
     cn_gemm_out_take(&c.eo);
     c.eo.bias = NULL;
+    c.ep = cn_epilogue_take(y);
     int rc = CN_OK;
     if (!c.x || !c.w || (bias && !c.b)) rc = cn_conv_oom("conv2d", g);
     else {

@@ -35,6 +35,7 @@
  * zero of the padding adds exactly 0 (unless the weight is inf or NaN,
  * which the reference loops would skip). */
 #include "conv.h"
+#include "epilogue.h"
 #include "gemm.h"
 
 #include <stdatomic.h>
@@ -336,6 +337,8 @@ static void *zalloc(size_t nbytes) {
             return;                                                                                \
         }                                                                                          \
         const T *x = (const T *)d->x, *w = (const T *)d->w, *bias = (const T *)d->b;               \
+        const int64_t OP = g->OH * g->OW;                                                          \
+        cn_epilogue_runs runs = {d->ep, 0, 0};                                                     \
         for (int64_t it = i0; it < i1; it++) {                                                     \
             int64_t c = it % g->C;                                                                 \
             if (s.Wh)                                                                              \
@@ -348,10 +351,12 @@ static void *zalloc(size_t nbytes) {
                 T *y = (T *)d->out + (it * d->Og + q) * g->OH * g->OW;                             \
                 stencil_##SFX(&s, P, 1, w + o * g->KH * g->KW, bias ? bias[o] : 0, y);             \
                 if (d->eo.clamp)                                                                   \
-                    cn_gemm_out_apply(sizeof(T) == 4 ? CN_F32 : CN_F64, y, 1, g->OH * g->OW,       \
-                                      g->OH * g->OW, &d->eo);                                      \
+                    cn_gemm_out_apply(sizeof(T) == 4 ? CN_F32 : CN_F64, y, 1, OP, OP, &d->eo);     \
+                if (d->ep)                                                                         \
+                    cn_epilogue_piece(&runs, (it * d->Og + q) * OP, (it * d->Og + q + 1) * OP);    \
             }                                                                                      \
         }                                                                                          \
+        cn_epilogue_flush(&runs);                                                                  \
         cn_free(P);                                                                                \
     }                                                                                              \
                                                                                                    \
@@ -438,6 +443,7 @@ typedef struct dw_conv {
     const char *x, *w, *dy, *b;
     char *out;
     cn_gemm_out eo; /* fwd: the step's bounds (the bias is the stencil's), or none */
+    cn_epilogue *ep; /* fwd: the step's epilogue, taken, or NULL */
     atomic_int failed;
 } dw_conv;
 
@@ -451,6 +457,7 @@ static int run(const char *what, const cn_conv_geom *g, cn_dtype dt, int64_t n,
                cn_tensor *out, bool take_out, cn_range_fn f32, cn_range_fn f64) {
     dw_conv d = {.g = g, .Og = g->O / g->C, .out = cn_t_ptr(out)};
     if (take_out && cn_gemm_out_take(&d.eo)) d.eo.bias = NULL;
+    if (take_out) d.ep = cn_epilogue_take(out);
     atomic_init(&d.failed, 0);
     cn_tensor *own[4];
     d.x = cn_conv_dense(x, &own[0]);

@@ -19,6 +19,7 @@
 #include "../backend.h"
 #include "conv.h"
 #include "dnnl_engine.h"
+#include "epilogue.h"
 #include "gemm.h"
 
 #ifdef CN_HAVE_DNNL
@@ -376,6 +377,7 @@ typedef struct blocks {
     char *wmine;     /* the weights (fwd, dgrad) or the parts (wgrad) in the primitive's format */
     const float *bias; /* fwd: the primitive's bias; dgrad: added to the C channels */
     cn_gemm_out eo;    /* fwd: the step's bounds, taken (clamp set), or none */
+    cn_epilogue *ep;   /* fwd: the step's epilogue, taken, or NULL */
     atomic_int failed;
 } blocks;
 
@@ -402,13 +404,16 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
             atomic_store(&k->failed, 1);
             continue;
         }
-        if (k->eo.clamp) {
-            /* the call's output, sample by sample, while it is in cache:
-             * at batch 16 a pass of its own read it back from memory */
-            size_t len = (k->nob > 1 ? k->og : (size_t)g->O) * (size_t)(g->OH * g->OW);
-            for (int64_t s = 0; s < n; s++)
-                cn_gemm_out_apply(CN_F32, (float *)p[2] + ys * (size_t)s, 1, (int64_t)len,
-                                  (int64_t)len, &k->eo);
+        /* the call's output, sample by sample, while it is in cache: at
+         * batch 16 a pass of its own read it back from memory */
+        size_t len = (k->nob > 1 ? k->og : (size_t)g->O) * (size_t)(g->OH * g->OW);
+        for (int64_t s = 0; s < n && (k->eo.clamp || k->ep); s++) {
+            size_t at = ys * (size_t)(n0 + s) + k->yg * (size_t)j; /* in y */
+            if (k->eo.clamp)
+                cn_gemm_out_apply(CN_F32, (float *)k->p[2] + at, 1, (int64_t)len, (int64_t)len,
+                                  &k->eo);
+            else
+                cn_epilogue_apply(k->ep, (int64_t)at, (int64_t)(at + len));
         }
         if (k->which != DGRAD || !k->bias) continue;
         int64_t ch = g->C, P = g->H * g->W;
@@ -483,6 +488,7 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
     /* oneDNN takes the product: the step's bounds too (its bias is the
      * primitive's) */
     if (rc == CN_OK && which == FWD && cn_gemm_out_take(&k.eo)) k.eo.bias = NULL;
+    if (rc == CN_OK && which == FWD && !own[2]) k.ep = cn_epilogue_take(t[2]);
     /* The weights in the primitive's format: reordered once here rather
      * than by every block (the blocks' primitives share that format). */
     bool blocked_w = rc == CN_OK && k.full->reorder[1] &&

@@ -17,6 +17,7 @@
  * Blocks are split over the thread pool; each element is computed the same
  * way whatever the split, so the thread count does not change the bits. */
 #include "../fused_expr.h"
+#include "epilogue.h"
 
 #include "fused_regs.h"
 
@@ -730,11 +731,11 @@ static void to_bool(uint8_t *o, cn_dtype T, const char *src, int64_t n) {
         for (int64_t i = 0; i < n; i++) o[i] = ((const double *)src)[i] != 0;
 }
 
-/* Blocks [begin, end) of the output. A chunk's memory: gather buffers (a
- * block each), filled and stored groups, the last partial group's copies of
- * the inputs and its output, a block for a bool result, the pointer table. */
-static void run_blocks(void *ctx, int64_t begin, int64_t end) {
-    fu_plan *p = ctx;
+/* Output elements [e0, e1), on the calling thread. A chunk's memory:
+ * gather buffers (a block each), filled and stored groups, the last partial
+ * group's copies of the inputs and its output, a block for a bool result,
+ * the pointer table. */
+static void run_range(fu_plan *p, int64_t e0, int64_t e1) {
     const int64_t es = p->es, ge = FU_GROUP / es, bb = FU_BLOCK * es + FU_SLOT_PAD;
     const bool to_mask = p->out_dt == CN_BOOL;
     size_t ngroups = (size_t)(p->nfilled + p->nstored + p->nadv + 1);
@@ -763,10 +764,9 @@ static void run_blocks(void *ctx, int64_t begin, int64_t end) {
         }
     }
     /* With nothing to gather or convert, the chunk is one run of groups. */
-    const int64_t step = p->ngather == 0 && !to_mask ? end - begin : 1;
-    for (int64_t blk = begin; blk < end; blk += step) {
-        const int64_t b0 = blk * FU_BLOCK;
-        const int64_t n = p->numel - b0 < FU_BLOCK * step ? p->numel - b0 : FU_BLOCK * step;
+    const int64_t step = p->ngather == 0 && !to_mask ? e1 - e0 : FU_BLOCK;
+    for (int64_t b0 = e0; b0 < e1; b0 += step) {
+        const int64_t n = e1 - b0 < step ? e1 - b0 : step;
         char *out = to_mask ? maskblk : p->out + b0 * es;
         for (int i = 0; i < p->nin; i++) {
             const fu_input *fi = &p->in[i];
@@ -797,6 +797,18 @@ static void run_blocks(void *ctx, int64_t begin, int64_t end) {
     if (mem != stack) cn_free(mem);
 }
 
+static int oom_error(const fu_plan *p) {
+    return cn_failc(CN_ENOMEM, "fused: out of memory for a chunk's %d group buffers",
+                    p->ngather + p->nfilled + p->nstored);
+}
+
+/* Blocks [begin, end) of the output. */
+static void run_blocks(void *ctx, int64_t begin, int64_t end) {
+    fu_plan *p = ctx;
+    int64_t e1 = end * FU_BLOCK;
+    run_range(p, begin * FU_BLOCK, e1 < p->numel ? e1 : p->numel);
+}
+
 int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
     fu_plan p = {0};
     _Alignas(64) char stack[FU_PLAN_STACK];
@@ -823,9 +835,7 @@ int cn_fused_run(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
         /* About CN_GRAIN_ELEMWISE element-ops per thread before splitting. */
         int64_t grain = 32 / (p.nsteps > 0 ? p.nsteps : 1);
         cn_parallel_for(nblocks, grain > 0 ? grain : 1, run_blocks, &p);
-        if (atomic_load(&p.oom))
-            rc = cn_failc(CN_ENOMEM, "fused: out of memory for a chunk's %d group buffers",
-                          p.ngather + p.nfilled + p.nstored);
+        if (atomic_load(&p.oom)) rc = oom_error(&p);
     }
     if (p.arena != stack) free(p.arena);
     return rc;
@@ -870,4 +880,101 @@ bool cn_fused_as_bounds(const cn_fused_expr *e, cn_tensor *const *in, double *lo
         if (sets_hi) *hi = h, have_hi = true;
     }
     return true;
+}
+
+/* ---- epilogues (epilogue.h) ---- */
+
+struct cn_epilogue {
+    fu_plan p;
+    bool taken;
+};
+
+cn_epilogue *cn_epilogue_begin(const cn_fused_expr *e, cn_tensor *const *in, cn_tensor *out) {
+    cn_epilogue *ep = calloc(1, sizeof *ep);
+    if (!ep) {
+        cn_clear_error();
+        return NULL;
+    }
+    int rc = plan_build(&ep->p, e, in, out);
+    if (rc < 0 || ep->p.numel == 0 || ep->p.fill || ep->p.out_dt == CN_BOOL) {
+        if (rc < 0) cn_clear_error();
+        free(ep->p.arena);
+        free(ep);
+        return NULL;
+    }
+    return ep;
+}
+
+static _Thread_local cn_epilogue *offered;
+
+cn_epilogue *cn_epilogue_offer(cn_epilogue *ep) {
+    cn_epilogue *prev = offered;
+    offered = ep;
+    return prev;
+}
+
+cn_epilogue *cn_epilogue_take(const cn_tensor *out) {
+    cn_epilogue *ep = offered;
+    if (!ep || !out || !out->storage || (char *)cn_t_ptr(out) != ep->p.out ||
+        (cn_dtype)out->dtype != ep->p.T || cn_shape_numel(out->ndim, out->shape) != ep->p.numel ||
+        !cn_is_contiguous(out))
+        return NULL;
+    offered = NULL;
+    ep->taken = true;
+    return ep;
+}
+
+typedef struct range_job {
+    fu_plan *p;
+    int64_t lo, hi;
+} range_job;
+
+/* Blocks [b0, b1) of the range. */
+static void range_blocks(void *ctx, int64_t b0, int64_t b1) {
+    const range_job *j = ctx;
+    int64_t e1 = j->lo + b1 * FU_BLOCK;
+    run_range(j->p, j->lo + b0 * FU_BLOCK, e1 < j->hi ? e1 : j->hi);
+}
+
+void cn_epilogue_apply(cn_epilogue *ep, int64_t lo, int64_t hi) {
+    if (lo >= hi) return;
+    if (cn_in_parallel_region()) {
+        run_range(&ep->p, lo, hi);
+        return;
+    }
+    range_job j = {&ep->p, lo, hi};
+    int64_t grain = 32 / (ep->p.nsteps > 0 ? ep->p.nsteps : 1); /* as cn_fused_run's */
+    cn_parallel_for((hi - lo + FU_BLOCK - 1) / FU_BLOCK, grain > 0 ? grain : 1, range_blocks, &j);
+}
+
+void cn_epilogue_block(cn_epilogue *ep, int64_t base, int64_t ld, int64_t i0, int64_t i1,
+                       int64_t j0, int64_t j1) {
+    if (j0 == 0 && j1 == ld) {
+        cn_epilogue_apply(ep, base + i0 * ld, base + i1 * ld);
+        return;
+    }
+    for (int64_t i = i0; i < i1; i++) cn_epilogue_apply(ep, base + i * ld + j0, base + i * ld + j1);
+}
+
+bool cn_epilogue_taken(const cn_epilogue *ep) { return ep && ep->taken; }
+
+int cn_epilogue_end(cn_epilogue *ep) {
+    if (!ep) return CN_OK;
+    int rc = CN_OK;
+    if (atomic_load(&ep->p.oom)) rc = oom_error(&ep->p);
+    free(ep->p.arena);
+    free(ep);
+    return rc;
+}
+
+void cn_epilogue_piece(cn_epilogue_runs *r, int64_t lo, int64_t hi) {
+    if (r->lo < r->hi && lo != r->hi) cn_epilogue_flush(r);
+    if (r->lo == r->hi) r->lo = lo;
+    r->hi = hi;
+    if (r->hi - r->lo >= CN_EPILOGUE_MIN) cn_epilogue_flush(r);
+}
+
+void cn_epilogue_flush(cn_epilogue_runs *r) {
+    if (r->ep) cn_epilogue_apply(r->ep, r->lo, r->hi);
+    r->lo = r->hi;
 }
