@@ -118,9 +118,9 @@ DEFINE_PACK(double, f64)
  * is given (k's last block), each panel of MR rows gets eo's bias and
  * bounds (cn_gemm_out), row0 being C's row of the block's first. Each A
  * panel (MR x kc) stays in L1 while the tiles sweep the whole B block,
- * which is sized to stay in L2. acc[][] stays in registers only while every index
- * into it is a constant after unrolling,
- * so a partial tile at the edge is computed whole into tmp and then copied.
+ * which is sized to stay in L2. acc[][] stays in registers only while
+ * every index into it is a constant after unrolling, so a partial tile at
+ * the edge is computed whole into tmp and then copied.
  * NR must exceed 16 elements: shorter loops are unrolled before the
  * vectoriser sees them, and the unrolled code is not vectorised. */
 #define DEFINE_TILE(NAME, T, MR, NR)                                                               \
