@@ -120,6 +120,13 @@ class BuildExt(build_ext):
         deps = dependency_flags(lib_build)
         print(f"chutney: linking {archive} with {' '.join(deps)}", flush=True)
         extra_cflags = shlex.split(os.environ.get("CHUTNEY_PY_CFLAGS", ""))
+        # setuptools rebuilds only sources newer than their objects: objects
+        # compiled with other flags (an AddressSanitizer build before a plain
+        # one) would be linked as they are, and the module would not import.
+        stamp = Path(self.build_temp) / "chutney-flags"
+        flags_key = "\n".join([str(archive)] + extra_cflags)
+        if not stamp.is_file() or stamp.read_text() != flags_key:
+            self.force = True
         for ext in self.extensions:
             ext.include_dirs.append(str(src / "include"))
             ext.extra_objects.append(str(archive))
@@ -131,6 +138,8 @@ class BuildExt(build_ext):
             ext.extra_link_args += ["-Wl,--exclude-libs,ALL"] + deps + [
                 f for f in extra_cflags if f.startswith("-fsanitize")]
         super().build_extensions()
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(flags_key)
 
 
 sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*.c"))
