@@ -1,12 +1,14 @@
 /* Eager per-op overhead: 10,000 tiny elementwise ops (add and mul in turn on
  * 64-element f32 tensors), without recording, and with recording plus one
  * backward through the whole chain; the same loop in PyTorch
- * (/usr/bin/python3, torch) in the same run, interleaved, T threads each
- * (default 1; tensors this small run on one anyway). Prints microseconds per
- * op (medians of the repeats), the ratio Chutney / PyTorch, and the peak RSS
- * of each process.
+ * (/usr/bin/python3, Debian's torch, unless --python names another
+ * interpreter, such as build/bench-venv/bin/python with PyTorch 2) in the
+ * same run, interleaved, T threads each (default 1; tensors this small run on
+ * one anyway). Prints microseconds per op (medians of the repeats), the ratio
+ * Chutney / PyTorch, and the peak RSS of each process.
  *
- *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--scope] [--profile] [--json]
+ *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--python PATH] [--scope]
+ *                  [--profile] [--json]
  *
  * --profile runs Chutney's loops with the profiler recording every op (the
  * cost of profiling, docs/profiling.md).
@@ -117,7 +119,7 @@ typedef struct torch_proc {
     pid_t pid;
 } torch_proc;
 
-static bool torch_start(torch_proc *p, int threads) {
+static bool torch_start(torch_proc *p, const char *python, int threads) {
     int in[2], out[2];
     if (pipe(in) < 0 || pipe(out) < 0) return false;
     pid_t pid = fork();
@@ -130,7 +132,7 @@ static bool torch_start(torch_proc *p, int threads) {
         dup2(out[1], 1);
         close(in[1]);
         close(out[0]);
-        execl("/usr/bin/python3", "python3", "-c", torch_script, (char *)NULL);
+        execl(python, python, "-c", torch_script, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
@@ -162,17 +164,19 @@ static double torch_finish(torch_proc *p) {
 int main(int argc, char **argv) {
     int repeats = 9, threads = 1;
     bool use_torch = true, json = false;
+    const char *python = "/usr/bin/python3";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-torch")) use_torch = false;
+        else if (!strcmp(argv[i], "--python") && i + 1 < argc) python = argv[++i];
         else if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--scope")) use_scope = true;
         else if (!strcmp(argv[i], "--profile")) profile = true;
         else {
             fprintf(stderr,
-                    "usage: bench_overhead [--repeats N] [--threads T] [--no-torch] [--scope] "
-                    "[--profile] [--json]\n");
+                    "usage: bench_overhead [--repeats N] [--threads T] [--no-torch] [--python PATH] "
+                    "[--scope] [--profile] [--json]\n");
             return 2;
         }
     }
@@ -192,8 +196,8 @@ int main(int argc, char **argv) {
     cn_set_requires_grad(b, true);
 
     torch_proc tp = {0};
-    if (use_torch && !torch_start(&tp, threads)) {
-        fprintf(stderr, "bench_overhead: cannot start /usr/bin/python3; use --no-torch\n");
+    if (use_torch && !torch_start(&tp, python, threads)) {
+        fprintf(stderr, "bench_overhead: cannot start %s; use --no-torch\n", python);
         return 1;
     }
     double *c[2], *t[2];
@@ -205,7 +209,10 @@ int main(int argc, char **argv) {
     for (int g = 0; g < 2; g++) {
         chutney_run(g, x0, a, b);
         if (use_torch && torch_run(&tp, g) < 0) {
-            fprintf(stderr, "bench_overhead: the PyTorch side failed (is python3-torch installed?)\n");
+            fprintf(stderr,
+                    "bench_overhead: the PyTorch side failed (does %s import torch? Debian's "
+                    "python3-torch for /usr/bin/python3)\n",
+                    python);
             return 1;
         }
     }
@@ -227,8 +234,9 @@ int main(int argc, char **argv) {
     if (json) {
         printf("{\"bench\":\"overhead\",\"ops\":%d,\"numel\":%d,\"repeats\":%d,\"threads\":%d,"
                "\"chutney_us_per_op\":[%.4f,%.4f],\"torch_us_per_op\":[%.4f,%.4f],"
-               "\"chutney_peak_rss_mb\":%.1f,\"torch_peak_rss_mb\":%.1f}\n",
-               NOPS, NUMEL, repeats, threads, cm[0], cm[1], tm[0], tm[1], own_rss, torch_rss);
+               "\"chutney_peak_rss_mb\":%.1f,\"torch_peak_rss_mb\":%.1f,\"python\":\"%s\"}\n",
+               NOPS, NUMEL, repeats, threads, cm[0], cm[1], tm[0], tm[1], own_rss, torch_rss,
+               python);
     } else {
         printf("eager overhead: %d ops on %d-element f32 tensors, %d thread%s, median of %d\n", NOPS,
                NUMEL, threads, threads == 1 ? "" : "s", repeats);
