@@ -241,6 +241,7 @@ static bool add_in_place(cn_tensor **acc, const cn_op_def *op, const cn_node *n,
     const cn_tensor *x = n->in[i];
     if (cn_is_symbolic(g) || g->node || g->requires_grad || g->dtype != x->dtype) return false;
     cn_tensor *a = *acc;
+    if (!a && (op->flags & CN_OPF_VJP_ADD_INTO)) return false;
     if (!a) {
         a = cn_t_full_on(cn_t_device(g), (cn_dtype)x->dtype, x->ndim, x->shape, 0);
         if (!a) return false;
