@@ -114,25 +114,6 @@ BINARY_ROW(max_b8, uint8_t, uint8_t, (a | b) != 0)
 BINARY_ROW(min_b8, uint8_t, uint8_t, (a != 0) & (b != 0))
 COMPARE_ROWS(b8, uint8_t, TRUTH)
 
-/* acc += a * b: a backward pass adding a product into a gradient sum it
- * owns. No fused multiply-add: the build's -ffp-contract=off keeps the
- * product rounded on its own, as when it was a tensor. */
-#define ADDMUL_ROW(NAME, T)                                                                        \
-    CN_HOT_FN(NAME, (void *ctx, int64_t n, char **p, const int64_t *s), (ctx, n, p, s)) {          \
-        (void)ctx;                                                                                 \
-        T *restrict o = (T *)p[0];                                                                 \
-        const T *restrict x = (const T *)p[1];                                                     \
-        const T *restrict y = (const T *)p[2];                                                     \
-        if (s[0] == 1 && s[1] == 1 && s[2] == 1) {                                                 \
-            for (int64_t i = 0; i < n; i++) o[i] = o[i] + x[i] * y[i];                             \
-        } else {                                                                                   \
-            const int64_t so = s[0], sx = s[1], sy = s[2];                                         \
-            for (int64_t i = 0; i < n; i++) o[i * so] = o[i * so] + x[i * sx] * y[i * sy];         \
-        }                                                                                          \
-    }
-ADDMUL_ROW(addmul_f32, float)
-ADDMUL_ROW(addmul_f64, double)
-
 /* Integer powers by repeated squaring, wrapping like repeated multiplication
  * (mod 2^64, then truncated to the type). e >= 0 was checked beforehand. */
 static inline uint64_t ipow_u64(uint64_t x, uint64_t e) {
@@ -400,16 +381,6 @@ int cn_cpu_binary(const char *name, cn_binary_kind kind, cn_tensor *out, const c
         return CN_OK;
     }
     cn_iter_run(&it, fn, NULL);
-    return CN_OK;
-}
-
-int cn_cpu_addmul(cn_tensor *acc, const cn_tensor *a, const cn_tensor *b) {
-    cn_dtype dt = (cn_dtype)acc->dtype;
-    if ((dt != CN_F32 && dt != CN_F64) || a->dtype != dt || b->dtype != dt) return CN_EUNSUPPORTED;
-    cn_tensor *in[2] = {(cn_tensor *)a, (cn_tensor *)b};
-    cn_iter it;
-    cn_iter_init(&it, acc, in, 2);
-    cn_iter_run(&it, dt == CN_F32 ? addmul_f32 : addmul_f64, NULL);
     return CN_OK;
 }
 
