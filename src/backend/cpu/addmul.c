@@ -2,8 +2,6 @@
  * gradient sum it owns (mul's vjp_add, src/ops/binary.c). */
 #include "binary.h"
 
-#include "kernels.h"
-
 #include "iter.h"
 
 /* No fused multiply-add: the build's -ffp-contract=off keeps the
