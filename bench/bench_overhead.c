@@ -8,8 +8,11 @@
  * Chutney / PyTorch, and the peak RSS of each process.
  *
  *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--python PATH] [--scope]
- *                  [--profile] [--json]
+ *                  [--profile] [--cpu-time] [--json]
  *
+ * --cpu-time times Chutney's loops by the process's CPU time (bench_cpu_s),
+ * which a busy shared machine disturbs less; PyTorch's side keeps the wall
+ * clock, so compare it with --no-torch.
  * --profile runs Chutney's loops with the profiler recording every op (the
  * cost of profiling, docs/profiling.md).
  */
@@ -36,6 +39,9 @@
  * either way. */
 static bool use_scope = false;
 static bool profile = false;
+static bool use_cpu_time = false;
+
+static double now_s(void) { return use_cpu_time ? bench_cpu_s() : bench_now_s(); }
 
 static void die_if_null(const cn_tensor *t) {
     if (!t) {
@@ -57,7 +63,7 @@ static cn_tensor *step(cn_tensor *(*op)(cn_tensor *, cn_tensor *), cn_tensor *x,
 static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) {
     if (use_scope) cn_scope_begin();
     if (profile) cn_profiler_start(NULL);
-    double t0 = bench_now_s();
+    double t0 = now_s();
     cn_tensor *x = x0;
     bool prev = cn_set_grad_enabled(grad);
     for (int i = 0; i < NOPS / 2; i++) {
@@ -75,7 +81,7 @@ static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) 
         if (!use_scope) cn_release(loss);
     }
     cn_set_grad_enabled(prev);
-    double t = bench_now_s() - t0;
+    double t = now_s() - t0;
     if (profile) cn_profiler_stop();
     if (use_scope) cn_scope_end();
     else cn_release(x);
@@ -173,10 +179,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--scope")) use_scope = true;
         else if (!strcmp(argv[i], "--profile")) profile = true;
+        else if (!strcmp(argv[i], "--cpu-time")) use_cpu_time = true;
         else {
             fprintf(stderr,
                     "usage: bench_overhead [--repeats N] [--threads T] [--no-torch] [--python PATH] "
-                    "[--scope] [--profile] [--json]\n");
+                    "[--scope] [--profile] [--cpu-time] [--json]\n");
             return 2;
         }
     }
