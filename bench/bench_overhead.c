@@ -21,6 +21,7 @@
 
 #include "bench_util.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,9 @@ static bool torch_start(torch_proc *p, const char *python, int threads) {
     }
     close(in[0]);
     close(out[1]);
+    /* A child that could not start (a --python without torch) closes the
+     * pipe: the write then fails and we say so, instead of dying of SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     p->pid = pid;
     p->to = fdopen(in[1], "w");
     p->from = fdopen(out[0], "r");
