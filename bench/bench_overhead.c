@@ -1,13 +1,18 @@
 /* Eager per-op overhead: 10,000 tiny elementwise ops (add and mul in turn on
  * 64-element f32 tensors), without recording, and with recording plus one
  * backward through the whole chain; the same loop in PyTorch
- * (/usr/bin/python3, torch) in the same run, interleaved, T threads each
- * (default 1; tensors this small run on one anyway). Prints microseconds per
- * op (medians of the repeats), the ratio Chutney / PyTorch, and the peak RSS
- * of each process.
+ * (/usr/bin/python3, Debian's torch, unless --python names another
+ * interpreter, such as build/bench-venv/bin/python with PyTorch 2) in the
+ * same run, interleaved, T threads each (default 1; tensors this small run on
+ * one anyway). Prints microseconds per op (medians of the repeats), the ratio
+ * Chutney / PyTorch, and the peak RSS of each process.
  *
- *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--scope] [--profile] [--json]
+ *   bench_overhead [--repeats N] [--threads T] [--no-torch] [--python PATH] [--scope]
+ *                  [--profile] [--cpu-time] [--json]
  *
+ * --cpu-time times Chutney's loops by the process's CPU time (bench_cpu_s),
+ * which a busy shared machine disturbs less; PyTorch's side keeps the wall
+ * clock, so compare it with --no-torch.
  * --profile runs Chutney's loops with the profiler recording every op (the
  * cost of profiling, docs/profiling.md).
  */
@@ -16,6 +21,7 @@
 
 #include "bench_util.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +40,9 @@
  * either way. */
 static bool use_scope = false;
 static bool profile = false;
+static bool use_cpu_time = false;
+
+static double now_s(void) { return use_cpu_time ? bench_cpu_s() : bench_now_s(); }
 
 static void die_if_null(const cn_tensor *t) {
     if (!t) {
@@ -55,7 +64,7 @@ static cn_tensor *step(cn_tensor *(*op)(cn_tensor *, cn_tensor *), cn_tensor *x,
 static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) {
     if (use_scope) cn_scope_begin();
     if (profile) cn_profiler_start(NULL);
-    double t0 = bench_now_s();
+    double t0 = now_s();
     cn_tensor *x = x0;
     bool prev = cn_set_grad_enabled(grad);
     for (int i = 0; i < NOPS / 2; i++) {
@@ -73,7 +82,7 @@ static double chutney_run(bool grad, cn_tensor *x0, cn_tensor *a, cn_tensor *b) 
         if (!use_scope) cn_release(loss);
     }
     cn_set_grad_enabled(prev);
-    double t = bench_now_s() - t0;
+    double t = now_s() - t0;
     if (profile) cn_profiler_stop();
     if (use_scope) cn_scope_end();
     else cn_release(x);
@@ -117,7 +126,7 @@ typedef struct torch_proc {
     pid_t pid;
 } torch_proc;
 
-static bool torch_start(torch_proc *p, int threads) {
+static bool torch_start(torch_proc *p, const char *python, int threads) {
     int in[2], out[2];
     if (pipe(in) < 0 || pipe(out) < 0) return false;
     pid_t pid = fork();
@@ -130,11 +139,14 @@ static bool torch_start(torch_proc *p, int threads) {
         dup2(out[1], 1);
         close(in[1]);
         close(out[0]);
-        execl("/usr/bin/python3", "python3", "-c", torch_script, (char *)NULL);
+        execl(python, python, "-c", torch_script, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
     close(out[1]);
+    /* A child that could not start (a --python without torch) closes the
+     * pipe: the write then fails and we say so, instead of dying of SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     p->pid = pid;
     p->to = fdopen(in[1], "w");
     p->from = fdopen(out[0], "r");
@@ -162,17 +174,20 @@ static double torch_finish(torch_proc *p) {
 int main(int argc, char **argv) {
     int repeats = 9, threads = 1;
     bool use_torch = true, json = false;
+    const char *python = "/usr/bin/python3";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-torch")) use_torch = false;
+        else if (!strcmp(argv[i], "--python") && i + 1 < argc) python = argv[++i];
         else if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--scope")) use_scope = true;
         else if (!strcmp(argv[i], "--profile")) profile = true;
+        else if (!strcmp(argv[i], "--cpu-time")) use_cpu_time = true;
         else {
             fprintf(stderr,
-                    "usage: bench_overhead [--repeats N] [--threads T] [--no-torch] [--scope] "
-                    "[--profile] [--json]\n");
+                    "usage: bench_overhead [--repeats N] [--threads T] [--no-torch] [--python PATH] "
+                    "[--scope] [--profile] [--cpu-time] [--json]\n");
             return 2;
         }
     }
@@ -192,8 +207,8 @@ int main(int argc, char **argv) {
     cn_set_requires_grad(b, true);
 
     torch_proc tp = {0};
-    if (use_torch && !torch_start(&tp, threads)) {
-        fprintf(stderr, "bench_overhead: cannot start /usr/bin/python3; use --no-torch\n");
+    if (use_torch && !torch_start(&tp, python, threads)) {
+        fprintf(stderr, "bench_overhead: cannot start %s; use --no-torch\n", python);
         return 1;
     }
     double *c[2], *t[2];
@@ -205,7 +220,10 @@ int main(int argc, char **argv) {
     for (int g = 0; g < 2; g++) {
         chutney_run(g, x0, a, b);
         if (use_torch && torch_run(&tp, g) < 0) {
-            fprintf(stderr, "bench_overhead: the PyTorch side failed (is python3-torch installed?)\n");
+            fprintf(stderr,
+                    "bench_overhead: the PyTorch side failed (does %s import torch? Debian's "
+                    "python3-torch for /usr/bin/python3)\n",
+                    python);
             return 1;
         }
     }
@@ -227,8 +245,9 @@ int main(int argc, char **argv) {
     if (json) {
         printf("{\"bench\":\"overhead\",\"ops\":%d,\"numel\":%d,\"repeats\":%d,\"threads\":%d,"
                "\"chutney_us_per_op\":[%.4f,%.4f],\"torch_us_per_op\":[%.4f,%.4f],"
-               "\"chutney_peak_rss_mb\":%.1f,\"torch_peak_rss_mb\":%.1f}\n",
-               NOPS, NUMEL, repeats, threads, cm[0], cm[1], tm[0], tm[1], own_rss, torch_rss);
+               "\"chutney_peak_rss_mb\":%.1f,\"torch_peak_rss_mb\":%.1f,\"python\":\"%s\"}\n",
+               NOPS, NUMEL, repeats, threads, cm[0], cm[1], tm[0], tm[1], own_rss, torch_rss,
+               python);
     } else {
         printf("eager overhead: %d ops on %d-element f32 tensors, %d thread%s, median of %d\n", NOPS,
                NUMEL, threads, threads == 1 ? "" : "s", repeats);

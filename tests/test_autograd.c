@@ -3,6 +3,8 @@
  * by hand. */
 #include "harness.h"
 
+#include <pthread.h>
+
 static cn_tensor *param(int ndim, const int64_t *shape, const double *v) {
     cn_tensor *t = th_make(CN_F64, ndim, shape, v, TH_CONTIG);
     cn_set_requires_grad(t, true);
@@ -275,6 +277,56 @@ static void test_long_chain(void) {
     CHECK_CLOSE(cn_item(cn_get_grad(x)), pow(1.0001, 20000), 1e-9, 0);
 }
 
+/* A chain recorded on one thread and continued on a fresh one (whose own
+ * count of nodes is still 0): creation numbers stay a topological order
+ * (each node after its inputs' nodes), so the walk reaches every node once
+ * its gradient is complete. */
+typedef struct chain_job {
+    cn_tensor *x, *y;
+} chain_job;
+
+static void *record_chain(void *p) {
+    chain_job *j = p;
+    cn_tensor *y = j->x;
+    for (int i = 0; i < 50; i++) {
+        cn_tensor *n = cn_mul_scalar(y, 2.0);
+        if (y != j->x) cn_release(y);
+        y = n;
+    }
+    j->y = y;
+    return NULL;
+}
+
+/* y = 3 x + x: x's two uses sum before the walk goes past x. */
+static void *continue_chain(void *p) {
+    chain_job *j = p;
+    cn_tensor *t = cn_mul_scalar(j->x, 3.0);
+    j->y = cn_add(t, j->x);
+    cn_release(t);
+    return NULL;
+}
+
+static void test_chain_across_threads(void) {
+    cn_tensor *x = param(CN_SHAPE(2), (double[]){1, -3});
+    chain_job first = {x, NULL}, second = {NULL, NULL};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, record_chain, &first) == 0);
+    pthread_join(t, NULL);
+    second.x = first.y;
+    CHECK(pthread_create(&t, NULL, continue_chain, &second) == 0);
+    pthread_join(t, NULL);
+    CHECK(second.y != NULL);
+    CHECK_EQ_INT(cn_backward(cn_sum(second.y, NULL, 0, false), NULL), 0);
+    cn_tensor *g = cn_get_grad(x);
+    CHECK(g != NULL);
+    if (g) {
+        CHECK_CLOSE(cn_get(g, (int64_t[]){0}), 4 * pow(2, 50), 0, 0);
+        CHECK_CLOSE(cn_get(g, (int64_t[]){1}), 4 * pow(2, 50), 0, 0);
+    }
+    cn_release(first.y);
+    cn_release(second.y);
+}
+
 int main(void) {
     RUN(test_square_sum);
     RUN(test_seed_example);
@@ -290,5 +342,6 @@ int main(void) {
     RUN(test_hessian_vector_product);
     RUN(test_forward_mode);
     RUN(test_long_chain);
+    RUN(test_chain_across_threads);
     return th_summary();
 }

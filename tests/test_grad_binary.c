@@ -424,6 +424,73 @@ static void test_static_jvp_rule(void) {
     cn_graph_free(g);
 }
 
+/* A factor shared by every step of a chain (x = (x + a) * b, 6 times) gets
+ * its gradient added into its sum in place (mul's vjp_add): the same bits
+ * as building each product and adding it, the newest step first, as the
+ * naive loop below does in the tensor's dtype. Element 0 stays -0 all the
+ * way (x0 = a = -0, b > 0): every product is -0, and so is the sum, which
+ * starting from zeros would have made +0. A b broadcast over x ([1]) takes
+ * the sum over the broadcast axis instead. */
+#define SHARED_STEPS 6
+#define SHARED_N 5
+#define SHARED_REF(T)                                                                              \
+    static void shared_ref_##T(const double *x0d, const double *ad, const double *bd, int bn,    \
+                               double *gb) {                                                      \
+        T xs[SHARED_STEPS + 1][SHARED_N], g[SHARED_N], acc[SHARED_N];                              \
+        for (int i = 0; i < SHARED_N; i++) xs[0][i] = (T)x0d[i];                                   \
+        for (int k = 0; k < SHARED_STEPS; k++)                                                     \
+            for (int i = 0; i < SHARED_N; i++)                                                     \
+                xs[k + 1][i] = (T)((T)(xs[k][i] + (T)ad[i]) * (T)bd[bn == 1 ? 0 : i]);             \
+        for (int i = 0; i < SHARED_N; i++) g[i] = 1;                                               \
+        for (int k = SHARED_STEPS - 1; k >= 0; k--)                                                \
+            for (int i = 0; i < SHARED_N; i++) {                                                   \
+                T p = (T)(g[i] * (T)(xs[k][i] + (T)ad[i]));                                        \
+                acc[i] = k == SHARED_STEPS - 1 ? p : (T)(acc[i] + p);                              \
+                g[i] = (T)(g[i] * (T)bd[bn == 1 ? 0 : i]);                                         \
+            }                                                                                      \
+        if (bn == 1) { /* the sum kernel's order is its own: compared within a tolerance */      \
+            double s = 0;                                                                          \
+            for (int i = 0; i < SHARED_N; i++) s += acc[i];                                        \
+            gb[0] = s;                                                                             \
+        } else {                                                                                   \
+            for (int i = 0; i < SHARED_N; i++) gb[i] = acc[i];                                     \
+        }                                                                                          \
+    }
+SHARED_REF(float)
+SHARED_REF(double)
+
+static void test_shared_factor_in_place(void) {
+    const double x0d[SHARED_N] = {-0.0, 0.7, -1.3, 2.1, 0.3};
+    const double ad[SHARED_N] = {-0.0, 0.11, 0.9, -0.45, 1.7};
+    const double bd[SHARED_N] = {0.93, 1.07, -0.61, 0.77, 1.19};
+    for (int dt = 0; dt < 2; dt++)
+        for (int bn = SHARED_N; bn >= 1; bn -= SHARED_N - 1) {
+            cn_dtype type = dt ? CN_F64 : CN_F32;
+            cn_scope_begin();
+            cn_tensor *x0 = cn_cast(cn_from_data(CN_F64, CN_SHAPE(SHARED_N), x0d), type);
+            cn_tensor *a = cn_cast(cn_from_data(CN_F64, CN_SHAPE(SHARED_N), ad), type);
+            cn_tensor *b = cn_cast(cn_from_data(CN_F64, CN_SHAPE(bn), bd), type);
+            cn_set_requires_grad(b, true);
+            cn_tensor *x = x0;
+            for (int k = 0; k < SHARED_STEPS; k++) x = cn_mul(cn_add(x, a), b);
+            CHECK_EQ_INT(cn_backward(cn_sum(x, NULL, 0, false), NULL), 0);
+            double want[SHARED_N];
+            if (dt) shared_ref_double(x0d, ad, bd, bn, want);
+            else shared_ref_float(x0d, ad, bd, bn, want);
+            cn_tensor *g = cn_get_grad(b);
+            CHECK(g != NULL && cn_numel(g) == bn);
+            for (int i = 0; g && i < bn; i++) {
+                double got = cn_get(g, (int64_t[]){i});
+                if (bn == 1)
+                    CHECK_CLOSE(got, want[i], dt ? 1e-12 : 1e-5, dt ? 1e-12 : 1e-5);
+                else
+                    CHECK_MSG(got == want[i] && signbit(got) == signbit(want[i]),
+                              "%s b[%d]: %.17g, want %.17g", dt ? "f64" : "f32", i, got, want[i]);
+            }
+            cn_scope_end();
+        }
+}
+
 int main(void) {
     RUN(test_minmax_ties_and_nan);
     RUN(test_minmax_broadcast_ties);
@@ -437,5 +504,6 @@ int main(void) {
     RUN(test_reverse_over_forward);
     RUN(test_static_graph);
     RUN(test_static_jvp_rule);
+    RUN(test_shared_factor_in_place);
     return th_summary();
 }

@@ -7,7 +7,12 @@
 
 void (*cn_node_extra_free)(void *extra) = NULL;
 
-static uint64_t cn_node_counter;
+/* Creation numbers need only be a topological order (each node above its
+ * inputs' nodes), not a global count: a per-thread clock raised past the
+ * inputs' numbers (a Lamport clock) gives that without the locked add of a
+ * shared counter, which also made the CPU wait for the node's stores to
+ * reach its cache. One thread's nodes still number in creation order. */
+static _Thread_local uint64_t node_clock;
 
 /* Recording makes one node per op: freed nodes are kept on a per-thread list
  * (like tensor structs), and up to 3 inputs live inside the node. */
@@ -70,11 +75,13 @@ cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a) {
     n->nin = (uint16_t)nin;
     if (a) n->attrs = *a;
     else memset(&n->attrs, 0, sizeof n->attrs);
+    uint64_t seq = node_clock;
     for (int i = 0; i < nin; i++) {
         n->in[i] = cn_retain(in[i]);
         n->in_version[i] = in[i]->storage ? in[i]->storage->version : 0;
+        if (in[i]->node && in[i]->node->seq > seq) seq = in[i]->node->seq;
     }
-    n->seq = __atomic_add_fetch(&cn_node_counter, 1, __ATOMIC_RELAXED);
+    n->seq = node_clock = seq + 1;
     n->writes_mark = __atomic_load_n((uint64_t *)&cn_inplace_writes, __ATOMIC_RELAXED);
     return n;
 }

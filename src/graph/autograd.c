@@ -138,24 +138,41 @@ void cn_set_grad_ready_hook(cn_grad_ready_fn fn, void *ctx) {
 }
 
 typedef struct walk {
-    value *v;
+    value *v; /* the values with a node, then (once collected) the leaves */
     int n, cap;
+    value *leaves; /* leaves while collecting, numbered from LEAF_MARK */
+    int nleaves, leaves_cap;
     epoch_map map;
 } walk;
 
-static int walk_add(walk *w, cn_tensor *t) {
-    int32_t k = map_get(&w->map, t);
-    if (k >= 0) return k;
-    if (w->n == w->cap) {
-        int ncap = w->cap ? w->cap * 2 : 64;
-        value *nv = realloc(w->v, sizeof *nv * (size_t)ncap);
-        if (!nv) return -1;
-        w->v = nv;
-        w->cap = ncap;
+/* A leaf's walk index while collecting: it moves behind the values with a
+ * node once they are all known. */
+#define LEAF_MARK (1 << 30)
+
+static bool push_value(value **arr, int *n, int *cap, cn_tensor *t) {
+    if (*n == *cap) {
+        int ncap = *cap ? *cap * 2 : 64;
+        value *nv = realloc(*arr, sizeof *nv * (size_t)ncap);
+        if (!nv) return false;
+        *arr = nv;
+        *cap = ncap;
     }
-    w->v[w->n] = (value){.t = cn_retain(t)};
-    map_put(&w->map, t, w->n);
-    return w->n++;
+    (*arr)[(*n)++] = (value){.t = cn_retain(t)};
+    return true;
+}
+
+/* Collecting keeps the values with a node apart from the leaves, so the
+ * walk's order (nodes, then leaves) needs no second pass over them. */
+static int walk_add(walk *w, cn_tensor *t) {
+    if (map_get(&w->map, t) >= 0) return 0;
+    if (t->node) {
+        if (!push_value(&w->v, &w->n, &w->cap, t)) return -1;
+        map_put(&w->map, t, w->n - 1);
+    } else {
+        if (!push_value(&w->leaves, &w->nleaves, &w->leaves_cap, t)) return -1;
+        map_put(&w->map, t, LEAF_MARK + w->nleaves - 1);
+    }
+    return 0;
 }
 
 static int cmp_seq_desc(const void *a, const void *b) {
@@ -241,6 +258,7 @@ static bool add_in_place(cn_tensor **acc, const cn_op_def *op, const cn_node *n,
     const cn_tensor *x = n->in[i];
     if (cn_is_symbolic(g) || g->node || g->requires_grad || g->dtype != x->dtype) return false;
     cn_tensor *a = *acc;
+    if (!a && (op->flags & CN_OPF_VJP_ADD_INTO)) return false;
     if (!a) {
         a = cn_t_full_on(cn_t_device(g), (cn_dtype)x->dtype, x->ndim, x->shape, 0);
         if (!a) return false;
@@ -348,6 +366,7 @@ typedef struct engine_args {
 static int run_engine(const engine_args *e) {
     walk w = {0};
     int rc = CN_OK;
+    bool free_record = false;
     /* Epoch 0 is never used: fresh tensors have walk_epoch 0. */
     do w.map.epoch = __atomic_add_fetch(&walk_epoch_counter, 1, __ATOMIC_RELAXED);
     while (w.map.epoch == 0);
@@ -369,10 +388,14 @@ static int run_engine(const engine_args *e) {
         }
         if (walk_add(&w, root) < 0) goto oom;
     }
-    /* Collect everything reachable through values that require a gradient. */
+    /* Collect everything reachable through values that require a gradient,
+     * noting whether the values with a node came in decreasing creation
+     * order (the breadth-first collection of a chain such as an unrolled
+     * loop does), which the walk needs. */
+    bool sorted = true;
+    uint64_t prev_seq = UINT64_MAX;
     for (int k = 0; k < w.n; k++) {
         cn_node *n = w.v[k].t->node;
-        if (!n) continue;
         if (n->freed) {
             rc = cn_failc(CN_ESTATE,
                           "%s: the recorded graph was already freed by an earlier backward; pass "
@@ -380,9 +403,29 @@ static int run_engine(const engine_args *e) {
                           e->fn);
             goto out;
         }
+        if (n->seq >= prev_seq) sorted = false;
+        prev_seq = n->seq;
         for (int i = 0; i < n->nin; i++)
             if (n->in[i]->requires_grad && walk_add(&w, n->in[i]) < 0) goto oom;
     }
+    int nodes = w.n;
+    if (!sorted) {
+        qsort(w.v, (size_t)nodes, sizeof *w.v, cmp_seq_desc);
+        for (int k = 0; k < nodes; k++) map_put(&w.map, w.v[k].t, k);
+    }
+    /* The leaves after them (in any order: they have no rule to call). */
+    if (w.nleaves > w.cap - w.n) {
+        value *nv = realloc(w.v, sizeof *nv * (size_t)(w.n + w.nleaves));
+        if (!nv) goto oom;
+        w.v = nv;
+        w.cap = w.n + w.nleaves;
+    }
+    for (int j = 0; j < w.nleaves; j++) {
+        w.v[w.n] = w.leaves[j];
+        map_put(&w.map, w.v[w.n].t, w.n);
+        w.n++;
+    }
+    w.nleaves = 0;
     /* Targets: the requested inputs, or every leaf. */
     if (e->inputs) {
         for (int i = 0; i < e->ninputs; i++) {
@@ -394,26 +437,8 @@ static int run_engine(const engine_args *e) {
             if (k >= 0) w.v[k].target = true;
         }
     } else {
-        for (int k = 0; k < w.n; k++) w.v[k].target = !w.v[k].t->node;
+        for (int k = nodes; k < w.n; k++) w.v[k].target = true;
     }
-    /* Values with a node in decreasing creation order, then the leaves (in
-     * any order: they have no rule to call). The breadth-first collection
-     * already gives that order for chains such as an unrolled loop, so the
-     * sort runs only when it has something to do. */
-    value *tmp = malloc(sizeof *tmp * (size_t)(w.n ? w.n : 1));
-    if (!tmp) goto oom;
-    int nodes = 0, at = 0;
-    for (int k = 0; k < w.n; k++)
-        if (w.v[k].t->node) tmp[at++] = w.v[k];
-    nodes = at;
-    for (int k = 0; k < w.n; k++)
-        if (!w.v[k].t->node) tmp[at++] = w.v[k];
-    memcpy(w.v, tmp, sizeof *tmp * (size_t)w.n);
-    free(tmp);
-    bool sorted = true;
-    for (int k = 1; k < nodes && sorted; k++) sorted = w.v[k - 1].t->node->seq > w.v[k].t->node->seq;
-    if (!sorted) qsort(w.v, (size_t)nodes, sizeof *w.v, cmp_seq_desc);
-    for (int k = 0; k < w.n; k++) map_put(&w.map, w.v[k].t, k);
     /* needed = leads to a target; inputs come later in this order. */
     for (int k = w.n - 1; k >= 0; k--) {
         value *v = &w.v[k];
@@ -572,16 +597,9 @@ static int run_engine(const engine_args *e) {
             if (early) grad_ready_fn(v->t, grad_ready_ctx);
         }
     }
-    if (!(e->flags & (CN_GRAD_RETAIN_GRAPH | CN_GRAD_CREATE_GRAPH))) {
-        /* Free the record: later backward calls through it fail clearly. */
-        for (int k = 0; k < w.n; k++) {
-            cn_node *n = w.v[k].t->node;
-            if (!n || n->freed || cn_is_symbolic(w.v[k].t)) continue;
-            for (int i = 0; i < n->nin; i++) cn_release(n->in[i]);
-            n->nin = 0;
-            n->freed = true;
-        }
-    }
+    /* Free the record (below, in the pass that lets go of the values):
+     * later backward calls through it fail clearly. */
+    free_record = !(e->flags & (CN_GRAD_RETAIN_GRAPH | CN_GRAD_CREATE_GRAPH));
     goto out;
 
 oom:
@@ -592,10 +610,18 @@ fail:
 out:
     cn_set_grad_enabled(prev_enabled);
     for (int k = 0; k < w.n; k++) {
+        cn_node *n = w.v[k].t->node;
+        if (free_record && n && !n->freed && !cn_is_symbolic(w.v[k].t)) {
+            for (int i = 0; i < n->nin; i++) cn_release(n->in[i]);
+            n->nin = 0;
+            n->freed = true;
+        }
         cn_release(w.v[k].grad);
         cn_release(w.v[k].t);
     }
+    for (int j = 0; j < w.nleaves; j++) cn_release(w.leaves[j].t);
     free(w.v);
+    free(w.leaves);
     return rc;
 }
 

@@ -3,8 +3,9 @@
  * the forms with a Python-like scalar. */
 #include "op.h"
 
-/* cn_binary_kind only (data): op->impl of each op. The kernels are the
- * backends' (src/backend/cpu/binary.c for the CPU). */
+/* cn_binary_kind (data): op->impl of each op; and cn_cpu_addmul, mul's
+ * vjp_add on the CPU. The kernels are the backends' (src/backend/cpu/binary.c
+ * for the CPU). */
 #include "../backend/cpu/binary.h"
 
 #include <math.h>
@@ -103,6 +104,16 @@ static cn_tensor *sub_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, 
 static cn_tensor *mul_vjp(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out,
                           cn_tensor *g, int i) {
     return cn_sum_to(cn_mul(g, in[1 - i]), in[i]);
+}
+/* Into the sum of a factor's gradient (a weight shared by every step of a
+ * loop): g * other added in place, without building the product. Not when
+ * other broadcasts g (a sum over axes comes first) or off the CPU. */
+static int mul_vjp_add(cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *g, int i,
+                       cn_tensor *acc) {
+    const cn_tensor *other = in[1 - i];
+    if (!cn_t_on_cpu(acc) || !cn_t_on_cpu(g) || !cn_t_on_cpu(other) || !same_shape(g, acc))
+        return CN_EUNSUPPORTED;
+    return cn_cpu_addmul(acc, g, other);
 }
 static cn_tensor *mul_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin, const cn_attrs *a,
                           cn_tensor *out) {
@@ -216,7 +227,8 @@ static cn_tensor *minimum_jvp(cn_tensor *const *in, cn_tensor *const *tin, int n
 
 BINARY_OP(add, CN_BIN_ADD, ARITH, arith_infer, "Add", "y = a + b (bool: a or b)", RULES(add))
 BINARY_OP(sub, CN_BIN_SUB, ARITH, arith_infer, "Sub", "y = a - b", RULES(sub))
-BINARY_OP(mul, CN_BIN_MUL, ARITH, arith_infer, "Mul", "y = a * b (bool: a and b)", RULES(mul))
+BINARY_OP(mul, CN_BIN_MUL, ARITH | CN_OPF_VJP_ADD_INTO, arith_infer, "Mul",
+          "y = a * b (bool: a and b)", RULES(mul), .vjp_add = mul_vjp_add)
 BINARY_OP(div, CN_BIN_DIV, ARITH | CN_OPF_FLOAT_MATH, arith_infer, "Div",
           "y = a / b, true division (integers compute in f32)", RULES(div))
 BINARY_OP(pow, CN_BIN_POW, ARITH, arith_infer, "Pow",

@@ -63,8 +63,10 @@ typedef cn_tensor *(*cn_vjp_fn)(cn_tensor *const *in, int nin, const cn_attrs *a
  * out's shape. NULL means an error. */
 typedef cn_tensor *(*cn_jvp_fn)(cn_tensor *const *in, cn_tensor *const *tin, int nin,
                                 const cn_attrs *a, cn_tensor *out);
-/* Optional, for ops whose gradient is mostly zeros (a slice): add the
- * gradient for input i into acc in place instead of building it. acc has
+/* Optional, for ops whose gradient is mostly zeros (a slice), or cheap to
+ * add as it is computed (mul: a factor shared by many steps, whose
+ * product would be built only to be added): add the gradient for input i
+ * into acc in place instead of building it. acc has
  * input i's shape and dtype, is eager, owned by the backward walk alone and
  * has no broadcast (stride 0) axis. Called only when nothing is recorded
  * (no create_graph) and gout is eager. Returns 0, or < 0 to have the walk
@@ -94,8 +96,11 @@ enum {
                                     (cn_to): no backend kernel, a copy between devices */
     CN_OPF_COMM = 1 << 9,        /* a message between ranks (send, recv): never folded,
                                     merged or reordered, run even when empty */
-    CN_OPF_AUTOCAST = 1 << 10    /* a product: inside an autocast region its f32 inputs
+    CN_OPF_AUTOCAST = 1 << 10,   /* a product: inside an autocast region its f32 inputs
                                     are rounded to the region's dtype (autocast.c) */
+    CN_OPF_VJP_ADD_INTO = 1 << 11 /* vjp_add only adds into a sum the walk already has; the
+                                    first gradient is vjp's own (from zeros, 0 + -0 would
+                                    give +0: other bits than the vjp's) */
 };
 
 struct cn_op_def {

@@ -33,6 +33,12 @@ typedef enum cn_binary_kind {
 int cn_cpu_binary(const char *name, cn_binary_kind kind, cn_tensor *out, const cn_tensor *a,
                   const cn_tensor *b);
 
+/* acc += a * b, the product rounded before the sum (the bits of a product
+ * tensor added in): f32 and f64, a and b of acc's dtype, broadcast to acc's
+ * shape; acc aliases neither. Returns CN_EUNSUPPORTED, without an error
+ * message, for other dtypes (the caller builds the product instead). */
+int cn_cpu_addmul(cn_tensor *acc, const cn_tensor *a, const cn_tensor *b);
+
 /* out = cond ? a : b; cond of any dtype (non-zero is true), a and b of out's
  * dtype. */
 int cn_cpu_where(cn_tensor *out, const cn_tensor *cond, const cn_tensor *a, const cn_tensor *b);
