@@ -124,7 +124,7 @@ class BuildExt(build_ext):
         # compiled with other flags (an AddressSanitizer build before a plain
         # one) would be linked as they are, and the module would not import.
         stamp = Path(self.build_temp) / "chutney-flags"
-        flags_key = "\n".join([str(archive)] + extra_cflags)
+        flags_key = "\n".join([str(archive), f"inplace={int(bool(self.inplace))}"] + extra_cflags)
         if not stamp.is_file() or stamp.read_text() != flags_key:
             self.force = True
         for ext in self.extensions:

@@ -347,6 +347,53 @@ static void test_conv_bounds(void) {
     }
 }
 
+/* The same on the paths test_conv_bounds's small shapes do not reach: a 1x1
+ * product big enough to be cut into row parts over two threads, and
+ * depthwise layers whose rows are two vectors wide, at stride 1 and at
+ * stride 2 (split rows), with bounds and with an epilogue; f32, batch 1,
+ * 1 and 2 threads. (The bias of each row part is test_conv's: against
+ * PyTorch and the reference loops.) */
+static void test_conv_bounds_wide(void) {
+    th_seed(19);
+    cn_tensor *x = th_random(CN_F32, CN_SHAPE(1, 256, 7, 7), -2, 2, TH_CONTIG, NULL);
+    cn_tensor *w = th_random(CN_F32, CN_SHAPE(256, 256, 1, 1), -0.2, 0.2, TH_CONTIG, NULL);
+    cn_tensor *b = th_random(CN_F32, CN_SHAPE(256), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *xd = th_random(CN_F32, CN_SHAPE(1, 8, 40, 66), -2, 2, TH_CONTIG, NULL);
+    cn_tensor *wd = th_random(CN_F32, CN_SHAPE(8, 1, 3, 3), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *bd = th_random(CN_F32, CN_SHAPE(8), -1, 1, TH_CONTIG, NULL);
+    const cn_conv_opts dw1 = {.padding = {1, 1}, .groups = 8};
+    const cn_conv_opts dw2 = {.padding = {1, 1}, .groups = 8, .stride = {2, 2}};
+    cn_graph *g = cn_graph_new();
+    cn_tensor *ph[2] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(1, 256, 7, 7)),
+                        cn_placeholder(g, "xd", CN_F32, CN_SHAPE(1, 8, 40, 66))};
+    cn_tensor *src[2][2] = {{ph[0], ph[1]}, {x, xd}};
+    cn_tensor *outs[2][6];
+    for (int v = 0; v < 2; v++) {
+        cn_tensor *in = src[v][0], *ind = src[v][1];
+        cn_tensor *c1 = cn_conv2d(in, w, b, NULL), *c2 = cn_conv2d(in, w, NULL, NULL);
+        cn_tensor *d1 = cn_conv2d(ind, wd, bd, &dw1), *d2 = cn_conv2d(ind, wd, bd, &dw2);
+        cn_tensor *d3 = cn_conv2d(ind, wd, NULL, &dw1), *d4 = cn_conv2d(ind, wd, NULL, &dw2);
+        outs[v][0] = cn_clamp(c1, -0.5, 0.5);
+        outs[v][1] = cn_add(c2, cn_scalar(CN_F32, 0.25));
+        outs[v][2] = cn_clamp(d1, -0.0, 1.0);
+        outs[v][3] = cn_minimum(cn_maximum(d2, cn_scalar(CN_F32, 0)), cn_scalar(CN_F32, 6));
+        outs[v][4] = cn_mul(d3, cn_sigmoid(d3));
+        outs[v][5] = cn_add(d4, cn_scalar(CN_F32, -0.5));
+    }
+    cn_program *p = cn_compile(g, outs[0], 6, NULL);
+    cn_tensor *feeds[2] = {x, xd};
+    for (int t = 1; t <= 2; t++) {
+        cn_set_num_threads(t);
+        cn_tensor *r[6];
+        CHECK_EQ_INT(cn_run(p, ph, feeds, 2, r, 6), 0);
+        for (int k = 0; k < 6; k++)
+            CHECK_MSG(same_bits(r[k], cn_contiguous(outs[1][k])), "output %d, %d threads", k, t);
+    }
+    cn_set_num_threads(0);
+    cn_program_free(p);
+    cn_graph_free(g);
+}
+
 int main(void) {
     RUN(test_trace_and_run);
     RUN(test_gradient_two_unknown_sizes);
@@ -356,5 +403,6 @@ int main(void) {
     RUN(test_static_gradient);
     RUN(test_packed_weights);
     RUN(test_conv_bounds);
+    RUN(test_conv_bounds_wide);
     return th_summary();
 }

@@ -175,10 +175,15 @@ static int walk_add(walk *w, cn_tensor *t) {
     return 0;
 }
 
+/* Decreasing creation number; nodes of different threads may share one
+ * (per-thread clocks, node.c), and those keep their collection order
+ * (last_use holds it while sorting): qsort is not stable, and the order
+ * decides how a shared input's gradient contributions are summed. */
 static int cmp_seq_desc(const void *a, const void *b) {
     const value *x = a, *y = b;
     uint64_t sx = x->t->node ? x->t->node->seq : 0, sy = y->t->node ? y->t->node->seq : 0;
-    return sx < sy ? 1 : sx > sy ? -1 : 0;
+    if (sx != sy) return sx < sy ? 1 : -1;
+    return (x->last_use > y->last_use) - (x->last_use < y->last_use);
 }
 
 /* grad may broadcast or differ in dtype from t after a sloppy rule; the
@@ -410,6 +415,7 @@ static int run_engine(const engine_args *e) {
     }
     int nodes = w.n;
     if (!sorted) {
+        for (int k = 0; k < nodes; k++) w.v[k].last_use = k;
         qsort(w.v, (size_t)nodes, sizeof *w.v, cmp_seq_desc);
         for (int k = 0; k < nodes; k++) map_put(&w.map, w.v[k].t, k);
     }

@@ -412,8 +412,7 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
             if (k->eo.clamp)
                 cn_gemm_out_apply(CN_F32, (float *)k->p[2] + at, 1, (int64_t)len, (int64_t)len,
                                   &k->eo);
-            else
-                cn_epilogue_apply(k->ep, (int64_t)at, (int64_t)(at + len));
+            if (k->ep) cn_epilogue_apply(k->ep, (int64_t)at, (int64_t)(at + len));
         }
         if (k->which != DGRAD || !k->bias) continue;
         int64_t ch = g->C, P = g->H * g->W;
