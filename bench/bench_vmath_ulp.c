@@ -27,22 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef cn_tensor *(*apply_fn)(cn_tensor *x);
-typedef double (*ref_fn)(double x);
-
-static cn_tensor *a_exp(cn_tensor *x) { return cn_exp(x); }
-static cn_tensor *a_expm1(cn_tensor *x) { return cn_expm1(x); }
-static cn_tensor *a_log(cn_tensor *x) { return cn_log(x); }
-static cn_tensor *a_log1p(cn_tensor *x) { return cn_log1p(x); }
-static cn_tensor *a_tanh(cn_tensor *x) { return cn_tanh(x); }
-static cn_tensor *a_sigmoid(cn_tensor *x) { return cn_sigmoid(x); }
-static cn_tensor *a_silu(cn_tensor *x) { return cn_silu(x); }
-static cn_tensor *a_softplus(cn_tensor *x) { return cn_softplus(x, 1, 20); }
-static cn_tensor *a_erf(cn_tensor *x) { return cn_erf(x); }
-static cn_tensor *a_gelu(cn_tensor *x) { return cn_gelu(x, false); }
-static cn_tensor *a_gelu_tanh(cn_tensor *x) { return cn_gelu(x, true); }
-static cn_tensor *a_rsqrt(cn_tensor *x) { return cn_rsqrt(x); }
-
 typedef struct mfn {
     const char *name;
     apply_fn apply;

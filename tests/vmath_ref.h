@@ -1,12 +1,31 @@
-/* References in double for the f32 math of src/backend/cpu/vmath.h, shared
- * by tests/test_isa.c and bench/bench_vmath_ulp.c, and the ulp distance
- * both count in. At +-inf, where a formula is inf/inf or inf*0, the limit. */
+/* References in double for the f32 math of src/backend/cpu/vmath.h, the
+ * public ops that compute it (as one signature), and the ulp distance, shared
+ * by tests/test_isa.c and bench/bench_vmath_ulp.c. At +-inf, where a
+ * formula is inf/inf or inf*0, the reference is the limit. */
 #ifndef CN_TEST_VMATH_REF_H
 #define CN_TEST_VMATH_REF_H
+
+#include <chutney.h>
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+typedef cn_tensor *(*apply_fn)(cn_tensor *x);
+typedef double (*ref_fn)(double x);
+
+static inline cn_tensor *a_exp(cn_tensor *x) { return cn_exp(x); }
+static inline cn_tensor *a_expm1(cn_tensor *x) { return cn_expm1(x); }
+static inline cn_tensor *a_log(cn_tensor *x) { return cn_log(x); }
+static inline cn_tensor *a_log1p(cn_tensor *x) { return cn_log1p(x); }
+static inline cn_tensor *a_tanh(cn_tensor *x) { return cn_tanh(x); }
+static inline cn_tensor *a_sigmoid(cn_tensor *x) { return cn_sigmoid(x); }
+static inline cn_tensor *a_silu(cn_tensor *x) { return cn_silu(x); }
+static inline cn_tensor *a_erf(cn_tensor *x) { return cn_erf(x); }
+static inline cn_tensor *a_gelu(cn_tensor *x) { return cn_gelu(x, false); }
+static inline cn_tensor *a_gelu_tanh(cn_tensor *x) { return cn_gelu(x, true); }
+static inline cn_tensor *a_softplus(cn_tensor *x) { return cn_softplus(x, 1, 20); }
+static inline cn_tensor *a_rsqrt(cn_tensor *x) { return cn_rsqrt(x); }
 
 static inline double ref_sigmoid(double x) { return 1 / (1 + exp(-x)); }
 static inline double ref_silu(double x) { return x == -INFINITY ? -0.0 : x / (1 + exp(-x)); }

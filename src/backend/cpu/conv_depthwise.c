@@ -90,6 +90,14 @@ static void split_columns(stencil *s) {
     s->Wr = 2 * s->Wh;
 }
 
+/* Where tap (i, j) of a block's first output is, from the block's origin
+ * in a plane; sw 0: rows split into even and odd columns, tap j in half
+ * j & 1 (a column stride of 2). */
+static inline __attribute__((always_inline)) int64_t tap_offset(const stencil *s, int64_t sw,
+                                                                int64_t i, int64_t j) {
+    return i * s->dh * s->Wr + (sw == 0 ? (j & 1) * s->Wh + (j >> 1) : j * s->dw);
+}
+
 /* A zeroed buffer, or NULL. */
 static void *zalloc(size_t nbytes) {
     void *p = cn_alloc(nbytes);
@@ -191,9 +199,7 @@ static void *zalloc(size_t nbytes) {
             for (int64_t i = 0; i < KH; i++)                                                       \
                 for (int64_t j = 0; j < KW; j++) {                                                 \
                     const v_##SFX wv = (v_##SFX){0} + k[(q * KH + i) * KW + j];                    \
-                    /* sw 0: split rows, tap j in half j & 1 */                                    \
-                    const T *x = P + q * plane + i * s->dh * s->Wr +                               \
-                                 (sw == 0 ? (j & 1) * s->Wh + (j >> 1) : j * s->dw);               \
+                    const T *x = P + q * plane + tap_offset(s, sw, i, j);                          \
                     for (int r = 0; r < rb; r++) {                                                 \
                         v_##SFX xv;                                                                \
                         if (sw == 0) xv = LD(SFX, x + r * rs);                                     \
@@ -226,8 +232,7 @@ static void *zalloc(size_t nbytes) {
             for (int64_t i = 0; i < KH; i++)                                                       \
                 for (int64_t j = 0; j < KW; j++) {                                                 \
                     const v_##SFX wv = (v_##SFX){0} + k[(q * KH + i) * KW + j];                    \
-                    const T *x = P + q * plane + i * s->dh * s->Wr +                               \
-                                 (sw == 0 ? (j & 1) * s->Wh + (j >> 1) : j * s->dw);               \
+                    const T *x = P + q * plane + tap_offset(s, sw, i, j);                          \
                     for (int r = 0; r < RB; r++) {                                                 \
                         acc[r][0] += wv * LD(SFX, x + r * rs);                                     \
                         acc[r][1] += wv * LD(SFX, x + r * rs + VL);                                \
