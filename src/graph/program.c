@@ -481,26 +481,22 @@ static inline __attribute__((always_inline)) int exec_step_impl(cn_program *p, i
             rc = cn_failc(CN_EUNSUPPORTED, "run: the %s backend cannot run fused groups", be->name);
         } else if (st->op != CN_OP_COUNT) {
             /* The head computes into out; the expression then updates out
-             * in place, reading it as register 0 (an epilogue). An
-             * expression that only bounds the value (ReLU, ReLU6) is
-             * offered to a CPU convolution, whose kernel may apply it as
-             * it writes its tiles (cn_gemm_out). */
-            cn_gemm_out bounds = {0};
-            if (dev.kind == CN_DEVICE_CPU && st->op == CN_OP_conv2d) {
-                cn_tensor *head_last = ins[st->head_nin - 1];
-                ins[st->head_nin - 1] = out;
-                bounds.clamp = cn_fused_as_bounds(st->fused, ins + st->head_nin - 1, &bounds.lo,
-                                                  &bounds.hi);
-                ins[st->head_nin - 1] = head_last;
-            }
+             * in place, reading it as register 0 (an epilogue). On the
+             * CPU a convolution's kernel is offered the expression, to
+             * apply as it finishes pieces of out: as bounds when it only
+             * bounds the value (ReLU, ReLU6: cn_gemm_out), else as an
+             * epilogue (epilogue.h). */
             bool applied = false;
             if (cn_shape_numel(m->ndim, m->shape) > 0) {
-                /* Any other expression, as an epilogue (epilogue.h). */
+                cn_gemm_out bounds = {0};
                 cn_epilogue *ep = NULL;
-                if (dev.kind == CN_DEVICE_CPU && st->op == CN_OP_conv2d && !bounds.clamp) {
+                if (dev.kind == CN_DEVICE_CPU && st->op == CN_OP_conv2d) {
                     cn_tensor *head_last = ins[st->head_nin - 1];
                     ins[st->head_nin - 1] = out;
-                    ep = cn_epilogue_begin(st->fused, ins + st->head_nin - 1, out);
+                    bounds.clamp = cn_fused_as_bounds(st->fused, ins + st->head_nin - 1,
+                                                      &bounds.lo, &bounds.hi);
+                    if (!bounds.clamp)
+                        ep = cn_epilogue_begin(st->fused, ins + st->head_nin - 1, out);
                     ins[st->head_nin - 1] = head_last;
                 }
                 const cn_gemm_pack *prev = cn_gemm_pack_set_step(p->packs[s]);
