@@ -4,7 +4,13 @@
  * runs in a block of its own right after, with pauses so neither library's
  * spinning threads slow the other. Each figure is the median of the repeats.
  *
- *   bench_gemm [--peak GFLOPS_PER_CORE] [--repeats N] [--max-size N] [--json]
+ * --bf16 adds, interleaved with cn_matmul in f32, the same product under
+ * bf16 autocast twice: on operands already in bf16 (the product alone:
+ * oneDNN's kernel where the CPU has bf16 instructions, else the rounded
+ * values multiplied in f32) and on the f32 operands (the two casts to bf16
+ * included, as a training step pays them for its activations).
+ *
+ *   bench_gemm [--peak GFLOPS_PER_CORE] [--repeats N] [--max-size N] [--bf16] [--json]
  */
 #define _DEFAULT_SOURCE /* usleep */
 #include <chutney.h>
@@ -26,8 +32,11 @@
 void openblas_set_num_threads(int num_threads);
 #endif
 
-enum { M_MATMUL, M_BUILTIN, M_BLAS, NMETHODS };
-static const char *method_names[NMETHODS] = {"cn_matmul", "builtin", "cblas_sgemm"};
+/* cblas_sgemm last: it runs in a block of its own after the others. */
+enum { M_MATMUL, M_BUILTIN, M_BF16, M_AUTOCAST, M_BLAS, NMETHODS };
+static const char *method_names[NMETHODS] = {"cn_matmul", "builtin", "bf16", "bf16_autocast",
+                                             "cblas_sgemm"};
+static bool with_bf16 = false;
 
 typedef struct row {
     int64_t n;
@@ -35,8 +44,19 @@ typedef struct row {
     double gflops[NMETHODS]; /* 0: not measured */
 } row;
 
-/* One timed run of method `meth` on n x n operands; returns seconds. */
-static double run_once(int meth, int64_t n, cn_tensor *a, cn_tensor *b, float *c) {
+static void matmul_or_die(cn_tensor *a, cn_tensor *b) {
+    cn_scope_begin();
+    if (!cn_matmul(a, b)) {
+        fprintf(stderr, "bench_gemm: %s\n", cn_last_error());
+        exit(1);
+    }
+    cn_scope_end();
+}
+
+/* One timed run of method `meth` on n x n operands (ah, bh: the same in
+ * bf16); returns seconds. */
+static double run_once(int meth, int64_t n, cn_tensor *a, cn_tensor *b, cn_tensor *ah,
+                       cn_tensor *bh, float *c) {
     const float *pa = cn_data(a), *pb = cn_data(b);
 #ifdef CN_HAVE_OPENBLAS
     if (meth == M_BLAS) {
@@ -47,15 +67,14 @@ static double run_once(int meth, int64_t n, cn_tensor *a, cn_tensor *b, float *c
 #endif
     double t0 = bench_now_s();
     switch (meth) {
-    case M_MATMUL: {
-        cn_scope_begin();
-        if (!cn_matmul(a, b)) {
-            fprintf(stderr, "bench_gemm: %s\n", cn_last_error());
-            exit(1);
-        }
-        cn_scope_end();
+    case M_MATMUL: matmul_or_die(a, b); break;
+    case M_BF16:
+    case M_AUTOCAST:
+        cn_autocast_begin(CN_BF16);
+        if (meth == M_BF16) matmul_or_die(ah, bh);
+        else matmul_or_die(a, b);
+        cn_autocast_end();
         break;
-    }
     case M_BUILTIN: cn_gemm_builtin(CN_F32, n, n, n, pa, n, 1, pb, n, 1, c, n); break;
     default:
 #ifdef CN_HAVE_CBLAS
@@ -82,9 +101,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--peak") && i + 1 < argc) peak = atof(argv[++i]);
         else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-size") && i + 1 < argc) max_size = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--bf16")) with_bf16 = true;
         else {
             fprintf(stderr,
-                    "usage: %s [--peak GFLOPS_PER_CORE] [--repeats N] [--max-size N] [--json]\n",
+                    "usage: %s [--peak GFLOPS_PER_CORE] [--repeats N] [--max-size N] [--bf16] "
+                    "[--json]\n",
                     argv[0]);
             return 2;
         }
@@ -105,6 +126,8 @@ int main(int argc, char **argv) {
         if (n > max_size) continue;
         cn_tensor *a = cn_randn(CN_F32, CN_SHAPE(n, n));
         cn_tensor *b = cn_randn(CN_F32, CN_SHAPE(n, n));
+        cn_tensor *ah = with_bf16 ? cn_cast(a, CN_BF16) : NULL;
+        cn_tensor *bh = with_bf16 ? cn_cast(b, CN_BF16) : NULL;
         float *c = malloc(sizeof(float) * (size_t)(n * n));
         for (size_t t = 0; t < 2; t++) {
             cn_set_num_threads(thread_counts[t]);
@@ -112,15 +135,17 @@ int main(int argc, char **argv) {
              * block of its own, with a pause on either side: its threads
              * spin for tens of ms after a call and ours spin or yield for 2 ms, and
              * whichever ran next would be timed against the other's spinning. */
-            for (int meth = 0; meth < M_BLAS; meth++) run_once(meth, n, a, b, c); /* warm-up */
+            for (int meth = 0; meth < M_BLAS; meth++) /* warm-up */
+                if (with_bf16 || meth < M_BF16) run_once(meth, n, a, b, ah, bh, c);
             for (int r = 0; r < repeats; r++)
                 for (int meth = 0; meth < M_BLAS; meth++)
-                    times[meth * repeats + r] = run_once(meth, n, a, b, c);
+                    times[meth * repeats + r] =
+                        with_bf16 || meth < M_BF16 ? run_once(meth, n, a, b, ah, bh, c) : 0;
             if (have_blas) {
                 usleep(300000);
-                run_once(M_BLAS, n, a, b, c);
+                run_once(M_BLAS, n, a, b, ah, bh, c);
                 for (int r = 0; r < repeats; r++)
-                    times[M_BLAS * repeats + r] = run_once(M_BLAS, n, a, b, c);
+                    times[M_BLAS * repeats + r] = run_once(M_BLAS, n, a, b, ah, bh, c);
                 usleep(300000);
             } else {
                 for (int r = 0; r < repeats; r++) times[M_BLAS * repeats + r] = 0;
@@ -136,6 +161,8 @@ int main(int argc, char **argv) {
         free(c);
         cn_release(a);
         cn_release(b);
+        if (ah) cn_release(ah);
+        if (bh) cn_release(bh);
     }
     free(times);
 
@@ -154,6 +181,10 @@ int main(int argc, char **argv) {
                 printf(", \"ratio_matmul_blas\": %.3f, \"ratio_builtin_blas\": %.3f",
                        w->gflops[M_MATMUL] / w->gflops[M_BLAS],
                        w->gflops[M_BUILTIN] / w->gflops[M_BLAS]);
+            if (w->gflops[M_BF16] > 0)
+                printf(", \"ratio_bf16_f32\": %.3f, \"ratio_bf16_autocast_f32\": %.3f",
+                       w->gflops[M_BF16] / w->gflops[M_MATMUL],
+                       w->gflops[M_AUTOCAST] / w->gflops[M_MATMUL]);
             printf(", \"matmul_peak_fraction\": %.3f}", w->gflops[M_MATMUL] / (peak * w->threads));
         }
         printf("]}\n");
@@ -175,6 +206,18 @@ int main(int argc, char **argv) {
         else
             printf("%12s | %9s %9s | ", "-", "-", "-");
         printf("%7.0f%% %7.0f%%\n", 100 * w->gflops[M_MATMUL] / pk, 100 * w->gflops[M_BUILTIN] / pk);
+    }
+    if (with_bf16) {
+        printf("\nbf16 autocast: %s\n", cn_autocast_native(CN_BF16) ? "native (oneDNN's bf16 kernel)"
+                                                                     : "rounded inputs multiplied in f32");
+        printf("%6s %3s | %10s %10s %12s | %9s %9s\n", "n", "thr", "f32", "bf16", "bf16 autocast",
+               "bf16/f32", "ac/f32");
+        for (int i = 0; i < nrows; i++) {
+            row *w = &rows[i];
+            printf("%6lld %3d | %10.1f %10.1f %12.1f | %9.2f %9.2f\n", (long long)w->n, w->threads,
+                   w->gflops[M_MATMUL], w->gflops[M_BF16], w->gflops[M_AUTOCAST],
+                   w->gflops[M_BF16] / w->gflops[M_MATMUL], w->gflops[M_AUTOCAST] / w->gflops[M_MATMUL]);
+        }
     }
     return 0;
 }

@@ -626,9 +626,39 @@ static void test_builtin_packed(void) {
     cn_set_num_threads(saved);
 }
 
+/* Which GEMM cn_gemm calls: CN_GEMM forces it (the test runs with each,
+ * tests/CMakeLists.txt); otherwise OpenBLAS unless its kernels are an older
+ * core's than the built-in tile's. */
+static void test_gemm_choice(void) {
+    const char *why = NULL, *env = getenv("CN_GEMM");
+    bool blas = cn_gemm_uses_blas(&why);
+    CHECK(why && strcmp(why, cn_cpu_gemm()) == 0);
+    if (env && !strcmp(env, "builtin")) CHECK(!blas && strstr(why, "CN_GEMM=builtin"));
+#ifdef CN_HAVE_CBLAS
+    if (env && !strcmp(env, "blas")) CHECK(blas && strstr(why, "CN_GEMM=blas"));
+#else
+    CHECK(!blas);
+#endif
+    if (!blas) CHECK(strncmp(why, "built-in", 8) == 0);
+    /* OpenBLAS's names for its kernels (openblas_get_corename) */
+    CHECK(cn_gemm_blas_core_narrow("Prescott"));
+    CHECK(cn_gemm_blas_core_narrow("prescott"));
+    CHECK(cn_gemm_blas_core_narrow("Core2"));
+    CHECK(cn_gemm_blas_core_narrow("Sandybridge"));
+    CHECK(cn_gemm_blas_core_narrow("Nehalem"));
+    CHECK(!cn_gemm_blas_core_narrow("Haswell"));
+    CHECK(!cn_gemm_blas_core_narrow("SkylakeX"));
+    CHECK(!cn_gemm_blas_core_narrow("Cooperlake"));
+    CHECK(!cn_gemm_blas_core_narrow("Zen"));
+    CHECK(!cn_gemm_blas_core_narrow("Prescott2")); /* unknown names are trusted */
+    CHECK(!cn_gemm_blas_core_narrow(""));
+    CHECK(!cn_gemm_blas_core_narrow(NULL));
+}
+
 int main(void) {
-    fprintf(stderr, "%s; f32 tile %s, f64 tile %s\n", cn_build_info(),
-            cn_gemm_select_tile(CN_F32, -1), cn_gemm_select_tile(CN_F64, -1));
+    fprintf(stderr, "%s; f32 tile %s, f64 tile %s; gemm: %s\n", cn_build_info(),
+            cn_gemm_select_tile(CN_F32, -1), cn_gemm_select_tile(CN_F64, -1), cn_cpu_gemm());
+    RUN(test_gemm_choice);
     RUN(test_by_hand);
     RUN(test_rank_combinations);
     RUN(test_layouts);

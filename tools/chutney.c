@@ -57,6 +57,7 @@ static int version(void) {
     for (int l = 0; l < 3; l++)
         if (cn_cpu_isa_available(levels[l])) printf(" %s", levels[l]);
     printf("; CN_ISA=default|avx2|avx512 lowers it)\n");
+    printf("gemm: %s\n", cn_cpu_gemm());
     /* Which path --precision takes here (docs/training.md, "Mixed precision"). */
     for (int i = 0; i < 2; i++) {
         cn_dtype dt = i ? CN_F16 : CN_BF16;

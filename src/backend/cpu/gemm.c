@@ -18,8 +18,14 @@
  * from its panels instead, with the same bits. */
 #include "gemm.h"
 
+#include "../../core/isa.h"
+
+#include <ctype.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef CN_HAVE_CBLAS
 #include <cblas.h>
@@ -922,11 +928,79 @@ static bool blas_can(int64_t m, int64_t n, int64_t k, int64_t rsa, int64_t csa, 
 
 #endif
 
+/* OpenBLAS's cores (its dynamic.c) without AVX2+FMA kernels: SSE-era
+ * cores, Sandy Bridge (AVX without FMA), AMD before Excavator. */
+static const char *const narrow_cores[] = {
+    "katmai",  "coppermine", "northwood",    "prescott",  "banias",     "atom",     "core2",
+    "penryn",  "dunnington", "nehalem",      "athlon",    "opteron",    "opteron_sse3",
+    "barcelona", "nano",     "bobcat",       "sandybridge", "bulldozer", "piledriver",
+    "steamroller", "generic"};
+
+bool cn_gemm_blas_core_narrow(const char *name) {
+    if (!name) return false;
+    for (size_t i = 0; i < sizeof narrow_cores / sizeof narrow_cores[0]; i++) {
+        const char *p = name, *q = narrow_cores[i];
+        while (*p && tolower((unsigned char)*p) == *q) p++, q++;
+        if (!*p && !*q) return true;
+    }
+    return false;
+}
+
+#ifdef CN_HAVE_OPENBLAS
+char *openblas_get_corename(void);
+#endif
+
+/* Decided once, on the first product or question. */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static bool blas_use;
+static char blas_why[160];
+
+static void blas_decide(void) {
+#ifndef CN_HAVE_CBLAS
+    blas_use = false;
+    snprintf(blas_why, sizeof blas_why, "built-in (no BLAS in this build)");
+#else
+    const char *e = getenv("CN_GEMM"), *core = NULL;
+#ifdef CN_HAVE_OPENBLAS
+    core = openblas_get_corename();
+#endif
+    const char *lib = core ? "OpenBLAS" : "BLAS";
+    if (e && !strcmp(e, "builtin")) {
+        blas_use = false;
+        snprintf(blas_why, sizeof blas_why, "built-in (CN_GEMM=builtin)");
+    } else if (e && !strcmp(e, "blas")) {
+        blas_use = true;
+        snprintf(blas_why, sizeof blas_why, "%s (CN_GEMM=blas)", lib);
+    } else if (cn_isa() >= CN_ISA_AVX2 && cn_gemm_blas_core_narrow(core)) {
+        blas_use = false;
+        snprintf(blas_why, sizeof blas_why,
+                 "built-in (OpenBLAS runs this CPU with %s's kernels, without AVX2+FMA; "
+                 "CN_GEMM=blas overrides)", core);
+    } else {
+        blas_use = true;
+        if (core) snprintf(blas_why, sizeof blas_why, "OpenBLAS (%s kernels)", core);
+        else snprintf(blas_why, sizeof blas_why, "BLAS");
+    }
+#endif
+}
+
+bool cn_gemm_uses_blas(const char **why) {
+    pthread_once(&blas_once, blas_decide);
+    if (why) *why = blas_why;
+    return blas_use;
+}
+
+const char *cn_cpu_gemm(void) {
+    const char *why;
+    cn_gemm_uses_blas(&why);
+    return why;
+}
+
 int cn_gemm(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa, int64_t csa,
             const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc) {
     normalize_strides(m, n, k, &rsa, &csa, &rsb, &csb);
 #ifdef CN_HAVE_CBLAS
-    if ((dt == CN_F32 || dt == CN_F64) && m > 0 && n > 0 && k > 0 &&
+    if ((dt == CN_F32 || dt == CN_F64) && m > 0 && n > 0 && k > 0 && cn_gemm_uses_blas(NULL) &&
         blas_can(m, n, k, rsa, csa, rsb, csb, ldc))
         return gemm_blas(dt, m, n, k, a, rsa, csa, b, rsb, csb, c, ldc);
 #endif

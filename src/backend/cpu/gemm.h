@@ -19,6 +19,20 @@
 int cn_gemm(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
              int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc);
 
+/* Whether cn_gemm hands f32/f64 products to BLAS on this CPU (the built-in
+ * kernels when false). CN_GEMM=blas|builtin in the environment forces a
+ * choice; by default BLAS, unless OpenBLAS chose kernels without AVX2+FMA
+ * for a CPU whose built-in tile has them: a CPU newer than the library
+ * gets an old core's kernels (Debian's OpenBLAS 0.3.21 runs an Emerald
+ * Rapids Xeon with Prescott's SSE3 ones, a fifth of the built-in GEMM's
+ * speed there). Decided on the first call; *why, when given, names the
+ * choice and its reason. */
+bool cn_gemm_uses_blas(const char **why);
+/* The rule behind it: whether OpenBLAS's core `name` (openblas_get_corename)
+ * has no AVX2+FMA kernels, compared case-insensitively; unknown names are
+ * trusted. */
+bool cn_gemm_blas_core_narrow(const char *name);
+
 /* The built-in kernels only (never BLAS): what cn_gemm uses without BLAS. */
 int cn_gemm_builtin(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
                     int64_t csa, const void *b, int64_t rsb, int64_t csb, void *c, int64_t ldc);
