@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include "core/core.h" /* cn_node_new, struct fields: building chains by hand */
+#include "core/isa.h"
 
 static const cn_dtype all_dtypes[] = {CN_F32, CN_F64, CN_F16, CN_BF16,
                                       CN_I32, CN_I64, CN_U8,  CN_BOOL};
@@ -1038,6 +1039,41 @@ static void test_bf16(void) {
             th_fail(__FILE__, __LINE__, "bf16_to_f32(0x%04x) = 0x%08x", hi, f2u(back));
     }
     th_checks++;
+    /* The same through cn_cast, whose contiguous rows take a vectorised
+     * loop of their own (copy.c), at every instruction-set level: every
+     * high half with a few low halves, each result against the scalar
+     * function checked above, and back. */
+    int64_t n = 65536 * 4;
+    uint32_t *bits = malloc(sizeof *bits * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        static const uint32_t lo4[] = {0x7fff, 0x8000, 0x8001, 0x18000};
+        bits[i] = (uint32_t)(i / 4) << 16 | (lo4[i % 4] & 0xffff);
+        if (i % 4 == 3) bits[i] = (uint32_t)(i / 4) << 16 | ((uint32_t)th_next() & 0xffff);
+    }
+    cn_tensor *xs = cn_from_data(CN_F32, CN_SHAPE(n), (const float *)bits);
+    for (int level = 0; level < CN_ISA_LEVELS; level++) {
+        if (!cn_isa_available(level)) continue;
+        CHECK(cn_isa_set(level) == CN_OK);
+        cn_scope_begin();
+        cn_tensor *h = cn_cast(xs, CN_BF16), *back = cn_cast(h, CN_F32);
+        const uint16_t *hv = h ? cn_data(h) : NULL;
+        const float *bv = back ? cn_data(back) : NULL;
+        CHECK(hv && bv);
+        int wrong = 0;
+        for (int64_t i = 0; hv && bv && i < n; i++) {
+            float x = u2f(bits[i]);
+            if (hv[i] != cn_f32_to_bf16(x) || f2u(bv[i]) != (uint32_t)hv[i] << 16) {
+                if (wrong++ < 5)
+                    th_fail(__FILE__, __LINE__, "level %s: cast of 0x%08x: 0x%04x (0x%08x back)",
+                            cn_isa_name(level), bits[i], hv[i], f2u(bv[i]));
+            }
+        }
+        th_checks++;
+        cn_scope_end();
+    }
+    cn_isa_set(cn_isa_max());
+    cn_release(xs);
+    free(bits);
     CHECK_EQ_INT(cn_f32_to_bf16(u2f(0x7f7fffff)), 0x7f80); /* rounds up to inf */
     CHECK_EQ_INT(cn_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);  /* tie to even, down */
     CHECK_EQ_INT(cn_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
