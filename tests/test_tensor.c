@@ -1069,6 +1069,16 @@ static void test_bf16(void) {
             }
         }
         th_checks++;
+        /* strided rows: the transpose of a 512 x 512 view */
+        cn_tensor *ht = cn_cast(cn_mT(cn_reshape(xs, CN_SHAPE(512, 512))), CN_BF16);
+        const uint16_t *tv = ht && cn_is_contiguous(ht) ? cn_data(ht) : NULL;
+        CHECK(tv != NULL);
+        for (int64_t i = 0; tv && i < 512 * 512; i++) {
+            uint32_t b = bits[(i % 512) * 512 + i / 512];
+            if (tv[i] != cn_f32_to_bf16(u2f(b)) && wrong++ < 5)
+                th_fail(__FILE__, __LINE__, "level %s: strided cast of 0x%08x: 0x%04x",
+                        cn_isa_name(level), b, tv[i]);
+        }
         cn_scope_end();
     }
     cn_isa_set(cn_isa_max());
