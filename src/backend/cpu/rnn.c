@@ -147,18 +147,6 @@ static int64_t row_grain(int64_t H) {
     return g > 1 ? g : 1;
 }
 
-/* The recurrent weight is the same operand in every step's product: where
- * the built-in GEMM runs them, it is packed into the GEMM's panels once per
- * sequence instead of once per step (same bits). BLAS packs on every call
- * whatever we do, so it is left to that. NULL: pack on the fly. */
-static cn_gemm_pack *pack_weight(cn_dtype dt, int64_t T, int64_t n, int64_t k, const void *w,
-                                 int64_t rs, int64_t cs) {
-    if (T < 2 || cn_gemm_uses_blas(NULL)) return NULL;
-    cn_gemm_pack *pk = cn_gemm_pack_new(dt, true, n, k, NULL, w, rs, cs, 1, 0);
-    if (!pk) cn_clear_error(); /* out of memory: the steps pack as they go */
-    return pk;
-}
-
 /* ---- forward ---- */
 
 int cn_cpu_lstm_seq(const cn_tensor *gx_in, const cn_tensor *w, const cn_tensor *h0_in,
@@ -168,7 +156,6 @@ int cn_cpu_lstm_seq(const cn_tensor *gx_in, const cn_tensor *w, const cn_tensor 
     size_t es = cn_dsize(dt);
     int rc = CN_OK;
     cn_tensor *gx = unit_rows(gx_in), *h0 = unit_rows(h0_in), *c0 = unit_rows(c0_in);
-    cn_gemm_pack *pk = NULL;
     /* a: the recurrent term; zeros: c of a missing c0. */
     char *a = cn_alloc(es * (size_t)(N * 4 * H)), *zeros = cn_alloc(es * (size_t)H);
     if (!gx || (h0_in && !h0) || (c0_in && !c0) || !a || !zeros) {
@@ -178,7 +165,6 @@ int cn_cpu_lstm_seq(const cn_tensor *gx_in, const cn_tensor *w, const cn_tensor 
     memset(zeros, 0, es * (size_t)H);
     int64_t ys = N * 6 * H; /* elements per step of y */
     step_ctx s = {.f64 = dt == CN_F64, .H = H, .es = es, .a = a, .gx_s = gx->strides[1]};
-    pk = pack_weight(dt, T, 4 * H, H, cn_t_ptr(w), w->strides[1], w->strides[0]);
     for (int64_t k = 0; k < T; k++) {
         int64_t t = reverse ? T - 1 - k : k, tp = reverse ? t + 1 : t - 1;
         char *yt = (char *)cn_t_ptr(y) + (size_t)(t * ys) * es;
@@ -195,10 +181,8 @@ int cn_cpu_lstm_seq(const cn_tensor *gx_in, const cn_tensor *w, const cn_tensor 
         }
         if (hp) {
             /* a = h_prev @ w^T */
-            if ((pk ? cn_gemm_packed(dt, N, 4 * H, H, hp, hp_s, 1, cn_t_ptr(w), w->strides[1],
-                                     w->strides[0], a, 4 * H, pk, 0, NULL)
-                    : cn_gemm(dt, N, 4 * H, H, hp, hp_s, 1, cn_t_ptr(w), w->strides[1],
-                              w->strides[0], a, 4 * H)) < 0) {
+            if (cn_gemm(dt, N, 4 * H, H, hp, hp_s, 1, cn_t_ptr(w), w->strides[1], w->strides[0], a,
+                        4 * H) < 0) {
                 rc = CN_ENOMEM;
                 goto out;
             }
@@ -212,7 +196,6 @@ int cn_cpu_lstm_seq(const cn_tensor *gx_in, const cn_tensor *w, const cn_tensor 
         cn_parallel_for(N, row_grain(H), fwd_range, &s);
     }
 out:
-    cn_gemm_pack_free(pk);
     cn_free(a);
     cn_free(zeros);
     cn_release(gx);
@@ -237,7 +220,6 @@ int cn_cpu_lstm_seq_backward(const cn_tensor *y_in, const cn_tensor *dy_in, int 
         y = NULL;
     }
     cn_tensor *dy = unit_rows(dy_in), *c0 = unit_rows(c0_in);
-    cn_gemm_pack *pk = NULL;
     char *dhn = cn_alloc(es * (size_t)(N * H)), *dcn = cn_alloc(es * (size_t)(N * H));
     char *zeros = cn_alloc(es * (size_t)H);
     if (!y || !dy || (c0_in && !c0) || !dhn || !dcn || !zeros) {
@@ -251,7 +233,6 @@ int cn_cpu_lstm_seq_backward(const cn_tensor *y_in, const cn_tensor *dy_in, int 
     char *o = cn_t_ptr(out);
     step_ctx s = {.f64 = dt == CN_F64, .H = H, .es = es, .dhn = dhn, .dcn = dcn,
                   .dy_s = dy->strides[1], .dy_parts = dy_parts, .zeros = zeros};
-    pk = pack_weight(dt, T, H, 4 * H, cn_t_ptr(w), w->strides[0], w->strides[1]);
     for (int64_t k = T - 1; k >= 0; k--) {
         int64_t t = reverse ? T - 1 - k : k, tp = reverse ? t + 1 : t - 1;
         s.yt = (const char *)cn_t_ptr(y) + (size_t)(t * ys) * es;
@@ -268,10 +249,8 @@ int cn_cpu_lstm_seq_backward(const cn_tensor *y_in, const cn_tensor *dy_in, int 
         /* dhn = dg @ w: what reaches h of the previous step (of h0 at k = 0,
          * wanted only with state_grads). */
         if ((k > 0 || state_grads) &&
-            (pk ? cn_gemm_packed(dt, N, H, 4 * H, s.dg, 4 * H, 1, cn_t_ptr(w), w->strides[0],
-                                 w->strides[1], dhn, H, pk, 0, NULL)
-                : cn_gemm(dt, N, H, 4 * H, s.dg, 4 * H, 1, cn_t_ptr(w), w->strides[0],
-                          w->strides[1], dhn, H)) < 0) {
+            cn_gemm(dt, N, H, 4 * H, s.dg, 4 * H, 1, cn_t_ptr(w), w->strides[0], w->strides[1],
+                    dhn, H) < 0) {
             rc = CN_ENOMEM;
             goto out;
         }
@@ -287,7 +266,6 @@ int cn_cpu_lstm_seq_backward(const cn_tensor *y_in, const cn_tensor *dy_in, int 
         }
     }
 out:
-    cn_gemm_pack_free(pk);
     cn_free(dhn);
     cn_free(dcn);
     cn_free(zeros);
