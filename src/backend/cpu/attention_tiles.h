@@ -53,6 +53,17 @@ static int F(scores)(const sdpa_geom *g, const sdpa_off *o, int64_t i0, int64_t 
     return CN_OK;
 }
 
+/* How many of the block's leading keys [j0, j0 + bn) query i may see: with
+ * the causal mask the rest are -inf (scores), whose exp is 0. Taking exp of
+ * the live prefix only halves the exps of a causal model's attention
+ * (9% of a small GPT's training step); the rest is written as zeros, the
+ * same bits. */
+static inline int64_t F(live)(const sdpa_geom *g, int64_t i, int64_t j0, int64_t bn) {
+    if (!g->causal) return bn;
+    int64_t n = i - j0 + 1;
+    return n < 0 ? 0 : n > bn ? bn : n;
+}
+
 /* s[c] = e^(s[c] - m); returns the sum. A plain loop the compiler
  * vectorises (vmath's exp for f32). */
 SDPA_HOT(F(exp_row), (T *restrict s, int64_t n, T m, T *sum), (s, n, m, sum)) {
@@ -98,13 +109,15 @@ int F(cn_sdpa_fwd)(const sdpa_geom *g, int64_t b, int64_t i0, int64_t bm, sdpa_s
         bool any = false;
         for (int64_t r = 0; r < bm; r++) {
             T *sr = s + r * bn, m = mx[r];
-            F(row_max)(sr, bn, &m);
+            int64_t n = F(live)(g, i0 + r, j0, bn);
+            F(row_max)(sr, n, &m);
             if (m == -INFINITY) { /* nothing unmasked yet: the row adds nothing */
                 memset(sr, 0, sizeof(T) * (size_t)bn);
                 continue;
             }
             T sum;
-            F(exp_row)(sr, bn, m, &sum);
+            F(exp_row)(sr, n, m, &sum);
+            memset(sr + n, 0, sizeof(T) * (size_t)(bn - n));
             if (mx[r] != m) {
                 T alpha = EXPT(mx[r] - m); /* 0 on the row's first unmasked block */
                 l[r] *= alpha;
@@ -139,11 +152,15 @@ int F(cn_sdpa_fwd)(const sdpa_geom *g, int64_t b, int64_t i0, int64_t bm, sdpa_s
     return CN_OK;
 }
 
-/* P = exp(s - lse) of one recomputed block, in place. */
-static void F(probs)(T *restrict s, const T *lse, int64_t bm, int64_t bn) {
+/* P = exp(s - lse) of one recomputed block (rows from i0, keys from j0),
+ * in place. */
+static void F(probs)(const sdpa_geom *g, T *restrict s, const T *lse, int64_t i0, int64_t bm,
+                     int64_t j0, int64_t bn) {
     for (int64_t r = 0; r < bm; r++) {
-        T sum;
-        F(exp_row)(s + r * bn, bn, lse[r], &sum);
+        T sum, *sr = s + r * bn;
+        int64_t n = F(live)(g, i0 + r, j0, bn);
+        F(exp_row)(sr, n, lse[r], &sum);
+        memset(sr + n, 0, sizeof(T) * (size_t)(bn - n));
     }
 }
 
@@ -209,7 +226,7 @@ int F(cn_sdpa_dq)(const sdpa_geom *g, int64_t b, int64_t i0, int64_t bm, sdpa_sc
         jdone = j0 + bn;
         int rc = F(scores)(g, &o, i0, bm, j0, bn, s);
         if (rc < 0) return rc;
-        F(probs)(s, lse, bm, bn);
+        F(probs)(g, s, lse, i0, bm, j0, bn);
         const T *v = (const T *)g->v.p + o.v + j0 * g->v.rs;
         if ((rc = cn_gemm(g->dt, bm, bn, Ev, dy, g->dy.rs, 1, v, 1, g->v.rs, dp, bn)) < 0)
             return rc;
@@ -246,7 +263,7 @@ static int F(kv_step)(const sdpa_geom *g, const sdpa_off *o, int64_t b, int64_t 
     for (int64_t r = 0; r < bm; r++) lse[r] = y[r * g->y.rs + Ev];
     int rc = F(scores)(g, o, i0, bm, j0, bn, s);
     if (rc < 0) return rc;
-    F(probs)(s, lse, bm, bn);
+    F(probs)(g, s, lse, i0, bm, j0, bn);
     /* dv += Pd^T dO, Pd = P with dropout applied */
     memcpy(pd, s, sizeof(T) * (size_t)(bm * bn));
     if (g->drop)
