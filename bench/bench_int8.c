@@ -96,7 +96,10 @@ static void gemm_row(int64_t M, int64_t K, int64_t N, int repeats) {
     cn_tensor *a = cn_randn(CN_F32, CN_SHAPE(M, K)), *b = cn_randn(CN_F32, CN_SHAPE(K, N));
     int64_t kp = cn_qgemm_kpad(K);
     int16_t *A = calloc((size_t)(M * kp), sizeof(int16_t));
-    int16_t *Bp = malloc(sizeof(int16_t) * (size_t)cn_qgemm_packed_len(N, K));
+    /* Aligned, as a module's packed weights (tensor storage) are. */
+    int16_t *Bp = NULL;
+    if (posix_memalign((void **)&Bp, 64, sizeof(int16_t) * (size_t)cn_qgemm_packed_len(N, K)))
+        Bp = NULL;
     int8_t *w = malloc((size_t)(N * K));
     int32_t *C = malloc(sizeof(int32_t) * (size_t)(M * N));
     double *tf = malloc(sizeof(double) * (size_t)repeats);

@@ -138,6 +138,12 @@ static void pack_panel(int16_t *d, const cn_qgemm_b *B, int64_t N, int64_t K, in
     }
 }
 
+int16_t *cn_qgemm_panel_alloc(int64_t kp) {
+    void *p = NULL;
+    size_t n = sizeof(int16_t) * (size_t)(kp * NR);
+    return posix_memalign(&p, CN_ALIGN, n ? n : CN_ALIGN) == 0 ? p : NULL;
+}
+
 void cn_qgemm_pack_b(int16_t *dst, const cn_qgemm_b *B, int64_t N, int64_t K) {
     int64_t kp = cn_qgemm_kpad(K);
     for (int64_t p = 0; p * NR < N; p++) pack_panel(dst + p * kp * NR, B, N, K, kp, p);
@@ -275,7 +281,14 @@ __attribute__((target("avx2"))) static void panel_avx2(int64_t M, int64_t kp, co
     }
 }
 
-#if defined(CN_ISA_HAVE_AVX512) && (defined(__clang__) ? __clang_major__ >= 6 : __GNUC__ >= 8)
+/* A -march=native build (CHUTNEY_NATIVE) whose target has AVX512_VNNI
+ * compiles no avx512 level (isa.h) and runs this kernel at its one level. */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) &&                    \
+    defined(__AVX512VNNI__)
+#define QGEMM_TARGET_VNNI 1
+#endif
+#if (defined(CN_ISA_HAVE_AVX512) || defined(QGEMM_TARGET_VNNI)) &&                                \
+    (defined(__clang__) ? __clang_major__ >= 6 : __GNUC__ >= 8)
 #define HAVE_QGEMM_VNNI 1
 /* The AVX-512 level's features and AVX512_VNNI. */
 #define VNNI_FN                                                                                    \
@@ -490,10 +503,14 @@ void cn_qgemm_pack_gather(int16_t *panel, int64_t K, int64_t kp, const int16_t *
     }
 }
 
-/* The kernel for the active level: VNNI at avx512 where the CPU has it. */
+/* The kernel for the active level: VNNI at avx512 where the CPU has it,
+ * or always where the build's target has it. */
 enum { K_REF, K_AVX2, K_VNNI };
 
 static int kernel_kind(void) {
+#if defined(HAVE_QGEMM_VNNI) && defined(QGEMM_TARGET_VNNI)
+    return K_VNNI;
+#else
 #ifdef HAVE_QGEMM_VNNI
     if (cn_isa_vnni()) return K_VNNI;
 #endif
@@ -501,6 +518,7 @@ static int kernel_kind(void) {
     if (cn_isa() >= CN_ISA_AVX2) return K_AVX2;
 #endif
     return K_REF;
+#endif
 }
 
 const char *cn_qgemm_kernel(void) {
@@ -533,7 +551,7 @@ typedef struct qgemm_ctx {
 static void qgemm_range(void *p, int64_t begin, int64_t end) {
     qgemm_ctx *c = p;
     int16_t *bp = NULL;
-    if (!c->Bp && !(bp = malloc(sizeof(int16_t) * (size_t)(c->kp * NR)))) {
+    if (!c->Bp && !(bp = cn_qgemm_panel_alloc(c->kp))) {
         c->failed = true;
         return;
     }
