@@ -275,7 +275,8 @@ static void test_qgemm_kernels(void) {
                 }
         CHECK_MSG(bad_cases == 0, "%s: %d of %d cases wrong", kernel, bad_cases, cases);
         /* Long sums: random over several panels and blocks of rows, then
-         * every product -255 * -255 (sums of 65025 * 4099, near 2^28). */
+         * every product -255 * -255 (sums of 65025 * 4099, near 2^28); the
+         * VNNI kernel takes K in chunks of 512 and rows in groups of 64. */
         for (int x = 0; x < 2; x++) {
             q8_extreme = x;
             for (int kind = 0; kind < QK_KINDS; kind++)
@@ -283,6 +284,12 @@ static void test_qgemm_kernels(void) {
                           "%s: K 4099, kind %d%s", kernel, kind, x ? ", extremes" : "");
         }
         q8_extreme = false;
+        static const int64_t Mg[] = {63, 64, 65, 70, 131}, Kg[] = {511, 512, 513, 1025, 1100};
+        for (int i = 0; i < 5; i++)
+            for (int kind = 0; kind < QK_KINDS; kind++)
+                CHECK_MSG(qgemm_case(Mg[i], 17, Kg[i], kind & 1, i & 1, false, kind) == 0,
+                          "%s: M %lld K %lld, kind %d", kernel, (long long)Mg[i],
+                          (long long)Kg[i], kind);
     }
     CHECK(cn_isa_set(cn_isa_max()) == CN_OK);
     fprintf(stderr, "  int8 GEMM kernel by level: %s (avx512_vnni: %s)\n", ran,
