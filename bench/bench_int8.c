@@ -3,9 +3,11 @@
  *   - Linear 1024 -> 1024 at batch 64 (GEMM-bound: 67M multiply-adds);
  *   - the Fashion-MNIST CNN of `chutney train --model cnn` (tools/models.c,
  *     linked in as bench_static does) at batch 64;
- * and the GEMMs alone, the int8 one (int16 operands, vpmaddwd on AVX2)
- * against the f32 matmul (OpenBLAS's sgemm where the build has it) at the
- * same sizes, in G multiply-adds x 2 per second.
+ * and the GEMMs alone, the int8 one (int16 operands: vpmaddwd on AVX2,
+ * vpdpwssd where the CPU has AVX512_VNNI; the kernel is named on stderr,
+ * and CN_ISA=avx2 picks the AVX2 one) against the f32 matmul (OpenBLAS's
+ * sgemm where the build has it) at the same sizes, in G multiply-adds x 2
+ * per second.
  * Each f32 module and its int8 copy (same weights) run interleaved, so
  * drift on a shared machine hits both alike; figures are medians in ms.
  *
@@ -94,7 +96,10 @@ static void gemm_row(int64_t M, int64_t K, int64_t N, int repeats) {
     cn_tensor *a = cn_randn(CN_F32, CN_SHAPE(M, K)), *b = cn_randn(CN_F32, CN_SHAPE(K, N));
     int64_t kp = cn_qgemm_kpad(K);
     int16_t *A = calloc((size_t)(M * kp), sizeof(int16_t));
-    int16_t *Bp = malloc(sizeof(int16_t) * (size_t)cn_qgemm_packed_len(N, K));
+    /* Aligned, as a module's packed weights (tensor storage) are. */
+    int16_t *Bp = NULL;
+    if (posix_memalign((void **)&Bp, 64, sizeof(int16_t) * (size_t)cn_qgemm_packed_len(N, K)))
+        Bp = NULL;
     int8_t *w = malloc((size_t)(N * K));
     int32_t *C = malloc(sizeof(int32_t) * (size_t)(M * N));
     double *tf = malloc(sizeof(double) * (size_t)repeats);
@@ -128,6 +133,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cpu-time")) use_cpu_time = true;
     if (repeats < 1) repeats = 1;
+    fprintf(stderr, "bench_int8: int8 GEMM kernel %s\n", cn_qgemm_kernel());
     printf("| case | threads | f32 ms | int8 ms | f32/int8 |\n|---|---|---|---|---|\n");
     for (int t = 1; t <= (use_cpu_time ? 1 : 2); t++) {
         row("linear", t, repeats);

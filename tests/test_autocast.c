@@ -256,11 +256,16 @@ static void test_selection(void) {
     CHECK_EQ_INT(lp.amx_fp16, cpuinfo_has(line, "amx_fp16"));
     CHECK_EQ_INT(lp.avx512_bf16, avx512 && cpuinfo_has(line, "avx512_bf16"));
     CHECK_EQ_INT(lp.avx512_fp16, avx512 && cpuinfo_has(line, "avx512_fp16"));
+    /* The int8 ones (the int8 GEMM's VNNI kernel, test_quant). */
+    CHECK_EQ_INT(lp.avx512_vnni, avx512 && cpuinfo_has(line, "avx512_vnni"));
+    CHECK_EQ_INT(lp.avx_vnni, cpuinfo_has(line, "avx2") && cpuinfo_has(line, "avx_vnni"));
+    CHECK_EQ_INT(lp.amx_int8, cpuinfo_has(line, "amx_int8"));
     /* Without the instructions the automatic choice is f32 (oneDNN is not asked). */
     if (!lp.amx_bf16 && !lp.avx512_bf16) CHECK(!cn_autocast_native(CN_BF16));
-    fprintf(stderr, "  this CPU: avx512_bf16 %d amx_bf16 %d avx512_fp16 %d amx_fp16 %d; native "
-                    "bf16 %d f16 %d\n", lp.avx512_bf16, lp.amx_bf16, lp.avx512_fp16, lp.amx_fp16,
-            cn_autocast_native(CN_BF16), cn_autocast_native(CN_F16));
+    fprintf(stderr, "  this CPU: avx512_bf16 %d amx_bf16 %d avx512_fp16 %d amx_fp16 %d "
+                    "avx512_vnni %d avx_vnni %d amx_int8 %d; native bf16 %d f16 %d\n",
+            lp.avx512_bf16, lp.amx_bf16, lp.avx512_fp16, lp.amx_fp16, lp.avx512_vnni,
+            lp.avx_vnni, lp.amx_int8, cn_autocast_native(CN_BF16), cn_autocast_native(CN_F16));
 }
 
 static void test_grad_scaler(void) {

@@ -2,10 +2,14 @@
  * int8 GEMM behind cn_matmul_integer against naive int32 loops at every
  * instruction-set level, and int8 inference of Linear and Conv2d modules
  * (cn_module_quantize_int8) against their f32 outputs and, bit for bit,
- * against naive loops over their int8 weights at every level. The ONNX integer
- * ops are checked by the conformance suite (tests/onnx). */
+ * against naive loops over their int8 weights at every level; and the GEMM's
+ * kernels themselves (the AVX512_VNNI one at the avx512 level where the CPU
+ * has it, the AVX2 one below it) on the edges of their blocks, with both
+ * kinds of output. The ONNX integer ops are checked by the conformance
+ * suite (tests/onnx). */
 #include "harness.h"
 
+#include "backend/cpu/qgemm.h"
 #include "core/core.h"
 #include "core/isa.h"
 
@@ -117,6 +121,179 @@ static void test_matmul_integer_every_level(void) {
                                   cn_zeros(CN_I8, 2, (int64_t[]){2, 2}),
                                   cn_scalar(CN_I8, 1), NULL),
                 "a_zero_point must be u8");
+}
+
+/* ---- the GEMM's kernels (qgemm.h) against naive loops ---- */
+
+static uint32_t lcg_state;
+static uint32_t lcg(void) { return (lcg_state = lcg_state * 1664525u + 1013904223u) >> 8; }
+/* Every product at its largest instead of random values: values at the
+ * type's lowest, zero points at its highest, so each widened value is
+ * -255 and each product 65025. */
+static bool q8_extreme;
+/* A value (or zero point) of an 8-bit type: the extremes often. */
+static int32_t q8_value(bool is_signed, bool is_zp) {
+    uint32_t r = lcg();
+    int32_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
+    if (q8_extreme) return is_zp ? hi : lo;
+    return r % 8 == 0 ? lo : r % 8 == 1 ? hi : lo + (int32_t)(r / 8 % 256);
+}
+static float small_float(void) { return (float)(lcg() % 20000 + 1) * 0x1p-12f; }
+
+/* The ways the kernels are driven: the output (int32, or f32 with scales
+ * and bias in its variants), the entry point (cn_qgemm packing as it
+ * goes, cn_qgemm_packed, or cn_qgemm_panel panel by panel) and B's layout
+ * ([N, K] or [K, N]). */
+enum { QK_INT32, QK_F32_COL_BIAS, QK_F32_ROW_BIAS, QK_F32_NO_BIAS, QK_INT32_PACKED, QK_KINDS };
+
+/* One product of M x K 8-bit values (a's signedness as_, row zero points)
+ * by K x N (bs, column zero points, NULL when nozp), against int64 sums
+ * and the float formula of qgemm.h's cn_qgemm_out, bit for bit; outputs
+ * beyond N in each row (ld = N + 3) must stay untouched. The number of
+ * wrong values. */
+static int qgemm_case(int64_t M, int64_t N, int64_t K, bool as_, bool bs, bool nozp, int kind) {
+    int64_t kp = cn_qgemm_kpad(K), ld = N + 3;
+    uint8_t *a8 = malloc((size_t)(M * K + 1)), *b8 = malloc((size_t)(N * K + 1));
+    int32_t *za = malloc(sizeof(int32_t) * (size_t)M), *zb = malloc(sizeof(int32_t) * (size_t)N);
+    int16_t *A = malloc(sizeof(int16_t) * (size_t)(M * kp + 1));
+    int16_t *Bp = malloc(sizeof(int16_t) * (size_t)(cn_qgemm_packed_len(N, K) + 1));
+    float *rs = malloc(sizeof(float) * (size_t)M), *cs = malloc(sizeof(float) * (size_t)N);
+    float *bias = malloc(sizeof(float) * (size_t)(M > N ? M : N));
+    /* The outputs as bytes, compared with memcmp (int32 or float). */
+    const uint32_t untouched = 0x7fc01234u; /* a NaN */
+    char *out = malloc(4 * (size_t)(M * ld));
+    for (int64_t i = 0; i < M * K; i++) a8[i] = (uint8_t)q8_value(as_, false);
+    for (int64_t i = 0; i < N * K; i++) b8[i] = (uint8_t)q8_value(bs, false);
+    for (int64_t m = 0; m < M; m++) za[m] = q8_value(as_, true), rs[m] = small_float();
+    for (int64_t n = 0; n < N; n++) zb[n] = nozp ? 0 : q8_value(bs, true), cs[n] = small_float();
+    for (int64_t i = 0; i < (M > N ? M : N); i++) bias[i] = small_float() - 2.0f;
+    for (int64_t i = 0; i < M * ld; i++) memcpy(out + 4 * i, &untouched, 4);
+    /* B [N, K] for the int32 kinds, [K, N] for the others. */
+    bool bt = kind != QK_INT32 && kind != QK_INT32_PACKED;
+    int64_t brs = bt ? 1 : K, bks = bt ? N : 1;
+    cn_qgemm_b B = {b8, bs, brs, bks, nozp ? NULL : zb, 1};
+    cn_qgemm_widen(A, M, K, kp, a8, as_, K, 1, za, 1);
+    cn_qgemm_out o = {.ld = ld, .row_scale = rs, .col_scale = cs, .row_step = 1, .col_step = 1};
+    if (kind == QK_INT32 || kind == QK_INT32_PACKED)
+        o.c = (int32_t *)(void *)out;
+    else
+        o.y = (float *)(void *)out;
+    if (kind == QK_F32_COL_BIAS) o.bias = bias;
+    if (kind == QK_F32_ROW_BIAS) {
+        /* A convolution's: one column scale, columns first, bias by row. */
+        o.col_step = 0, o.col_first = true;
+        o.bias = bias, o.bias_by_row = true;
+    }
+    if (kind == QK_F32_NO_BIAS) o.col_first = true;
+    int rc = 0;
+    if (kind == QK_INT32 || kind == QK_F32_NO_BIAS) {
+        rc = cn_qgemm(M, N, K, A, &B, &o);
+    } else {
+        cn_qgemm_pack_b(Bp, &B, N, K);
+        if (kind == QK_F32_ROW_BIAS)
+            for (int64_t n0 = 0; n0 < N; n0 += CN_QGEMM_NR)
+                cn_qgemm_panel(M, kp, A, Bp + n0 * kp, n0,
+                               (int)(N - n0 < CN_QGEMM_NR ? N - n0 : CN_QGEMM_NR), &o);
+        else
+            cn_qgemm_packed(M, N, K, A, Bp, &o);
+    }
+    CHECK(rc == 0);
+    int wrong = 0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t s = 0;
+            for (int64_t k = 0; k < K; k++) {
+                int32_t x = as_ ? (int8_t)a8[m * K + k] : a8[m * K + k];
+                int32_t y = bs ? (int8_t)b8[n * brs + k * bks] : b8[n * brs + k * bks];
+                s += (int64_t)(x - za[m]) * (y - zb[n]);
+            }
+            uint32_t want;
+            if (o.c) {
+                int32_t w = (int32_t)s;
+                memcpy(&want, &w, 4);
+            } else {
+                float r = rs[m], c = cs[n * o.col_step];
+                float y = o.col_first ? (float)s * c * r : (float)s * r * c;
+                if (o.bias) y += o.bias[o.bias_by_row ? m : n];
+                memcpy(&want, &y, 4);
+            }
+            wrong += memcmp(out + 4 * (m * ld + n), &want, 4) != 0 || s != (int32_t)s;
+        }
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = N; n < ld; n++)
+            wrong += memcmp(out + 4 * (m * ld + n), &untouched, 4) != 0;
+    free(a8), free(b8), free(za), free(zb), free(A), free(Bp), free(rs), free(cs), free(bias);
+    free(out);
+    return wrong;
+}
+
+static void test_qgemm_kernels(void) {
+    /* Rows around the kernels' blocks (4 rows for AVX2; 8, and 4 for the
+     * last 1 to 4, for VNNI), columns around the 16 of a panel, K odd and
+     * even and around the VNNI kernel's two pairs of k per step. */
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 24, 33};
+    static const int64_t Ns[] = {1, 5, 15, 16, 17, 33};
+    static const int64_t Ks[] = {1, 2, 3, 4, 5, 6, 7, 9, 30, 67, 258};
+    const int nM = (int)(sizeof Ms / sizeof Ms[0]), nN = (int)(sizeof Ns / sizeof Ns[0]),
+              nK = (int)(sizeof Ks / sizeof Ks[0]);
+    cn_cpu_lowp lp = cn_cpu_lowp_features();
+    char ran[256] = "";
+    for (int l = 0; l < CN_ISA_LEVELS; l++) {
+        if (!cn_isa_available(l)) continue;
+        CHECK(cn_isa_set(l) == CN_OK);
+        const char *kernel = cn_qgemm_kernel();
+        bool vnni = !strcmp(kernel, "avx512-vnni");
+        snprintf(ran + strlen(ran), sizeof ran - strlen(ran), "%s%s %s", *ran ? ", " : "",
+                 cn_isa_name(l), kernel);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) &&                    \
+    defined(__AVX512VNNI__)
+        /* A -march=native build for such a CPU: one level, VNNI. */
+        CHECK_MSG(vnni, "%s, not avx512-vnni, in a build for AVX512_VNNI", kernel);
+#else
+        /* VNNI exactly at the avx512 level of a CPU with it; AVX2 at avx2. */
+        CHECK_EQ_INT(vnni, l == CN_ISA_AVX512 && lp.avx512_vnni);
+        CHECK_EQ_INT(cn_isa_vnni(), vnni);
+        if (l == CN_ISA_AVX2) CHECK_MSG(!strcmp(kernel, "avx2"), "%s at avx2", kernel);
+#endif
+        lcg_state = 12345;
+        int cases = 0, bad_cases = 0;
+        for (int i = 0; i < nM; i++)
+            for (int j = 0; j < nN; j++)
+                for (int k = 0; k < nK; k++) {
+                    int c = i + 3 * j + 5 * k;
+                    bool as_ = c & 1, bs = c >> 1 & 1, nozp = c % 7 == 3;
+                    for (int kind = 0; kind < QK_KINDS; kind++) {
+                        int wrong = qgemm_case(Ms[i], Ns[j], Ks[k], as_, bs, nozp, kind);
+                        cases++;
+                        bad_cases += wrong != 0;
+                        if (wrong && bad_cases <= 5)
+                            CHECK_MSG(0, "%s: M %lld N %lld K %lld, %s x %s, kind %d: %d wrong",
+                                      kernel, (long long)Ms[i], (long long)Ns[j],
+                                      (long long)Ks[k], as_ ? "i8" : "u8", bs ? "i8" : "u8", kind,
+                                      wrong);
+                    }
+                }
+        CHECK_MSG(bad_cases == 0, "%s: %d of %d cases wrong", kernel, bad_cases, cases);
+        /* Long sums: random over several panels and blocks of rows, then
+         * every product -255 * -255 (sums of 65025 * 4099, near 2^28); the
+         * VNNI kernel takes K in chunks of 512 and rows in groups of 64. */
+        for (int x = 0; x < 2; x++) {
+            q8_extreme = x;
+            for (int kind = 0; kind < QK_KINDS; kind++)
+                CHECK_MSG(qgemm_case(19, 40, 4099, kind & 1, kind >> 1 & 1, false, kind) == 0,
+                          "%s: K 4099, kind %d%s", kernel, kind, x ? ", extremes" : "");
+        }
+        q8_extreme = false;
+        static const int64_t Mg[] = {63, 64, 65, 70, 131}, Kg[] = {511, 512, 513, 1025, 1100};
+        for (int i = 0; i < 5; i++)
+            for (int kind = 0; kind < QK_KINDS; kind++)
+                CHECK_MSG(qgemm_case(Mg[i], 17, Kg[i], kind & 1, i & 1, false, kind) == 0,
+                          "%s: M %lld K %lld, kind %d", kernel, (long long)Mg[i],
+                          (long long)Kg[i], kind);
+    }
+    CHECK(cn_isa_set(cn_isa_max()) == CN_OK);
+    fprintf(stderr, "  int8 GEMM kernel by level: %s (avx512_vnni: %s)\n", ran,
+            lp.avx512_vnni ? "yes" : "not on this CPU");
 }
 
 /* max |y - y_f32| / max |y_f32| of module m on x, after quantising it. */
@@ -317,6 +494,7 @@ static void test_int8_forward_exact(void) {
 int main(void) {
     RUN(test_i8_dtype);
     RUN(test_matmul_integer_every_level);
+    RUN(test_qgemm_kernels);
     RUN(test_quantized_modules);
     RUN(test_int8_forward_exact);
     return th_summary();

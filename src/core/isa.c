@@ -103,18 +103,32 @@ cn_cpu_lowp cn_cpu_lowp_features(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
-    unsigned max_sub = a, edx0 = d;
+    unsigned max_sub = a, ecx0 = c, edx0 = d;
     /* AMX's tile state is enabled by the OS per process on request
      * (arch_prctl, which oneDNN makes); the CPUID bits say the CPU has it. */
     f.amx_bf16 = (edx0 >> 22) & 1;
-    /* libgcc reports AVX-512 only when the OS saves its registers. */
+    f.amx_int8 = (edx0 >> 25) & 1;
+    /* libgcc reports AVX and AVX-512 only when the OS saves their
+     * registers. */
     __builtin_cpu_init();
     bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     f.avx512_fp16 = avx512 && ((edx0 >> 23) & 1);
+    f.avx512_vnni = avx512 && ((ecx0 >> 11) & 1);
     if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+        f.avx_vnni = __builtin_cpu_supports("avx2") && ((a >> 4) & 1);
         f.avx512_bf16 = avx512 && ((a >> 5) & 1);
         f.amx_fp16 = (a >> 21) & 1;
     }
 #endif
     return f;
+}
+
+bool cn_isa_vnni(void) {
+    static _Atomic int has = -1;
+    int h = atomic_load_explicit(&has, memory_order_relaxed);
+    if (h < 0) {
+        h = cn_cpu_lowp_features().avx512_vnni;
+        atomic_store_explicit(&has, h, memory_order_relaxed);
+    }
+    return h && cn_isa() == CN_ISA_AVX512;
 }

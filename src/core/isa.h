@@ -62,13 +62,22 @@ int cn_isa_set(int level);
 const char *cn_isa_name(int level);
 
 /* Low-precision products in hardware, read from CPUID (not levels: no
- * variant of the hot loops is compiled for them; oneDNN brings its own
- * kernels): avx512_bf16 (with AVX-512 usable) or amx_bf16 for bf16;
- * avx512_fp16 or amx_fp16 for f16. False off x86-64. */
+ * variant of the hot loops is compiled for them as a whole; oneDNN brings
+ * its own kernels): avx512_bf16 (with AVX-512 usable) or amx_bf16 for
+ * bf16; avx512_fp16 or amx_fp16 for f16; for int8, avx512_vnni (with
+ * AVX-512 usable: the int8 GEMM's vpdpwssd kernel, cn_isa_vnni), avx_vnni
+ * (its VEX form on ymm, with AVX2 usable) and amx_int8. False off x86-64. */
 typedef struct cn_cpu_lowp {
     bool avx512_bf16, amx_bf16, avx512_fp16, amx_fp16;
+    bool avx512_vnni, avx_vnni, amx_int8;
 } cn_cpu_lowp;
 cn_cpu_lowp cn_cpu_lowp_features(void);
+
+/* Whether kernels may use AVX512_VNNI now: the active level is avx512
+ * and the CPU has avx512_vnni. Not a level of its own: forcing avx2 or
+ * default (CN_ISA, cn_isa_set) turns it off, so the int8 GEMM's VNNI
+ * kernel and its AVX2 one are both tested on a CPU with VNNI. */
+bool cn_isa_vnni(void);
 
 #if defined(__GNUC__)
 #define CN_ISA_INLINE_ static inline __attribute__((always_inline))

@@ -286,7 +286,7 @@ static void conv_images(void *p, int64_t begin, int64_t end) {
     int64_t P = j->oh * j->ow, HW = j->H * j->W, margin = CN_QGEMM_NR * j->sw;
     int16_t *buf = calloc((size_t)(j->C * j->Hp * j->Wp + 2 * margin), sizeof(int16_t));
     int16_t *img = buf + margin;
-    int16_t *panel = malloc(sizeof(int16_t) * (size_t)(j->kp * CN_QGEMM_NR));
+    int16_t *panel = cn_qgemm_panel_alloc(j->kp);
     if (!buf || !panel) j->failed = true;
     for (int64_t b = begin; b < end && !j->failed; b++) {
         const float *x = j->x + b * j->C * HW;

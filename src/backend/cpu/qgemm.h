@@ -2,9 +2,14 @@
  * cn_matmul_integer, the ONNX integer ops and int8 inference (src/ops/
  * quant.c). Operands are widened to int16 rows first (with their zero
  * points subtracted, so u8 and i8 of either side take one path), then
- * multiplied pairwise into int32 (vpmaddwd on AVX2: no saturation, unlike
- * vpmaddubsw). No VNNI (vpdpbusd) path: the CPUs this was written on lack
- * it, and an untested kernel is not shipped. */
+ * multiplied pairwise into int32: vpmaddwd and vpaddd on AVX2 (no
+ * saturation, unlike vpmaddubsw), or, at the avx512 level on a CPU with
+ * AVX512_VNNI (cn_isa_vnni), vpdpwssd, which does both in one instruction
+ * on 16 columns at once, from the same packing and with the same results
+ * (CN_ISA=avx2 or cn_isa_set runs the AVX2 kernel instead; a -march=native
+ * build for such a CPU has one level and runs it always). Not vpdpbusd
+ * (u8 times i8 bytes): the widened values, zero points taken away, span
+ * -255..255. No AMX path. */
 #ifndef CN_BACKEND_CPU_QGEMM_H
 #define CN_BACKEND_CPU_QGEMM_H
 
@@ -53,13 +58,21 @@ typedef struct cn_qgemm_b {
 /* Packed B is panels of CN_QGEMM_NR columns; within a panel, for each pair
  * of k, the columns' two values side by side (k even, k odd), so one
  * vpmaddwd of a broadcast pair of A by a vector gives 8 columns' partial
- * sums and no horizontal sums are needed. int16 elements of B packed: */
+ * sums (one vpdpwssd on a zmm, 16) and no horizontal sums are needed.
+ * int16 elements of B packed: */
 static inline int64_t cn_qgemm_packed_len(int64_t N, int64_t K) {
     return (N + CN_QGEMM_NR - 1) / CN_QGEMM_NR * cn_qgemm_kpad(K) * CN_QGEMM_NR;
 }
 /* All of B's panels into dst (cn_qgemm_packed_len elements), zeros past N
- * and K: weights packed once, for cn_qgemm_packed. */
+ * and K: weights packed once, for cn_qgemm_packed. The kernels read a
+ * panel's rows as whole 64-byte vectors (AVX-512; 32 bytes on AVX2), so dst
+ * should be CN_ALIGN-aligned (tensors' storage is): a vector across two
+ * cache lines costs two loads (20 to 25% of the VNNI kernel's speed here).
+ * A panel's length, kp * CN_QGEMM_NR int16, is a multiple of 64 bytes. */
 void cn_qgemm_pack_b(int16_t *dst, const cn_qgemm_b *B, int64_t N, int64_t K);
+/* A CN_ALIGN-aligned buffer for one panel of kp rows (free it with free),
+ * or NULL. */
+int16_t *cn_qgemm_panel_alloc(int64_t kp);
 /* One panel gathered from int16 data (a convolution's patches): column j
  * of row k is base[koff[k] + coff[j]], K rows, zeros from K to kp. Where
  * columns' data lie side by side (coff[j + 1] = coff[j] + 1) they are read
@@ -88,6 +101,10 @@ typedef struct cn_qgemm_out {
  * are computed and dropped). */
 void cn_qgemm_panel(int64_t M, int64_t kp, const int16_t *A, const int16_t *panel, int64_t n0,
                     int nn, const cn_qgemm_out *o);
+
+/* The kernel cn_qgemm_panel runs at the active level: "avx512-vnni",
+ * "avx2" or "portable". */
+const char *cn_qgemm_kernel(void);
 
 /* A [M, kp] times packed B (cn_qgemm_pack_b) for m < M, n < N, int32 sums
  * exact while each fits (a product of two widened 8-bit values is below
