@@ -2,6 +2,7 @@
 #include "core.h"
 #include "thread_state.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,45 +15,161 @@ void (*cn_node_extra_free)(void *extra) = NULL;
  * reach its cache. One thread's nodes still number in creation order. */
 static _Thread_local uint64_t node_clock;
 
-/* Recording makes one node per op: freed nodes are kept on a per-thread list
- * (like tensor structs), and up to 3 inputs live inside the node. */
-static _Thread_local cn_node *free_nodes;
-static _Thread_local int free_node_count;
-#define CN_NODE_CACHE_MAX 16384
+/* ---- the tape's arena ----
+ * Recording makes one node per op, and backward reads them all again long
+ * after, in reverse: from malloc (or a free list refilled from it) they lay
+ * among the tensors and blocks made with them, and the walk waited on a
+ * cache miss per node. So a thread carves its tape's nodes one after the
+ * other from chunks of its own, each node on its own cache lines with the
+ * fields the walk reads in the first; the walk then reads memory the
+ * prefetchers follow.
+ *
+ * A slot is never reused on its own: a chunk is reused (or freed) once
+ * every node carved from it is freed, on whatever thread. Its `live` count
+ * starts at the number of slots and drops by the slots left when its
+ * thread stops carving from it (full, thread exit, cn_empty_cache) and by
+ * one per node freed, so it reaches 0 only then. Frees are counted per
+ * thread and handed to the chunk in batches (a thread frees a tape's nodes
+ * one after the other, mostly in one chunk): one atomic subtraction per
+ * batch rather than a locked instruction per node.
+ *
+ * Static graphs' nodes come from malloc: they live as long as their graph,
+ * and would keep the chunks around them from being reused. Under
+ * AddressSanitizer every node does, so a use after free is still caught. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CN_NODE_ARENA 0
+#endif
+#endif
+#if !defined(CN_NODE_ARENA) && defined(__SANITIZE_ADDRESS__)
+#define CN_NODE_ARENA 0
+#endif
+#ifndef CN_NODE_ARENA
+#define CN_NODE_ARENA 1
+#endif
 
-static cn_node *node_struct(void) {
-    cn_node *n = free_nodes;
-    if (n) {
-        free_nodes = n->extra;
-        free_node_count--;
-        return n;
-    }
-    cn_thread_state_keep();
-    return malloc(sizeof *n);
+_Static_assert(offsetof(cn_node, extra) <= CN_ALIGN, "the walk's fields in a node's first line");
+
+#define CHUNK_BYTES (64 * 1024)
+#define SLOT_BYTES ((sizeof(cn_node) + CN_ALIGN - 1) / CN_ALIGN * CN_ALIGN)
+typedef struct node_chunk {
+    int64_t live;            /* atomic */
+    struct node_chunk *next; /* on a thread's spare list */
+} node_chunk;
+#define SLOTS_AT CN_ALIGN
+#define CHUNK_SLOTS ((int)((CHUNK_BYTES - SLOTS_AT) / SLOT_BYTES))
+/* Emptied chunks a thread keeps for its next tape (as many nodes as the
+ * free list of nodes it replaces held: 16384). */
+#define SPARE_MAX (16384 / CHUNK_SLOTS + 1)
+
+static _Thread_local node_chunk *cur;  /* carving from it */
+static _Thread_local int cur_next;     /* its next slot */
+static _Thread_local node_chunk *pend; /* frees not yet subtracted from pend->live */
+static _Thread_local int64_t pend_n;
+static _Thread_local node_chunk *spare;
+static _Thread_local int spare_n;
+static int64_t chunks_held; /* atomic: taken from malloc and not freed */
+
+int64_t cn_node_arena_chunks(void) { return __atomic_load_n(&chunks_held, __ATOMIC_RELAXED); }
+
+static void chunk_free(node_chunk *c) {
+    __atomic_sub_fetch(&chunks_held, 1, __ATOMIC_RELAXED);
+    free(c);
 }
 
-void cn_node_struct_cache_flush(void) {
-    while (free_nodes) {
-        cn_node *n = free_nodes;
-        free_nodes = n->extra;
-        free(n);
+static void chunk_empty(node_chunk *c) {
+    if (spare_n < SPARE_MAX) {
+        cn_thread_state_keep();
+        c->next = spare;
+        spare = c;
+        spare_n++;
+    } else {
+        chunk_free(c);
     }
-    free_node_count = 0;
+}
+
+static void chunk_sub(node_chunk *c, int64_t n) {
+    if (n > 0 && __atomic_sub_fetch(&c->live, n, __ATOMIC_ACQ_REL) == 0) chunk_empty(c);
+}
+
+static void pend_flush(void) {
+    node_chunk *c = pend;
+    int64_t n = pend_n;
+    pend = NULL;
+    pend_n = 0;
+    if (c) chunk_sub(c, n);
+}
+
+/* The slots not carved yet are given up: they count as freed. */
+static void cur_retire(void) {
+    node_chunk *c = cur;
+    cur = NULL;
+    if (c) chunk_sub(c, (int64_t)(CHUNK_SLOTS - cur_next));
+}
+
+static __attribute__((noinline)) cn_node *chunk_new_slot(void) {
+    node_chunk *c = spare;
+    if (c) {
+        spare = c->next;
+        spare_n--;
+    } else {
+        void *p = NULL;
+        if (posix_memalign(&p, CN_ALIGN, CHUNK_BYTES) != 0) return NULL;
+        c = p;
+        __atomic_add_fetch(&chunks_held, 1, __ATOMIC_RELAXED);
+        cn_thread_state_keep();
+    }
+    __atomic_store_n(&c->live, (int64_t)CHUNK_SLOTS, __ATOMIC_RELAXED);
+    cur = c;
+    cur_next = 1;
+    cn_node *n = (cn_node *)((char *)c + SLOTS_AT);
+    n->chunk = c;
+    return n;
+}
+
+static inline cn_node *node_struct(bool arena) {
+    if (!CN_NODE_ARENA || !arena) {
+        cn_node *n = malloc(sizeof *n);
+        if (n) n->chunk = NULL;
+        return n;
+    }
+    node_chunk *c = cur;
+    if (CN_UNLIKELY(!c)) return chunk_new_slot();
+    cn_node *n = (cn_node *)((char *)c + SLOTS_AT + (size_t)cur_next * SLOT_BYTES);
+    n->chunk = c;
+    if (++cur_next == CHUNK_SLOTS) cur = NULL; /* full: live counts only its nodes now */
+    return n;
 }
 
 static void node_struct_free(cn_node *n) {
-    if (free_node_count < CN_NODE_CACHE_MAX) {
-        if (!free_nodes) cn_thread_state_keep(); /* a thread that only releases */
-        n->extra = free_nodes; /* reuse the field as the list link */
-        free_nodes = n;
-        free_node_count++;
-    } else {
+    node_chunk *c = n->chunk;
+    if (!c) {
         free(n);
+        return;
     }
+    if (c == pend) {
+        pend_n++;
+        return;
+    }
+    if (pend) pend_flush();
+    else cn_thread_state_keep(); /* a thread that only frees: its batch is handed over at exit */
+    pend = c;
+    pend_n = 1;
 }
 
-cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a) {
-    cn_node *n = node_struct();
+void cn_node_struct_cache_flush(void) {
+    cur_retire();
+    pend_flush();
+    while (spare) {
+        node_chunk *c = spare;
+        spare = c->next;
+        chunk_free(c);
+    }
+    spare_n = 0;
+}
+
+static cn_node *node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a, bool arena) {
+    cn_node *n = node_struct(arena);
     if (!n) return NULL;
     n->extra = NULL;
     n->freed = false;
@@ -84,6 +201,14 @@ cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a) {
     n->seq = node_clock = seq + 1;
     n->writes_mark = __atomic_load_n((uint64_t *)&cn_inplace_writes, __ATOMIC_RELAXED);
     return n;
+}
+
+cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a) {
+    return node_new(op, in, nin, a, true);
+}
+
+cn_node *cn_node_new_heap(int op, cn_tensor *const *in, int nin, const cn_attrs *a) {
+    return node_new(op, in, nin, a, false);
 }
 
 void cn_node_release(cn_node *n) {

@@ -541,7 +541,7 @@ static int run_engine(const engine_args *e) {
         }
         /* A graph node built on a rank device: its gradient steps run on
          * that rank too (the data they read is there). */
-        bool coloc = on_rank_device(n);
+        bool coloc = cn_is_symbolic(v->t) && on_rank_device(n);
         if (op->vjp_multi) {
             if (coloc) cn_device_scope_begin_graph(*(const cn_device *)n->extra);
             rc = walk_vjp_multi(&w, op, n, v, e->fn);
