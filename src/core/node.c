@@ -21,17 +21,20 @@ static _Thread_local uint64_t node_clock;
  * among the tensors and blocks made with them, and the walk waited on a
  * cache miss per node. So a thread carves its tape's nodes one after the
  * other from chunks of its own, each node on its own cache lines with the
- * fields the walk reads in the first; the walk then reads memory the
- * prefetchers follow.
+ * fields the walk reads in the first, and only as long as it is: a node
+ * without attributes takes 2 lines, not the 5 a 200-byte attribute block
+ * makes (as a malloc'd node, the smaller one was slower: malloc placed it
+ * among other blocks). The walk then reads memory the prefetchers follow.
  *
- * A slot is never reused on its own: a chunk is reused (or freed) once
- * every node carved from it is freed, on whatever thread. Its `live` count
- * starts at the number of slots and drops by the slots left when its
- * thread stops carving from it (full, thread exit, cn_empty_cache) and by
- * one per node freed, so it reaches 0 only then. Frees are counted per
- * thread and handed to the chunk in batches (a thread frees a tape's nodes
- * one after the other, mostly in one chunk): one atomic subtraction per
- * batch rather than a locked instruction per node.
+ * A node's place is never reused on its own: a chunk is reused (or freed)
+ * once every node carved from it is freed, on whatever thread. Its `live`
+ * count starts above any number of nodes a chunk can hold, drops by what
+ * was not carved when its thread stops carving from it (full, thread exit,
+ * cn_empty_cache) and by one per node freed, so it reaches 0 only then.
+ * Frees are counted per thread and handed to the chunk in batches (a
+ * thread frees a tape's nodes one after the other, mostly in one chunk):
+ * one atomic subtraction per batch rather than a locked instruction per
+ * node.
  *
  * Static graphs' nodes come from malloc: they live as long as their graph,
  * and would keep the chunks around them from being reused. Under
@@ -51,19 +54,26 @@ static _Thread_local uint64_t node_clock;
 _Static_assert(offsetof(cn_node, extra) <= CN_ALIGN, "the walk's fields in a node's first line");
 
 #define CHUNK_BYTES (64 * 1024)
-#define SLOT_BYTES ((sizeof(cn_node) + CN_ALIGN - 1) / CN_ALIGN * CN_ALIGN)
+/* A node, and its attributes when it has some, on whole cache lines. */
+#define NODE_BYTES(attrs) \
+    ((sizeof(cn_node) + ((attrs) ? sizeof(cn_attrs) : 0) + CN_ALIGN - 1) / CN_ALIGN * CN_ALIGN)
 typedef struct node_chunk {
     int64_t live;            /* atomic */
     struct node_chunk *next; /* on a thread's spare list */
 } node_chunk;
 #define SLOTS_AT CN_ALIGN
-#define CHUNK_SLOTS ((int)((CHUNK_BYTES - SLOTS_AT) / SLOT_BYTES))
-/* Emptied chunks a thread keeps for its next tape (as many nodes as the
- * free list of nodes it replaces held: 16384). */
-#define SPARE_MAX (16384 / CHUNK_SLOTS + 1)
+/* live's start: more than a chunk can hold; what is not carved is given
+ * back when the thread stops carving from it. */
+#define LIVE_BIAS (INT64_C(1) << 40)
+/* Emptied chunks a thread keeps for its next tape (16384 nodes with
+ * attributes, as many as the free list of nodes it replaces held). */
+#define SPARE_MAX (16384 / (int)((CHUNK_BYTES - SLOTS_AT) / NODE_BYTES(1)) + 1)
+
+static const cn_attrs no_attrs;
 
 static _Thread_local node_chunk *cur;  /* carving from it */
-static _Thread_local int cur_next;     /* its next slot */
+static _Thread_local uint32_t cur_off; /* where its next node goes */
+static _Thread_local int64_t cur_carved;
 static _Thread_local node_chunk *pend; /* frees not yet subtracted from pend->live */
 static _Thread_local int64_t pend_n;
 static _Thread_local node_chunk *spare;
@@ -100,14 +110,15 @@ static void pend_flush(void) {
     if (c) chunk_sub(c, n);
 }
 
-/* The slots not carved yet are given up: they count as freed. */
+/* What was not carved is given up: live then counts the chunk's nodes. */
 static void cur_retire(void) {
     node_chunk *c = cur;
     cur = NULL;
-    if (c) chunk_sub(c, (int64_t)(CHUNK_SLOTS - cur_next));
+    if (c) chunk_sub(c, LIVE_BIAS - cur_carved);
 }
 
-static __attribute__((noinline)) cn_node *chunk_new_slot(void) {
+static __attribute__((noinline)) cn_node *chunk_new_slot(size_t size) {
+    cur_retire();
     node_chunk *c = spare;
     if (c) {
         spare = c->next;
@@ -119,25 +130,28 @@ static __attribute__((noinline)) cn_node *chunk_new_slot(void) {
         __atomic_add_fetch(&chunks_held, 1, __ATOMIC_RELAXED);
         cn_thread_state_keep();
     }
-    __atomic_store_n(&c->live, (int64_t)CHUNK_SLOTS, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->live, LIVE_BIAS, __ATOMIC_RELAXED);
     cur = c;
-    cur_next = 1;
+    cur_off = (uint32_t)(SLOTS_AT + size);
+    cur_carved = 1;
     cn_node *n = (cn_node *)((char *)c + SLOTS_AT);
     n->chunk = c;
     return n;
 }
 
-static inline cn_node *node_struct(bool arena) {
+static inline cn_node *node_struct(bool arena, bool attrs) {
     if (!CN_NODE_ARENA || !arena) {
-        cn_node *n = malloc(sizeof *n);
+        cn_node *n = malloc(sizeof *n + (attrs ? sizeof(cn_attrs) : 0));
         if (n) n->chunk = NULL;
         return n;
     }
+    size_t size = NODE_BYTES(attrs);
     node_chunk *c = cur;
-    if (CN_UNLIKELY(!c)) return chunk_new_slot();
-    cn_node *n = (cn_node *)((char *)c + SLOTS_AT + (size_t)cur_next * SLOT_BYTES);
+    if (CN_UNLIKELY(!c || cur_off + size > CHUNK_BYTES)) return chunk_new_slot(size);
+    cn_node *n = (cn_node *)((char *)c + cur_off);
+    cur_off += (uint32_t)size;
+    cur_carved++;
     n->chunk = c;
-    if (++cur_next == CHUNK_SLOTS) cur = NULL; /* full: live counts only its nodes now */
     return n;
 }
 
@@ -169,7 +183,8 @@ void cn_node_struct_cache_flush(void) {
 }
 
 static cn_node *node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a, bool arena) {
-    cn_node *n = node_struct(arena);
+    bool has_attrs = a && memcmp(a, &no_attrs, sizeof *a) != 0;
+    cn_node *n = node_struct(arena, has_attrs);
     if (!n) return NULL;
     n->extra = NULL;
     n->freed = false;
@@ -190,8 +205,13 @@ static cn_node *node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *
     n->refcount = 1;
     n->op = (uint16_t)op;
     n->nin = (uint16_t)nin;
-    if (a) n->attrs = *a;
-    else memset(&n->attrs, 0, sizeof n->attrs);
+    if (has_attrs) {
+        cn_attrs *na = (cn_attrs *)(n + 1);
+        *na = *a;
+        n->attrs = na;
+    } else {
+        n->attrs = &no_attrs;
+    }
     uint64_t seq = node_clock;
     for (int i = 0; i < nin; i++) {
         n->in[i] = cn_retain(in[i]);
