@@ -41,14 +41,29 @@ static _Thread_local uint64_t node_clock;
  * AddressSanitizer every node does, so a use after free is still caught. */
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define CN_NODE_ARENA 0
+#define CN_NODE_ASAN 1
 #endif
 #endif
-#if !defined(CN_NODE_ARENA) && defined(__SANITIZE_ADDRESS__)
-#define CN_NODE_ARENA 0
+#if !defined(CN_NODE_ASAN) && defined(__SANITIZE_ADDRESS__)
+#define CN_NODE_ASAN 1
 #endif
+/* -DCN_NODE_ARENA=1 keeps the arena under AddressSanitizer, to check the
+ * arena itself: a chunk's free space and freed nodes are poisoned. */
 #ifndef CN_NODE_ARENA
+#ifdef CN_NODE_ASAN
+#define CN_NODE_ARENA 0
+#else
 #define CN_NODE_ARENA 1
+#endif
+#endif
+#ifdef CN_NODE_ASAN
+void __asan_poison_memory_region(void const volatile *addr, size_t size);
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+#define NODE_POISON(p, n) __asan_poison_memory_region((p), (n))
+#define NODE_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define NODE_POISON(p, n) ((void)(p), (void)(n))
+#define NODE_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
 _Static_assert(offsetof(cn_node, extra) <= CN_ALIGN, "the walk's fields in a node's first line");
@@ -84,6 +99,7 @@ int64_t cn_node_arena_chunks(void) { return __atomic_load_n(&chunks_held, __ATOM
 
 static void chunk_free(node_chunk *c) {
     __atomic_sub_fetch(&chunks_held, 1, __ATOMIC_RELAXED);
+    NODE_UNPOISON(c, CHUNK_BYTES);
     free(c);
 }
 
@@ -131,6 +147,8 @@ static __attribute__((noinline)) cn_node *chunk_new_slot(size_t size) {
         cn_thread_state_keep();
     }
     __atomic_store_n(&c->live, LIVE_BIAS, __ATOMIC_RELAXED);
+    NODE_POISON((char *)c + SLOTS_AT + size, CHUNK_BYTES - SLOTS_AT - size);
+    NODE_UNPOISON((char *)c + SLOTS_AT, size);
     cur = c;
     cur_off = (uint32_t)(SLOTS_AT + size);
     cur_carved = 1;
@@ -149,6 +167,7 @@ static inline cn_node *node_struct(bool arena, bool attrs) {
     node_chunk *c = cur;
     if (CN_UNLIKELY(!c || cur_off + size > CHUNK_BYTES)) return chunk_new_slot(size);
     cn_node *n = (cn_node *)((char *)c + cur_off);
+    NODE_UNPOISON(n, size);
     cur_off += (uint32_t)size;
     cur_carved++;
     n->chunk = c;
@@ -161,6 +180,7 @@ static void node_struct_free(cn_node *n) {
         free(n);
         return;
     }
+    NODE_POISON(n, NODE_BYTES(n->attrs != &no_attrs));
     if (c == pend) {
         pend_n++;
         return;
@@ -186,6 +206,13 @@ static cn_node *node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *
     bool has_attrs = a && memcmp(a, &no_attrs, sizeof *a) != 0;
     cn_node *n = node_struct(arena, has_attrs);
     if (!n) return NULL;
+    if (has_attrs) { /* first: freeing the node reads it */
+        cn_attrs *na = (cn_attrs *)(n + 1);
+        *na = *a;
+        n->attrs = na;
+    } else {
+        n->attrs = &no_attrs;
+    }
     n->extra = NULL;
     n->freed = false;
     n->out_version = 0;
@@ -205,13 +232,6 @@ static cn_node *node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *
     n->refcount = 1;
     n->op = (uint16_t)op;
     n->nin = (uint16_t)nin;
-    if (has_attrs) {
-        cn_attrs *na = (cn_attrs *)(n + 1);
-        *na = *a;
-        n->attrs = na;
-    } else {
-        n->attrs = &no_attrs;
-    }
     uint64_t seq = node_clock;
     for (int i = 0; i < nin; i++) {
         n->in[i] = cn_retain(in[i]);
