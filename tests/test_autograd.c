@@ -2,6 +2,7 @@
  * detach, higher order, forward mode. References are derivatives worked out
  * by hand. */
 #include "harness.h"
+#include "core/core.h" /* cn_node_arena_chunks */
 
 #include <pthread.h>
 
@@ -327,6 +328,72 @@ static void test_chain_across_threads(void) {
     cn_release(second.y);
 }
 
+
+/* A tape's nodes come from per-thread chunks (node.c): they must outlive
+ * the thread that recorded them, be freed on other threads, several at once
+ * from the same chunk, and every chunk must go back to the system once its
+ * nodes are freed and the threads holding it exit or empty their caches.
+ * Each node has a leaf of its own (reference counts are not atomic: the
+ * threads share no tensor). */
+#define ARENA_N 3000
+typedef struct arena_job {
+    cn_tensor **out, *last_leaf;
+    int first, step;
+} arena_job;
+
+static void *arena_record(void *p) {
+    arena_job *j = p;
+    for (int i = 0; i < ARENA_N; i++) {
+        cn_tensor *x = cn_full(CN_F64, CN_SHAPE(2), 1.0);
+        cn_set_requires_grad(x, true);
+        j->out[i] = cn_mul_scalar(x, 1.0 + i);
+        if (i < ARENA_N - 1) cn_release(x);
+        else j->last_leaf = x;
+    }
+    return NULL; /* exits with its last chunk partly carved */
+}
+
+static void *arena_release(void *p) {
+    arena_job *j = p;
+    for (int i = j->first; i < ARENA_N; i += j->step) {
+        cn_release(j->out[i]);
+        j->out[i] = NULL;
+    }
+    return NULL; /* exits holding frees not yet handed to their chunk */
+}
+
+static void test_nodes_across_threads(void) {
+    cn_empty_cache();
+    int64_t base = cn_node_arena_chunks();
+    static cn_tensor *out[ARENA_N];
+    for (int round = 0; round < 3; round++) {
+        arena_job rec = {out, NULL, 0, 1};
+        pthread_t t, u;
+        CHECK(pthread_create(&t, NULL, arena_record, &rec) == 0);
+        pthread_join(t, NULL);
+        bool all = rec.last_leaf != NULL;
+        for (int i = 0; i < ARENA_N; i++) all = all && out[i];
+        CHECK(all);
+        if (!all) break;
+        /* The recording thread is gone; its nodes still work. */
+        cn_scope_begin(); /* frees the loss and its node before the count below */
+        CHECK_EQ_INT(cn_backward(cn_sum(out[ARENA_N - 1], NULL, 0, false), NULL), 0);
+        cn_scope_end();
+        cn_tensor *g = cn_get_grad(rec.last_leaf);
+        CHECK(g && cn_get(g, (int64_t[]){1}) == ARENA_N);
+        cn_release(rec.last_leaf);
+        /* Freed by three threads at once, neighbours by different ones. */
+        arena_job odd = {out, NULL, 1, 2}, even = {out, NULL, 0, 4}, rest = {out, NULL, 2, 4};
+        CHECK(pthread_create(&t, NULL, arena_release, &odd) == 0);
+        CHECK(pthread_create(&u, NULL, arena_release, &even) == 0);
+        arena_release(&rest);
+        pthread_join(t, NULL);
+        pthread_join(u, NULL);
+    }
+    cn_empty_cache();
+    CHECK_EQ_INT(cn_node_arena_chunks(), base);
+}
+
 int main(void) {
     RUN(test_square_sum);
     RUN(test_seed_example);
@@ -343,5 +410,6 @@ int main(void) {
     RUN(test_forward_mode);
     RUN(test_long_chain);
     RUN(test_chain_across_threads);
+    RUN(test_nodes_across_threads);
     return th_summary();
 }

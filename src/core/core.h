@@ -55,21 +55,28 @@ typedef struct cn_attrs {
 
 /* One op applied to inputs: the IR node shared by eager recording (autograd
  * tape) and static graphs. It holds references to its inputs; the output
- * tensor holds a reference to the node, so a value keeps its history alive. */
+ * tensor holds a reference to the node, so a value keeps its history alive.
+ * The backward walk reads the first 64 bytes of every node (a tape's nodes
+ * start on a cache line: node.c), the rest only when needed. */
 typedef struct cn_node {
     int32_t refcount;
     uint16_t op;          /* cn_op_id */
     uint16_t nin;
     struct cn_tensor **in;/* retained; points at in_inline for up to 3 inputs */
-    uint32_t *in_version; /* storage versions when recorded (eager) */
     uint64_t seq;         /* creation order: a topological order */
-    uint32_t out_version; /* the output's storage version when recorded */
-    bool freed;           /* backward released its inputs */
     uint64_t writes_mark; /* cn_inplace_writes when recorded */
     struct cn_tensor *in_inline[3];
-    uint32_t version_inline[3];
+    bool freed;           /* backward released its inputs */
+    uint32_t out_version; /* the output's storage version when recorded */
+    /* Static graphs' nodes only (the walk reads it for symbolic values). */
     void *extra;          /* owned by the graph layer */
-    cn_attrs attrs;       /* last: large and read only by the rules */
+    uint32_t *in_version; /* storage versions when recorded (eager) */
+    uint32_t version_inline[3];
+    void *chunk;          /* the arena chunk it was carved from, or NULL (node.c) */
+    /* Read only by the rules: right after the node when it has some, else
+     * a shared block of zeros (most recorded ops have none: the node is
+     * then 2 cache lines, not 5). */
+    const cn_attrs *attrs;
 } cn_node;
 
 /* A block of memory on one device, shared by every view of it. */
@@ -287,7 +294,11 @@ extern _Thread_local uint8_t cn_autocast_dt;
 
 /* ---- nodes (node.c) ---- */
 cn_node *cn_node_new(int op, cn_tensor *const *in, int nin, const cn_attrs *a);
+/* The same from malloc, for nodes that outlive a step (static graphs). */
+cn_node *cn_node_new_heap(int op, cn_tensor *const *in, int nin, const cn_attrs *a);
 void cn_node_release(cn_node *n);
+/* Chunks of tape nodes taken from malloc and not given back (tests). */
+int64_t cn_node_arena_chunks(void);
 /* Set by the graph layer to free node->extra. */
 extern void (*cn_node_extra_free)(void *extra);
 

@@ -12,6 +12,9 @@ static _Thread_local bool kept;
 /* Runs at thread exit, while the thread's own storage is still there. */
 static void thread_exit(void *unused) {
     (void)unused;
+    /* What is kept after this (a node freed by another key's destructor)
+     * registers again, and the destructors run another round. */
+    kept = false;
     cn_scope_thread_free();
     cn_t_struct_cache_flush();
     cn_node_struct_cache_flush();

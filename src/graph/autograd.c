@@ -274,7 +274,7 @@ static bool add_in_place(cn_tensor **acc, const cn_op_def *op, const cn_node *n,
         for (int d = 0; d < a->ndim; d++)
             if (a->strides[d] == 0 && a->shape[d] > 1) return false;
     }
-    if (op->vjp_add(n->in, n->nin, &n->attrs, g, i, a) < 0) {
+    if (op->vjp_add(n->in, n->nin, n->attrs, g, i, a) < 0) {
         if (a != *acc) cn_release(a);
         return false;
     }
@@ -319,7 +319,7 @@ static int walk_vjp_multi(walk *w, const cn_op_def *op, const cn_node *n, value 
         g[i] = NULL;
     }
     cn_scope_begin();
-    int rc = op->vjp_multi(n->in, n->nin, &n->attrs, v->t, v->grad, need, g);
+    int rc = op->vjp_multi(n->in, n->nin, n->attrs, v->t, v->grad, need, g);
     /* g[i]: owned for the needed inputs, NULL for the rest. */
     for (int i = 0; i < n->nin; i++) {
         if (need[i] && rc >= 0 && !g[i])
@@ -541,7 +541,7 @@ static int run_engine(const engine_args *e) {
         }
         /* A graph node built on a rank device: its gradient steps run on
          * that rank too (the data they read is there). */
-        bool coloc = on_rank_device(n);
+        bool coloc = cn_is_symbolic(v->t) && on_rank_device(n);
         if (op->vjp_multi) {
             if (coloc) cn_device_scope_begin_graph(*(const cn_device *)n->extra);
             rc = walk_vjp_multi(&w, op, n, v, e->fn);
@@ -555,7 +555,7 @@ static int run_engine(const engine_args *e) {
                 continue;
             if (coloc) cn_device_scope_begin_graph(*(const cn_device *)n->extra);
             cn_scope_begin();
-            cn_tensor *gi = op->vjp(n->in, n->nin, &n->attrs, v->t, v->grad, i);
+            cn_tensor *gi = op->vjp(n->in, n->nin, n->attrs, v->t, v->grad, i);
             gi = checked_grad(op, i, x, gi);
             cn_retain(gi);
             cn_scope_end();

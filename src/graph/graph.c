@@ -95,7 +95,7 @@ static cn_tensor *build_node(cn_op_id op, cn_tensor *const *in, int nin, const c
     }
     cn_tensor *t = new_symbolic(g, m->dtype, m->ndim, m->shape);
     if (!t) return NULL;
-    t->node = cn_node_new(op, in, nin, a);
+    t->node = cn_node_new_heap(op, in, nin, a);
     if (!t->node) {
         cn_release(t);
         return cn_fail("%s: out of memory building a graph node", d->name);

@@ -154,7 +154,7 @@ cn_ir *ir_from_graph(cn_tensor *const *outputs, int noutputs) {
                 if (!st) goto oom;
                 st->kind = IRS_OP;
                 st->op = n->op;
-                st->attrs = n->attrs;
+                st->attrs = *n->attrs;
                 st->out = id;
                 st->nin = n->nin;
                 st->in = malloc(sizeof *st->in * (size_t)(n->nin ? n->nin : 1));

@@ -161,12 +161,12 @@ static cn_tensor *leading_parts(cn_tensor *gout, int64_t H, int *parts) {
     const cn_node *n = cn_is_symbolic(gout) ? gout->node : NULL;
     *parts = 6;
     if (!n || n->op != CN_OP_slice_scatter || n->nin != 2 || H < 1) return gout;
-    const cn_attrs *a = &n->attrs;
+    const cn_attrs *a = n->attrs;
     const cn_node *z = n->in[0]->node;
     int64_t stop = a->i[2];
     if (a->i[0] != 2 || a->i[1] != 0 || a->i[3] != 1 || stop % H || stop / H < 1 ||
-        stop / H > 5 || !z || z->op != CN_OP_full_like || z->attrs.f[0] != 0 ||
-        signbit(z->attrs.f[0]) || z->attrs.i[0] != -1 || n->in[1]->shape[2] != stop)
+        stop / H > 5 || !z || z->op != CN_OP_full_like || z->attrs->f[0] != 0 ||
+        signbit(z->attrs->f[0]) || z->attrs->i[0] != -1 || n->in[1]->shape[2] != stop)
         return gout;
     *parts = (int)(stop / H);
     return n->in[1];
