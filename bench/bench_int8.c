@@ -5,9 +5,11 @@
  *     linked in as bench_static does) at batch 64;
  * and the GEMMs alone, the int8 one (int16 operands: vpmaddwd on AVX2,
  * vpdpwssd where the CPU has AVX512_VNNI; the kernel is named on stderr,
- * and CN_ISA=avx2 picks the AVX2 one) against the f32 matmul (OpenBLAS's
- * sgemm where the build has it) at the same sizes, in G multiply-adds x 2
- * per second.
+ * and CN_ISA=avx2 picks the AVX2 one) against the f32 matmul (cn_matmul:
+ * OpenBLAS's sgemm where the build has it, or the built-in GEMM where
+ * OpenBLAS has only an older core's kernels for this CPU; `chutney
+ * --version` says which) at the same sizes, in G multiply-adds x 2 per
+ * second.
  * Each f32 module and its int8 copy (same weights) run interleaved, so
  * drift on a shared machine hits both alike; figures are medians in ms.
  *

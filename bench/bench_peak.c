@@ -45,7 +45,8 @@ static const double ops_per_iter[NROWS] = {12 * 16, 12 * 32, 12 * 64, 10 * 64, 1
 #define ZERO_ZMM "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"
 #define CLOBBER_ZMM "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
                     "xmm9", "xmm10", "xmm11", "xmm30", "xmm31", "cc"
-#define LOOP(BODY) "1:\n\t" BODY "dec %0\n\tjnz 1b"
+/* vzeroupper after: the rows between leave no dirty upper state behind. */
+#define LOOP(BODY) "1:\n\t" BODY "dec %0\n\tjnz 1b\n\tvzeroupper"
 
 __attribute__((target("avx2,fma"))) static void run_fma256(long n) {
     __asm__ volatile("vxorps %%ymm14, %%ymm14, %%ymm14\n\tvxorps %%ymm15, %%ymm15, %%ymm15\n\t"
@@ -61,8 +62,8 @@ __attribute__((target("avx512f,avx512bf16"))) static void run_dpbf16(long n) {
 }
 __attribute__((target("avx512f,avx512bw"))) static void run_maddwd(long n) {
     __asm__ volatile(ZERO_ZMM LOOP(R10(MADDWD))
-                     : "+r"(n)::CLOBBER_ZMM, "xmm10", "xmm11", "xmm12", "xmm13", "xmm14",
-                       "xmm15", "xmm16", "xmm17", "xmm18", "xmm19");
+                     : "+r"(n)::CLOBBER_ZMM, "xmm12", "xmm13", "xmm14", "xmm15", "xmm16",
+                       "xmm17", "xmm18", "xmm19");
 }
 __attribute__((target("avx512f,avx512vnni"))) static void run_dpwssd(long n) {
     __asm__ volatile(ZERO_ZMM LOOP(R12(DPWSSD)) : "+r"(n)::CLOBBER_ZMM);

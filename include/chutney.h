@@ -131,10 +131,13 @@ int cn_build_feature_get(int i, cn_build_feature *out);
  * is compiled in this build and this CPU runs it. */
 const char *cn_cpu_isa(void);
 bool cn_cpu_isa_available(const char *name);
-/* Which GEMM f32/f64 products run on the CPU, and why: "OpenBLAS (Haswell
- * kernels)", or the built-in one ("built-in (OpenBLAS runs this CPU with
- * Prescott's kernels, ...)" when the BLAS chose an older core's kernels for a
- * CPU it does not know). CN_GEMM=blas|builtin in the environment forces it. */
+/* Which GEMM f32/f64 products run on the CPU, and why, e.g. "OpenBLAS
+ * (Haswell kernels)", "BLAS" (another CBLAS), "built-in (no BLAS in this
+ * build)", or "built-in (OpenBLAS runs this CPU with Prescott's kernels,
+ * ...)" when OpenBLAS chose an older core's kernels for a CPU it does not
+ * know. CN_GEMM=blas|builtin in the environment forces it (blas only where
+ * the build has a BLAS); the string says so, and names a CN_GEMM value it
+ * did not understand. */
 const char *cn_cpu_gemm(void);
 
 /* The thread-local message of the last failure ("" if none). */

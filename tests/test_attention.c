@@ -302,6 +302,48 @@ static void test_same_bits_any_threads(void) {
     }
 }
 
+static bool bits_equal(cn_tensor *a, cn_tensor *b) {
+    if (!a || !b || cn_numel(a) != cn_numel(b)) return false;
+    size_t n = (size_t)cn_numel(a);
+    float *x = malloc(n * 4 + 4), *y = malloc(n * 4 + 4);
+    bool ok = x && y && cn_copy_to_buffer(a, CN_F32, x, n * 4) == 0 &&
+              cn_copy_to_buffer(b, CN_F32, y, n * 4) == 0 && memcmp(x, y, n * 4) == 0;
+    free(x);
+    free(y);
+    return ok;
+}
+
+/* The causal flag takes exp of each row's visible keys only (attention_tiles.h,
+ * live); a boolean mask of the same pattern takes whole rows. Output and
+ * gradients must be the same bits, over several key blocks with L != S.
+ * (Finite inputs: with a NaN in a query row the causal path also skips
+ * whole blocks of keys no row of a block sees, so the NaN does not reach
+ * those keys' gradients as it does through the mask.) */
+static void test_causal_same_bits_as_mask(void) {
+    th_seed(21);
+    const int64_t L = 200, S = 300;
+    uint8_t *keep = malloc((size_t)(L * S));
+    for (int64_t i = 0; i < L; i++)
+        for (int64_t j = 0; j < S; j++) keep[i * S + j] = j <= i;
+    cn_tensor *mask = cn_from_data(CN_BOOL, CN_SHAPE(L, S), keep);
+    for (int rep = 0; rep < 2; rep++) {
+        cn_tensor *x[3] = {RND(CN_F32, TH_CONTIG, 2, L, 16), RND(CN_F32, TH_CONTIG, 2, S, 16),
+                           RND(CN_F32, TH_CONTIG, 2, S, 8)};
+        cn_tensor *w = RND(CN_F32, TH_CONTIG, 2, L, 8), *y[2], *g[2][3];
+        for (int i = 0; i < 3; i++) cn_set_requires_grad(x[i], true);
+        for (int t = 0; t < 2; t++) {
+            y[t] = cn_scaled_dot_product_attention(x[0], x[1], x[2], t ? mask : NULL, 0, !t, 0);
+            cn_tensor *loss = cn_sum(cn_mul(y[t], w), NULL, 0, false);
+            CHECK(cn_grad(&loss, NULL, 1, x, 3, g[t], 0) == 0);
+        }
+        CHECK_MSG(bits_equal(y[0], y[1]), "%d: causal output differs from the mask's", rep);
+        for (int i = 0; i < 3; i++)
+            CHECK_MSG(bits_equal(g[0][i], g[1][i]),
+                      "%d: gradient %d of causal attention differs from the mask's", rep, i);
+    }
+    free(keep);
+}
+
 /* L = S = 1024, E = 64: the tiled path with many blocks, causal skipping. */
 static void test_long_sequence(void) {
     th_seed(3);
@@ -725,6 +767,7 @@ int main(void) {
     RUN(test_small_against_loops);
     RUN(test_medium_against_loops);
     RUN(test_same_bits_any_threads);
+    RUN(test_causal_same_bits_as_mask);
     RUN(test_long_sequence);
     RUN(test_logsumexp_column);
     RUN(test_fully_masked_rows);

@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include "backend/cpu/gemm.h"
+#include "core/isa.h"
 
 /* ---- the reference ---- */
 
@@ -653,6 +654,37 @@ static void test_gemm_choice(void) {
     CHECK(!cn_gemm_blas_core_narrow("Prescott2")); /* unknown names are trusted */
     CHECK(!cn_gemm_blas_core_narrow(""));
     CHECK(!cn_gemm_blas_core_narrow(NULL));
+    /* The whole rule, whatever this machine is: (CN_GEMM, BLAS built in,
+     * OpenBLAS's core, level) -> BLAS or not, and what the reason says. */
+    static const struct {
+        const char *env;
+        bool have;
+        const char *core;
+        int isa;
+        bool blas;
+        const char *says;
+    } rules[] = {
+        {NULL, true, "Prescott", CN_ISA_AVX512, false, "Prescott's kernels"},
+        {NULL, true, "Prescott", CN_ISA_AVX2, false, "without AVX2+FMA"},
+        {NULL, true, "Prescott", CN_ISA_DEFAULT, true, "OpenBLAS (Prescott kernels)"},
+        {NULL, true, "Haswell", CN_ISA_AVX2, true, "OpenBLAS (Haswell kernels)"},
+        {NULL, true, "Zen", CN_ISA_AVX512, true, "OpenBLAS (Zen kernels)"},
+        {NULL, true, NULL, CN_ISA_AVX512, true, "BLAS"},
+        {"blas", true, "Prescott", CN_ISA_AVX512, true, "CN_GEMM=blas"},
+        {"builtin", true, "Haswell", CN_ISA_AVX2, false, "CN_GEMM=builtin"},
+        {"blas", false, NULL, CN_ISA_AVX2, false, "CN_GEMM=blas ignored"},
+        {NULL, false, NULL, CN_ISA_AVX2, false, "no BLAS in this build"},
+        {"BLAS", true, "Haswell", CN_ISA_AVX2, true, "CN_GEMM=BLAS not understood"},
+        {"bltin", true, "Prescott", CN_ISA_AVX2, false, "CN_GEMM=bltin not understood"},
+        {"x", true, NULL, CN_ISA_AVX2, true, "BLAS (CN_GEMM=x not understood)"},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        char said[192];
+        bool got = cn_gemm_blas_choose(rules[i].env, rules[i].have, rules[i].core, rules[i].isa,
+                                       said, sizeof said);
+        CHECK_MSG(got == rules[i].blas && strstr(said, rules[i].says),
+                  "rule %zu: %s, \"%s\"", i, got ? "BLAS" : "built-in", said);
+    }
 }
 
 int main(void) {

@@ -284,8 +284,11 @@ static void test_qgemm_kernels(void) {
                           "%s: K 4099, kind %d%s", kernel, kind, x ? ", extremes" : "");
         }
         q8_extreme = false;
-        static const int64_t Mg[] = {63, 64, 65, 70, 131}, Kg[] = {511, 512, 513, 1025, 1100};
-        for (int i = 0; i < 5; i++)
+        /* the row groups' edge (64) with K past one chunk (1024 = 512
+         * pairs), a whole number of chunks, and one past it */
+        static const int64_t Mg[] = {63, 64, 65, 70, 131, 64, 65},
+                             Kg[] = {1025, 1026, 2048, 513, 1100, 2049, 511};
+        for (int i = 0; i < 7; i++)
             for (int kind = 0; kind < QK_KINDS; kind++)
                 CHECK_MSG(qgemm_case(Mg[i], 17, Kg[i], kind & 1, i & 1, false, kind) == 0,
                           "%s: M %lld K %lld, kind %d", kernel, (long long)Mg[i],

@@ -32,7 +32,6 @@ void openblas_set_num_threads(int num_threads);
 /* OpenBLAS's own, exported for its fork handler; weak, since a build of it
  * need not have it. */
 extern int blas_thread_shutdown_(void) __attribute__((weak));
-static atomic_bool openblas_threads_stopped;
 #endif
 
 #define CN_MAX_THREADS 256
@@ -241,6 +240,22 @@ int cn_set_num_threads(int n) {
     if (in_region) /* the job's submitter holds submit_mu: waiting for it would deadlock */
         return cn_failc(CN_ESTATE, "set_num_threads: not allowed inside a parallel region");
     pthread_mutex_lock(&submit_mu);
+#ifdef CN_HAVE_OPENBLAS
+    /* OpenBLAS runs on the calling thread only: large products are split
+     * over this pool instead (gemm.c), so BLAS threads and ours never
+     * compete for the cores (OpenBLAS's own threads spin in sched_yield).
+     * That call leaves the worker threads OpenBLAS started when it was
+     * loaded waiting for work in sched_yield, and on an Emerald Rapids
+     * Xeon one spun through whole runs (1.1 s of an mlp training run), on
+     * the core our second thread needs: MobileNetV3's batch-1 inference at
+     * 2 threads took 8.8 ms instead of 5.2 over its first ten passes. So
+     * they are stopped too (OpenBLAS starts them again if anything asks it
+     * for more threads; with none running the call returns at once). Both
+     * before the count is published: a thread that sees it may call BLAS,
+     * which must not find workers being stopped. */
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
+#endif
     int old = atomic_exchange(&nthreads, n);
     if (old != n && nworkers > 0) {
         /* Workers now beyond the count leave their sleep on jobs; those
@@ -250,21 +265,6 @@ int cn_set_num_threads(int n) {
         cn_word_wake_all(&pool_gen);
     }
     pthread_mutex_unlock(&submit_mu);
-#ifdef CN_HAVE_OPENBLAS
-    /* OpenBLAS runs on the calling thread only: large products are split
-     * over this pool instead (gemm.c), so BLAS threads and ours never
-     * compete for the cores (OpenBLAS's own threads spin in sched_yield). */
-    openblas_set_num_threads(1);
-    /* That leaves the worker threads OpenBLAS started when it was loaded
-     * waiting for work in sched_yield, and on an Emerald Rapids Xeon one
-     * spun through whole runs (1.1 s of an mlp training run), on the core
-     * our second thread needs: MobileNetV3's batch-1 inference at 2
-     * threads took 8.8 ms instead of 5.0 over its first ten passes.
-     * Nothing here runs BLAS on more than one thread, so they are stopped,
-     * once (OpenBLAS starts them again if anything asks it for more). */
-    if (blas_thread_shutdown_ && !atomic_exchange(&openblas_threads_stopped, true))
-        blas_thread_shutdown_();
-#endif
     return CN_OK;
 }
 

@@ -57,7 +57,8 @@ static int F(scores)(const sdpa_geom *g, const sdpa_off *o, int64_t i0, int64_t 
  * the causal mask the rest are -inf (scores), whose exp is 0. Taking exp of
  * the live prefix only halves the exps of a causal model's attention
  * (9% of a small GPT's training step); the rest is written as zeros, the
- * same bits. */
+ * same bits (the row sums add the same terms in the same order; a row whose
+ * logsumexp is NaN is taken whole, below). */
 static inline int64_t F(live)(const sdpa_geom *g, int64_t i, int64_t j0, int64_t bn) {
     if (!g->causal) return bn;
     int64_t n = i - j0 + 1;
@@ -158,7 +159,8 @@ static void F(probs)(const sdpa_geom *g, T *restrict s, const T *lse, int64_t i0
                      int64_t j0, int64_t bn) {
     for (int64_t r = 0; r < bm; r++) {
         T sum, *sr = s + r * bn;
-        int64_t n = F(live)(g, i0 + r, j0, bn);
+        /* a NaN row (lse NaN) keeps its NaNs everywhere, as exp(-inf - NaN) */
+        int64_t n = lse[r] != lse[r] ? bn : F(live)(g, i0 + r, j0, bn);
         F(exp_row)(sr, n, lse[r], &sum);
         memset(sr + n, 0, sizeof(T) * (size_t)(bn - n));
     }

@@ -950,38 +950,54 @@ bool cn_gemm_blas_core_narrow(const char *name) {
 char *openblas_get_corename(void);
 #endif
 
+bool cn_gemm_blas_choose(const char *env, bool have_blas, const char *core, int isa, char *why,
+                         size_t why_size) {
+    const char *lib = core ? "OpenBLAS" : "BLAS";
+    bool forced_blas = env && !strcmp(env, "blas"), forced_builtin = env && !strcmp(env, "builtin");
+    if (!have_blas) {
+        snprintf(why, why_size, "built-in (no BLAS in this build%s)",
+                 forced_blas ? "; CN_GEMM=blas ignored" : "");
+        return false;
+    }
+    if (forced_builtin) {
+        snprintf(why, why_size, "built-in (CN_GEMM=builtin)");
+        return false;
+    }
+    if (forced_blas) {
+        snprintf(why, why_size, "%s (CN_GEMM=blas)", lib);
+        return true;
+    }
+    /* Anything else in CN_GEMM is named, so a typo does not pass unseen. */
+    char note[64] = "";
+    if (env && *env) snprintf(note, sizeof note, "; CN_GEMM=%.20s not understood", env);
+    if (isa >= CN_ISA_AVX2 && cn_gemm_blas_core_narrow(core)) {
+        snprintf(why, why_size,
+                 "built-in (OpenBLAS runs this CPU with %s's kernels, without AVX2+FMA; "
+                 "CN_GEMM=blas overrides%s)", core, note);
+        return false;
+    }
+    if (core) snprintf(why, why_size, "OpenBLAS (%s kernels%s)", core, note);
+    else snprintf(why, why_size, "BLAS%s%s%s", *note ? " (" : "", *note ? note + 2 : "",
+                  *note ? ")" : "");
+    return true;
+}
+
 /* Decided once, on the first product or question. */
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static bool blas_use;
-static char blas_why[160];
+static char blas_why[192];
 
 static void blas_decide(void) {
-#ifndef CN_HAVE_CBLAS
-    blas_use = false;
-    snprintf(blas_why, sizeof blas_why, "built-in (no BLAS in this build)");
-#else
-    const char *e = getenv("CN_GEMM"), *core = NULL;
+    const char *core = NULL;
+    bool have = false;
+#ifdef CN_HAVE_CBLAS
+    have = true;
+#endif
 #ifdef CN_HAVE_OPENBLAS
     core = openblas_get_corename();
 #endif
-    const char *lib = core ? "OpenBLAS" : "BLAS";
-    if (e && !strcmp(e, "builtin")) {
-        blas_use = false;
-        snprintf(blas_why, sizeof blas_why, "built-in (CN_GEMM=builtin)");
-    } else if (e && !strcmp(e, "blas")) {
-        blas_use = true;
-        snprintf(blas_why, sizeof blas_why, "%s (CN_GEMM=blas)", lib);
-    } else if (cn_isa() >= CN_ISA_AVX2 && cn_gemm_blas_core_narrow(core)) {
-        blas_use = false;
-        snprintf(blas_why, sizeof blas_why,
-                 "built-in (OpenBLAS runs this CPU with %s's kernels, without AVX2+FMA; "
-                 "CN_GEMM=blas overrides)", core);
-    } else {
-        blas_use = true;
-        if (core) snprintf(blas_why, sizeof blas_why, "OpenBLAS (%s kernels)", core);
-        else snprintf(blas_why, sizeof blas_why, "BLAS");
-    }
-#endif
+    blas_use = cn_gemm_blas_choose(getenv("CN_GEMM"), have, core, cn_isa(), blas_why,
+                                   sizeof blas_why);
 }
 
 bool cn_gemm_uses_blas(const char **why) {

@@ -32,6 +32,11 @@ bool cn_gemm_uses_blas(const char **why);
  * has no AVX2+FMA kernels, compared case-insensitively; unknown names are
  * trusted. */
 bool cn_gemm_blas_core_narrow(const char *name);
+/* The whole choice from its inputs (CN_GEMM's value or NULL, whether the
+ * build has BLAS, OpenBLAS's core or NULL, the instruction-set level):
+ * true for BLAS; why gets the reason cn_cpu_gemm reports. */
+bool cn_gemm_blas_choose(const char *env, bool have_blas, const char *core, int isa, char *why,
+                         size_t why_size);
 
 /* The built-in kernels only (never BLAS): what cn_gemm uses without BLAS. */
 int cn_gemm_builtin(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
