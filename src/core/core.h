@@ -194,6 +194,15 @@ static inline bool cn_is_int_dtype(cn_dtype dt) {
     return dt == CN_I32 || dt == CN_I64 || dt == CN_U8 || dt == CN_I8;
 }
 static inline bool cn_is_half(cn_dtype dt) { return dt == CN_F16 || dt == CN_BF16; }
+/* f32 -> bf16 rounded to nearest even, a NaN kept quiet with its sign and
+ * top payload: cn_f32_to_bf16, inline and written as selects so that
+ * loops over it vectorise (copy.c's casts). */
+static inline uint16_t cn_bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
 /* Load element i of a typed array as double / store a double (with the cast
  * rules of cn_cast: float->int truncates toward zero, ->bool is != 0). */
 double cn_load_f64(const void *p, cn_dtype dt, int64_t i);

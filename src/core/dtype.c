@@ -92,12 +92,7 @@ float cn_f16_to_f32(uint16_t h) {
     return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-uint16_t cn_f32_to_bf16(float x) {
-    uint32_t u = f32_bits(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
+uint16_t cn_f32_to_bf16(float x) { return cn_bf16_round(x); }
 
 float cn_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 

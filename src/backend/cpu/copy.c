@@ -52,20 +52,12 @@ static void copy_same(void *p, int64_t n, char **ptr, const int64_t *st) {
 
 /* f32 <-> bf16 rows, unit strides: autocast casts every product's inputs
  * to bf16 and back, and through cn_f32_to_bf16 (a call per element) those
- * casts were 20% of an mlp training step. The same rounding as that
- * function (to nearest even, a NaN kept quiet with its sign and top
- * payload), written as selects so that the loop vectorises; strided rows
- * (a transposed weight) use it inline too. */
-static inline uint16_t bf16_of(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-}
-
+ * casts were 20% of an mlp training step. That function's rounding
+ * inline (cn_bf16_round, core.h), so that the loop vectorises; strided
+ * rows (a transposed weight) use it inline too. */
 CN_HOT_FN(f32_to_bf16_row, (int64_t n, uint16_t *restrict d, const float *restrict s),
           (n, d, s)) {
-    for (int64_t i = 0; i < n; i++) d[i] = bf16_of(s[i]);
+    for (int64_t i = 0; i < n; i++) d[i] = cn_bf16_round(s[i]);
 }
 
 CN_HOT_FN(bf16_to_f32_row, (int64_t n, float *restrict d, const uint16_t *restrict s),
@@ -103,7 +95,7 @@ static void copy_convert(void *p, int64_t n, char **ptr, const int64_t *st) {
     if (sd == CN_F16 && dd == CN_F32) { CONVERT_LOOP(float, uint16_t, cn_f16_to_f32(x)); return; }
     if (sd == CN_F32 && dd == CN_F16) { CONVERT_LOOP(uint16_t, float, cn_f32_to_f16(x)); return; }
     if (sd == CN_BF16 && dd == CN_F32) { CONVERT_LOOP(float, uint16_t, cn_bf16_to_f32(x)); return; }
-    if (sd == CN_F32 && dd == CN_BF16) { CONVERT_LOOP(uint16_t, float, bf16_of(x)); return; }
+    if (sd == CN_F32 && dd == CN_BF16) { CONVERT_LOOP(uint16_t, float, cn_bf16_round(x)); return; }
     if (dd == CN_BOOL && sd == CN_F32) { CONVERT_LOOP(uint8_t, float, x != 0); return; }
     bool ints = !cn_dtype_is_float(sd) && !cn_dtype_is_float(dd);
     for (int64_t i = 0; i < n; i++) {
