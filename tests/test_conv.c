@@ -261,7 +261,9 @@ static void test_fast_vs_reference(void) {
 }
 
 /* The direct depthwise kernel against the reference loops over the
- * geometries it takes, f32 and f64, and the same bits at 1 and 2 threads. */
+ * geometries it takes, f32 and f64, at every instruction-set level this CPU
+ * runs (f32 at the AVX-512 level has 64-byte vectors of its own), and the
+ * same bits at 1 and 2 threads. */
 static void test_depthwise(void) {
     static const conv_case cases[] = {
         {2, 3, 9, 11, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, true},    /* MobileNet's 3x3 */
@@ -277,6 +279,13 @@ static void test_depthwise(void) {
         {1, 2, 7, 20, 2, 5, 5, 2, 2, 2, 1, 1, 1, 2, true},    /* stride 2, padding 1 on a side */
         {1, 2, 16, 40, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, true},   /* stride 2, 20 columns: 2 vectors */
         {2, 3, 6, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, true},    /* 16 columns: 2 vectors exactly */
+        /* rows for 64-byte vectors (AVX-512): 37 columns, a block of 32 and
+         * an overlapping vector; stride 2 onto 19; 5x5 onto 12 (one vector,
+         * its store spilling into the next row); 7x7 onto 9 */
+        {1, 2, 9, 37, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, true},
+        {1, 2, 10, 38, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, true},
+        {2, 2, 7, 12, 2, 5, 5, 1, 1, 2, 2, 1, 1, 2, true},
+        {1, 3, 8, 9, 6, 7, 7, 1, 1, 3, 3, 1, 1, 3, false},
     };
     th_seed(33);
     int nt = cn_get_num_threads();
@@ -291,8 +300,15 @@ static void test_depthwise(void) {
             products(c, in[0], in[1], in[2], in[3], ref);
             cn_conv_set_impl(prev);
             char label[32];
+            int level = cn_isa();
+            for (int l = 0; l < CN_ISA_LEVELS; l++)
+                if (cn_isa_available(l)) {
+                    cn_isa_set(l);
+                    snprintf(label, sizeof label, "depthwise case %d %s", k, cn_isa_name(l));
+                    check_products(label, c, dt, in, ref, CN_CONV_DEPTHWISE);
+                }
+            cn_isa_set(level);
             snprintf(label, sizeof label, "depthwise case %d", k);
-            check_products(label, c, dt, in, ref, CN_CONV_DEPTHWISE);
             for (int t = 0; t < 2; t++) {
                 cn_set_num_threads(t + 1);
                 products(c, in[0], in[1], in[2], in[3], r[t]);
@@ -321,6 +337,18 @@ static void test_depthwise_unread_inf(void) {
     CHECK_CLOSE(cn_get(r[1], (int64_t[]){0, 0, 0, 0}), 3, 0, 0);
     CHECK_CLOSE(cn_get(r[1], (int64_t[]){0, 0, 0, 1}), 6, 0, 0);
     CHECK_CLOSE(cn_get(r[0], (int64_t[]){0, 0, 0, 0}), 3, 0, 0);
+}
+
+/* The names CN_CONV takes. */
+static void test_impl_names(void) {
+    CHECK(cn_conv_impl_from_name("auto") == CN_CONV_AUTO);
+    CHECK(cn_conv_impl_from_name("ref") == CN_CONV_REF);
+    CHECK(cn_conv_impl_from_name("gemm") == CN_CONV_GEMM);
+    CHECK(cn_conv_impl_from_name("dnnl") == CN_CONV_DNNL);
+    CHECK(cn_conv_impl_from_name("depthwise") == CN_CONV_DEPTHWISE);
+    CHECK(cn_conv_impl_from_name("GEMM") == -1);
+    CHECK(cn_conv_impl_from_name("") == -1);
+    CHECK(cn_conv_impl_from_name(NULL) == -1);
 }
 
 /* The reference loops themselves against a tiny hand computation. */
@@ -437,6 +465,7 @@ int main(void) {
     RUN(test_unbatched);
     RUN(test_fast_vs_reference);
     RUN(test_depthwise);
+    RUN(test_impl_names);
     RUN(test_depthwise_unread_inf);
     RUN(test_threads_same_bits);
     RUN(test_empty_and_half);

@@ -27,8 +27,11 @@
 #include "gemm.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=fast")
@@ -36,7 +39,28 @@
 
 static cn_conv_impl conv_impl = CN_CONV_AUTO;
 
+int cn_conv_impl_from_name(const char *name) {
+    static const char *const names[] = {"auto", "ref", "gemm", "dnnl", "depthwise"};
+    for (int k = 0; name && k < (int)(sizeof names / sizeof names[0]); k++)
+        if (!strcmp(name, names[k])) return k;
+    return -1;
+}
+
+/* CN_CONV forces an implementation for the whole process, as
+ * cn_conv_set_impl does (read once, before the first convolution picks). */
+static pthread_once_t conv_env_once = PTHREAD_ONCE_INIT;
+static void conv_env_read(void) {
+    const char *e = getenv("CN_CONV");
+    if (!e || !*e || conv_impl != CN_CONV_AUTO) return;
+    int impl = cn_conv_impl_from_name(e);
+    if (impl < 0)
+        fprintf(stderr, "chutney: CN_CONV=%s is not auto, gemm, dnnl, depthwise or ref; using auto\n",
+                e);
+    else conv_impl = (cn_conv_impl)impl;
+}
+
 cn_conv_impl cn_conv_set_impl(cn_conv_impl impl) {
+    pthread_once(&conv_env_once, conv_env_read);
     cn_conv_impl prev = conv_impl;
     conv_impl = impl;
     return prev;
@@ -637,6 +661,7 @@ bool cn_conv_have_dnnl(void) {
 
 /* 0 reference, 1 GEMM, 2 oneDNN, 3 the direct depthwise kernel. */
 static int pick(const cn_conv_geom *g, cn_dtype dt, int which) {
+    pthread_once(&conv_env_once, conv_env_read);
     switch (conv_impl) {
     case CN_CONV_REF: return 0;
     case CN_CONV_GEMM: return 1;

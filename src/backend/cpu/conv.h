@@ -40,6 +40,9 @@ typedef enum cn_conv_impl {
 /* Force an implementation (process-wide, not thread-safe: call it before
  * convolutions run). Returns the previous setting. */
 cn_conv_impl cn_conv_set_impl(cn_conv_impl impl);
+/* The implementation CN_CONV=name asks for ("auto", "ref", "gemm", "dnnl",
+ * "depthwise"), or -1. */
+int cn_conv_impl_from_name(const char *name);
 /* Whether the build has oneDNN. */
 bool cn_conv_have_dnnl(void);
 

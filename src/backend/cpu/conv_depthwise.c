@@ -24,8 +24,9 @@
  * registers (the buffers are as wide as the columns rounded up to VL),
  * written with GCC's vector extensions (as pool_max2x2.c: GCC's own
  * vectoriser kept the block's sums in scalar registers) and compiled for
- * each CN_HOT_FN level (32-byte vectors at the AVX-512 level too: not
- * measured wider, no such CPU here); other compilers take the GEMM path.
+ * each CN_HOT_FN level (32-byte vectors, and for f32 at the AVX-512 level
+ * 64-byte ones where a plane's rows are wide enough: f32_fn); other
+ * compilers take the GEMM path.
  * Products are contracted to FMAs, as in conv.c, so the default level's
  * bits differ from the others' in the last place.
  *
@@ -107,13 +108,17 @@ static void *zalloc(size_t nbytes) {
 
 /* Elements a plane buffer holds past Hp x Wp: a stride-2 load reads two
  * vectors, one element beyond the last it keeps. */
-#define SLACK 16
+#define SLACK 32
 
 #if defined(__clang__)
 #define EVEN_f32(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#define EVEN_f32z(a, b)                                                                            \
+    __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
 #define EVEN_f64(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
 #else
 #define EVEN_f32(a, b) __builtin_shuffle(a, b, (vi_f32){0, 2, 4, 6, 8, 10, 12, 14})
+#define EVEN_f32z(a, b)                                                                            \
+    __builtin_shuffle(a, b, (vi_f32z){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
 #define EVEN_f64(a, b) __builtin_shuffle(a, b, (vi_f64){0, 2, 4, 6})
 #endif
 
@@ -144,9 +149,9 @@ static void *zalloc(size_t nbytes) {
     }
 
 #define DEFINE_DW(T, SFX, VL, IT)                                                                  \
-    typedef T v_##SFX __attribute__((vector_size(32)));                                            \
-    typedef T vu_##SFX __attribute__((vector_size(32), aligned(1), may_alias));                    \
-    typedef IT vi_##SFX __attribute__((vector_size(32)));                                          \
+    typedef T v_##SFX __attribute__((vector_size(VL * sizeof(T))));                                \
+    typedef T vu_##SFX __attribute__((vector_size(VL * sizeof(T)), aligned(1), may_alias));        \
+    typedef IT vi_##SFX __attribute__((vector_size(VL * sizeof(T))));                              \
                                                                                                    \
     /* src [H, W]'s element (r, c) into P [Hp, Wp] at (top + r uh,                               \
      * left + c uw) where that lies inside. The rest of P is zeroed once                          \
@@ -291,45 +296,6 @@ static void *zalloc(size_t nbytes) {
         else stencil_any_##SFX(s, P, nk, k, b, y);                                                 \
     }                                                                                              \
                                                                                                    \
-    /* lanes [KH KW, VL] += the weight gradient's terms of one plane: g is                        \
-     * dy's plane [OH, OWr], zero past OW. Each tap's lane takes its terms                        \
-     * in the order (oh, column); up to WJ taps of a kernel row are summed                        \
-     * side by side, in registers, each dy vector loaded once for them. */                        \
-    CN_ISA_INLINE_ void wlanes_body_##SFX(const stencil *s, const T *P, const T *g, T *lanes,     \
-                                          int64_t sw) {                                            \
-        const int64_t KW = s->KW;                                                                  \
-        for (int64_t i = 0; i < s->KH; i++)                                                        \
-            for (int64_t j0 = 0; j0 < KW; j0 += WJ) {                                              \
-                const int64_t nj = imin(WJ, KW - j0);                                              \
-                T *lp = lanes + (i * KW + j0) * VL;                                                \
-                v_##SFX acc[WJ];                                                                   \
-                for (int j = 0; j < WJ; j++) acc[j] = (v_##SFX){0};                                \
-                for (int j = 0; j < WJ; j++)                                                       \
-                    if (j < nj) acc[j] = LD(SFX, lp + j * VL);                                     \
-                for (int64_t oh = 0; oh < s->OH; oh++) {                                           \
-                    const T *x = P + (oh * s->sh + i * s->dh) * s->Wp + j0 * s->dw;                \
-                    const T *gr = g + oh * s->OWr;                                                 \
-                    for (int64_t c = 0; c < s->OWr; c += VL) {                                     \
-                        const v_##SFX gv = LD(SFX, gr + c);                                        \
-                        for (int j = 0; j < WJ; j++)                                               \
-                            if (j < nj) {                                                          \
-                                v_##SFX xv;                                                        \
-                                LOAD_STRIDED(SFX, VL, xv, x + c * sw + j * s->dw, sw);             \
-                                acc[j] += gv * xv;                                                 \
-                            }                                                                      \
-                    }                                                                              \
-                }                                                                                  \
-                for (int j = 0; j < WJ; j++)                                                       \
-                    if (j < nj) ST(SFX, lp + j * VL, acc[j]);                                      \
-            }                                                                                      \
-    }                                                                                              \
-    CN_HOT_FN(wlanes_##SFX, (const stencil *s, const T *P, const T *g, T *lanes),                 \
-              (s, P, g, lanes)) {                                                                  \
-        if (s->sw == 1) wlanes_body_##SFX(s, P, g, lanes, 1);                                      \
-        else if (s->sw == 2) wlanes_body_##SFX(s, P, g, lanes, 2);                                 \
-        else wlanes_body_##SFX(s, P, g, lanes, s->sw);                                             \
-    }                                                                                              \
-                                                                                                   \
     /* fwd: item = (n, c), its Og output planes. */                                               \
     static void fwd_items_##SFX(void *ctx, int64_t i0, int64_t i1) {                               \
         dw_conv *d = ctx;                                                                          \
@@ -392,6 +358,47 @@ static void *zalloc(size_t nbytes) {
                           (T *)d->out + it * g->H * g->W);                                         \
         }                                                                                          \
         cn_free(P);                                                                                \
+    }
+
+/* The weight gradient's functions, in 32-byte vectors only (see f32_fn). */
+#define DEFINE_DW_WGRAD(T, SFX, VL)                                                                \
+    /* lanes [KH KW, VL] += the weight gradient's terms of one plane: g is                        \
+     * dy's plane [OH, OWr], zero past OW. Each tap's lane takes its terms                        \
+     * in the order (oh, column); up to WJ taps of a kernel row are summed                        \
+     * side by side, in registers, each dy vector loaded once for them. */                        \
+    CN_ISA_INLINE_ void wlanes_body_##SFX(const stencil *s, const T *P, const T *g, T *lanes,     \
+                                          int64_t sw) {                                            \
+        const int64_t KW = s->KW;                                                                  \
+        for (int64_t i = 0; i < s->KH; i++)                                                        \
+            for (int64_t j0 = 0; j0 < KW; j0 += WJ) {                                              \
+                const int64_t nj = imin(WJ, KW - j0);                                              \
+                T *lp = lanes + (i * KW + j0) * VL;                                                \
+                v_##SFX acc[WJ];                                                                   \
+                for (int j = 0; j < WJ; j++) acc[j] = (v_##SFX){0};                                \
+                for (int j = 0; j < WJ; j++)                                                       \
+                    if (j < nj) acc[j] = LD(SFX, lp + j * VL);                                     \
+                for (int64_t oh = 0; oh < s->OH; oh++) {                                           \
+                    const T *x = P + (oh * s->sh + i * s->dh) * s->Wp + j0 * s->dw;                \
+                    const T *gr = g + oh * s->OWr;                                                 \
+                    for (int64_t c = 0; c < s->OWr; c += VL) {                                     \
+                        const v_##SFX gv = LD(SFX, gr + c);                                        \
+                        for (int j = 0; j < WJ; j++)                                               \
+                            if (j < nj) {                                                          \
+                                v_##SFX xv;                                                        \
+                                LOAD_STRIDED(SFX, VL, xv, x + c * sw + j * s->dw, sw);             \
+                                acc[j] += gv * xv;                                                 \
+                            }                                                                      \
+                    }                                                                              \
+                }                                                                                  \
+                for (int j = 0; j < WJ; j++)                                                       \
+                    if (j < nj) ST(SFX, lp + j * VL, acc[j]);                                      \
+            }                                                                                      \
+    }                                                                                              \
+    CN_HOT_FN(wlanes_##SFX, (const stencil *s, const T *P, const T *g, T *lanes),                 \
+              (s, P, g, lanes)) {                                                                  \
+        if (s->sw == 1) wlanes_body_##SFX(s, P, g, lanes, 1);                                      \
+        else if (s->sw == 2) wlanes_body_##SFX(s, P, g, lanes, 2);                                 \
+        else wlanes_body_##SFX(s, P, g, lanes, s->sw);                                             \
     }                                                                                              \
                                                                                                    \
     /* wgrad: item = c, the Og kernels of its group, over the whole batch. */                     \
@@ -454,6 +461,36 @@ typedef struct dw_conv {
 
 DEFINE_DW(float, f32, 8, int32_t)
 DEFINE_DW(double, f64, 4, int64_t)
+DEFINE_DW_WGRAD(float, f32, 8)
+DEFINE_DW_WGRAD(double, f64, 4)
+
+/* f32 at the AVX-512 level in 64-byte vectors, for planes whose output
+ * rows are wider than one 32-byte vector: such a row takes half as many
+ * vectors, a block twice the columns per instruction. bench_dwconv --best
+ * on an AVX-512 Xeon (docs/benchmarks.md): forward and input-gradient
+ * products on rows of 14 to 112 columns 1.1-1.4x faster; on rows of 7
+ * (one vector either way, a third of the wide one used) 1.3-1.4x slower,
+ * and the weight gradient 1.0-1.5x slower everywhere, so those keep the
+ * 32-byte vectors. The sums are made in the same order either way: the
+ * bits are those of the 32-byte code at the same level. */
+#if defined(CN_ISA_HAVE_AVX512) || defined(__AVX512F__)
+#define DW_WIDE 1
+DEFINE_DW(float, f32z, 16, int32_t)
+#endif
+
+/* The f32 function of a product whose output rows are `width` wide, for
+ * the active level. */
+static cn_range_fn f32_fn(cn_range_fn narrow, cn_range_fn wide, int64_t width) {
+    (void)wide, (void)width;
+#ifdef DW_WIDE
+    if (width > 8 && cn_isa() == CN_ISA_AVX512) return wide;
+#endif
+    return narrow;
+}
+#ifndef DW_WIDE
+#define fwd_items_f32z NULL
+#define dgrad_items_f32z NULL
+#endif
 
 /* Runs fn over n items on the pool, on contiguous inputs (x, w, dy, b as
  * the product has them). */
@@ -483,14 +520,14 @@ int cn_dw_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor 
                      const cn_tensor *bias, cn_tensor *y) {
     if (g->OH == 0 || g->OW == 0) return CN_OK;
     return run("conv2d", g, (cn_dtype)y->dtype, g->N * g->C, x, w, NULL, bias, y, true,
-               fwd_items_f32, fwd_items_f64);
+               f32_fn(fwd_items_f32, fwd_items_f32z, g->OW), fwd_items_f64);
 }
 
 int cn_dw_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,
                        const cn_tensor *bias, cn_tensor *dx) {
     if (g->H == 0 || g->W == 0) return CN_OK;
     return run("conv_transpose2d", g, (cn_dtype)dx->dtype, g->N * g->C, NULL, w, dy, bias, dx,
-               false, dgrad_items_f32, dgrad_items_f64);
+               false, f32_fn(dgrad_items_f32, dgrad_items_f32z, g->W), dgrad_items_f64);
 }
 
 int cn_dw_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *dy,
