@@ -153,7 +153,7 @@ static void run_chunk(void *ctx, int64_t t0, int64_t t1) {
     const sdpa_geom *g = j->g;
     size_t es = cn_dsize(g->dt);
     size_t wide = (size_t)(g->E > g->Ev ? g->E : g->Ev);
-    size_t blk = SDPA_BLOCK * es, panel = SDPA_MAX_ROWS * wide * es, row = SDPA_MAX_ROWS * es;
+    size_t blk = SDPA_MAX_ROWS * SDPA_KEYS * es, panel = SDPA_MAX_ROWS * wide * es, row = SDPA_MAX_ROWS * es;
     blk = (blk + 63) / 64 * 64, panel = (panel + 63) / 64 * 64, row = (row + 63) / 64 * 64;
     char *mem = cn_alloc(2 * blk + 3 * panel + 3 * row + SDPA_KEYS);
     if (!mem) {
@@ -192,12 +192,29 @@ static void release_all(cn_tensor **own, int n) {
     for (int i = 0; i < n; i++) cn_release(own[i]);
 }
 
+/* Query rows per task of the forward pass: equal blocks of at most
+ * SDPA_MAX_ROWS, a multiple of 8 (the GEMM tile's rows), or of at most
+ * SDPA_ROWS where the larger ones would leave a thread idle. Each block
+ * packs every key and value again for its GEMMs, so fewer, fuller blocks
+ * pack less: ViT-B/16's 197 rows were 64 + 64 + 64 + 5, the last block
+ * packing all keys and values for five rows. A row's result does not
+ * depend on its block (its sums run over the keys alone), so the choice
+ * may read the thread count. */
+static int64_t fwd_rows(const sdpa_geom *g) {
+    int64_t nb = (g->L + SDPA_MAX_ROWS - 1) / SDPA_MAX_ROWS;
+    if (g->B * nb < 2 * (int64_t)cn_get_num_threads()) nb = (g->L + SDPA_ROWS - 1) / SDPA_ROWS;
+    if (nb < 1) nb = 1;
+    int64_t rows = (g->L + nb - 1) / nb;
+    rows = (rows + 7) / 8 * 8;
+    return rows < SDPA_MAX_ROWS ? rows : SDPA_MAX_ROWS;
+}
+
 int cn_cpu_k_sdpa(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {
     (void)id, (void)nin;
     sdpa_geom g;
     cn_tensor *own[5] = {NULL};
     int rc = setup(&g, in, a, out, 3, own);
-    if (rc == 0) rc = run_tasks(&g, JOB_FWD, SDPA_ROWS, g.L);
+    if (rc == 0) rc = run_tasks(&g, JOB_FWD, fwd_rows(&g), g.L);
     release_all(own, 5);
     return rc;
 }

@@ -6,17 +6,19 @@
 
 #include "../../core/core.h"
 
-/* Tiles: blocks of SDPA_ROWS query rows by SDPA_KEYS keys everywhere. The
+/* Tiles: blocks of SDPA_KEYS keys everywhere, and of SDPA_ROWS query rows
+ * but in the forward pass (up to SDPA_MAX_ROWS rows there: fwd_rows in
+ * attention.c; a row's result does not depend on the rows beside it). The
  * forward pass and the query-side gradient take one block of rows per task
  * and walk the key blocks; the key-side gradient takes one block of keys per
  * task and walks the row blocks; the one-pass gradient (all of q, k and v)
  * takes a whole batch index. Fixed sizes and the same blocks in every
  * scheme, so each output element is summed in the same order whatever the
- * thread count and whichever scheme ran. A score block is 8192 elements
- * (32 KiB in f32): it stays in L1/L2 next to the panels the GEMMs read. */
+ * thread count and whichever scheme ran. A score block is at most 16384
+ * elements (64 KiB in f32): it stays in L2 next to the panels the GEMMs
+ * read. */
 #define SDPA_ROWS 64
 #define SDPA_KEYS 128
-#define SDPA_BLOCK (SDPA_ROWS * SDPA_KEYS)
 #define SDPA_MAX_ROWS (SDPA_ROWS > SDPA_KEYS ? SDPA_ROWS : SDPA_KEYS)
 
 /* An operand [batch..., rows, cols]: element (b, r, c) at p + off(b) + r rs
