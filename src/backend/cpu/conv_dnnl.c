@@ -375,6 +375,8 @@ typedef struct blocks {
     char *partial;   /* wgrad: one weight-sized part per block */
     size_t part_size; /* bytes of each part (in the primitive's format with wmine) */
     char *wmine;     /* the weights (fwd, dgrad) or the parts (wgrad) in the primitive's format */
+    char *xmine;     /* fwd in blocks of channels that all read x: x in the primitive's format */
+    size_t xmine_block; /* bytes of a block of the batch in xmine */
     const float *bias; /* fwd: the primitive's bias; dgrad: added to the C channels */
     cn_gemm_out eo;    /* fwd: the step's bounds, taken (clamp set), or none */
     cn_epilogue *ep;   /* fwd: the step's epilogue, taken, or NULL */
@@ -393,6 +395,7 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
                       k->p[2] + sizeof(float) * (ys * (size_t)n0 + k->yg * (size_t)j)};
         void *pre[3] = {NULL, NULL, NULL};
         if (k->which != WGRAD && k->wmine) pre[1] = k->wmine + k->wmine_block * (size_t)j;
+        if (k->xmine) pre[0] = k->xmine + k->xmine_block * (size_t)b;
         if (k->which == WGRAD && k->partial) {
             void *part = k->partial + k->part_size * (size_t)b;
             if (k->wmine) pre[1] = part;
@@ -511,6 +514,19 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
                               k.p[1] + sizeof(float) * k.wg * (size_t)j, &k.full->mine[1],
                               k.wmine + wmine_size * (size_t)j);
     }
+    /* Blocks of output channels that all read the whole of x (not grouped):
+     * x in the primitive's format once per sample, not once per block.
+     * ResNet-18 at batch 1 reordered each 3x3 layer's input 2 to 16 times
+     * (1.5 ms of its 29 on an AVX-512 Xeon, one thread). */
+    if (rc == CN_OK && which == FWD && k.nob > 1 && k.xg == 0 && k.full->reorder[0] &&
+        k.full == k.last) {
+        size_t xs = (size_t)(g->C * g->H * g->W) * sizeof(float) * (size_t)k.bs;
+        k.xmine_block = dnnl_memory_desc_get_size(&k.full->mine[0]);
+        if (!(k.xmine = cn_alloc(k.xmine_block * (size_t)k.nblk))) rc = CN_ENOMEM;
+        for (int64_t b = 0; b < k.nblk && rc == CN_OK; b++)
+            rc = reorder_once(k.full->reorder[0], &k.full->user[0], k.p[0] + xs * (size_t)b,
+                              &k.full->mine[0], k.xmine + k.xmine_block * (size_t)b);
+    }
     /* The weight gradient: one part per block, summed in block order (in the
      * primitive's format when it has one, then reordered once). */
     if (rc == CN_OK && which == WGRAD && (k.nblk > 1 || blocked_w)) {
@@ -536,6 +552,7 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
             memcpy(k.p[1], k.partial, ws);
     }
     if (which != WGRAD && !packed) cn_free(k.wmine);
+    cn_free(k.xmine);
     cn_free(k.partial);
     for (int j = 0; j < 4; j++) cn_release(own[j]);
     unplan(&k);
