@@ -65,56 +65,87 @@ static inline int64_t F(live)(const sdpa_geom *g, int64_t i, int64_t j0, int64_t
     return n < 0 ? 0 : n > bn ? bn : n;
 }
 
-/* Reductions over a row in SDPA_LANES partial results, combined by a
- * fixed tree: the same bits at every instruction-set level and for every
- * vector width. Kept in order (one running sum, one running max), GCC
- * cannot vectorise them without reassociating: it ran them as a chain of
- * scalar adds and maxima, 4 cycles an element, 30% of ViT-B/16's
- * attention on an AVX-512 Xeon. 32 lanes: loops of 16 or fewer are
- * unrolled before the vectoriser sees them (gemm.c's tiles). */
-#ifndef SDPA_LANES
-#define SDPA_LANES 32
+/* The row sums and maxima in SDPA_LANES lanes of GCC's vector types,
+ * element c into lane c % SDPA_LANES, the lanes combined by a fixed tree:
+ * the same bits at every instruction-set level (a level with narrower
+ * registers runs a lane vector as several). Kept in order (one running
+ * sum, one running max), GCC cannot vectorise them without reassociating:
+ * it ran the sum as a chain of scalar adds, 4 cycles an element (with the
+ * max, 30% of ViT-B/16's attention on an AVX-512 Xeon). Other compilers
+ * run the same lanes as plain loops. */
+#define SDPA_LANES 16
+#if defined(__GNUC__)
+typedef T F(lanes) __attribute__((vector_size(SDPA_LANES * sizeof(T))));
+typedef T F(lanes_u) __attribute__((vector_size(SDPA_LANES * sizeof(T)), aligned(sizeof(T)),
+                                    may_alias));
+typedef IT F(lanes_i) __attribute__((vector_size(SDPA_LANES * sizeof(T))));
+#else
+typedef struct {
+    T v[SDPA_LANES];
+} F(lanes);
 #endif
 
-/* s[c] = e^(s[c] - m); returns the sum. A plain loop the compiler
- * vectorises (vmath's exp for f32), then the sum in lanes. */
+/* The lanes' sum: halves added pairwise, 16 -> 8 -> 4 -> 2 -> 1. */
+static inline T F(lanes_sum)(const T *h) {
+    T t[SDPA_LANES];
+    memcpy(t, h, sizeof t);
+    for (int w = SDPA_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) t[l] += t[l + w];
+    return t[0];
+}
+
+/* s[c] = e^(s[c] - m); returns the sum. The exps in a plain loop the
+ * compiler vectorises (vmath's exp for f32), then their sum in lanes. */
 SDPA_HOT(F(exp_row), (T *restrict s, int64_t n, T m, T *sum), (s, n, m, sum)) {
     for (int64_t c = 0; c < n; c++) s[c] = EXPT(s[c] - m);
-    T part[SDPA_LANES] = {0};
     int64_t c = 0;
-    for (; c + SDPA_LANES <= n; c += SDPA_LANES)
-        for (int l = 0; l < SDPA_LANES; l++) part[l] += s[c + l];
-    for (int l = 0; c < n; c++, l++) part[l] += s[c];
-    for (int h = SDPA_LANES / 2; h > 0; h /= 2)
-        for (int l = 0; l < h; l++) part[l] += part[l + h];
-    *sum = part[0];
+#if defined(__GNUC__)
+    F(lanes) acc = {0};
+    for (; c + SDPA_LANES <= n; c += SDPA_LANES) acc += *(const F(lanes_u) *)(s + c);
+    if (c < n) { /* the tail into the first lanes, zeros in the others */
+        F(lanes) t = {0};
+        memcpy(&t, s + c, sizeof(T) * (size_t)(n - c));
+        acc += t;
+    }
+    T h[SDPA_LANES];
+    memcpy(h, &acc, sizeof h);
+#else
+    T h[SDPA_LANES] = {0};
+    for (int l = 0; c < n; c++, l = (l + 1) % SDPA_LANES) h[l] += s[c];
+#endif
+    *sum = F(lanes_sum)(h);
 }
 
 /* The max of s[0..n) and m; NaN if any is NaN. The maximum is exact in
  * any order (but for which of +0 and -0 wins a tie, which no use of it
  * can see: s - m and e^(s - m) are the same for either). */
 SDPA_HOT(F(row_max), (const T *restrict s, int64_t n, T *m), (s, n, m)) {
-    T part[SDPA_LANES];
-    int nan[SDPA_LANES] = {0};
-    for (int l = 0; l < SDPA_LANES; l++) part[l] = *m;
+    T mx = *m;
+    int nan = 0;
     int64_t c = 0;
-    for (; c + SDPA_LANES <= n; c += SDPA_LANES)
-        for (int l = 0; l < SDPA_LANES; l++) {
-            T v = s[c + l];
-            part[l] = v > part[l] ? v : part[l];
-            nan[l] |= v != v;
-        }
-    for (int l = 0; c < n; c++, l++) {
-        part[l] = s[c] > part[l] ? s[c] : part[l];
-        nan[l] |= s[c] != s[c];
+#if defined(__GNUC__)
+    F(lanes) vm = (F(lanes)){0} + mx;
+    F(lanes_i) vn = {0}; /* lane-wise masks: -1 where NaN */
+    for (; c + SDPA_LANES <= n; c += SDPA_LANES) {
+        F(lanes) v = *(const F(lanes_u) *)(s + c);
+        F(lanes_i) gt = v > vm; /* v > vm ? v : vm, lane by lane */
+        vm = (F(lanes))(((F(lanes_i))v & gt) | ((F(lanes_i))vm & ~gt));
+        vn |= v != v;
     }
-    T mx = part[0];
-    int any = nan[0];
-    for (int l = 1; l < SDPA_LANES; l++) {
-        mx = part[l] > mx ? part[l] : mx;
-        any |= nan[l];
+    T hm[SDPA_LANES];
+    IT hn[SDPA_LANES];
+    memcpy(hm, &vm, sizeof hm);
+    memcpy(hn, &vn, sizeof hn);
+    for (int l = 0; l < SDPA_LANES; l++) {
+        mx = hm[l] > mx ? hm[l] : mx;
+        nan |= hn[l] != 0;
     }
-    *m = any ? (T)NAN : mx;
+#endif
+    for (; c < n; c++) {
+        mx = s[c] > mx ? s[c] : mx;
+        nan |= s[c] != s[c];
+    }
+    *m = nan ? (T)NAN : mx;
 }
 
 static void F(drop_row)(const sdpa_geom *g, T *restrict p, const uint8_t *keep, int64_t n) {
