@@ -388,6 +388,33 @@ static void test_threads_same_bits(void) {
     }
     cn_set_num_threads(nt);
     for (int k = 0; k < 3; k++) CHECK_MSG(cn_equal(r[0][k], r[1][k]), "product %d differs", k);
+
+    /* The forward product on the GEMM path cuts a sample's pixels into
+     * tiles by the thread count (conv.c, balance_tiles): 56x56 planes, 1x1
+     * over 24 channels (two tiles of setup's, equal ones here) and 3x3
+     * over 8 (four), at 1, 2 and 3 threads, against the reference loops. */
+    static const int64_t shapes[2][3] = {{24, 1, 0}, {8, 3, 1}}; /* C, K, padding */
+    cn_conv_impl prev = cn_conv_set_impl(CN_CONV_GEMM);
+    for (int s = 0; s < 2; s++) {
+        int64_t C = shapes[s][0], K = shapes[s][1], pad = shapes[s][2];
+        cn_tensor *xs = th_random(CN_F32, CN_SHAPE(1, C, 56, 56), -1, 1, TH_CONTIG, NULL);
+        cn_tensor *ws = th_random(CN_F32, CN_SHAPE(40, C, K, K), -1, 1, TH_CONTIG, NULL);
+        cn_conv_opts os = {.padding = {pad, pad}};
+        cn_tensor *y[3];
+        for (int t = 0; t < 3; t++) {
+            cn_set_num_threads(t + 1);
+            y[t] = cn_conv2d(xs, ws, NULL, &os);
+        }
+        cn_set_num_threads(nt);
+        cn_conv_set_impl(CN_CONV_REF);
+        cn_tensor *ref = cn_conv2d(xs, ws, NULL, &os);
+        cn_conv_set_impl(CN_CONV_GEMM);
+        CHECK_MSG(cn_equal(y[0], y[1]) && cn_equal(y[0], y[2]),
+                  "%" PRId64 "x%" PRId64 " over %" PRId64 " channels: the bits depend on the threads",
+                  K, K, C);
+        tr_check_close("tiled forward", y[1], ref, 2e-5, 2e-5);
+    }
+    cn_conv_set_impl(prev);
 }
 
 static void test_empty_and_half(void) {

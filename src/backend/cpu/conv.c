@@ -519,10 +519,31 @@ const char *cn_conv_dense(const cn_tensor *t, cn_tensor **own) {
     return cn_t_ptr(t == c ? t : c);
 }
 
+/* The forward product's tiles of output pixels, where there are several:
+ * equal ones (whole register panels of 32 columns where that adds no
+ * tile), and where the items (sample x group x tile) are few, as many as a
+ * multiple of the threads. Each output element is one GEMM's sum whatever
+ * the tiles, so this split may read the thread count; the input and weight
+ * gradients keep setup's, since they sum over tiles. MobileNetV2's 1x1
+ * layers at 56x56 with 24 input channels were a tile of 2730 pixels and
+ * one of 406, which ran 1.1x faster at 2 threads than at 1. */
+static void balance_tiles(gemm_conv *c, const cn_conv_geom *g) {
+    if (c->ntiles < 2) return;
+    int64_t nt = cn_in_parallel_region() ? 1 : cn_get_num_threads(), per = g->N * g->groups;
+    int64_t n = c->ntiles;
+    if (nt > 1 && per * n < 8 * nt)
+        while ((per * n) % nt) n++;
+    int64_t tile = (c->P + n - 1) / n, t32 = (tile + 31) / 32 * 32;
+    if ((c->P + t32 - 1) / t32 == n) tile = t32;
+    c->tile = tile;
+    c->ntiles = (c->P + tile - 1) / tile;
+}
+
 static int fwd_gemm(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
                     const cn_tensor *bias, cn_tensor *y) {
     gemm_conv c;
     setup(&c, g, (cn_dtype)y->dtype);
+    balance_tiles(&c, g);
     cn_tensor *ox, *ow, *ob;
     c.x = cn_conv_dense(x, &ox);
     c.w = cn_conv_dense(w, &ow);
