@@ -468,10 +468,10 @@ DEFINE_DW_WGRAD(double, f64, 4)
  * rows are wider than one 32-byte vector: such a row takes half as many
  * vectors, a block twice the columns per instruction. bench_dwconv --best
  * on an AVX-512 Xeon (docs/benchmarks.md): forward and input-gradient
- * products on rows of 14 to 112 columns 1.1-1.4x faster; on rows of 7
- * (one vector either way, a third of the wide one used) 1.3-1.4x slower,
- * and the weight gradient 1.0-1.5x slower everywhere, so those keep the
- * 32-byte vectors. The sums are made in the same order either way: the
+ * products on rows of 14 to 112 columns 1.0-1.3x faster; on rows of 7
+ * (one vector either way, less than half of the wide one used) 1.3-1.4x
+ * slower, and the weight gradient slower on 10 of 13 layers (up to 2.2x),
+ * so those keep the 32-byte vectors. The sums are made in the same order either way: the
  * bits are those of the 32-byte code at the same level. */
 #if defined(CN_ISA_HAVE_AVX512) || defined(__AVX512F__)
 #define DW_WIDE 1
