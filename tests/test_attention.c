@@ -300,6 +300,17 @@ static void test_same_bits_any_threads(void) {
                       "one-pass and two-pass schemes",
                       causal, i);
     }
+    /* The forward's query-row blocks: 577 rows (ViT at 384 pixels) is
+     * 64 k + 1, where blocks of 64 end in a block of one row (the GEMM's
+     * matrix-vector path); at 1 and at 9 threads the same bits. */
+    cn_tensor *q = RND(CN_F32, TH_CONTIG, 1, 577, 16), *k = RND(CN_F32, TH_CONTIG, 1, 577, 16);
+    cn_tensor *v = RND(CN_F32, TH_CONTIG, 1, 577, 8), *y9[2];
+    for (int t = 0; t < 2; t++) {
+        cn_set_num_threads(t ? 9 : 1);
+        y9[t] = cn_scaled_dot_product_attention(q, k, v, NULL, 0, false, 0);
+    }
+    cn_set_num_threads(threads);
+    CHECK_MSG(cn_equal(y9[0], y9[1]), "577 rows: the output depends on the threads");
 }
 
 static bool bits_equal(cn_tensor *a, cn_tensor *b) {

@@ -392,24 +392,27 @@ static void test_threads_same_bits(void) {
     /* The forward product on the GEMM path cuts a sample's pixels into
      * tiles by the thread count (conv.c, balance_tiles): 56x56 planes, 1x1
      * over 24 channels (two tiles of setup's, equal ones here) and 3x3
-     * over 8 (four), at 1, 2 and 3 threads, against the reference loops. */
-    static const int64_t shapes[2][3] = {{24, 1, 0}, {8, 3, 1}}; /* C, K, padding */
+     * over 8 (four); 28x28, 3x3 over 32, where 30 threads would leave a
+     * last tile of one pixel (the GEMM's matrix-vector path); at 1, 2, 3
+     * and 30 threads, against the reference loops. */
+    static const int64_t shapes[3][4] = {{24, 1, 0, 56}, {8, 3, 1, 56}, {32, 3, 1, 28}};
+    static const int nthr[4] = {1, 2, 3, 30};
     cn_conv_impl prev = cn_conv_set_impl(CN_CONV_GEMM);
-    for (int s = 0; s < 2; s++) {
-        int64_t C = shapes[s][0], K = shapes[s][1], pad = shapes[s][2];
-        cn_tensor *xs = th_random(CN_F32, CN_SHAPE(1, C, 56, 56), -1, 1, TH_CONTIG, NULL);
+    for (int s = 0; s < 3; s++) {
+        int64_t C = shapes[s][0], K = shapes[s][1], pad = shapes[s][2], H = shapes[s][3];
+        cn_tensor *xs = th_random(CN_F32, CN_SHAPE(1, C, H, H), -1, 1, TH_CONTIG, NULL);
         cn_tensor *ws = th_random(CN_F32, CN_SHAPE(40, C, K, K), -1, 1, TH_CONTIG, NULL);
         cn_conv_opts os = {.padding = {pad, pad}};
-        cn_tensor *y[3];
-        for (int t = 0; t < 3; t++) {
-            cn_set_num_threads(t + 1);
+        cn_tensor *y[4];
+        for (int t = 0; t < 4; t++) {
+            cn_set_num_threads(nthr[t]);
             y[t] = cn_conv2d(xs, ws, NULL, &os);
         }
         cn_set_num_threads(nt);
         cn_conv_set_impl(CN_CONV_REF);
         cn_tensor *ref = cn_conv2d(xs, ws, NULL, &os);
         cn_conv_set_impl(CN_CONV_GEMM);
-        CHECK_MSG(cn_equal(y[0], y[1]) && cn_equal(y[0], y[2]),
+        CHECK_MSG(cn_equal(y[0], y[1]) && cn_equal(y[0], y[2]) && cn_equal(y[0], y[3]),
                   "%" PRId64 "x%" PRId64 " over %" PRId64 " channels: the bits depend on the threads",
                   K, K, C);
         tr_check_close("tiled forward", y[1], ref, 2e-5, 2e-5);

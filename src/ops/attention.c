@@ -331,8 +331,10 @@ const cn_op_def cn_opdef_scaled_dot_product_attention = {
            "top-left), P = softmax(s) over S, dropped with dropout_p (Philox bits from the seed, "
            "survivors / (1 - p)); y = [P v, logsumexp(s)] [..., L, Ev + 1] (cn_ returns P v); "
            "batch axes broadcast; scale <= 0: 1/sqrt(E). A fully masked row gives 0 (PyTorch 2: "
-           "NaN) and logsumexp +inf. CPU: flash-attention tiles (64 query rows x 128 keys, a GEMM "
-           "per block, online softmax), O(L (E + Ev)) memory, never the L x S scores. ONNX: no "
+           "NaN) and logsumexp +inf. CPU: flash-attention tiles (blocks of 128 keys; query rows in "
+           "equal blocks of at most 128 in the forward pass, 64 with the causal mask and in the "
+           "backward; a GEMM per block, online softmax), O(L (E + Ev)) memory, never the L x S "
+           "scores. ONNX: no "
            "Attention op before opset 23; exported as MatMul, ReduceMax, Exp, ReduceSum nodes "
            "(no dropout)",
     .grad_doc = "the gradient of a fully masked row is 0; dropout's gradient uses the forward's "

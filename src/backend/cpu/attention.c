@@ -193,25 +193,25 @@ static void release_all(cn_tensor **own, int n) {
 }
 
 /* Query rows per task of the forward pass: equal blocks of at most
- * SDPA_MAX_ROWS, a multiple of 8 (the GEMM tile's rows), or of at most
- * SDPA_ROWS where the larger ones would leave a thread idle. Each block
- * packs every key and value again for its GEMMs, so fewer, fuller blocks
- * pack less: ViT-B/16's 197 rows were 64 + 64 + 64 + 5, the last block
- * packing all keys and values for five rows. With the causal mask a block
- * computes the scores of every key up to its last row for all its rows,
- * so larger blocks compute more of the masked triangle (at L = 128 one
- * block of 128 rows computes 16384 scores, two of 64 rows 12288): blocks
- * of at most 64 there. A row's result does not
- * depend on its block (its sums run over the keys alone), so the choice
- * may read the thread count. */
+ * SDPA_MAX_ROWS rows, a multiple of 8 (the GEMM tile's rows), or of at
+ * most SDPA_ROWS where the larger ones would give fewer than 8 tasks.
+ * Each block packs every key and value again for its GEMMs, so fewer,
+ * fuller blocks pack less: ViT-B/16's 197 rows were 64 + 64 + 64 + 5, the
+ * last block packing all keys and values for five rows. With the causal
+ * mask a block computes the scores of every key up to its last row for
+ * all its rows, so larger blocks compute more of the masked triangle (at
+ * L = 128 one block of 128 rows computes 16384 scores, two of 64 rows
+ * 12288): blocks of at most 64 there. The choice reads the shapes alone:
+ * a block of one row takes the GEMM's matrix-vector path, whose sums run
+ * in another order, so a thread-dependent choice could change bits. */
 static int64_t fwd_rows(const sdpa_geom *g) {
     int64_t nb = (g->L + SDPA_MAX_ROWS - 1) / SDPA_MAX_ROWS;
-    if (g->causal || g->B * nb < 2 * (int64_t)cn_get_num_threads())
-        nb = (g->L + SDPA_ROWS - 1) / SDPA_ROWS;
+    if (g->causal || g->B * nb < 8) nb = (g->L + SDPA_ROWS - 1) / SDPA_ROWS;
     if (nb < 1) nb = 1;
     int64_t rows = (g->L + nb - 1) / nb;
     rows = (rows + 7) / 8 * 8;
-    return rows < SDPA_MAX_ROWS ? rows : SDPA_MAX_ROWS;
+    if (rows > SDPA_MAX_ROWS) rows = SDPA_MAX_ROWS;
+    return rows > 0 ? rows : 1;
 }
 
 int cn_cpu_k_sdpa(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a, cn_tensor *out) {

@@ -523,10 +523,11 @@ const char *cn_conv_dense(const cn_tensor *t, cn_tensor **own) {
  * equal ones (whole register panels of 32 columns where that adds no
  * tile), and where the items (sample x group x tile) are few, as many as a
  * multiple of the threads. Each output element is one GEMM's sum whatever
- * the tiles, so this split may read the thread count; the input and weight
- * gradients keep setup's, since they sum over tiles. MobileNetV2's 1x1
- * layers at 56x56 with 24 input channels were a tile of 2730 pixels and
- * one of 406, which ran 1.1x faster at 2 threads than at 1. */
+ * the tiles (of more than one pixel), so this split may read the thread
+ * count; the input and weight gradients keep setup's, since they sum over
+ * tiles. MobileNetV2's 1x1 layers at 56x56 with 24 input channels were a
+ * tile of 2730 pixels and one of 406, which ran 1.1x faster at 2 threads
+ * than at 1. */
 static void balance_tiles(gemm_conv *c, const cn_conv_geom *g) {
     if (c->ntiles < 2) return;
     int64_t nt = cn_in_parallel_region() ? 1 : cn_get_num_threads(), per = g->N * g->groups;
@@ -535,6 +536,9 @@ static void balance_tiles(gemm_conv *c, const cn_conv_geom *g) {
         while ((per * n) % nt) n++;
     int64_t tile = (c->P + n - 1) / n, t32 = (tile + 31) / 32 * 32;
     if ((c->P + t32 - 1) / t32 == n) tile = t32;
+    /* No tile of one pixel: the GEMM takes a single column on its
+     * matrix-vector path, whose sums run in another order. */
+    while (tile < c->P && (c->P - 1) % tile == 0) tile++;
     c->tile = tile;
     c->ntiles = (c->P + tile - 1) / tile;
 }

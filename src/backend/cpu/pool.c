@@ -72,12 +72,14 @@ static void tap_cols(int64_t W, int64_t sw, int64_t off, int64_t OW, int64_t *lo
  * one output row, each kernel column's valid outputs, and each window's
  * first valid column (PyTorch's index when no tap beats -inf). */
 typedef struct max_rows {
-    void *m, *ix;
+    void *m, *ix, *v;
     int64_t *lo, *hi, *first;
 } max_rows;
 
 static bool max_rows_init(max_rows *r, const cn_pool_geom *g, size_t es) {
-    r->m = cn_alloc(2 * es * (size_t)g->OW); /* m, then ix (as wide as m) */
+    /* m, then ix (as wide as m), then v (a row of the input, then its even
+     * and its odd columns) */
+    r->m = cn_alloc(es * (size_t)(2 * g->OW + 2 * g->W + 2));
     r->first = cn_alloc(sizeof(int64_t) * (size_t)(g->OW + 2 * g->kw));
     if (!r->m || !r->first) {
         cn_free(r->m);
@@ -85,6 +87,7 @@ static bool max_rows_init(max_rows *r, const cn_pool_geom *g, size_t es) {
         return false;
     }
     r->ix = (char *)r->m + es * (size_t)g->OW;
+    r->v = (char *)r->m + 2 * es * (size_t)g->OW;
     r->lo = r->first + g->OW;
     r->hi = r->lo + g->kw;
     for (int64_t j = 0; j < g->kw; j++)
@@ -149,6 +152,60 @@ static void max_rows_free(max_rows *r) {
             }                                                                                      \
     }                                                                                              \
                                                                                                    \
+    /* The values alone (no positions), rows of unit stride: the window's \
+     * rows folded first into v, one pass over each input row, then the   \
+     * kernel columns over v: kh + kw passes where max_row makes kh x kw,  \
+     * each of its taps strided by the pool's stride (ResNet's 3x3/2 pool  \
+     * ran at 5 GB/s). A NaN still takes over; which of +0 and -0 a window \
+     * holding both returns may differ from PyTorch's order, which         \
+     * max_row keeps for the positions. */                                \
+    CN_HOT_FN(max_row_sep_##SFX,                                                                   \
+              (const cn_pool_geom *g, const pool_ctx *c, const T *x, int64_t h0, int64_t h1,       \
+               max_rows *r),                                                                       \
+              (g, c, x, h0, h1, r)) {                                                              \
+        const int64_t OW = g->OW, W = g->W, kw = g->kw, dh = g->dh, dw = g->dw, pw = g->pw;        \
+        const int64_t psw = g->sw, xsh = c->sh;                                                    \
+        T *restrict m = r->m, *restrict v = r->v;                                                  \
+        for (int64_t ow = 0; ow < OW; ow++) m[ow] = -INFINITY;                                     \
+        if (h0 >= h1) return;                                                                      \
+        const T *x0 = x + h0 * xsh;                                                                \
+        for (int64_t w = 0; w < W; w++) v[w] = x0[w];                                              \
+        for (int64_t ih = h0 + dh; ih < h1; ih += dh) {                                            \
+            const T *restrict xr = x + ih * xsh;                                                   \
+            for (int64_t w = 0; w < W; w++) {                                                      \
+                T a = xr[w];                                                                       \
+                v[w] = a > v[w] || a != a ? a : v[w];                                              \
+            }                                                                                      \
+        }                                                                                          \
+        T *restrict ve = v + W, *restrict vo = ve + (W + 1) / 2;                                   \
+        if (psw == 2 && dw == 1) {                                                                 \
+            for (int64_t w = 0; w < (W + 1) / 2; w++) ve[w] = v[2 * w];                            \
+            for (int64_t w = 0; w < W / 2; w++) vo[w] = v[2 * w + 1];                              \
+        }                                                                                          \
+        for (int64_t j = 0; j < kw; j++) {                                                         \
+            const int64_t off = j * dw - pw, lo = r->lo[j], hi = r->hi[j];                         \
+            if (psw == 1)                                                                          \
+                for (int64_t ow = lo; ow < hi; ow++) {                                             \
+                    T a = v[ow + off];                                                             \
+                    m[ow] = a > m[ow] || a != a ? a : m[ow];                                       \
+                }                                                                                  \
+            else if (psw == 2 && dw == 1) {                                                        \
+                /* tap j reads column 2 ow + off: the even or odd half, at   \
+                 * ow + floor(off / 2), read with unit stride */              \
+                const T *restrict hv = off & 1 ? vo : ve;                                          \
+                const int64_t sh = (off - (off & 1)) / 2;                                          \
+                for (int64_t ow = lo; ow < hi; ow++) {                                             \
+                    T a = hv[ow + sh];                                                             \
+                    m[ow] = a > m[ow] || a != a ? a : m[ow];                                       \
+                }                                                                                  \
+            } else                                                                                 \
+                for (int64_t ow = lo; ow < hi; ow++) {                                             \
+                    T a = v[ow * psw + off];                                                       \
+                    m[ow] = a > m[ow] || a != a ? a : m[ow];                                       \
+                }                                                                                  \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
     /* The CNN's pool: 2x2 windows, stride 2, no padding, rows of unit     \
      * stride. All four taps in one pass over an output row (the general   \
      * path makes a pass per tap, which is mostly overhead on short rows). \
@@ -208,7 +265,10 @@ static void max_rows_free(max_rows *r) {
                     int64_t h0 = oh * g->sh - g->ph;                                               \
                     int64_t h1 = imin(h0 + (g->kh - 1) * g->dh + 1, g->H);                         \
                     while (h0 < 0) h0 += g->dh;                                                    \
-                    max_row_##SFX(g, c, x, h0, h1, &r, want_ix);                                   \
+                    if (!want_ix && c->sw == 1 && g->kh > 1)                                       \
+                        max_row_sep_##SFX(g, c, x, h0, h1, &r);                                    \
+                    else                                                                           \
+                        max_row_##SFX(g, c, x, h0, h1, &r, want_ix);                               \
                 }                                                                                  \
                 const T *m = r.m;                                                                  \
                 if (y) memcpy(y + oh * g->OW, m, sizeof(T) * (size_t)g->OW);                       \
