@@ -648,9 +648,12 @@ static int plan_build(fu_plan *p, const cn_fused_expr *e, cn_tensor *const *in, 
 /* ---- running ---- */
 
 /* n elements from src (dtype sdt, stride s in elements) into the T block
- * dst; bool becomes 0/1. */
-static void copy_run(char *dst, cn_dtype T, const char *src, cn_dtype sdt, int64_t s,
-                     int64_t n) {
+ * dst; bool becomes 0/1. A hot loop for broadcast inputs: a per-channel
+ * scale of an NCHW tensor fills a run of H x W elements per channel
+ * (DenseNet-121's batch norms before each convolution: the gathers took
+ * twice the time of the arithmetic). */
+CN_HOT_FN(copy_run, (char *dst, cn_dtype T, const char *src, cn_dtype sdt, int64_t s, int64_t n),
+          (dst, T, src, sdt, s, n)) {
 #define RUN(TD, TS, CONV)                                                                          \
     do {                                                                                           \
         TD *o = (TD *)dst;                                                                         \
