@@ -196,8 +196,8 @@ int F(cn_sdpa_fwd)(const sdpa_geom *g, int64_t b, int64_t i0, int64_t bm, sdpa_s
         if (!any) continue;
         const T *v = (const T *)g->v.p + o.v + j0 * g->v.rs;
         /* The first block's P V is the sums themselves (acc holds zeros):
-         * no pass adding it, which was a fifth of the forward's own time
-         * with a single block of keys (S <= SDPA_KEYS, BERT's 128). */
+         * no pass adding it (bench_attention, 128 keys in one block, 12
+         * heads: the forward 0.77 -> 0.74 ms). */
         T *pv = first ? acc : tmp;
         if ((rc = cn_gemm(g->dt, bm, Ev, bn, s, bn, 1, v, g->v.rs, 1, pv, Ev)) < 0) return rc;
         if (!first)
