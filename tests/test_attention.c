@@ -261,8 +261,9 @@ static void test_small_against_loops(void) {
     }
 }
 
-/* Several tiles each way (64 query rows x 128 keys forward, 64 keys x 128
- * rows for dk and dv), ragged ends, a bool mask read through strides. */
+/* Several tiles each way (forward: 200 rows in four blocks of at most 56
+ * by 128 keys; dk and dv: 64 keys x 128 rows), ragged ends, a bool mask
+ * read through strides. */
 static void test_medium_against_loops(void) {
     th_seed(2);
     cn_tensor *bm = cn_gt(RND(CN_F64, TH_CONTIG, 1, 300), cn_scalar(CN_F64, -0.9));
