@@ -162,6 +162,20 @@ static inline int th_same_shape(const cn_tensor *t, int ndim, const int64_t *sha
     return 1;
 }
 
+/* Same dtype, size and bits (each element as f32: a NaN equals itself,
+ * -0 differs from 0), where cn_equal compares values. */
+static inline int th_same_bits(const cn_tensor *a, const cn_tensor *b) {
+    if (!a || !b || cn_tensor_dtype(a) != cn_tensor_dtype(b) || cn_numel(a) != cn_numel(b))
+        return 0;
+    size_t n = (size_t)cn_numel(a);
+    float *x = malloc(n * 4 + 4), *y = malloc(n * 4 + 4);
+    int ok = x && y && cn_copy_to_buffer(a, CN_F32, x, n * 4) == 0 &&
+             cn_copy_to_buffer(b, CN_F32, y, n * 4) == 0 && memcmp(x, y, n * 4) == 0;
+    free(x);
+    free(y);
+    return ok;
+}
+
 #define CHECK_SHAPE(t, ...)                                                                        \
     do {                                                                                           \
         int64_t want_[] = {__VA_ARGS__};                                                           \

@@ -314,17 +314,6 @@ static void test_same_bits_any_threads(void) {
     CHECK_MSG(cn_equal(y9[0], y9[1]), "577 rows: the output depends on the threads");
 }
 
-static bool bits_equal(cn_tensor *a, cn_tensor *b) {
-    if (!a || !b || cn_numel(a) != cn_numel(b)) return false;
-    size_t n = (size_t)cn_numel(a);
-    float *x = malloc(n * 4 + 4), *y = malloc(n * 4 + 4);
-    bool ok = x && y && cn_copy_to_buffer(a, CN_F32, x, n * 4) == 0 &&
-              cn_copy_to_buffer(b, CN_F32, y, n * 4) == 0 && memcmp(x, y, n * 4) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
-
 /* The causal flag takes exp of each row's visible keys only (attention_tiles.h,
  * live); a boolean mask of the same pattern takes whole rows. Output and
  * gradients must be the same bits, over several key blocks with L != S.
@@ -348,9 +337,9 @@ static void test_causal_same_bits_as_mask(void) {
             cn_tensor *loss = cn_sum(cn_mul(y[t], w), NULL, 0, false);
             CHECK(cn_grad(&loss, NULL, 1, x, 3, g[t], 0) == 0);
         }
-        CHECK_MSG(bits_equal(y[0], y[1]), "%d: causal output differs from the mask's", rep);
+        CHECK_MSG(th_same_bits(y[0], y[1]), "%d: causal output differs from the mask's", rep);
         for (int i = 0; i < 3; i++)
-            CHECK_MSG(bits_equal(g[0][i], g[1][i]),
+            CHECK_MSG(th_same_bits(g[0][i], g[1][i]),
                       "%d: gradient %d of causal attention differs from the mask's", rep, i);
     }
     free(keep);

@@ -21,19 +21,6 @@
 
 static cn_tensor *randn(int ndim, const int64_t *shape) { return cn_randn(CN_F32, ndim, shape); }
 
-/* Same dtype, shape and bits. */
-static bool same_bits(cn_tensor *a, cn_tensor *b) {
-    if (!a || !b || cn_tensor_dtype(a) != cn_tensor_dtype(b) || cn_numel(a) != cn_numel(b))
-        return false;
-    size_t n = (size_t)cn_numel(a);
-    float *x = malloc(n * 4 + 4), *y = malloc(n * 4 + 4);
-    bool ok = x && y && cn_copy_to_buffer(a, CN_F32, x, n * 4) == 0 &&
-              cn_copy_to_buffer(b, CN_F32, y, n * 4) == 0 && memcmp(x, y, n * 4) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
-
 /* x rounded to dt and widened again: the reference's inputs. */
 static cn_tensor *rounded(cn_tensor *x, cn_dtype dt) { return cn_cast(cn_cast(x, dt), CN_F32); }
 
@@ -70,15 +57,15 @@ static void test_products_equal_reference(void) {
         cn_tensor *sum = cn_add(a, a); /* not a product: f32 as ever */
         cn_autocast_end();
         CHECK(cn_tensor_dtype(mm) == CN_F32 && cn_tensor_dtype(cv) == CN_F32);
-        CHECK(same_bits(mm, cn_matmul(rounded(a, dt), rounded(b, dt))));
-        CHECK(same_bits(lin, mm));
-        CHECK(same_bits(cv, cn_conv2d(rounded(x, dt), rounded(w, dt), rounded(bias, dt), &co)));
-        CHECK(same_bits(ct, cn_conv_transpose2d(rounded(xt, dt), rounded(wt, dt), NULL, NULL)));
-        CHECK(same_bits(at, cn_scaled_dot_product_attention(rounded(q, dt), rounded(k, dt),
+        CHECK(th_same_bits(mm, cn_matmul(rounded(a, dt), rounded(b, dt))));
+        CHECK(th_same_bits(lin, mm));
+        CHECK(th_same_bits(cv, cn_conv2d(rounded(x, dt), rounded(w, dt), rounded(bias, dt), &co)));
+        CHECK(th_same_bits(ct, cn_conv_transpose2d(rounded(xt, dt), rounded(wt, dt), NULL, NULL)));
+        CHECK(th_same_bits(at, cn_scaled_dot_product_attention(rounded(q, dt), rounded(k, dt),
                                                              rounded(v, dt), NULL, 0, false, 0)));
-        CHECK(same_bits(sum, cn_add(a, a)));
+        CHECK(th_same_bits(sum, cn_add(a, a)));
         /* and it is not the f32 product */
-        CHECK(!same_bits(mm, cn_matmul(a, b)));
+        CHECK(!th_same_bits(mm, cn_matmul(a, b)));
     }
 }
 
@@ -105,7 +92,7 @@ static void test_gradients(void) {
     }
     CHECK(cn_tensor_dtype(w) == CN_F32 && cn_tensor_dtype(g16[0]) == CN_F32 &&
           cn_tensor_dtype(g16[1]) == CN_F32);
-    CHECK(same_bits(w, w0));
+    CHECK(th_same_bits(w, w0));
     for (int j = 0; j < 2; j++) {
         double d2 = 0, n2 = 0;
         for (int64_t i = 0; i < cn_numel(g32[j]); i++) {
@@ -132,7 +119,7 @@ static void test_program(void) {
     cn_program *p = cn_compile(g, &y, 1, NULL);
     cn_tensor *out = NULL;
     CHECK(p && cn_run(p, &ph, &x, 1, &out, 1) == 0);
-    CHECK(same_bits(out, eager));
+    CHECK(th_same_bits(out, eager));
     cn_program_free(p);
     cn_graph_free(g);
 }
@@ -167,7 +154,7 @@ static void test_train_step(void) {
     }
     cn_autocast_end();
     for (int64_t i = 0; i < cn_numel(w0); i++) CHECK_CLOSE(th_at(w[1], i), th_at(w[0], i), 1e-6, 1e-6);
-    CHECK(!same_bits(w[0], w0));
+    CHECK(!th_same_bits(w[0], w0));
     cn_program_free(p);
     cn_graph_free(g);
     cn_optimizer_free(opt[0]);
@@ -341,7 +328,7 @@ static void test_grad_scaler_compiled(void) {
         cn_tensor *before = cn_clone(w), *r[2] = {NULL, NULL}, *feed = s == 1 ? xinf : x;
         CHECK_EQ_INT(cn_run(p, &ph, &feed, 1, r, 2), 0);
         if (s != 1) CHECK_CLOSE(cn_item(r[0]) / cn_item(r[1]), s ? 512 : 1024, 1e-6, 0);
-        CHECK_EQ_INT(same_bits(w, before), s == 1); /* the inf step changes nothing */
+        CHECK_EQ_INT(th_same_bits(w, before), s == 1); /* the inf step changes nothing */
         CHECK_CLOSE(cn_grad_scaler_get_scale(gs), want_scale[s], 0, 0);
     }
     cn_autocast_end();
