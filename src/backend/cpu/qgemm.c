@@ -341,11 +341,14 @@ typedef int32_t vnni_pair __attribute__((may_alias));
     VNNI_DP(x, 7, q)
 #define VNNI_PANEL(q) _mm512_loadu_si512(bp + (q) * 2 * NR)
 
-/* The sums of the 8 rows a[i] (kq pairs of k) with the panel's 16
- * columns into s[0 .. 7]: per pair of k, one load of the panel and one
- * vpdpwssd per row with the row's pair broadcast from memory. */
-VNNI_FN static inline void sums8_vnni(int64_t kq, const int16_t *const *a, const int16_t *bp,
-                                      __m512i *s) {
+/* The sums of `rows` rows a[i] (8, or 4: a constant where it is inlined)
+ * over kq pairs of k with the panel's 16 columns into s[0 .. rows): per
+ * pair of k, one load of the panel and one vpdpwssd per row with the
+ * row's pair broadcast from memory. */
+VNNI_FN static inline __attribute__((always_inline)) void sums_vnni(int64_t kq,
+                                                                    const int16_t *const *a,
+                                                                    const int16_t *bp, __m512i *s,
+                                                                    const int rows) {
     VNNI_SUMS4(x, 0, 1, 2, 3);
     VNNI_SUMS4(x, 4, 5, 6, 7);
     VNNI_SUMS4(y, 0, 1, 2, 3);
@@ -354,40 +357,28 @@ VNNI_FN static inline void sums8_vnni(int64_t kq, const int16_t *const *a, const
     for (; q + 2 <= kq; q += 2) {
         __m512i b = VNNI_PANEL(q);
         VNNI_DP4(x, q);
-        VNNI_DP4_HI(x, q);
+        if (rows == 8) {
+            VNNI_DP4_HI(x, q);
+        }
         b = VNNI_PANEL(q + 1);
         VNNI_DP4(y, q + 1);
-        VNNI_DP4_HI(y, q + 1);
+        if (rows == 8) {
+            VNNI_DP4_HI(y, q + 1);
+        }
     }
     if (q < kq) {
         __m512i b = VNNI_PANEL(q);
         VNNI_DP4(x, q);
-        VNNI_DP4_HI(x, q);
+        if (rows == 8) {
+            VNNI_DP4_HI(x, q);
+        }
     }
     s[0] = _mm512_add_epi32(x0, y0), s[1] = _mm512_add_epi32(x1, y1);
     s[2] = _mm512_add_epi32(x2, y2), s[3] = _mm512_add_epi32(x3, y3);
-    s[4] = _mm512_add_epi32(x4, y4), s[5] = _mm512_add_epi32(x5, y5);
-    s[6] = _mm512_add_epi32(x6, y6), s[7] = _mm512_add_epi32(x7, y7);
-}
-
-/* The same for 4 rows, into s[0 .. 3]. */
-VNNI_FN static inline void sums4_vnni(int64_t kq, const int16_t *const *a, const int16_t *bp,
-                                      __m512i *s) {
-    VNNI_SUMS4(x, 0, 1, 2, 3);
-    VNNI_SUMS4(y, 0, 1, 2, 3);
-    int64_t q = 0;
-    for (; q + 2 <= kq; q += 2) {
-        __m512i b = VNNI_PANEL(q);
-        VNNI_DP4(x, q);
-        b = VNNI_PANEL(q + 1);
-        VNNI_DP4(y, q + 1);
+    if (rows == 8) {
+        s[4] = _mm512_add_epi32(x4, y4), s[5] = _mm512_add_epi32(x5, y5);
+        s[6] = _mm512_add_epi32(x6, y6), s[7] = _mm512_add_epi32(x7, y7);
     }
-    if (q < kq) {
-        __m512i b = VNNI_PANEL(q);
-        VNNI_DP4(x, q);
-    }
-    s[0] = _mm512_add_epi32(x0, y0), s[1] = _mm512_add_epi32(x1, y1);
-    s[2] = _mm512_add_epi32(x2, y2), s[3] = _mm512_add_epi32(x3, y3);
 }
 
 /* Row m's sums s to its outputs, the columns past the panel's nn masked
@@ -431,10 +422,8 @@ VNNI_FN static void panel_vnni(int64_t M, int64_t kp, const int16_t *A, const in
             const int16_t *a[VNNI_MR];
             for (int i = 0; i < VNNI_MR; i++) a[i] = A + (m + (i < mm ? i : mm - 1)) * kp;
             __m512i s[VNNI_MR];
-            if (mm > 4)
-                sums8_vnni(kq, a, bp, s);
-            else
-                sums4_vnni(kq, a, bp, s);
+            if (mm > 4) sums_vnni(kq, a, bp, s, 8);
+            else sums_vnni(kq, a, bp, s, 4);
             for (int i = 0; i < mm; i++) store_vnni(o, m + i, n0, mask, s[i], cs, cb);
         }
         return;
@@ -453,10 +442,8 @@ VNNI_FN static void panel_vnni(int64_t M, int64_t kp, const int16_t *A, const in
                 for (int i = 0; i < VNNI_MR; i++)
                     a[i] = A + (m0 + m + (i < mm ? i : mm - 1)) * kp + 2 * q0;
                 __m512i s[VNNI_MR];
-                if (mm > 4)
-                    sums8_vnni(qn, a, bp + q0 * 2 * NR, s);
-                else
-                    sums4_vnni(qn, a, bp + q0 * 2 * NR, s);
+                if (mm > 4) sums_vnni(qn, a, bp + q0 * 2 * NR, s, 8);
+                else sums_vnni(qn, a, bp + q0 * 2 * NR, s, 4);
                 for (int i = 0; i < mm; i++)
                     part[m + i] = q0 ? _mm512_add_epi32(part[m + i], s[i]) : s[i];
             }
