@@ -3,6 +3,7 @@
  * exactly (which taps count, what the average divides by), since the tests
  * compare against them. */
 #include "pool.h"
+#include "reduce.h"
 
 #include "kernels.h"
 #include "pool_max2x2.h"
@@ -172,37 +173,26 @@ static void max_rows_free(max_rows *r) {
         for (int64_t w = 0; w < W; w++) v[w] = x0[w];                                              \
         for (int64_t ih = h0 + dh; ih < h1; ih += dh) {                                            \
             const T *restrict xr = x + ih * xsh;                                                   \
-            for (int64_t w = 0; w < W; w++) {                                                      \
-                T a = xr[w];                                                                       \
-                v[w] = a > v[w] || a != a ? a : v[w];                                              \
-            }                                                                                      \
+            for (int64_t w = 0; w < W; w++) v[w] = CN_NANMAX(v[w], xr[w]);                         \
         }                                                                                          \
+        /* Stride 2: v split into its even and odd columns, so that tap j \
+         * (column 2 ow + off) reads a half at ow + floor(off / 2), with  \
+         * unit stride as at stride 1. */                                  \
+        const bool split = psw == 2 && dw == 1;                                                    \
         T *restrict ve = v + W, *restrict vo = ve + (W + 1) / 2;                                   \
-        if (psw == 2 && dw == 1) {                                                                 \
+        if (split) {                                                                               \
             for (int64_t w = 0; w < (W + 1) / 2; w++) ve[w] = v[2 * w];                            \
             for (int64_t w = 0; w < W / 2; w++) vo[w] = v[2 * w + 1];                              \
         }                                                                                          \
         for (int64_t j = 0; j < kw; j++) {                                                         \
             const int64_t off = j * dw - pw, lo = r->lo[j], hi = r->hi[j];                         \
-            if (psw == 1)                                                                          \
-                for (int64_t ow = lo; ow < hi; ow++) {                                             \
-                    T a = v[ow + off];                                                             \
-                    m[ow] = a > m[ow] || a != a ? a : m[ow];                                       \
-                }                                                                                  \
-            else if (psw == 2 && dw == 1) {                                                        \
-                /* tap j reads column 2 ow + off: the even or odd half, at   \
-                 * ow + floor(off / 2), read with unit stride */              \
-                const T *restrict hv = off & 1 ? vo : ve;                                          \
-                const int64_t sh = (off - (off & 1)) / 2;                                          \
-                for (int64_t ow = lo; ow < hi; ow++) {                                             \
-                    T a = hv[ow + sh];                                                             \
-                    m[ow] = a > m[ow] || a != a ? a : m[ow];                                       \
-                }                                                                                  \
-            } else                                                                                 \
-                for (int64_t ow = lo; ow < hi; ow++) {                                             \
-                    T a = v[ow * psw + off];                                                       \
-                    m[ow] = a > m[ow] || a != a ? a : m[ow];                                       \
-                }                                                                                  \
+            if (psw == 1 || split) {                                                               \
+                const T *restrict hv = psw == 1 ? v : off & 1 ? vo : ve;                           \
+                const int64_t sh = psw == 1 ? off : (off - (off & 1)) / 2;                         \
+                for (int64_t ow = lo; ow < hi; ow++) m[ow] = CN_NANMAX(m[ow], hv[ow + sh]);        \
+            } else {                                                                               \
+                for (int64_t ow = lo; ow < hi; ow++) m[ow] = CN_NANMAX(m[ow], v[ow * psw + off]);  \
+            }                                                                                      \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
