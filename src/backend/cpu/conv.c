@@ -51,7 +51,7 @@ int cn_conv_impl_from_name(const char *name) {
 static pthread_once_t conv_env_once = PTHREAD_ONCE_INIT;
 static void conv_env_read(void) {
     const char *e = getenv("CN_CONV");
-    if (!e || !*e || conv_impl != CN_CONV_AUTO) return;
+    if (!e || !*e) return;
     int impl = cn_conv_impl_from_name(e);
     if (impl < 0)
         fprintf(stderr, "chutney: CN_CONV=%s is not auto, gemm, dnnl, depthwise or ref; using auto\n",
