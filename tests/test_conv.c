@@ -286,6 +286,11 @@ static void test_depthwise(void) {
         {1, 2, 10, 38, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, true},
         {2, 2, 7, 12, 2, 5, 5, 1, 1, 2, 2, 1, 1, 2, true},
         {1, 3, 8, 9, 6, 7, 7, 1, 1, 3, 3, 1, 1, 3, false},
+        /* forward planes of 17 rows or more go in bands of output rows;
+         * stride 2 rows split in whole vectors, the last overlapping */
+        {1, 2, 45, 70, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, true},
+        {1, 2, 40, 21, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, true},
+        {2, 2, 38, 67, 2, 5, 5, 2, 2, 0, 0, 1, 1, 2, false},
     };
     th_seed(33);
     int nt = cn_get_num_threads();
