@@ -126,19 +126,24 @@ DEFINE_PACK(double, f64)
  * panel (MR x kc) stays in L1 while the tiles sweep the whole B block,
  * which is sized to stay in L2. acc[][] stays in registers only while
  * every index into it is a constant after unrolling, so a partial tile at
- * the edge is computed whole into tmp and then copied.
+ * the edge is computed whole into tmp and then copied. Before each tile,
+ * up to pf_lines of the pf_n cache lines from pf on are prefetched (the
+ * next block of a packed B: gemm_rect).
  * NR must exceed 16 elements: shorter loops are unrolled before the
  * vectoriser sees them, and the unrolled code is not vectorised. */
 #define DEFINE_TILE(NAME, T, MR, NR)                                                               \
     CN_HOT_FN(NAME,                                                                                \
               (int64_t mc, int64_t nc, int64_t kc, const void *ap_, const void *bp_, void *c_,     \
-               int64_t ldc, bool add, const cn_gemm_out *eo, int64_t row0),                        \
-              (mc, nc, kc, ap_, bp_, c_, ldc, add, eo, row0)) {                                    \
+               int64_t ldc, bool add, const cn_gemm_out *eo, int64_t row0, const char *pf,           \
+               int64_t pf_n, int64_t pf_lines),                                                    \
+              (mc, nc, kc, ap_, bp_, c_, ldc, add, eo, row0, pf, pf_n, pf_lines)) {                \
         const T *ap = ap_, *bp = bp_;                                                              \
         T *c = c_;                                                                                 \
         T tmp[(MR) * (NR)];                                                                        \
         for (int64_t i = 0; i < mc; i += (MR)) {                                                   \
             for (int64_t j = 0; j < nc; j += (NR)) {                                               \
+                for (int64_t q = 0; q < pf_lines && pf_n > 0; q++, pf += 64, pf_n--)               \
+                    __builtin_prefetch(pf, 0, 2);                                                  \
                 const T *restrict a = ap + i * kc, *restrict b = bp + j * kc;                      \
                 T acc[MR][NR];                                                                     \
                 for (int r = 0; r < (MR); r++)                                                     \
@@ -224,7 +229,8 @@ DEFINE_TILE(tile_f32_4x24, float, 4, 24)
 DEFINE_TILE(tile_f64_2x20, double, 2, 20)
 
 typedef void (*tile_fn)(int64_t mc, int64_t nc, int64_t kc, const void *ap, const void *bp,
-                        void *c, int64_t ldc, bool add, const cn_gemm_out *eo, int64_t row0);
+                        void *c, int64_t ldc, bool add, const cn_gemm_out *eo, int64_t row0,
+                        const char *pf, int64_t pf_n, int64_t pf_lines);
 
 typedef struct tile_def {
     const char *name;
@@ -234,7 +240,7 @@ typedef struct tile_def {
 } tile_def;
 
 static const tile_def tiles_f32[] = {
-    {"8x32", 8, 32, 256, 96, 1024, tile_f32_8x32},
+    {"8x32", 8, 32, 256, 96, 512, tile_f32_8x32},
     {"6x64", 6, 64, 256, 96, 1024, tile_f32_6x64},
     {"4x24", 4, 24, 256, 96, 1032, tile_f32_4x24},
 };
@@ -294,6 +300,10 @@ typedef struct gemm_plan {
     size_t slot_bytes;
 } gemm_plan;
 
+/* The largest block of a packed B whose successor is prefetched: with two
+ * blocks of a megabyte each in a 2 MB L2, prefetching was no faster. */
+#define GEMM_PREFETCH_MAX_BYTES (512 << 10)
+
 /* C[i0:i1, j0:j1], serially, with this slot's buffers. */
 static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                       char *abuf, char *bbuf) {
@@ -308,12 +318,29 @@ static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, in
             int64_t kb = imin(g->kc, g->k - pc);
             /* A packed operand holds block pc's panels from row pc * pad on,
              * panel by panel, each kb deep: the same bytes packing gives. */
-            const char *bp = bbuf;
-            if (g->bpk)
+            const char *bp = bbuf, *pf = NULL;
+            int64_t pf_n = 0, pf_lines = 0; /* lines left to prefetch, and per tile */
+            if (g->bpk) {
                 bp = g->bpk + (size_t)(pc * g->bpad + jc * kb) * es;
-            else
+                /* The next block of a packed B (a model's weights, which come
+                 * from memory) is read into the caches a few lines a tile
+                 * while this one is multiplied: otherwise the first panel
+                 * of A to sweep a block waits on one core's bandwidth.
+                 * Where a block fills a quarter of the L2 (this tile's), not
+                 * half as 1024 columns did: ViT-B/16 6% faster, BERT 5%;
+                 * either change alone, 0-2%. */
+                int64_t pn = pc + kb, jn = jc;
+                if (pn >= g->k) pn = 0, jn = jc + nc;
+                if (jn < j1 && kb * nb * (int64_t)es <= GEMM_PREFETCH_MAX_BYTES) {
+                    int64_t kn = imin(g->kc, g->k - pn), nn = imin(nc, j1 - jn);
+                    pf = g->bpk + (size_t)(pn * g->bpad + jn * kn) * es;
+                    pf_n = cdiv(round_up(nn, t->nr) * kn * (int64_t)es, 64);
+                    pf_lines = cdiv(pf_n, cdiv(i1 - i0, t->mr) * cdiv(nb, t->nr));
+                }
+            } else {
                 g->pack(nb, kb, t->nr, g->b + (pc * g->rsb + jc * g->csb) * (int64_t)es,
                         g->csb, g->rsb, bbuf);
+            }
             for (int64_t ic = i0; ic < i1; ic += mc) {
                 int64_t mb = imin(mc, i1 - ic);
                 const char *ap = abuf;
@@ -323,7 +350,9 @@ static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, in
                     g->pack(mb, kb, t->mr, g->a + (ic * g->rsa + pc * g->csa) * (int64_t)es,
                             g->rsa, g->csa, abuf);
                 t->run(mb, nb, kb, ap, bp, g->c + (size_t)(ic * g->ldc + jc) * es, g->ldc,
-                       pc > 0, pc + kb == g->k ? g->eo : NULL, ic);
+                       pc > 0, pc + kb == g->k ? g->eo : NULL, ic, pf, pf_n, pf_lines);
+                int64_t done = imin(pf_n, pf_lines * cdiv(mb, t->mr) * cdiv(nb, t->nr));
+                if (done) pf += done * 64, pf_n -= done;
             }
         }
     }
