@@ -286,11 +286,14 @@ static void test_depthwise(void) {
         {1, 2, 10, 38, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, true},
         {2, 2, 7, 12, 2, 5, 5, 1, 1, 2, 2, 1, 1, 2, true},
         {1, 3, 8, 9, 6, 7, 7, 1, 1, 3, 3, 1, 1, 3, false},
-        /* forward planes of 17 rows or more go in bands of output rows;
-         * stride 2 rows split in whole vectors, the last overlapping */
-        {1, 2, 45, 70, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, true},
-        {1, 2, 40, 21, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, true},
+        /* forward planes whose buffers pass 32 KB go in bands of output
+         * rows (35 rows: 8, 8, 8, 11; 80 rows, multiplier 2); stride-2
+         * rows split in whole vectors, the last overlapping, or (13
+         * columns: 64-byte vectors at AVX-512) in one masked vector */
+        {1, 2, 70, 120, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, true},
+        {1, 2, 80, 100, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, true},
         {2, 2, 38, 67, 2, 5, 5, 2, 2, 0, 0, 1, 1, 2, false},
+        {1, 3, 12, 26, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, true},
     };
     th_seed(33);
     int nt = cn_get_num_threads();
