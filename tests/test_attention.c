@@ -262,14 +262,17 @@ static void test_small_against_loops(void) {
 }
 
 /* Several tiles each way (forward: 200 rows in four blocks of at most 56
- * by 128 keys; dk and dv: 64 keys x 128 rows), ragged ends, a bool mask
- * read through strides. */
+ * by 128 keys, or 256 without a mask; dk and dv: 64 keys x 128 rows),
+ * ragged ends, a bool mask read through strides. */
 static void test_medium_against_loops(void) {
     th_seed(2);
     cn_tensor *bm = cn_gt(RND(CN_F64, TH_CONTIG, 1, 300), cn_scalar(CN_F64, -0.9));
     check_against_ref("f32 [2, 200, 32] x [2, 300, 32], key mask",
                       RND(CN_F32, TH_CONTIG, 2, 200, 32), RND(CN_F32, TH_CONTIG, 2, 300, 32),
                       RND(CN_F32, TH_CONTIG, 2, 300, 24), bm, false, 0, 1e-4);
+    check_against_ref("f32 [2, 200, 32] x [2, 300, 32], no mask (key blocks of 256 and 44)",
+                      RND(CN_F32, TH_CONTIG, 2, 200, 32), RND(CN_F32, TH_CONTIG, 2, 300, 32),
+                      RND(CN_F32, TH_CONTIG, 2, 300, 24), NULL, false, 0, 1e-4);
     check_against_ref("f64 [130, 16] x [70, 16], float mask", RND(CN_F64, TH_CONTIG, 130, 16),
                       RND(CN_F64, TH_CONTIG, 70, 16), RND(CN_F64, TH_CONTIG, 70, 8),
                       RND(CN_F64, TH_CONTIG, 130, 70), false, 0, 1e-11);

@@ -29,7 +29,7 @@
 #include <math.h>
 
 /* Fewer keys than this (known at load) and the ops stay: with one block
- * of keys (SDPA_KEYS, src/backend/cpu/attention.h) the fused kernel saves
+ * of keys (sdpa_keys, src/backend/cpu/attention.h) the fused kernel saves
  * no memory traffic, and its smaller GEMMs made the BERT encoder of
  * bench/infer_peer.py (128 tokens) 3% slower at 1 thread, while ViT-B/16
  * (197) was 5% faster (docs/benchmarks.md, "Transformers (issue 19)"). */

@@ -153,9 +153,10 @@ static void run_chunk(void *ctx, int64_t t0, int64_t t1) {
     const sdpa_geom *g = j->g;
     size_t es = cn_dsize(g->dt);
     size_t wide = (size_t)(g->E > g->Ev ? g->E : g->Ev);
-    size_t blk = SDPA_MAX_ROWS * SDPA_KEYS * es, panel = SDPA_MAX_ROWS * wide * es, row = SDPA_MAX_ROWS * es;
+    size_t blk = SDPA_MAX_ROWS * SDPA_KEYS_MAX * es, panel = SDPA_BUF_ROWS * wide * es,
+           row = SDPA_BUF_ROWS * es;
     blk = (blk + 63) / 64 * 64, panel = (panel + 63) / 64 * 64, row = (row + 63) / 64 * 64;
-    char *mem = cn_alloc(2 * blk + 3 * panel + 3 * row + SDPA_KEYS);
+    char *mem = cn_alloc(2 * blk + 3 * panel + 3 * row + SDPA_KEYS_MAX);
     if (!mem) {
         atomic_store(&j->rc, CN_ENOMEM);
         return;
@@ -267,7 +268,7 @@ int cn_cpu_k_sdpa_backward(cn_op_id id, cn_tensor *const *in, int nin, const cn_
                 rc = run_tasks(&g, JOB_ALL, 1, 1);
             } else {
                 if (g.part == 3) rc = run_tasks(&g, JOB_DQ, SDPA_ROWS, g.L);
-                if (rc == 0) rc = run_tasks(&g, JOB_DKV, SDPA_KEYS, g.S);
+                if (rc == 0) rc = run_tasks(&g, JOB_DKV, sdpa_keys(&g), g.S);
             }
             cn_free(D);
         }

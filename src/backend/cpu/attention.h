@@ -6,20 +6,22 @@
 
 #include "../../core/core.h"
 
-/* Tiles: blocks of SDPA_KEYS keys everywhere, and of SDPA_ROWS query rows
- * but in the forward pass (up to SDPA_MAX_ROWS rows there: fwd_rows in
- * attention.c; a row's result does not depend on the rows beside it). The
- * forward pass and the query-side gradient take one block of rows per task
- * and walk the key blocks; the key-side gradient takes one block of keys per
- * task and walks the row blocks; the one-pass gradient (all of q, k and v)
- * takes a whole batch index. Fixed sizes and the same blocks in every
- * scheme, so each output element is summed in the same order whatever the
- * thread count and whichever scheme ran. A score block is at most 16384
- * elements (64 KiB in f32): it stays in L2 next to the panels the GEMMs
- * read. */
+/* Tiles: blocks of sdpa_keys(g) keys everywhere, and of SDPA_ROWS query
+ * rows but in the forward pass (up to SDPA_MAX_ROWS rows there: fwd_rows
+ * in attention.c; a row's result does not depend on the rows beside it).
+ * The forward pass and the query-side gradient take one block of rows per
+ * task and walk the key blocks; the key-side gradient takes one block of
+ * keys per task and walks the row blocks; the one-pass gradient (all of q,
+ * k and v) takes a whole batch index. Sizes fixed by the geometry and the
+ * same blocks in every scheme, so each output element is summed in the
+ * same order whatever the thread count and whichever scheme ran. A score
+ * block is at most 32768 elements (128 KiB in f32): it stays in L2 next to
+ * the panels the GEMMs read. */
 #define SDPA_ROWS 64
-#define SDPA_KEYS 128
-#define SDPA_MAX_ROWS (SDPA_ROWS > SDPA_KEYS ? SDPA_ROWS : SDPA_KEYS)
+#define SDPA_MAX_ROWS 128
+#define SDPA_KEYS_MAX 256
+/* Rows of the scratch panels: query rows or keys, whichever is more. */
+#define SDPA_BUF_ROWS (SDPA_MAX_ROWS > SDPA_KEYS_MAX ? SDPA_MAX_ROWS : SDPA_KEYS_MAX)
 
 /* An operand [batch..., rows, cols]: element (b, r, c) at p + off(b) + r rs
  * + c cs (elements), where off(b) sums the batch index times bs over the
@@ -50,6 +52,18 @@ typedef struct sdpa_geom {
     int part;      /* backward: 0 dq, 1 dq and dmask, 2 dk and dv, 3 all three */
     const void *D; /* part 2: rowsum(dO O) - dlse per (b, i), [B L] */
 } sdpa_geom;
+
+/* Keys per block: SDPA_KEYS_MAX without a mask, so that sequences of up
+ * to 256 keys (ViT-B/16's 197) take one block, with no running maximum
+ * to rescale by (the forward pass 1.08x faster at 197 keys, 1.1x at 512
+ * and 1024); 128 with the causal mask, where a key block's gradient
+ * computes the masked part of every row block it meets (256 made a
+ * 256-key causal forward + backward 1.18x slower), and with any other
+ * mask, so that causal attention and its mask written out give the same
+ * bits. */
+static inline int64_t sdpa_keys(const sdpa_geom *g) {
+    return g->causal || g->mask ? 128 : SDPA_KEYS_MAX;
+}
 
 /* Offsets of one batch index's matrices. */
 typedef struct sdpa_off {

@@ -162,9 +162,10 @@ int F(cn_sdpa_fwd)(const sdpa_geom *g, int64_t b, int64_t i0, int64_t bm, sdpa_s
     memset(acc, 0, sizeof(T) * (size_t)(bm * Ev));
     /* causal: no row of the block sees a key past its last row */
     int64_t jend = g->causal ? (S < i0 + bm ? S : i0 + bm) : S;
+    const int64_t keys = sdpa_keys(g);
     bool first = true;
-    for (int64_t j0 = 0; j0 < jend; j0 += SDPA_KEYS) {
-        int64_t bn = jend - j0 < SDPA_KEYS ? jend - j0 : SDPA_KEYS;
+    for (int64_t j0 = 0; j0 < jend; j0 += keys) {
+        int64_t bn = jend - j0 < keys ? jend - j0 : keys;
         int rc = F(scores)(g, &o, i0, bm, j0, bn, s);
         if (rc < 0) return rc;
         bool any = false;
@@ -289,8 +290,9 @@ int F(cn_sdpa_dq)(const sdpa_geom *g, int64_t b, int64_t i0, int64_t bm, sdpa_sc
     /* causal: the key blocks up to the block's last row, whole (the
      * one-pass scheme sums the same blocks) */
     int64_t jend = g->causal ? (S < i0 + bm ? S : i0 + bm) : S, jdone = 0;
+    const int64_t keys = sdpa_keys(g);
     for (int64_t j0 = 0; j0 < jend; j0 = jdone) {
-        int64_t bn = S - j0 < SDPA_KEYS ? S - j0 : SDPA_KEYS;
+        int64_t bn = S - j0 < keys ? S - j0 : keys;
         jdone = j0 + bn;
         int rc = F(scores)(g, &o, i0, bm, j0, bn, s);
         if (rc < 0) return rc;
@@ -390,12 +392,12 @@ int F(cn_sdpa_dkv)(const sdpa_geom *g, int64_t b, int64_t j0, int64_t bn, sdpa_s
 int F(cn_sdpa_dall)(const sdpa_geom *g, int64_t b, sdpa_scratch *w) {
     sdpa_off o;
     cn_sdpa_offsets(g, b, &o);
-    const int64_t L = g->L, S = g->S, E = g->E;
+    const int64_t L = g->L, S = g->S, E = g->E, keys = sdpa_keys(g);
     T *dk = w->acc, *dv = w->acc2;
     const T *D = (const T *)g->D + b * L;
     for (int64_t i = 0; i < L; i++) memset(F(dq_row)(g, b, i), 0, sizeof(T) * (size_t)g->ow);
-    for (int64_t j0 = 0; j0 < S; j0 += SDPA_KEYS) {
-        int64_t bn = S - j0 < SDPA_KEYS ? S - j0 : SDPA_KEYS;
+    for (int64_t j0 = 0; j0 < S; j0 += keys) {
+        int64_t bn = S - j0 < keys ? S - j0 : keys;
         memset(dk, 0, sizeof(T) * (size_t)(bn * E));
         memset(dv, 0, sizeof(T) * (size_t)(bn * g->Ev));
         for (int64_t i0 = g->causal ? j0 : 0; i0 < L; i0 += SDPA_ROWS) {
