@@ -273,6 +273,11 @@ static void test_medium_against_loops(void) {
     check_against_ref("f32 [2, 200, 32] x [2, 300, 32], no mask (key blocks of 256 and 44)",
                       RND(CN_F32, TH_CONTIG, 2, 200, 32), RND(CN_F32, TH_CONTIG, 2, 300, 32),
                       RND(CN_F32, TH_CONTIG, 2, 300, 24), NULL, false, 0, 1e-4);
+    /* 8 batch indices of 128 rows: forward blocks of 128 rows by 256 keys,
+     * the largest score block */
+    check_against_ref("f32 [8, 128, 16] x [8, 256, 16], no mask",
+                      RND(CN_F32, TH_CONTIG, 8, 128, 16), RND(CN_F32, TH_CONTIG, 8, 256, 16),
+                      RND(CN_F32, TH_CONTIG, 8, 256, 8), NULL, false, 0, 1e-4);
     check_against_ref("f64 [130, 16] x [70, 16], float mask", RND(CN_F64, TH_CONTIG, 130, 16),
                       RND(CN_F64, TH_CONTIG, 70, 16), RND(CN_F64, TH_CONTIG, 70, 8),
                       RND(CN_F64, TH_CONTIG, 130, 70), false, 0, 1e-11);

@@ -294,6 +294,11 @@ static void test_depthwise(void) {
         {1, 2, 80, 100, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, true},
         {2, 2, 38, 67, 2, 5, 5, 2, 2, 0, 0, 1, 1, 2, false},
         {1, 3, 12, 26, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, true},
+        /* padding 4 on 10 columns: the masked odd half reaches one
+         * element into the next row; 299 rows of 13 columns: bands with
+         * the masked split (64-byte vectors) */
+        {1, 2, 12, 10, 2, 3, 3, 2, 2, 4, 4, 1, 1, 2, true},
+        {1, 1, 600, 26, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},
     };
     th_seed(33);
     int nt = cn_get_num_threads();

@@ -7,7 +7,7 @@
  * q / mask gradient) or of keys (the k and v gradient), or of a whole batch
  * index (the one-pass gradient of q, k and v), run on the pool; each task
  * streams over the other side in fixed blocks (attention_tiles.h) with a
- * few buffers of at most 128 rows, so memory is O(tasks in flight x block x
+ * few buffers of at most 256 rows, so memory is O(tasks in flight x block x
  * (E + Ev)) and never the L x S scores. Each output row belongs to one task
  * and is summed in a fixed order, so the results do not depend on the
  * thread count.

@@ -111,7 +111,9 @@ static void *zalloc(size_t nbytes) {
 }
 
 /* Elements a plane buffer holds past Hp x Wp: a stride-2 load reads two
- * vectors, one element beyond the last it keeps. */
+ * vectors, one element beyond the last it keeps, and the split copy's
+ * masked vector of a narrow odd half writes up to a vector of zeros past
+ * the last row (pad_plane_split). */
 #define SLACK 32
 
 #if defined(__clang__)

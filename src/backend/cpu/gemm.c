@@ -4,7 +4,8 @@
  * The built-in f32/f64 GEMM is the classic Goto/BLIS scheme: C is cut into
  * one rectangle per thread; within it, blocks of B (kc x nc) and A (mc x kc)
  * are packed into panels laid out in the order the micro-kernel reads them
- * (zero-padded to whole tiles), and an MR x NR register tile of C is
+ * (zero-padded to whole tiles; A's rows all at once where B was packed
+ * beforehand: gemm_rect), and an MR x NR register tile of C is
  * accumulated over kc with MR broadcasts of A and NR/VL vector loads of B per
  * step. The tile is plain C: GCC keeps acc[][] in registers and vectorises
  * the NR loop, and CN_HOT_FN compiles it for AVX2 and AVX-512 as well. On this
