@@ -141,10 +141,11 @@ DEFINE_PACK(double, f64)
         const T *ap = ap_, *bp = bp_;                                                              \
         T *c = c_;                                                                                 \
         T tmp[(MR) * (NR)];                                                                        \
+        int64_t pl = 0; /* lines of pf prefetched so far */                                       \
         for (int64_t i = 0; i < mc; i += (MR)) {                                                   \
             for (int64_t j = 0; j < nc; j += (NR)) {                                               \
-                for (int64_t q = 0; q < pf_lines && pf_n > 0; q++, pf += 64, pf_n--)               \
-                    __builtin_prefetch(pf, 0, 2);                                                  \
+                for (int64_t q = 0; q < pf_lines && pl < pf_n; q++, pl++)                          \
+                    __builtin_prefetch(pf + pl * 64, 0, 2);                                        \
                 const T *restrict a = ap + i * kc, *restrict b = bp + j * kc;                      \
                 T acc[MR][NR];                                                                     \
                 for (int r = 0; r < (MR); r++)                                                     \
@@ -342,9 +343,10 @@ static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, in
                  * from memory) is read into the caches a few lines a tile
                  * while this one is multiplied: otherwise the first panel
                  * of A to sweep a block waits on one core's bandwidth.
-                 * Where a block fills a quarter of the L2 (this tile's), not
-                 * half as 1024 columns did: ViT-B/16 6% faster, BERT 5%;
-                 * either change alone, 0-2%. */
+                 * Only blocks of at most GEMM_PREFETCH_MAX_BYTES (the
+                 * AVX-512 f32 tile's blocks, 256 x 512, are 512 KB for
+                 * this): ViT-B/16 6% faster, BERT 5%; the prefetch with
+                 * blocks of 1024 columns, or those blocks alone, 0-2%. */
                 int64_t pn = pc + kb, jn = jc;
                 if (pn >= g->k) pn = 0, jn = jc + nc;
                 if (jn < j1 && kb * nb * (int64_t)es <= GEMM_PREFETCH_MAX_BYTES) {
