@@ -299,6 +299,19 @@ static void test_depthwise(void) {
          * the masked split (64-byte vectors) */
         {1, 2, 12, 10, 2, 3, 3, 2, 2, 4, 4, 1, 1, 2, true},
         {1, 1, 600, 26, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},
+        /* stride 1, padded rows in one or two aligned vectors (the
+         * aligned-rows kernel): 7 columns (64-byte vectors, a whole
+         * store reaching two rows on), 5 rows of 6 columns in two f64
+         * vectors, 600 rows of 12 in bands, 5x5 onto 7 columns; stride 2,
+         * rows split into halves of one or two vectors: 3x3 onto 7x7,
+         * 17x17 unpadded, 5x5 onto 8x7 */
+        {1, 3, 7, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, false},
+        {2, 2, 5, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, true},
+        {1, 2, 600, 12, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, true},
+        {1, 2, 9, 7, 4, 5, 5, 1, 1, 2, 2, 1, 1, 2, true},
+        {1, 2, 14, 14, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, false},
+        {2, 2, 17, 17, 2, 3, 3, 2, 2, 0, 0, 1, 1, 2, true},
+        {1, 2, 15, 14, 2, 5, 5, 2, 2, 2, 2, 1, 1, 2, true},
     };
     th_seed(33);
     int nt = cn_get_num_threads();
