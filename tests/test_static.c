@@ -179,23 +179,29 @@ static void test_packed_weights(void) {
     cn_tensor *cw = th_random(CN_F32, CN_SHAPE(8, 3, 1, 1), -1, 1, TH_CONTIG, NULL);
     cn_tensor *cw3 = th_random(CN_F32, CN_SHAPE(64, 4, 3, 3), -1, 1, TH_CONTIG, NULL);
     cn_tensor *cb3 = th_random(CN_F32, CN_SHAPE(64), -1, 1, TH_CONTIG, NULL);
+    /* 1x1 onto a 7x7 plane: made transposed (conv.c), its pack of w^T */
+    cn_tensor *cwt = th_random(CN_F32, CN_SHAPE(64, 160, 1, 1), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *cbt = th_random(CN_F32, CN_SHAPE(64), -1, 1, TH_CONTIG, NULL);
     const cn_conv_opts pad1 = {.padding = {1, 1}};
     cn_graph *g = cn_graph_new();
-    cn_tensor *ph[3] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 300)),
+    cn_tensor *ph[4] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 300)),
                         cn_placeholder(g, "im", CN_F32, CN_SHAPE(1, 3, 12, 12)),
-                        cn_placeholder(g, "im3", CN_F32, CN_SHAPE(1, 4, 10, 10))};
-    cn_tensor *outs[3] = {cn_matmul(ph[0], cn_mT(w)), cn_conv2d(ph[1], cw, NULL, NULL),
-                          cn_relu(cn_conv2d(ph[2], cw3, cb3, &pad1))};
-    cn_program *p = cn_compile(g, outs, 3, NULL);
-    cn_program *q = cn_compile(g, outs, 3, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
-    cn_tensor *in[3] = {th_random(CN_F32, CN_SHAPE(60, 300), -1, 1, TH_CONTIG, NULL),
+                        cn_placeholder(g, "im3", CN_F32, CN_SHAPE(1, 4, 10, 10)),
+                        cn_placeholder(g, "imt", CN_F32, CN_SHAPE(1, 160, 7, 7))};
+    cn_tensor *outs[4] = {cn_matmul(ph[0], cn_mT(w)), cn_conv2d(ph[1], cw, NULL, NULL),
+                          cn_relu(cn_conv2d(ph[2], cw3, cb3, &pad1)),
+                          cn_relu(cn_conv2d(ph[3], cwt, cbt, NULL))};
+    cn_program *p = cn_compile(g, outs, 4, NULL);
+    cn_program *q = cn_compile(g, outs, 4, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
+    cn_tensor *in[4] = {th_random(CN_F32, CN_SHAPE(60, 300), -1, 1, TH_CONTIG, NULL),
                         th_random(CN_F32, CN_SHAPE(1, 3, 12, 12), -1, 1, TH_CONTIG, NULL),
-                        th_random(CN_F32, CN_SHAPE(1, 4, 10, 10), -1, 1, TH_CONTIG, NULL)};
+                        th_random(CN_F32, CN_SHAPE(1, 4, 10, 10), -1, 1, TH_CONTIG, NULL),
+                        th_random(CN_F32, CN_SHAPE(1, 160, 7, 7), -1, 1, TH_CONTIG, NULL)};
     float *want = malloc(sizeof(float) * 60 * 64);
     for (int round = 0; round < 3; round++) {
-        cn_tensor *r[3], *u[3];
-        CHECK_EQ_INT(cn_run(p, ph, in, 3, r, 3), 0);
-        CHECK_EQ_INT(cn_run(q, ph, in, 3, u, 3), 0);
+        cn_tensor *r[4], *u[4];
+        CHECK_EQ_INT(cn_run(p, ph, in, 4, r, 4), 0);
+        CHECK_EQ_INT(cn_run(q, ph, in, 4, u, 4), 0);
         cn_gemm_builtin(CN_F32, 60, 64, 300, cn_data(in[0]), 300, 1, cn_data(w), 1, 300, want, 64);
         CHECK(memcmp(cn_data(r[0]), want, sizeof(float) * 60 * 64) == 0);
         CHECK(cn_allclose(r[0], u[0], 1e-5, 1e-5)); /* unpacked: BLAS where built with it */
@@ -204,11 +210,22 @@ static void test_packed_weights(void) {
         CHECK(cn_allclose(r[1], cn_conv2d(in[1], cw, NULL, NULL), 1e-5, 1e-5));
         CHECK(cn_equal(r[2], u[2]));
         CHECK(cn_equal(r[2], cn_relu(cn_conv2d(in[2], cw3, cb3, &pad1))));
+        /* The transposed 1x1 product: the bits of the product made the
+         * usual way (w times x's pixels), then its bias and the ReLU. */
+        CHECK(cn_equal(r[3], u[3]));
+        CHECK(cn_equal(r[3], cn_relu(cn_conv2d(in[3], cwt, cbt, NULL))));
+        cn_gemm_builtin(CN_F32, 64, 49, 160, cn_data(cwt), 160, 1, cn_data(in[3]), 49, 1, want, 49);
+        const float *bt = cn_data(cbt);
+        for (int i = 0; i < 64 * 49; i++) {
+            float v = want[i] + bt[i / 49];
+            want[i] = 0 > v ? 0 : v;
+        }
+        CHECK(memcmp(cn_data(r[3]), want, sizeof(float) * 64 * 49) == 0);
         cn_program_stats st, su;
         cn_program_stats_get(p, &st);
         cn_program_stats_get(q, &su);
         CHECK(st.packed_bytes >=
-              sizeof(float) * (64 * 300 + 8 * 3 + (cn_conv_have_dnnl() ? 64 * 4 * 9 : 0)));
+              sizeof(float) * (64 * 300 + 8 * 3 + 64 * 160 + (cn_conv_have_dnnl() ? 64 * 4 * 9 : 0)));
         CHECK(su.packed_bytes == 0);
         /* Written between runs, by ops or through cn_data and then
          * cn_mark_written: the next run reads the new weights. */
@@ -217,6 +234,7 @@ static void test_packed_weights(void) {
                          0);
             cn_fill_(cw, 0.25);
             cn_fill_(cw3, -0.5);
+            cn_fill_(cwt, 0.125);
         } else {
             float *wd = cn_data(w), *cd = cn_data(cw);
             for (int i = 0; i < 64 * 300; i++) wd[i] = -wd[i];

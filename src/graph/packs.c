@@ -97,11 +97,13 @@ static bool wants_pack(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *liv
     if (w->ndim != 4 || x->ndim != 4 || !cn_is_contiguous(w) || a->i[0] < 1 ||
         !cn_cpu_conv2d_fwd_packs(a, x->shape, w->shape, y->shape, dt))
         return false;
-    *b_side = false;
+    *b_side = cn_cpu_conv2d_fwd_transposed(a, x->shape, w->shape, y->shape, dt);
     *count = a->i[0];
     *rows = w->shape[0] / *count;
     *k = w->shape[1] * w->shape[2] * w->shape[3];
-    *rs = *k, *cs = 1;
+    /* w^T's element (p, o) at w[o k + p] where the product is transposed */
+    if (*b_side) *rs = 1, *cs = *k;
+    else *rs = *k, *cs = 1;
     *gstride = *rows * *k;
     return *rows > 1 && *k > 0;
 }

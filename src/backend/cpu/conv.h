@@ -60,6 +60,11 @@ int cn_cpu_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_tens
 bool cn_cpu_conv2d_fwd_packs(const cn_attrs *a, const int64_t *x, const int64_t *w,
                              const int64_t *y, cn_dtype dt);
 
+/* Whether that product is made transposed, y^T = x^T w^T (a 1x1 kernel on a
+ * small plane, conv.c), so that a pack of w is of the GEMM's B side. */
+bool cn_cpu_conv2d_fwd_transposed(const cn_attrs *a, const int64_t *x, const int64_t *w,
+                                  const int64_t *y, cn_dtype dt);
+
 /* The same for conv2d's forward product on oneDNN, which reads its
  * weights in a format of its own: a pack of the program's constant w in
  * that format (gemm.h's opaque packs), which the product then uses; have

@@ -279,6 +279,12 @@ const char *cn_gemm_select_tile(cn_dtype dt, int i) {
     return pick_tile(dt)->name;
 }
 
+void cn_gemm_tile_dims(cn_dtype dt, int *mr, int *nr) {
+    const tile_def *t = pick_tile(dt);
+    *mr = t->mr;
+    *nr = t->nr;
+}
+
 /* ------------------------------------------------------------------------ */
 /* The blocked GEMM                                                         */
 /* ------------------------------------------------------------------------ */

@@ -121,5 +121,8 @@ const cn_gemm_pack *cn_gemm_pack_step(void);
  * restores the automatic choice and returns its name. Not thread-safe: call
  * it before products run. */
 const char *cn_gemm_select_tile(cn_dtype dt, int i);
+/* The rows (*mr) and columns (*nr) of the register tile products of dtype
+ * dt (f32, f64) run on now: C's edges are computed in whole tiles. */
+void cn_gemm_tile_dims(cn_dtype dt, int *mr, int *nr);
 
 #endif
