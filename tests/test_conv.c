@@ -29,7 +29,7 @@ static const conv_case conv_cases[] = {
     {2, 1, 28, 28, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},  /* the CNN's first layer, smaller */
     {2, 1, 5, 5, 3, 5, 5, 1, 1, 2, 2, 1, 1, 1, false},   /* padding = kernel / 2 */
     /* 1x1 onto 7x7 planes: made transposed (x^T w^T), also in groups */
-    {2, 130, 7, 7, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1, true},
+    {2, 130, 7, 7, 190, 1, 1, 1, 1, 0, 0, 1, 1, 1, true},
     {1, 260, 7, 7, 60, 1, 1, 1, 1, 0, 0, 1, 1, 2, false}, /* 30 a group: 8-channel blocks and 6 */
 };
 

@@ -179,9 +179,10 @@ static void test_packed_weights(void) {
     cn_tensor *cw = th_random(CN_F32, CN_SHAPE(8, 3, 1, 1), -1, 1, TH_CONTIG, NULL);
     cn_tensor *cw3 = th_random(CN_F32, CN_SHAPE(64, 4, 3, 3), -1, 1, TH_CONTIG, NULL);
     cn_tensor *cb3 = th_random(CN_F32, CN_SHAPE(64), -1, 1, TH_CONTIG, NULL);
-    /* 1x1 onto a 7x7 plane: made transposed (conv.c), its pack of w^T */
-    cn_tensor *cwt = th_random(CN_F32, CN_SHAPE(64, 160, 1, 1), -1, 1, TH_CONTIG, NULL);
-    cn_tensor *cbt = th_random(CN_F32, CN_SHAPE(64), -1, 1, TH_CONTIG, NULL);
+    /* 1x1 onto a 7x7 plane: made transposed (conv.c), its pack of w^T;
+     * 190 channels: blocks of 64, of 8 and a remainder */
+    cn_tensor *cwt = th_random(CN_F32, CN_SHAPE(190, 160, 1, 1), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *cbt = th_random(CN_F32, CN_SHAPE(190), -1, 1, TH_CONTIG, NULL);
     const cn_conv_opts pad1 = {.padding = {1, 1}};
     cn_graph *g = cn_graph_new();
     cn_tensor *ph[4] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 300)),
@@ -197,7 +198,7 @@ static void test_packed_weights(void) {
                         th_random(CN_F32, CN_SHAPE(1, 3, 12, 12), -1, 1, TH_CONTIG, NULL),
                         th_random(CN_F32, CN_SHAPE(1, 4, 10, 10), -1, 1, TH_CONTIG, NULL),
                         th_random(CN_F32, CN_SHAPE(1, 160, 7, 7), -1, 1, TH_CONTIG, NULL)};
-    float *want = malloc(sizeof(float) * 60 * 64);
+    float *want = malloc(sizeof(float) * 190 * 49); /* the larger of the two products */
     for (int round = 0; round < 3; round++) {
         cn_tensor *r[4], *u[4];
         CHECK_EQ_INT(cn_run(p, ph, in, 4, r, 4), 0);
@@ -214,18 +215,18 @@ static void test_packed_weights(void) {
          * usual way (w times x's pixels), then its bias and the ReLU. */
         CHECK(cn_equal(r[3], u[3]));
         CHECK(cn_equal(r[3], cn_relu(cn_conv2d(in[3], cwt, cbt, NULL))));
-        cn_gemm_builtin(CN_F32, 64, 49, 160, cn_data(cwt), 160, 1, cn_data(in[3]), 49, 1, want, 49);
+        cn_gemm_builtin(CN_F32, 190, 49, 160, cn_data(cwt), 160, 1, cn_data(in[3]), 49, 1, want, 49);
         const float *bt = cn_data(cbt);
-        for (int i = 0; i < 64 * 49; i++) {
+        for (int i = 0; i < 190 * 49; i++) {
             float v = want[i] + bt[i / 49];
             want[i] = 0 > v ? 0 : v;
         }
-        CHECK(memcmp(cn_data(r[3]), want, sizeof(float) * 64 * 49) == 0);
+        CHECK(memcmp(cn_data(r[3]), want, sizeof(float) * 190 * 49) == 0);
         cn_program_stats st, su;
         cn_program_stats_get(p, &st);
         cn_program_stats_get(q, &su);
         CHECK(st.packed_bytes >=
-              sizeof(float) * (64 * 300 + 8 * 3 + 64 * 160 + (cn_conv_have_dnnl() ? 64 * 4 * 9 : 0)));
+              sizeof(float) * (64 * 300 + 8 * 3 + 190 * 160 + (cn_conv_have_dnnl() ? 64 * 4 * 9 : 0)));
         CHECK(su.packed_bytes == 0);
         /* Written between runs, by ops or through cn_data and then
          * cn_mark_written: the next run reads the new weights. */

@@ -384,7 +384,7 @@ static void run_items(int64_t n, cn_range_fn fn, void *ctx) {
     else fn(ctx, 0, n);
 }
 
-/* y [O, ldy] = t^T (t [len, O]) with eo's bias and bounds, each step its
+/* y [O, ldy] = t^T (t [len, ldt], its first O columns) with eo's bias and bounds, each step its
  * own IEEE operation in the order of cn_gemm_out's (so the bits of the
  * product made the usual way): v + bias, then lo > v ? lo : v and
  * hi < v ? hi : v, which keep a NaN. */
@@ -397,14 +397,14 @@ static void run_items(int64_t n, cn_range_fn fn, void *ctx) {
         }                                                                                          \
     } while (0)
 
-static void transpose_out_f64(const double *restrict t, int64_t len, int64_t O,
+static void transpose_out_f64(const double *restrict t, int64_t len, int64_t O, int64_t ldt,
                               double *restrict y, int64_t ldy, const cn_gemm_out *eo) {
     const double *bias = eo->bias, lo = eo->lo, hi = eo->hi;
     const bool clamp = eo->clamp;
     for (int64_t i0 = 0; i0 < O; i0 += 16)
         for (int64_t j = 0; j < len; j++)
             for (int64_t i = i0; i < imin(O, i0 + 16); i++) {
-                double v = t[j * O + i];
+                double v = t[j * ldt + i];
                 OUT_ONE(double, v, i);
                 y[i * ldy + j] = v;
             }
@@ -427,9 +427,9 @@ typedef int32_t v8_i32 __attribute__((vector_size(32)));
 #define VMAX_LO(lo, v) ((v8_f32)(((v8_i32)((lo) > (v)) & (v8_i32)(lo)) | (~(v8_i32)((lo) > (v)) & (v8_i32)(v))))
 #define VMIN_HI(hi, v) ((v8_f32)(((v8_i32)((hi) < (v)) & (v8_i32)(hi)) | (~(v8_i32)((hi) < (v)) & (v8_i32)(v))))
 
-CN_HOT_FN(transpose_out_f32, (const float *restrict t, int64_t len, int64_t O,
+CN_HOT_FN(transpose_out_f32, (const float *restrict t, int64_t len, int64_t O, int64_t ldt,
                               float *restrict y, int64_t ldy, const cn_gemm_out *eo),
-          (t, len, O, y, ldy, eo)) {
+          (t, len, O, ldt, y, ldy, eo)) {
     const float *bias = eo->bias, lo = (float)eo->lo, hi = (float)eo->hi;
     const bool clamp = eo->clamp;
     const v8_f32 lov = (v8_f32){0} + lo, hiv = (v8_f32){0} + hi;
@@ -437,7 +437,7 @@ CN_HOT_FN(transpose_out_f32, (const float *restrict t, int64_t len, int64_t O,
     for (int64_t i = 0; i < i8; i += 8) {
         for (int64_t j = 0; j < j8; j += 8) {
             v8_f32 r[8], u[8], o[8];
-            for (int k = 0; k < 8; k++) r[k] = *(const v8u_f32 *)(t + (j + k) * O + i);
+            for (int k = 0; k < 8; k++) r[k] = *(const v8u_f32 *)(t + (j + k) * ldt + i);
             for (int k = 0; k < 8; k += 2) {
                 u[k] = SHUF8(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
                 u[k + 1] = SHUF8(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
@@ -465,17 +465,42 @@ CN_HOT_FN(transpose_out_f32, (const float *restrict t, int64_t len, int64_t O,
         }
         for (int64_t c = i; c < i + 8; c++)
             for (int64_t j = j8; j < len; j++) {
-                float v = t[j * O + c];
+                float v = t[j * ldt + c];
                 OUT_ONE(float, v, c);
                 y[c * ldy + j] = v;
             }
     }
     for (int64_t c = i8; c < O; c++)
         for (int64_t j = 0; j < len; j++) {
-            float v = t[j * O + c];
+            float v = t[j * ldt + c];
             OUT_ONE(float, v, c);
             y[c * ldy + j] = v;
         }
+}
+
+/* Channels [64 i0, 64 i1) of a transposed product's output. */
+typedef struct trans_job {
+    cn_dtype dt;
+    size_t es;
+    const char *t;
+    int64_t len, O;
+    char *y;
+    int64_t ldy;
+    const cn_gemm_out *eo;
+} trans_job;
+
+static void trans_range(void *ctx, int64_t i0, int64_t i1) {
+    const trans_job *tj = ctx;
+    const int64_t c0 = 64 * i0, c1 = imin(tj->O, 64 * i1);
+    /* The channels' columns of t (row stride O), their rows of y, and
+     * their part of the bias. */
+    cn_gemm_out eo = *tj->eo;
+    if (eo.bias) eo.bias = (const char *)eo.bias + (size_t)c0 * tj->es;
+    const char *t = tj->t + (size_t)c0 * tj->es;
+    char *y = tj->y + (size_t)(c0 * tj->ldy) * tj->es;
+    if (tj->dt == CN_F32)
+        transpose_out_f32((const float *)t, tj->len, c1 - c0, tj->O, (float *)y, tj->ldy, &eo);
+    else transpose_out_f64((const double *)t, tj->len, c1 - c0, tj->O, (double *)y, tj->ldy, &eo);
 }
 
 /* fwd: item = (n, group, tile). */
@@ -515,8 +540,12 @@ static void fwd_items(void *ctx, int64_t i0, int64_t i1) {
              * order as the product made the usual way. */
             rc = cn_gemm_packed(c->dt, len, c->Og, c->Kg, bm, 1, ldb, wg, 1, c->Kg, cols, c->Og,
                                 c->wpk, grp, NULL);
-            if (rc >= 0 && c->dt == CN_F32) transpose_out_f32(cols, len, c->Og, (void *)yg, c->P, &eo);
-            else if (rc >= 0) transpose_out_f64(cols, len, c->Og, (void *)yg, c->P, &eo);
+            if (rc >= 0) {
+                /* Over the pool by blocks of channels where this item has
+                 * it to itself (one sample: the product was split too). */
+                trans_job tj = {c->dt, c->es, cols, len, c->Og, yg, c->P, &eo};
+                cn_parallel_for(ceil_div(c->Og, 64), 1, trans_range, &tj);
+            }
         } else
             rc = cn_gemm_packed(c->dt, c->Og, len, c->Kg, wg, c->Kg, 1, bm, ldb, 1, yg, c->P,
                                 c->wpk, grp, eo.bias || eo.clamp ? &eo : NULL);
