@@ -680,8 +680,12 @@ static void balance_tiles(gemm_conv *c, const cn_conv_geom *g) {
     c->ntiles = (c->P + tile - 1) / tile;
 }
 
-/* Plane sizes up to which a 1x1 forward product may be made transposed. */
-#define TRANS_MAX_PIXELS 256
+/* Plane sizes up to which a 1x1 forward product may be made transposed:
+ * 7x7 planes, not 14x14 ones. On 14x14 planes ResNet-50's layers ran
+ * 1.06-1.09x faster at 1 thread but 1.05-1.14x slower at 2, where the
+ * GEMM splits the output channels and each thread packs all the pixels
+ * (split by pixels between the threads instead, up to 1.5x slower). */
+#define TRANS_MAX_PIXELS 64
 
 /* Whether the forward product of a 1x1 kernel (stride 1, no padding) is
  * made transposed, y^T = x^T w^T: where the register tiles then cover at
@@ -689,12 +693,13 @@ static void balance_tiles(gemm_conv *c, const cn_conv_geom *g) {
  * usual product puts the plane's pixels along the tile's columns (32 at
  * the AVX-512 level) and a 7x7 plane fills 49 of 64; transposed, they are
  * the tile's rows (8), 49 of 56, and the output channels the columns. The
- * bits are the same either way. Planes of at most TRANS_MAX_PIXELS, so
- * that the product is one tile of pixels (setup's tiles are larger). */
+ * bits are the same either way. Planes of at most TRANS_MAX_PIXELS (the
+ * product then is one tile of pixels: setup's tiles are larger). */
 #define TRANS_MAX_WORK 0.9
-/* Inputs channels below which the transposition costs more than the work
+/* Input channels below which the transposition costs more than the work
  * it saves: MobileNetV2's 14x14 layers from 64 channels to 384 ran 1.1x
- * slower transposed, ResNet-50's from 256 to 1024 1.06x faster. */
+ * slower transposed at 1 thread, ResNet-50's from 256 to 1024 1.06x
+ * faster. */
 #define TRANS_MIN_K 128
 static bool fwd_transposed(const cn_conv_geom *g, cn_dtype dt) {
     if ((dt != CN_F32 && dt != CN_F64) || g->KH != 1 || g->KW != 1 || g->sh != 1 || g->sw != 1 ||
