@@ -222,6 +222,7 @@ static __attribute__((noinline)) void out_panel(void *o, int64_t h, int64_t w, i
 
 /* AVX-512 (32 vector registers). */
 DEFINE_TILE(tile_f32_8x32, float, 8, 32)
+DEFINE_TILE(tile_f32_7x32, float, 7, 32)
 DEFINE_TILE(tile_f32_6x64, float, 6, 64)
 DEFINE_TILE(tile_f64_8x24, double, 8, 24)
 DEFINE_TILE(tile_f64_6x32, double, 6, 32)
@@ -245,7 +246,13 @@ static const tile_def tiles_f32[] = {
     {"8x32", 8, 32, 256, 96, 512, tile_f32_8x32},
     {"6x64", 6, 64, 256, 96, 1024, tile_f32_6x64},
     {"4x24", 4, 24, 256, 96, 1032, tile_f32_4x24},
+    /* 8x32's panels of B (the same kc and NR: a B packed for 8x32 serves
+     * it), for products whose rows fill whole tiles of 7 but not of 8
+     * (gemm_blocked) */
+    {"7x32", 7, 32, 256, 91, 512, tile_f32_7x32},
 };
+#define TILE_F32_8x32 0
+#define TILE_F32_7x32 3
 static const tile_def tiles_f64[] = {
     {"8x24", 8, 24, 256, 48, 504, tile_f64_8x24},
     {"6x32", 6, 32, 256, 48, 512, tile_f64_6x32},
@@ -440,6 +447,13 @@ static int gemm_blocked(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void
     g.apk = apk, g.bpk = bpk;
     g.eo = eo;
     g.t = pick_tile(dt);
+    /* Rows that the 8-row tile leaves a partial panel of and 7-row tiles
+     * fill with less padding (the pixels of 7x7, 14x14, 28x28 planes in a
+     * convolution made transposed: conv.c) take the 7-row tile, where A is
+     * packed here. Each element's sum is the same either way. */
+    if (!apk && forced_f32 < 0 && g.t == &tiles_f32[TILE_F32_8x32] &&
+        cdiv(m, 7) * 7 < cdiv(m, 8) * 8)
+        g.t = &tiles_f32[TILE_F32_7x32];
     g.es = cn_dsize(dt);
     g.pack = dt == CN_F32 ? pack_f32 : pack_f64;
     g.m = m, g.n = n, g.k = k;
