@@ -691,6 +691,31 @@ static void test_gemm_choice(void) {
     }
 }
 
+/* Rows that fill tiles of 7 better than of 8 take the 7x32 tile where
+ * 8x32 is the automatic one (gemm.c): the same bits as 8x32 forced, with A
+ * packed on the fly and B packed on the fly or beforehand (for 8x32). */
+static void test_seven_row_tile(void) {
+    if (strcmp(cn_gemm_select_tile(CN_F32, -1), "8x32") != 0) return; /* not this CPU's tile */
+    th_seed(12);
+    const int64_t m = 49, n = 70, k = 300;
+    float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+    float *c7 = malloc(sizeof(float) * (size_t)(m * n)), *c8 = malloc(sizeof(float) * (size_t)(m * n));
+    float *cp = malloc(sizeof(float) * (size_t)(m * n));
+    fill_rand(CN_F32, a, m * k);
+    fill_rand(CN_F32, b, k * n);
+    cn_gemm_pack *pk = cn_gemm_pack_new(CN_F32, true, n, k, NULL, b, n, 1, 1, 0);
+    CHECK(pk != NULL);
+    cn_gemm_builtin(CN_F32, m, n, k, a, k, 1, b, n, 1, c7, n);
+    cn_gemm_packed(CN_F32, m, n, k, a, k, 1, b, n, 1, cp, n, pk, 0, NULL);
+    cn_gemm_select_tile(CN_F32, 0);
+    cn_gemm_builtin(CN_F32, m, n, k, a, k, 1, b, n, 1, c8, n);
+    cn_gemm_select_tile(CN_F32, -1);
+    CHECK(memcmp(c7, c8, sizeof(float) * (size_t)(m * n)) == 0);
+    CHECK(memcmp(cp, c8, sizeof(float) * (size_t)(m * n)) == 0);
+    cn_gemm_pack_free(pk);
+    free(a), free(b), free(c7), free(c8), free(cp);
+}
+
 int main(void) {
     fprintf(stderr, "%s; f32 tile %s, f64 tile %s; gemm: %s\n", cn_build_info(),
             cn_gemm_select_tile(CN_F32, -1), cn_gemm_select_tile(CN_F64, -1), cn_cpu_gemm());
@@ -707,5 +732,6 @@ int main(void) {
     RUN(test_builtin_vectors);
     RUN(test_thread_invariance);
     RUN(test_builtin_packed);
+    RUN(test_seven_row_tile);
     return th_summary();
 }
