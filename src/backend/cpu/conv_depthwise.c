@@ -178,9 +178,12 @@ static void *zalloc(size_t nbytes) {
  * same. Needs OH >= R. */
 #define DEFINE_AROWS_ONE(T, SFX, VL, IT, S, K, NV, R)                                              \
     CN_HOT_FN(arows##S##_##K##_##NV##_##SFX, (const T *P, int64_t OH, int64_t OW, const T *k,    \
-                                              T b, T *y),                                          \
-              (P, OH, OW, k, b, y)) {                                                              \
+                                              T b, const cn_gemm_out *eo, T *y),                   \
+              (P, OH, OW, k, b, eo, y)) {                                                          \
         const int64_t Wh = (NV) * (VL), Wr = (S) * Wh, end = OH * OW;                              \
+        /* -0 + x is x for every x, a bound -0 included (+0 + -0 is +0) */                         \
+        const v_##SFX lo = -(v_##SFX){0} + (T)(eo ? eo->lo : 0);                                   \
+        const v_##SFX hi = -(v_##SFX){0} + (T)(eo ? eo->hi : 0);                                   \
         for (int64_t r0 = 0; r0 < OH; r0 += (R)) {                                                 \
             const int64_t r = imin(r0, OH - (R));                                                  \
             v_##SFX acc[R][NV];                                                                    \
@@ -207,11 +210,19 @@ static void *zalloc(size_t nbytes) {
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
-            /* A vector past the row's end is stored whole where what it                           \
-             * writes past the row lies in the plane's later rows, which                           \
-             * are stored after it. */                                                             \
+            /* The step's bounds (cn_gemm_out's: lo > v ? lo : v, then hi < v ?                    \
+             * hi : v, which keep a NaN), here rather than in a pass of                            \
+             * their own. A vector past the row's end is stored whole where                        \
+             * what it writes past the row lies in the plane's later rows,                         \
+             * which are stored after it. */                                                       \
             UNROLL for (int rr = 0; rr < (R); rr++)                                                \
                 UNROLL for (int v = 0; v < (NV); v++) {                                            \
+                    if (eo) {                                                                      \
+                        vi_##SFX m = lo > acc[rr][v];                                              \
+                        acc[rr][v] = (v_##SFX)((m & (vi_##SFX)lo) | (~m & (vi_##SFX)acc[rr][v]));  \
+                        m = hi < acc[rr][v];                                                       \
+                        acc[rr][v] = (v_##SFX)((m & (vi_##SFX)hi) | (~m & (vi_##SFX)acc[rr][v]));  \
+                    }                                                                              \
                     const int64_t at = (r + rr) * OW + v * (VL), n = imin(VL, OW - v * (VL));      \
                     if (n == (VL) || at + (VL) <= end) ST(SFX, y + at, acc[rr][v]);                \
                     else                                                                           \
@@ -230,7 +241,8 @@ static void *zalloc(size_t nbytes) {
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 1, 7)                                                   \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 2, 4)                                                   \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 5, 1, 7)                                                   \
-    typedef void (*arows_fn_##SFX)(const T *P, int64_t OH, int64_t OW, const T *k, T b, T *y);    \
+    typedef void (*arows_fn_##SFX)(const T *P, int64_t OH, int64_t OW, const T *k, T b,           \
+                                   const cn_gemm_out *eo, T *y);                                   \
     /* The kernel for a forward product, and its vectors per row (or half                          \
      * row: *nv), or NULL. */                                                                      \
     static arows_fn_##SFX arows_pick_##SFX(const cn_conv_geom *g, int *nv) {                       \
@@ -252,7 +264,8 @@ static void *zalloc(size_t nbytes) {
 #define ARROWS_PICK(SFX, g, nv) arows_pick_##SFX(g, nv)
 #else
 #define DEFINE_AROWS(T, SFX, VL, IT)                                                               \
-    typedef void (*arows_fn_##SFX)(const T *P, int64_t OH, int64_t OW, const T *k, T b, T *y);
+    typedef void (*arows_fn_##SFX)(const T *P, int64_t OH, int64_t OW, const T *k, T b,           \
+                                   const cn_gemm_out *eo, T *y);
 #define ARROWS_PICK(SFX, g, nv) ((arows_fn_##SFX)NULL)
 #endif
 
@@ -502,12 +515,13 @@ static void *zalloc(size_t nbytes) {
                 for (int64_t q = 0; q < d->Og; q++) {                                              \
                     const int64_t o = c * d->Og + q;                                               \
                     T *yb = y + q * OP + r0 * g->OW;                                               \
-                    if (af)                                                                        \
+                    if (af) {                                                                      \
                         af(P + r0 * s.sh * s.Wr, r1 - r0, g->OW, w + o * g->KH * g->KW,            \
-                           bias ? bias[o] : 0, yb);                                                \
-                    else                                                                           \
-                        stencil_##SFX(sb, P + r0 * s.sh * s.Wr, 1, w + o * g->KH * g->KW,          \
-                                      bias ? bias[o] : 0, yb);                                     \
+                           bias ? bias[o] : 0, d->eo.clamp ? &d->eo : NULL, yb);                   \
+                        continue;                                                                  \
+                    }                                                                              \
+                    stencil_##SFX(sb, P + r0 * s.sh * s.Wr, 1, w + o * g->KH * g->KW,              \
+                                  bias ? bias[o] : 0, yb);                                         \
                     if (d->eo.clamp)                                                               \
                         cn_gemm_out_apply(sizeof(T) == 4 ? CN_F32 : CN_F64, yb, 1,                 \
                                           (r1 - r0) * g->OW, (r1 - r0) * g->OW, &d->eo);           \
