@@ -26,7 +26,9 @@
  * vectoriser kept the block's sums in scalar registers) and compiled for
  * each CN_HOT_FN level (32-byte vectors, and for f32 at the AVX-512 level
  * 64-byte ones where a plane's rows are wide enough: f32_fn); other
- * compilers take the GEMM path.
+ * compilers take the GEMM path. Forward products at stride 1 or 2 on
+ * narrow planes take the aligned-rows kernel instead (DEFINE_AROWS_ONE:
+ * each padded row loaded once and shifted in registers), GCC only.
  * Products are contracted to FMAs, as in conv.c, so the default level's
  * bits differ from the others' in the last place.
  *
@@ -50,9 +52,12 @@
 
 /* A register block is RB output rows by one 32-byte vector of columns
  * (VL = 8 floats or 4 doubles): RB independent sums in flight. 7 rows (the
- * planes of these networks have 112, 56, 28, 14 or 7) measured no faster:
- * the compiler runs out of registers for their addresses. Planes of fewer
- * rows go one row at a time. */
+ * planes of these networks have 112, 56, 28, 14 or 7) measured no faster
+ * on wide planes (the compiler runs out of registers for their addresses),
+ * but where a row is less than two vectors (block2 does not apply) 3x3
+ * blocks of RB_NARROW rows ran 1.1-1.2x faster: 4 sums in flight had left
+ * the multiply-adds waiting on each other. Planes of fewer rows go one row
+ * at a time. */
 #define RB 4
 #define RB_NARROW 7
 /* Taps of a kernel row whose weight-gradient sums run side by side. */
