@@ -624,6 +624,14 @@ static void test_builtin_packed(void) {
     CHECK(memcmp(C1, C2, sizeof C1) == 0);
     cn_gemm_select_tile(CN_F32, -1);
     cn_gemm_pack_free(pk);
+    /* What a pack was made as: its side, sizes, strides and groups. */
+    pk = cn_gemm_pack_new(CN_F32, true, 40, 5, NULL, B, 1, 5, 1, 0);
+    CHECK(cn_gemm_pack_made_as(pk, true, 40, 5, 1, 5, 1, 0));
+    CHECK(!cn_gemm_pack_made_as(pk, false, 40, 5, 1, 5, 1, 0));
+    CHECK(!cn_gemm_pack_made_as(pk, true, 40, 5, 5, 1, 1, 0));
+    CHECK(!cn_gemm_pack_made_as(pk, true, 40, 5, 1, 5, 2, 200));
+    CHECK(!cn_gemm_pack_made_as(NULL, true, 40, 5, 1, 5, 1, 0));
+    cn_gemm_pack_free(pk);
     /* Nothing to pack is an error naming it. */
     CHECK(cn_gemm_pack_new(CN_I32, true, 4, 4, NULL, B, 4, 1, 1, 0) == NULL);
     CHECK(strstr(cn_last_error(), "nothing to pack") != NULL);

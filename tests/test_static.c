@@ -183,26 +183,30 @@ static void test_packed_weights(void) {
      * 190 channels: blocks of 64, of 8 and a remainder */
     cn_tensor *cwt = th_random(CN_F32, CN_SHAPE(190, 160, 1, 1), -1, 1, TH_CONTIG, NULL);
     cn_tensor *cbt = th_random(CN_F32, CN_SHAPE(190), -1, 1, TH_CONTIG, NULL);
+    /* its own bias for a second such step with a bound -0 (one
+     * convolution read by two steps is the head of neither) */
+    cn_tensor *cbt2 = th_random(CN_F32, CN_SHAPE(190), -1, 1, TH_CONTIG, NULL);
     const cn_conv_opts pad1 = {.padding = {1, 1}};
     cn_graph *g = cn_graph_new();
     cn_tensor *ph[4] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 300)),
                         cn_placeholder(g, "im", CN_F32, CN_SHAPE(1, 3, 12, 12)),
                         cn_placeholder(g, "im3", CN_F32, CN_SHAPE(1, 4, 10, 10)),
                         cn_placeholder(g, "imt", CN_F32, CN_SHAPE(1, 160, 7, 7))};
-    cn_tensor *outs[4] = {cn_matmul(ph[0], cn_mT(w)), cn_conv2d(ph[1], cw, NULL, NULL),
+    cn_tensor *outs[5] = {cn_matmul(ph[0], cn_mT(w)), cn_conv2d(ph[1], cw, NULL, NULL),
                           cn_relu(cn_conv2d(ph[2], cw3, cb3, &pad1)),
-                          cn_relu(cn_conv2d(ph[3], cwt, cbt, NULL))};
-    cn_program *p = cn_compile(g, outs, 4, NULL);
-    cn_program *q = cn_compile(g, outs, 4, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
+                          cn_relu(cn_conv2d(ph[3], cwt, cbt, NULL)),
+                          cn_clamp(cn_conv2d(ph[3], cwt, cbt2, NULL), -0.0, 6.0)};
+    cn_program *p = cn_compile(g, outs, 5, NULL);
+    cn_program *q = cn_compile(g, outs, 5, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
     cn_tensor *in[4] = {th_random(CN_F32, CN_SHAPE(60, 300), -1, 1, TH_CONTIG, NULL),
                         th_random(CN_F32, CN_SHAPE(1, 3, 12, 12), -1, 1, TH_CONTIG, NULL),
                         th_random(CN_F32, CN_SHAPE(1, 4, 10, 10), -1, 1, TH_CONTIG, NULL),
                         th_random(CN_F32, CN_SHAPE(1, 160, 7, 7), -1, 1, TH_CONTIG, NULL)};
     float *want = malloc(sizeof(float) * 190 * 49); /* the larger of the two products */
     for (int round = 0; round < 3; round++) {
-        cn_tensor *r[4], *u[4];
-        CHECK_EQ_INT(cn_run(p, ph, in, 4, r, 4), 0);
-        CHECK_EQ_INT(cn_run(q, ph, in, 4, u, 4), 0);
+        cn_tensor *r[5], *u[5];
+        CHECK_EQ_INT(cn_run(p, ph, in, 4, r, 5), 0);
+        CHECK_EQ_INT(cn_run(q, ph, in, 4, u, 5), 0);
         cn_gemm_builtin(CN_F32, 60, 64, 300, cn_data(in[0]), 300, 1, cn_data(w), 1, 300, want, 64);
         CHECK(memcmp(cn_data(r[0]), want, sizeof(float) * 60 * 64) == 0);
         CHECK(cn_allclose(r[0], u[0], 1e-5, 1e-5)); /* unpacked: BLAS where built with it */
@@ -222,6 +226,19 @@ static void test_packed_weights(void) {
             want[i] = 0 > v ? 0 : v;
         }
         CHECK(memcmp(cn_data(r[3]), want, sizeof(float) * 190 * 49) == 0);
+        /* clamp(-0, 6): a negative output is -0, as the unfused clamp gives */
+        CHECK(cn_equal(r[4], u[4]));
+        cn_gemm_builtin(CN_F32, 190, 49, 160, cn_data(cwt), 160, 1, cn_data(in[3]), 49, 1, want, 49);
+        const float *bt2 = cn_data(cbt2);
+        int negzero = 0;
+        for (int i = 0; i < 190 * 49; i++) {
+            float v = want[i] + bt2[i / 49];
+            v = -0.0f > v ? -0.0f : v;
+            want[i] = 6.0f < v ? 6.0f : v;
+            negzero += want[i] == 0 && signbit(want[i]);
+        }
+        CHECK(negzero > 0);
+        CHECK(memcmp(cn_data(r[4]), want, sizeof(float) * 190 * 49) == 0);
         cn_program_stats st, su;
         cn_program_stats_get(p, &st);
         cn_program_stats_get(q, &su);

@@ -125,7 +125,9 @@ int cn_packs_update(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
             packs[s] = NULL;
             continue;
         }
-        if (cn_gemm_pack_current(packs[s], w)) continue;
+        if (cn_gemm_pack_current(packs[s], w) &&
+            cn_gemm_pack_made_as(packs[s], b_side, rows, k, rs, cs, count, gstride))
+            continue;
         cn_gemm_pack_free(packs[s]);
         packs[s] = cn_gemm_pack_new((cn_dtype)w->dtype, b_side, rows, k, w, cn_t_ptr(w), rs, cs,
                                     count, gstride);

@@ -432,7 +432,8 @@ CN_HOT_FN(transpose_out_f32, (const float *restrict t, int64_t len, int64_t O, i
           (t, len, O, ldt, y, ldy, eo)) {
     const float *bias = eo->bias, lo = (float)eo->lo, hi = (float)eo->hi;
     const bool clamp = eo->clamp;
-    const v8_f32 lov = (v8_f32){0} + lo, hiv = (v8_f32){0} + hi;
+    /* -0 + x is x for every x, a bound -0 included (+0 + -0 is +0) */
+    const v8_f32 lov = -(v8_f32){0} + lo, hiv = -(v8_f32){0} + hi;
     const int64_t j8 = len / 8 * 8, i8 = O / 8 * 8;
     for (int64_t i = 0; i < i8; i += 8) {
         for (int64_t j = 0; j < j8; j += 8) {
@@ -692,8 +693,9 @@ static void balance_tiles(gemm_conv *c, const cn_conv_geom *g) {
  * most TRANS_MAX_WORK of the padded area the usual product's do. The
  * usual product puts the plane's pixels along the tile's columns (32 at
  * the AVX-512 level) and a 7x7 plane fills 49 of 64; transposed, they are
- * the tile's rows (8), 49 of 56, and the output channels the columns. The
- * bits are the same either way. Planes of at most TRANS_MAX_PIXELS (the
+ * the tile's rows (8: 49 of 56, which the decision counts; the GEMM then
+ * takes its 7-row tile, 49 of 49), and the output channels the columns.
+ * The bits are the same either way. Planes of at most TRANS_MAX_PIXELS (the
  * product then is one tile of pixels: setup's tiles are larger). */
 #define TRANS_MAX_WORK 0.9
 /* Input channels below which the transposition costs more than the work

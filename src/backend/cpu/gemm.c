@@ -448,7 +448,7 @@ static int gemm_blocked(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void
     g.eo = eo;
     g.t = pick_tile(dt);
     /* Rows that the 8-row tile leaves a partial panel of and 7-row tiles
-     * fill with less padding (the pixels of 7x7, 14x14, 28x28 planes in a
+     * fill with less padding (the 49 pixels of a 7x7 plane in a 1x1
      * convolution made transposed: conv.c) take the 7-row tile, where A is
      * packed here. Each element's sum is the same either way. */
     if (!apk && forced_f32 < 0 && g.t == &tiles_f32[TILE_F32_8x32] &&
@@ -779,6 +779,12 @@ bool cn_gemm_pack_holds(const cn_gemm_pack *pk, const cn_tensor *t) {
 
 bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t) {
     return cn_gemm_pack_holds(pk, t) && !pk->key && pk->t == pick_tile(pk->dt);
+}
+
+bool cn_gemm_pack_made_as(const cn_gemm_pack *pk, bool b_side, int64_t rows, int64_t k,
+                          int64_t rs, int64_t cs, int64_t count, int64_t gstride) {
+    return pk && !pk->key && pk->b_side == b_side && pk->rows == rows && pk->k == k &&
+           pk->rs == rs && pk->cs == cs && pk->count == count && pk->gstride == gstride;
 }
 
 int cn_gemm_packed(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,

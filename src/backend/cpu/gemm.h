@@ -64,6 +64,11 @@ void *cn_gemm_pack_opaque_data(const cn_gemm_pack *pk, const void *key, size_t k
 void cn_gemm_pack_free(cn_gemm_pack *pk);
 size_t cn_gemm_pack_bytes(const cn_gemm_pack *pk);
 bool cn_gemm_pack_current(const cn_gemm_pack *pk, const cn_tensor *t); /* a GEMM pack */
+/* Whether pk was made with these arguments of cn_gemm_pack_new (side, sizes,
+ * strides, groups): a program's step whose shapes changed may want its
+ * weight packed for the other side (a convolution made transposed). */
+bool cn_gemm_pack_made_as(const cn_gemm_pack *pk, bool b_side, int64_t rows, int64_t k,
+                          int64_t rs, int64_t cs, int64_t count, int64_t gstride);
 /* Does pk, a GEMM or an opaque pack, still hold t (same storage, offset
  * and version)? What a program asks of all its packs before a run. */
 bool cn_gemm_pack_holds(const cn_gemm_pack *pk, const cn_tensor *t);
@@ -122,7 +127,9 @@ const cn_gemm_pack *cn_gemm_pack_step(void);
  * it before products run. */
 const char *cn_gemm_select_tile(cn_dtype dt, int i);
 /* The rows (*mr) and columns (*nr) of the register tile products of dtype
- * dt (f32, f64) run on now: C's edges are computed in whole tiles. */
+ * dt (f32, f64) run on now (C's edges are computed in whole tiles), but
+ * for the 7x32 tile the AVX-512 f32 products take where their rows fill
+ * tiles of 7 better (gemm.c). */
 void cn_gemm_tile_dims(cn_dtype dt, int *mr, int *nr);
 
 #endif
