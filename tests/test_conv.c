@@ -315,6 +315,10 @@ static void test_depthwise(void) {
         {1, 2, 14, 14, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, false},
         {2, 2, 17, 17, 2, 3, 3, 2, 2, 0, 0, 1, 1, 2, true},
         {1, 2, 15, 14, 2, 5, 5, 2, 2, 2, 2, 1, 1, 2, true},
+        /* read in place (stride 2, and stride 1 with two vectors a row):
+         * multiplier 2, three samples (the rows at x's ends copied) */
+        {3, 2, 14, 14, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2, true},
+        {3, 2, 9, 20, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, false},
     };
     th_seed(33);
     int nt = cn_get_num_threads();

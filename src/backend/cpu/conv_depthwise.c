@@ -133,6 +133,10 @@ static void *zalloc(size_t nbytes) {
     __builtin_shuffle(a, b, (vi_f32z){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
 #define EVEN_f64(a, b) __builtin_shuffle(a, b, (vi_f64){0, 2, 4, 6})
 /* Lanes j .. j + VL - 1 of a and b side by side (a two-source permute). */
+#define ODD_f32(a, b) __builtin_shuffle(a, b, (vi_f32){1, 3, 5, 7, 9, 11, 13, 15})
+#define ODD_f32z(a, b)                                                                             \
+    __builtin_shuffle(a, b, (vi_f32z){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
+#define ODD_f64(a, b) __builtin_shuffle(a, b, (vi_f64){1, 3, 5, 7})
 #define IOTA_f32 ((vi_f32){0, 1, 2, 3, 4, 5, 6, 7})
 #define IOTA_f32z ((vi_f32z){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 #define IOTA_f64 ((vi_f64){0, 1, 2, 3})
@@ -168,24 +172,50 @@ static void *zalloc(size_t nbytes) {
         else rows_##SFX(s, P, nk, k, b, 2, K, K, y);                                               \
     }
 
+/* Where the aligned-rows kernel reads a plane: in x (f32 or f64), the
+ * plane's H x W elements at x, its padding (top rows, left columns), and
+ * how many elements of x lie before and after the plane, which a row's
+ * whole vectors may read past its edges. */
+typedef struct arows_src {
+    const void *x;
+    int64_t H, W, top, left;
+    int64_t before, after;
+} arows_src;
+
 #ifdef DW_AROWS
 /* A forward product at stride S of 1 or 2 (rows and columns), without
  * dilation, K x K taps, whose padded rows fit NV vectors (at stride 2 each
- * half of a split row does: stencil.Wh), the rows NV VL apart in P (2 NV VL
- * at stride 2) so that every load is aligned: blocks of R output rows x NV
- * vectors held in registers, each padded row the block reads loaded once
- * and shifted in registers for the K taps of its row (a two-source
- * permute), then added into each of the block's rows it reaches. The
- * stencil's loads at every tap had been unaligned, nearly all of them
- * across two cache lines for 64-byte vectors: MobileNetV2's 14x14 layers
- * had run at half of ONNX Runtime's speed. Each output is summed in the
- * stencil's order (bias, then taps in row order), so the bits are the
- * same. Needs OH >= R. */
-#define DEFINE_AROWS_ONE(T, SFX, VL, IT, S, K, NV, R)                                              \
-    CN_HOT_FN(arows##S##_##K##_##NV##_##SFX, (const T *P, int64_t OH, int64_t OW, const T *k,    \
-                                              T b, const cn_gemm_out *eo, T *y),                   \
-              (P, OH, OW, k, b, eo, y)) {                                                          \
-        const int64_t Wh = (NV) * (VL), Wr = (S) * Wh, end = OH * OW;                              \
+ * half of a row, its even and its odd columns, does): blocks of R output
+ * rows x NV vectors held in registers, each padded row the block reads
+ * loaded once and shifted in registers for the K taps of its row (a
+ * two-source permute), then added into each of the block's rows it
+ * reaches. The rows come (D 0) from P, the plane copied with its padding,
+ * rows NV VL apart so that every load is aligned; or (D 1) from x itself,
+ * S NV whole vectors from the row's column -left on, split into halves by
+ * permutes at stride 2, the lanes outside the plane zeroed (a row whose
+ * vectors would reach outside x is copied first). The stencil's loads at
+ * every tap had been unaligned, nearly all of them across two cache lines
+ * for 64-byte vectors: MobileNetV2's 14x14 layers had run at half of ONNX
+ * Runtime's speed. Each output is summed in the stencil's order (bias,
+ * then taps in row order) from the same values, so the bits are the same.
+ * Needs OH >= R. */
+#define DEFINE_AROWS_ONE(T, SFX, VL, IT, S, K, NV, R, D)                                           \
+    CN_HOT_FN(arows##S##_##K##_##NV##_##SFX, (const arows_src *src, const T *P, int64_t OH,      \
+                                              int64_t OW, const T *k, T b, const cn_gemm_out *eo,  \
+                                              T *y),                                               \
+              (src, P, OH, OW, k, b, eo, y)) {                                                     \
+        const int64_t end = OH * OW, H = src->H, W = src->W, left = src->left;                    \
+        const int64_t Wh = (NV) * (VL), Wr = (S) * Wh; /* P's layout (D 0) */                     \
+        const T *x = (const T *)src->x;                                                            \
+        /* The lanes of a row's vectors (of a half's, at stride 2) that hold                       \
+         * an element of the plane: the others are its zero padding. */                           \
+        vi_##SFX keep[S][NV];                                                                      \
+        for (int h = 0; h < (S) && (D); h++)                                                       \
+            for (int v = 0; v < (NV); v++)                                                         \
+                for (int l = 0; l < (VL); l++) {                                                   \
+                    const int64_t c = (S) * (v * (VL) + l) + h - left;                             \
+                    keep[h][v][l] = c >= 0 && c < W ? -1 : 0;                                      \
+                }                                                                                  \
         /* -0 + x is x for every x, a bound -0 included (+0 + -0 is +0) */                         \
         const v_##SFX lo = -(v_##SFX){0} + (T)(eo ? eo->lo : 0);                                   \
         const v_##SFX hi = -(v_##SFX){0} + (T)(eo ? eo->hi : 0);                                   \
@@ -195,12 +225,45 @@ static void *zalloc(size_t nbytes) {
             UNROLL for (int rr = 0; rr < (R); rr++)                                                \
                 UNROLL for (int v = 0; v < (NV); v++) acc[rr][v] = (v_##SFX){0} + b;               \
             UNROLL for (int q = 0; q < (S) * ((R) - 1) + (K); q++) {                               \
-                /* the row's vectors, its odd half's after its even half's */                     \
+                /* The padded row's vectors (at stride 2 its even columns'                         \
+                 * and its odd columns'), read from x's row in S NV whole                           \
+                 * vectors from its column -left on, the lanes outside the                          \
+                 * plane zeroed; from a copy of the row where those vectors                         \
+                 * would reach outside x. */                                                        \
                 v_##SFX in[S][(NV) + 1];                                                           \
-                UNROLL for (int h = 0; h < (S); h++) {                                             \
-                    UNROLL for (int v = 0; v < (NV); v++)                                          \
-                        in[h][v] = LD(SFX, P + ((S) * r + q) * Wr + h * Wh + v * (VL));           \
-                    in[h][NV] = (v_##SFX){0};                                                      \
+                const int64_t sr = (S) * r + q - src->top;                                         \
+                UNROLL for (int h = 0; h < (S); h++) in[h][NV] = (v_##SFX){0};                     \
+                if (!(D)) { /* from P, laid out a row every Wr */                                  \
+                    UNROLL for (int h = 0; h < (S); h++)                                           \
+                        UNROLL for (int v = 0; v < (NV); v++)                                      \
+                            in[h][v] = LD(SFX, P + ((S) * r + q) * Wr + h * Wh + v * (VL));       \
+                } else if (sr < 0 || sr >= H) {                                                    \
+                    UNROLL for (int h = 0; h < (S); h++)                                           \
+                        UNROLL for (int v = 0; v < (NV); v++) in[h][v] = (v_##SFX){0};             \
+                } else {                                                                           \
+                    const T *row = x + sr * W, *base;                                              \
+                    T copy[(S) * (NV) * (VL)];                                                     \
+                    const uintptr_t first = (uintptr_t)row - (uintptr_t)(left * (int64_t)sizeof(T)); \
+                    if (left <= sr * W + src->before &&                                            \
+                        (S) * (NV) * (VL) - left <= (H - sr) * W + src->after)                     \
+                        base = (const T *)first;                                                   \
+                    else {                                                                         \
+                        for (int t = 0; t < (S) * (NV) * (VL); t++) {                              \
+                            const int64_t c = t - left;                                            \
+                            copy[t] = c >= 0 && c < W ? row[c] : 0;                                \
+                        }                                                                          \
+                        base = copy;                                                               \
+                    }                                                                              \
+                    UNROLL for (int v = 0; v < (NV); v++) {                                        \
+                        if ((S) == 1) {                                                            \
+                            in[0][v] = (v_##SFX)((vi_##SFX)LD(SFX, base + v * (VL)) & keep[0][v]); \
+                            continue;                                                              \
+                        }                                                                          \
+                        const v_##SFX a0 = LD(SFX, base + 2 * v * (VL));                           \
+                        const v_##SFX a1 = LD(SFX, base + 2 * v * (VL) + (VL));                    \
+                        in[0][v] = (v_##SFX)((vi_##SFX)EVEN_##SFX(a0, a1) & keep[0][v]);           \
+                        in[(S) - 1][v] = (v_##SFX)((vi_##SFX)ODD_##SFX(a0, a1) & keep[(S) - 1][v]); \
+                    }                                                                              \
                 }                                                                                  \
                 UNROLL for (int j = 0; j < (K); j++) {                                             \
                     const int h = j % (S), o = j / (S);                                            \
@@ -239,15 +302,15 @@ static void *zalloc(size_t nbytes) {
 /* 5x5 and 7x7 kernels with rows of two vectors were no faster than the
  * stencil (7x7 slower): their weights no longer fit the registers. */
 #define DEFINE_AROWS(T, SFX, VL, IT)                                                               \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 1, 7)                                                   \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 2, 4)                                                   \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 5, 1, 7)                                                   \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 7, 1, 7)                                                   \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 1, 7)                                                   \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 2, 4)                                                   \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 5, 1, 7)                                                   \
-    typedef void (*arows_fn_##SFX)(const T *P, int64_t OH, int64_t OW, const T *k, T b,           \
-                                   const cn_gemm_out *eo, T *y);                                   \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 1, 7, 0)                                                \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 2, 4, 1)                                                \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 5, 1, 7, 0)                                                \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 7, 1, 7, 0)                                                \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 1, 7, 1)                                                \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 2, 4, 1)                                                \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 5, 1, 7, 1)                                                \
+    typedef void (*arows_fn_##SFX)(const arows_src *src, const T *P, int64_t OH, int64_t OW,  \
+                                   const T *k, T b, const cn_gemm_out *eo, T *y);                                   \
     /* The kernel for a forward product, and its vectors per row (or half                          \
      * row: *nv), or NULL. */                                                                      \
     static arows_fn_##SFX arows_pick_##SFX(const cn_conv_geom *g, int *nv) {                       \
@@ -269,8 +332,8 @@ static void *zalloc(size_t nbytes) {
 #define ARROWS_PICK(SFX, g, nv) arows_pick_##SFX(g, nv)
 #else
 #define DEFINE_AROWS(T, SFX, VL, IT)                                                               \
-    typedef void (*arows_fn_##SFX)(const T *P, int64_t OH, int64_t OW, const T *k, T b,           \
-                                   const cn_gemm_out *eo, T *y);
+    typedef void (*arows_fn_##SFX)(const arows_src *src, const T *P, int64_t OH, int64_t OW,  \
+                                   const T *k, T b, const cn_gemm_out *eo, T *y);
 #define ARROWS_PICK(SFX, g, nv) ((arows_fn_##SFX)NULL)
 #endif
 
@@ -480,10 +543,14 @@ static void *zalloc(size_t nbytes) {
         split_columns(&s);                                                                         \
         int nv = 0;                                                                                \
         const arows_fn_##SFX af = ARROWS_PICK(SFX, g, &nv);                                        \
-        if (af && s.Wh) s.Wh = nv * (VL), s.Wp = s.Wr = 2 * s.Wh;                                \
-        else if (af) s.Wp = s.Wr = nv * (VL);                                                      \
-        T *P = zalloc(sizeof(T) * (size_t)(s.Hp * s.Wr + SLACK));                                \
-        if (!P) {                                                                                  \
+        /* The kernel reads x's rows in place except at stride 1 with rows                        \
+         * of one vector, where it reads a padded copy of the plane (reading                        \
+         * in place, 7x7 planes ran 1.1x slower; stride 2 ran 1.4-1.6x                              \
+         * faster in place than from a copy split into halves). */                                \
+        const bool in_place = af && !(g->sh == 1 && nv == 1);                                      \
+        if (af && !in_place) s.Wp = s.Wr = nv * (VL);                                              \
+        T *P = in_place ? NULL : zalloc(sizeof(T) * (size_t)(s.Hp * s.Wr + SLACK));              \
+        if (!in_place && !P) {                                                                     \
             atomic_store(&d->failed, 1);                                                           \
             return;                                                                                \
         }                                                                                          \
@@ -495,6 +562,18 @@ static void *zalloc(size_t nbytes) {
             const int64_t c = it % g->C;                                                           \
             const T *src = x + it * g->H * g->W;                                                   \
             T *y = (T *)d->out + it * d->Og * OP;                                                  \
+            const int64_t HW = g->H * g->W;                                                        \
+            const arows_src as = {src, g->H, g->W, g->ph, g->pw, it * HW,                          \
+                                  (g->N * g->C - 1 - it) * HW};                                    \
+            if (in_place) {                                                                        \
+                for (int64_t q = 0; q < d->Og; q++) {                                              \
+                    const int64_t o = c * d->Og + q;                                               \
+                    af(&as, NULL, g->OH, g->OW, w + o * g->KH * g->KW, bias ? bias[o] : 0,         \
+                       d->eo.clamp ? &d->eo : NULL, y + q * OP);                                   \
+                }                                                                                  \
+                if (d->ep) cn_epilogue_piece(&runs, it * d->Og * OP, (it + 1) * d->Og * OP);       \
+                continue;                                                                          \
+            }                                                                                      \
             /* A buffer larger than BAND_MIN_BYTES is filled and read in                           \
              * bands of output rows, the input rows each band reads padded                         \
              * just before it, so they are read back while in L1 (a 112-wide                       \
@@ -521,7 +600,7 @@ static void *zalloc(size_t nbytes) {
                     const int64_t o = c * d->Og + q;                                               \
                     T *yb = y + q * OP + r0 * g->OW;                                               \
                     if (af) {                                                                      \
-                        af(P + r0 * s.sh * s.Wr, r1 - r0, g->OW, w + o * g->KH * g->KW,            \
+                        af(&as, P + r0 * s.Wr, r1 - r0, g->OW, w + o * g->KH * g->KW,              \
                            bias ? bias[o] : 0, d->eo.clamp ? &d->eo : NULL, yb);                   \
                         continue;                                                                  \
                     }                                                                              \
