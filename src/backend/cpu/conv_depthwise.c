@@ -8,7 +8,9 @@
  *   out[r][c] = b + sum over planes q, taps (i, j) of
  *               k_q[i][j] P_q[r sh + i dh][c sw + j dw]
  * where P_q is the input plane copied into a buffer with its zero padding
- * around it, tall and wide enough that no tap needs a bounds check:
+ * around it, tall and wide enough that no tap needs a bounds check (the
+ * forward product's aligned-rows kernel reads some planes in place
+ * instead, DEFINE_AROWS_ONE):
  *   fwd:   P = x's plane, padded by (ph, pw); k = w's taps.
  *   dgrad: P = dy's planes of the group with sh - 1 zero rows (sw - 1 zero
  *          columns) between theirs, padded by (KH - 1) dh - ph and
@@ -132,11 +134,12 @@ static void *zalloc(size_t nbytes) {
 #define EVEN_f32z(a, b)                                                                            \
     __builtin_shuffle(a, b, (vi_f32z){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
 #define EVEN_f64(a, b) __builtin_shuffle(a, b, (vi_f64){0, 2, 4, 6})
-/* Lanes j .. j + VL - 1 of a and b side by side (a two-source permute). */
+/* The odd lanes of a and b side by side (EVEN's other half). */
 #define ODD_f32(a, b) __builtin_shuffle(a, b, (vi_f32){1, 3, 5, 7, 9, 11, 13, 15})
 #define ODD_f32z(a, b)                                                                             \
     __builtin_shuffle(a, b, (vi_f32z){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
 #define ODD_f64(a, b) __builtin_shuffle(a, b, (vi_f64){1, 3, 5, 7})
+/* Lanes j .. j + VL - 1 of a and b side by side (a two-source permute). */
 #define IOTA_f32 ((vi_f32){0, 1, 2, 3, 4, 5, 6, 7})
 #define IOTA_f32z ((vi_f32z){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 #define IOTA_f64 ((vi_f64){0, 1, 2, 3})
@@ -309,8 +312,8 @@ typedef struct arows_src {
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 1, 7, 1)                                                \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 2, 4, 1)                                                \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 5, 1, 7, 1)                                                \
-    typedef void (*arows_fn_##SFX)(const arows_src *src, const T *P, int64_t OH, int64_t OW,  \
-                                   const T *k, T b, const cn_gemm_out *eo, T *y);                                   \
+    typedef void (*arows_fn_##SFX)(const arows_src *src, const T *P, int64_t OH, int64_t OW,      \
+                                   const T *k, T b, const cn_gemm_out *eo, T *y);                 \
     /* The kernel for a forward product, and its vectors per row (or half                          \
      * row: *nv), or NULL. */                                                                      \
     static arows_fn_##SFX arows_pick_##SFX(const cn_conv_geom *g, int *nv) {                       \
@@ -599,7 +602,7 @@ typedef struct arows_src {
                 for (int64_t q = 0; q < d->Og; q++) {                                              \
                     const int64_t o = c * d->Og + q;                                               \
                     T *yb = y + q * OP + r0 * g->OW;                                               \
-                    if (af) {                                                                      \
+                    if (af) { /* from P: stride 1 (a band's rows from its first on) */             \
                         af(&as, P + r0 * s.Wr, r1 - r0, g->OW, w + o * g->KH * g->KW,              \
                            bias ? bias[o] : 0, d->eo.clamp ? &d->eo : NULL, yb);                   \
                         continue;                                                                  \
