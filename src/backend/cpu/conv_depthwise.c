@@ -203,7 +203,7 @@ typedef struct arows_src {
  * then taps in row order) from the same values, so the bits are the same.
  * Needs OH >= R. */
 #define DEFINE_AROWS_ONE(T, SFX, VL, IT, S, K, NV, R, D)                                           \
-    CN_HOT_FN(arows##S##_##K##_##NV##_##SFX, (const arows_src *src, const T *P, int64_t OH,      \
+    AROWS_FN_##SFX(arows##S##_##K##_##NV##_##SFX, (const arows_src *src, const T *P, int64_t OH,      \
                                               int64_t OW, const T *k, T b, const cn_gemm_out *eo,  \
                                               T *y),                                               \
               (src, P, OH, OW, k, b, eo, y)) {                                                     \
@@ -303,12 +303,14 @@ typedef struct arows_src {
         }                                                                                          \
     }
 /* 5x5 and 7x7 kernels with rows of two vectors were no faster than the
- * stencil (7x7 slower): their weights no longer fit the registers. */
+ * stencil (7x7 slower): their weights no longer fit the registers. 7x7
+ * kernels with rows of one vector (ConvNeXt-T's three layers on 7x7 planes,
+ * 1.25x faster) and f64 are left to the stencil too: fully unrolled, their
+ * variants had made this file take four times as long to compile. */
 #define DEFINE_AROWS(T, SFX, VL, IT)                                                               \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 1, 7, 0)                                                \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 2, 4, 1)                                                \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 5, 1, 7, 0)                                                \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 7, 1, 7, 0)                                                \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 1, 7, 1)                                                \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 2, 4, 1)                                                \
     DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 5, 1, 7, 1)                                                \
@@ -317,13 +319,12 @@ typedef struct arows_src {
     /* The kernel for a forward product, and its vectors per row (or half                          \
      * row: *nv), or NULL. */                                                                      \
     static arows_fn_##SFX arows_pick_##SFX(const cn_conv_geom *g, int *nv) {                       \
-        static const arows_fn_##SFX fns[2][3][2] = {                                               \
-            {{arows1_3_1_##SFX, arows1_3_2_##SFX}, {arows1_5_1_##SFX, NULL},                       \
-             {arows1_7_1_##SFX, NULL}},                                                            \
-            {{arows2_3_1_##SFX, arows2_3_2_##SFX}, {arows2_5_1_##SFX, NULL}, {NULL, NULL}}};       \
+        static const arows_fn_##SFX fns[2][2][2] = {                                               \
+            {{arows1_3_1_##SFX, arows1_3_2_##SFX}, {arows1_5_1_##SFX, NULL}},                      \
+            {{arows2_3_1_##SFX, arows2_3_2_##SFX}, {arows2_5_1_##SFX, NULL}}};                     \
         const int64_t S = g->sh;                                                                   \
         if ((S != 1 && S != 2) || g->sw != S || g->dh != 1 || g->dw != 1 || g->KH != g->KW ||      \
-            (g->KH != 3 && g->KH != 5 && g->KH != 7))                                              \
+            (g->KH != 3 && g->KH != 5))                                                            \
             return NULL;                                                                           \
         /* the padded row (at stride 2, each half of it) the outputs read */                      \
         const int64_t width = S == 1 ? g->OW + g->KW - 1 : g->OW + (g->KW - 1) / 2;                \
@@ -332,13 +333,34 @@ typedef struct arows_src {
         *nv = n;                                                                                   \
         return fns[S - 1][g->KH / 2 - 1][n - 1];                                                   \
     }
-#define ARROWS_PICK(SFX, g, nv) arows_pick_##SFX(g, nv)
 #else
-#define DEFINE_AROWS(T, SFX, VL, IT)                                                               \
-    typedef void (*arows_fn_##SFX)(const arows_src *src, const T *P, int64_t OH, int64_t OW,  \
-                                   const T *k, T b, const cn_gemm_out *eo, T *y);
-#define ARROWS_PICK(SFX, g, nv) ((arows_fn_##SFX)NULL)
+#define DEFINE_AROWS(T, SFX, VL, IT) DEFINE_AROWS_NONE(T, SFX, VL, IT)
 #endif
+/* No aligned-rows kernels (f64, or not GCC). */
+#define DEFINE_AROWS_NONE(T, SFX, VL, IT)                                                          \
+    typedef void (*arows_fn_##SFX)(const arows_src *src, const T *P, int64_t OH, int64_t OW,      \
+                                   const T *k, T b, const cn_gemm_out *eo, T *y);                 \
+    static inline arows_fn_##SFX arows_pick_##SFX(const cn_conv_geom *g, int *nv) {                \
+        (void)g, (void)nv;                                                                         \
+        return NULL;                                                                               \
+    }
+#define DEFINE_AROWS_f32 DEFINE_AROWS
+#define DEFINE_AROWS_f32z DEFINE_AROWS
+/* The 64-byte f32 kernels run at the AVX-512 level only (f32_fn): only
+ * that variant is compiled (the others, lowered to narrower vectors, had
+ * been most of this file's compile time). */
+#define AROWS_FN_f32 CN_HOT_FN
+#if defined(__AVX512F__) || !defined(CN_ISA_HAVE_AVX512)
+#define AROWS_FN_f32z CN_HOT_FN
+#else
+#define AROWS_FN_f32z(NAME, PARAMS, ARGS)                                                          \
+    CN_ISA_INLINE_ void NAME##_body_ PARAMS;                                                       \
+    CN_ISA_AVX512_DEF_(NAME, PARAMS, ARGS)                                                         \
+    static void NAME PARAMS { NAME##_avx512_ ARGS; }                                               \
+    CN_ISA_INLINE_ void NAME##_body_ PARAMS
+#endif
+#define DEFINE_AROWS_f64 DEFINE_AROWS_NONE
+#define ARROWS_PICK(SFX, g, nv) arows_pick_##SFX(g, nv)
 
 #define DEFINE_DW(T, SFX, VL, IT)                                                                  \
     typedef T v_##SFX __attribute__((vector_size(VL * sizeof(T))));                                \
@@ -528,7 +550,7 @@ typedef struct arows_src {
     }                                                                                              \
     DEFINE_SQUARE(T, SFX, 5)                                                                       \
     DEFINE_SQUARE(T, SFX, 7)                                                                       \
-    DEFINE_AROWS(T, SFX, VL, IT)                                                                   \
+    DEFINE_AROWS_##SFX(T, SFX, VL, IT)                                                             \
     /* out [OH, OW] = b + the nk planes of P (each Hp x Wp) by the nk                             \
      * kernels k [nk, KH, KW]. */                                                                 \
     static void stencil_##SFX(const stencil *s, const T *P, int64_t nk, const T *k, T b, T *y) {   \
