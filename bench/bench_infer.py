@@ -45,6 +45,8 @@ import time
 PY = "/usr/bin/python3"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER_PY = os.path.join(ROOT, "bench", "infer_peer.py")
+sys.path.insert(0, os.path.dirname(PEER_PY))
+import infer_peer  # noqa: E402  (its REVISIONS only: torch is imported inside its functions)
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
           "convnext_tiny", "regnet_y_400mf", "densenet121", "vit_b_16", "bert"]
 # key: (name in tables, runs under the venv?, infer_peer.py's framework)
@@ -73,11 +75,24 @@ def run(argv, env):
     return p.stdout, None
 
 
+def export_revision(d, name):
+    """The revision of the model definition d's files were exported from:
+    the number in MODEL.rev, 1 for files from before there were any."""
+    try:
+        with open(os.path.join(d, name + ".rev")) as f:
+            return int(f.read())
+    except FileNotFoundError:
+        return 1
+    except ValueError:
+        return 0
+
+
 def export(a, name, batches):
     """The model's files in a.models_dir, made when missing; None or the error."""
     d = a.models_dir
     want = [name + ".onnx", name + ".pt"] + ["%s_input_%d.npy" % (name, b) for b in batches]
-    if all(os.path.exists(os.path.join(d, f)) for f in want):
+    if all(os.path.exists(os.path.join(d, f)) for f in want) and export_revision(d, name) == \
+            infer_peer.REVISIONS.get(name, 1):
         return None
     log("bench_infer: exporting %s (PyTorch 1.13, opset 17)" % name)
     _, err = run([PY, PEER_PY, "export", d, name, ",".join(map(str, sorted(set(batches) | {1, 16})))],
