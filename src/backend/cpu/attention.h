@@ -15,10 +15,10 @@
  * k and v) takes a whole batch index. Sizes fixed by the geometry and the
  * same blocks in every scheme, so each output element is summed in the
  * same order whatever the thread count and whichever scheme ran. A score
- * block is at most 32768 elements (128 KiB in f32): it stays in L2 next to
+ * block is at most 65536 elements (256 KiB in f32): it stays in L2 next to
  * the panels the GEMMs read. */
 #define SDPA_ROWS 64
-#define SDPA_MAX_ROWS 128
+#define SDPA_MAX_ROWS 256
 #define SDPA_KEYS_MAX 256
 /* Rows of the scratch panels: query rows or keys, whichever is more. */
 #define SDPA_BUF_ROWS (SDPA_MAX_ROWS > SDPA_KEYS_MAX ? SDPA_MAX_ROWS : SDPA_KEYS_MAX)

@@ -154,8 +154,17 @@ CN_VMATH float cn__exp_k(float x, float lo, uint32_t kadd) {
 }
 
 CN_VMATH float cn_vexpf(float x) {
-    /* exp(-104) already rounds to 0, exp(89) to inf. */
-    return cn__exp_k(x, -104.0f, 0);
+    /* exp(-104) already rounds to 0, exp(89) to inf. Below -104 the
+     * result is 0 by a select, and exp's steps run on 0 instead: computed,
+     * it underflowed in the last multiply, and on Intel each vector of
+     * such lanes took a microcode assist (exps of -inf, a masked score's,
+     * ran 11x slower than of -1). */
+    const int zero = x < -104.0f; /* 0 for NaN, which passes through */
+    x = cn_vsel(zero, 0.0f, x);
+    x = cn_vsel(x > 89.0f, 89.0f, x);
+    uint32_t k;
+    float r = cn__exp_reduce(x, &k);
+    return cn_vsel(zero, 0.0f, cn__ldexpf(cn__exp_poly(r), k));
 }
 
 /* For x <= 0: exp(x - d) * 2^64, d the small second part of an argument
