@@ -142,17 +142,6 @@ CN_VMATH float cn__exp_reduce(float x, uint32_t *k) {
     return (x - kf * CN_LN2_HI) - kf * CN_LN2_LO;
 }
 
-/* exp(x) * 2^kadd for x >= lo (smaller x are clamped to lo), where the
- * caller picks lo and kadd so that k + kadd stays in [-152, 128]. A positive
- * kadd keeps results that would be subnormal at full precision. */
-CN_VMATH float cn__exp_k(float x, float lo, uint32_t kadd) {
-    x = cn_vsel(x < lo, lo, x); /* NaN passes the comparisons */
-    x = cn_vsel(x > 89.0f, 89.0f, x);
-    uint32_t k;
-    float r = cn__exp_reduce(x, &k);
-    return cn__ldexpf(cn__exp_poly(r), k + kadd);
-}
-
 CN_VMATH float cn_vexpf(float x) {
     /* exp(-104) already rounds to 0, exp(89) to inf. Below -104 the
      * result is 0 by a select, and exp's steps run on 0 instead: computed,
