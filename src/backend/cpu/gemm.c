@@ -403,6 +403,23 @@ static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, in
                 else
                     g->pack(mb, kb, t->mr, g->a + (ic * g->rsa + pc * g->csa) * (int64_t)es,
                             g->rsa, g->csa, abuf);
+                if (g->apk && !g->bpk && jc == j0) {
+                    /* A packed beforehand (a convolution's weights) comes
+                     * from memory on the first block of columns: its next
+                     * block, the rows after these or the next k block's
+                     * first, is prefetched as B's is above. The blocks lie
+                     * one after the other in the pack. Later blocks of
+                     * columns find A in the caches. */
+                    int64_t in = ic + mc, pn = pc;
+                    if (in >= i1) in = i0, pn = pc + kb;
+                    pf = NULL, pf_n = pf_lines = 0;
+                    if (pn < g->k) {
+                        int64_t kn = imin(g->kc, g->k - pn), mn = imin(mc, i1 - in);
+                        pf = g->apk + (size_t)(pn * g->apad + in * kn) * es;
+                        pf_n = cdiv(round_up(mn, t->mr) * kn * (int64_t)es, 64);
+                        pf_lines = cdiv(pf_n, cdiv(mb, t->mr) * cdiv(nb, t->nr));
+                    }
+                }
                 t->run(mb, nb, kb, ap, bp, g->c + (size_t)(ic * g->ldc + jc) * es, g->ldc,
                        pc > 0, pc + kb == g->k ? g->eo : NULL, ic, pf, pf_n, pf_lines);
                 int64_t done = imin(pf_n, pf_lines * cdiv(mb, t->mr) * cdiv(nb, t->nr));
