@@ -95,19 +95,21 @@ static inline T F(lanes_sum)(const T *h) {
 }
 
 /* s[c] = e^(s[c] - m); returns the sum. The exps in loops of SDPA_LANES
- * the compiler vectorises whole (vmath's exp for f32), the row's tail too,
- * padded in a buffer: left to the scalar epilogue of one plain loop, the 5
+ * the compiler vectorises whole (vmath's exp for f32), the row's tail too
+ * in f32, padded in a buffer: left to the scalar epilogue of one plain loop, the 5
  * elements of ViT-B/16's rows of 197 took about as long as the other 192
  * (exp_row was 24% of its attention's forward). Then their sum in lanes. */
 SDPA_HOT(F(exp_row), (T *restrict s, int64_t n, T m, T *sum), (s, n, m, sum)) {
     int64_t c = 0;
     for (; c + SDPA_LANES <= n; c += SDPA_LANES)
         for (int l = 0; l < SDPA_LANES; l++) s[c + l] = EXPT(s[c + l] - m);
-    if (c < n) {
+    if (c < n && sizeof(T) == sizeof(float)) {
         T t[SDPA_LANES];
         for (int l = 0; l < SDPA_LANES; l++) t[l] = c + l < n ? s[c + l] : m;
         for (int l = 0; l < SDPA_LANES; l++) t[l] = EXPT(t[l] - m);
         memcpy(s + c, t, sizeof(T) * (size_t)(n - c));
+    } else {
+        for (; c < n; c++) s[c] = EXPT(s[c] - m); /* f64: libm's exp, never vectorised */
     }
     c = 0;
 #if defined(__GNUC__)

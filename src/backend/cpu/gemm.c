@@ -129,7 +129,8 @@ DEFINE_PACK(double, f64)
  * every index into it is a constant after unrolling, so a partial tile at
  * the edge is computed whole into tmp and then copied. Each tile
  * prefetches up to pf_lines of the pf_n cache lines from pf on (the next
- * block of a packed B: gemm_rect), a few every GEMM_PREFETCH_K steps of k.
+ * block of a packed B or A: gemm_rect), a few every GEMM_PREFETCH_K steps
+ * of k.
  * NR must exceed 16 elements: shorter loops are unrolled before the
  * vectoriser sees them, and the unrolled code is not vectorised. */
 /* Steps of k between a tile's prefetches. Issued all at once before the
@@ -137,9 +138,10 @@ DEFINE_PACK(double, f64)
  * instruction after them held 7% of the tile's samples in the BERT
  * encoder, and 128 x 3072 x 768 against 32 packs of B in turn ran 7-10%
  * slower than with them spread over its steps. A tile with nothing to
- * prefetch keeps the plain loop over k: the loop cut in steps ran
- * products with A packed beforehand (a convolution's weights) 6-10%
- * slower. */
+ * prefetch keeps the plain loop over k: cut in steps where there was
+ * nothing to prefetch, it ran products with A packed beforehand and in
+ * the caches (a convolution's weights past the first block of columns)
+ * 6-10% slower. */
 #define GEMM_PREFETCH_K 16
 
 #define DEFINE_TILE(NAME, T, MR, NR)                                                               \
@@ -422,8 +424,11 @@ static void gemm_rect(const gemm_plan *g, int64_t i0, int64_t i1, int64_t j0, in
                 }
                 t->run(mb, nb, kb, ap, bp, g->c + (size_t)(ic * g->ldc + jc) * es, g->ldc,
                        pc > 0, pc + kb == g->k ? g->eo : NULL, ic, pf, pf_n, pf_lines);
+                /* pf moves on only while lines remain: past the last one
+                 * it could point beyond the pack. */
                 int64_t done = imin(pf_n, pf_lines * cdiv(mb, t->mr) * cdiv(nb, t->nr));
-                if (done) pf += done * 64, pf_n -= done;
+                pf_n -= done;
+                if (pf_n > 0) pf += done * 64;
             }
         }
     }
