@@ -34,9 +34,9 @@ MPIRUN="mpirun --oversubscribe"
 
 json_field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" "$1" | tail -n 1; }
 
-# 1. Two ranks against one process on the same global batch (2048 images:
+# 1. Two ranks against one process on the same global batch (1024 images:
 #    whole global batches, so no partial batch differs).
-common="--model mlp --limit 2048 --epochs 2 --threads 1 --json"
+common="--model mlp --limit 1024 --epochs 2 --threads 1 --json"
 # shellcheck disable=SC2086 # options are words
 $MPIRUN -np 2 "$CHUTNEY" train $common --batch 32 --distributed >"$tmp/d.out" 2>"$tmp/d.err"
 rc=$?
@@ -75,7 +75,7 @@ fi
 
 # 3. A rank killed with -9 after the first checkpoint (polled every 0.2 s).
 ck="$tmp/job.ckpt"
-$MPIRUN -np 2 "$CHUTNEY" train --model mlp --limit 2048 --epochs 400 --batch 32 --threads 1 \
+$MPIRUN -np 2 "$CHUTNEY" train --model mlp --limit 1024 --epochs 400 --batch 32 --threads 1 \
     --distributed --save "$ck" >"$tmp/k.out" 2>"$tmp/k.err" &
 job=$!
 waited=0
@@ -104,11 +104,11 @@ else
             echo "ok: a killed rank ended the job in ${took}s (exit $rc): $(grep -i -m1 'rank' "$tmp/k.err")"
         fi
         # The checkpoint is whole: it evaluates, and one rank resumes it.
-        if ! "$CHUTNEY" eval --model mlp --limit 2048 --load "$ck" --json >"$tmp/e.json" 2>"$tmp/e.err"; then
+        if ! "$CHUTNEY" eval --model mlp --limit 1024 --load "$ck" --json >"$tmp/e.json" 2>"$tmp/e.err"; then
             fail "kill test: the checkpoint does not load"; cat "$tmp/e.err"
         fi
         done_epochs=$(json_field "$tmp/e.json" epochs)
-        if [ -n "$done_epochs" ] && $MPIRUN -np 1 "$CHUTNEY" train --model mlp --limit 2048 \
+        if [ -n "$done_epochs" ] && $MPIRUN -np 1 "$CHUTNEY" train --model mlp --limit 1024 \
             --batch 32 --threads 1 --distributed --resume "$ck" --epochs $((done_epochs + 1)) \
             >"$tmp/r.out" 2>"$tmp/r.err"; then
             echo "ok: resumed after epoch $done_epochs with 1 rank: $(tail -n 1 "$tmp/r.out")"

@@ -29,7 +29,7 @@ expect_error "corrupt data" "train-images-idx3-ubyte" "$CHUTNEY" train --model m
 expect_error "truncated data" "train-images-idx3-ubyte" "$CHUTNEY" train --model mlp --data "$tmp/trunc"
 
 # Resume: 2 epochs straight equal 1 epoch, save, resume to 2 (same loss).
-common="--limit 1500 --threads 1 --json --seed 5 --data $tmp/data"
+common="--limit 600 --threads 1 --json --seed 5 --data $tmp/data"
 "$CHUTNEY" train --model mlp --epochs 2 $common >"$tmp/full" 2>"$tmp/err" || { fail "train"; cat "$tmp/err"; }
 "$CHUTNEY" train --model mlp --epochs 1 --save "$tmp/one.ckpt" $common >/dev/null 2>"$tmp/err" || { fail "train --save"; cat "$tmp/err"; }
 "$CHUTNEY" train --model mlp --epochs 2 --resume "$tmp/one.ckpt" --save "$tmp/two.ckpt" $common >"$tmp/resumed" 2>"$tmp/err" || { fail "train --resume"; cat "$tmp/err"; }
@@ -45,7 +45,7 @@ acc_res=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/resumed")
 [ "$acc_full" = "$acc_res" ] || fail "resume: accuracy $acc_full vs $acc_res"
 
 # eval reads the checkpoint and gets the same test accuracy.
-"$CHUTNEY" eval --model mlp --load "$tmp/two.ckpt" --limit 1500 --data "$tmp/data" --json >"$tmp/eval" 2>"$tmp/err" || { fail "eval"; cat "$tmp/err"; }
+"$CHUTNEY" eval --model mlp --load "$tmp/two.ckpt" --limit 600 --data "$tmp/data" --json >"$tmp/eval" 2>"$tmp/err" || { fail "eval"; cat "$tmp/err"; }
 acc_eval=$(grep -o '"test_accuracy":[0-9.]*' "$tmp/eval")
 if [ -n "$acc_eval" ] && [ "$acc_eval" = "$acc_res" ]; then
     echo "ok: eval of the saved checkpoint: $acc_eval"
