@@ -2,13 +2,15 @@
  *
  * Every function here is branch-free straight-line code (range reduction, a
  * polynomial, exponent bit tricks, and bitwise selects for the special
- * values), with no libm calls, so GCC vectorises the loops that inline them.
- * The exp core (cn__exp_reduce, cn__exp_poly: every exp-based function
- * here) asks for fused multiply-adds by name (__builtin_fmaf): one
- * instruction at the AVX2 and AVX-512 levels and on aarch64, the same bits
- * at every level, since an FMA rounds once wherever it runs. The build's
- * default level on x86-64 (below AVX2, only CPUs without FMA run it) calls
- * libm's fmaf instead, correctly rounded and not vectorised. Exp and
+ * values), with no libm calls where the target has FMA, so GCC vectorises
+ * the loops that inline them. The exp core (cn__exp_reduce, cn__exp_poly:
+ * every exp-based function here) asks for fused multiply-adds by name
+ * (__builtin_fmaf): one instruction at the AVX2 and AVX-512 levels and on
+ * aarch64, the same bits at every level, since an FMA rounds once wherever
+ * it runs. The default level on x86-64 (what CPUs without AVX2 run, and
+ * CN_ISA=default, cn_isa_set or a build without the variants) calls libm's
+ * fmaf instead: correctly rounded, but scalar where its loops were SSE2
+ * vectors before: a trade made for the CPUs that have FMA. Exp and
  * sigmoid ran 1.3x faster fused (docs/benchmarks.md, "The Xeon, night of
  * 2026-11-28").
  * Errors against libm in double, in ulps of the exact value: exp 1.02, log
