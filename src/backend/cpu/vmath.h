@@ -146,8 +146,10 @@ CN_VMATH float cn__exp_poly(float r) {
     return 1.0f + __builtin_fmaf(r2, __builtin_fmaf(r2, qb, qa), r);
 }
 
-/* x = k ln2 + r: returns r and sets *k, for |x| <= 150 ln 2. k ln2_hi
- * is exact, and so is x minus it; the fused lo step rounds once. */
+/* x = k ln2 + r: returns r and sets *k, for |k| < 256 (|x| < 177; the
+ * callers clamp to at most 120 below and 89 above). k ln2_hi is exact
+ * (ln2_hi has 15 bits), and so is x minus it; the fused lo step rounds
+ * once. */
 CN_VMATH float cn__exp_reduce(float x, uint32_t *k) {
     float t = __builtin_fmaf(x, CN_LOG2E, CN_ROUND_MAGIC);
     float kf = t - CN_ROUND_MAGIC;
