@@ -71,6 +71,14 @@ static void put_num(line *ln, const char *key, double v) {
     else put(ln, ",\"%s\":null", key);
 }
 
+/* A figure that also goes to TensorBoard, whose scalars are f32: the f32
+ * itself, whose 9 digits name it exactly. Printed from the double, 9 digits
+ * could round to the f32 beside the event's one (a mean of losses near the
+ * midpoint of two floats did). */
+static void put_num32(line *ln, const char *key, double v) {
+    put_num(ln, key, (double)(float)v);
+}
+
 /* Rates, memory and times: 6 digits say all they can. */
 static void put_num6(line *ln, const char *key, double v) {
     if (isfinite(v)) put(ln, ",\"%s\":%.6g", key, v);
@@ -186,9 +194,9 @@ void train_log_step(train_log *l, const train_log_step_info *s) {
     double rss = train_log_rss_mb();
     line ln = {.len = 0};
     put(&ln, "{\"event\":\"step\",\"epoch\":%d,\"step\":%lld", s->epoch, (long long)s->step);
-    put_num(&ln, "loss", s->loss);
+    put_num32(&ln, "loss", s->loss);
     put_num(&ln, "lr", s->lr);
-    put_num(&ln, "grad_norm", s->grad_norm);
+    put_num32(&ln, "grad_norm", s->grad_norm);
     put_num6(&ln, "samples_per_sec", s->samples_per_sec);
     if (!isnan(s->tokens_per_sec)) put_num6(&ln, "tokens_per_sec", s->tokens_per_sec);
     put_num6(&ln, "rss_mb", rss);
@@ -205,13 +213,13 @@ void train_log_epoch(train_log *l, const train_log_epoch_info *e) {
     double rss = train_log_rss_mb();
     line ln = {.len = 0};
     put(&ln, "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%lld", e->epoch, (long long)e->step);
-    put_num(&ln, "train_loss", e->train_loss);
+    put_num32(&ln, "train_loss", e->train_loss);
     /* The classifiers have accuracies, the language model a validation
      * loss: each line has the figures its model has. */
-    if (!isnan(e->train_accuracy)) put_num(&ln, "train_accuracy", e->train_accuracy);
-    if (!isnan(e->test_accuracy)) put_num(&ln, "test_accuracy", e->test_accuracy);
-    if (!isnan(e->val_loss)) put_num(&ln, "val_loss", e->val_loss);
-    if (!isnan(e->val_perplexity)) put_num(&ln, "val_perplexity", e->val_perplexity);
+    if (!isnan(e->train_accuracy)) put_num32(&ln, "train_accuracy", e->train_accuracy);
+    if (!isnan(e->test_accuracy)) put_num32(&ln, "test_accuracy", e->test_accuracy);
+    if (!isnan(e->val_loss)) put_num32(&ln, "val_loss", e->val_loss);
+    if (!isnan(e->val_perplexity)) put_num32(&ln, "val_perplexity", e->val_perplexity);
     put_num(&ln, "lr", e->lr);
     put_num6(&ln, "seconds", e->seconds);
     put_num6(&ln, "samples_per_sec", e->samples_per_sec);
