@@ -185,6 +185,12 @@ typedef struct arows_src {
     int64_t before, after;
 } arows_src;
 
+/* Whether the aligned-rows kernel at stride S with rows of NV vectors
+ * reads x's rows in place rather than a padded copy P: all but stride 1
+ * with one vector a row. The kernels and the caller (which makes P) both
+ * go by it. */
+#define AROWS_IN_PLACE(S, NV) ((S) != 1 || (NV) != 1)
+
 #ifdef DW_AROWS
 /* A forward product at stride S of 1 or 2 (rows and columns), without
  * dilation, K x K taps, whose padded rows fit NV vectors (at stride 2 each
@@ -192,28 +198,28 @@ typedef struct arows_src {
  * rows x NV vectors held in registers, each padded row the block reads
  * loaded once and shifted in registers for the K taps of its row (a
  * two-source permute), then added into each of the block's rows it
- * reaches. The rows come (D 0) from P, the plane copied with its padding,
- * rows NV VL apart so that every load is aligned; or (D 1) from x itself,
- * S NV whole vectors from the row's column -left on, split into halves by
- * permutes at stride 2, the lanes outside the plane zeroed (a row whose
- * vectors would reach outside x is copied first). The stencil's loads at
- * every tap had been unaligned, nearly all of them across two cache lines
- * for 64-byte vectors: MobileNetV2's 14x14 layers had run at half of ONNX
- * Runtime's speed. Each output is summed in the stencil's order (bias,
- * then taps in row order) from the same values, so the bits are the same.
- * Needs OH >= R. */
-#define DEFINE_AROWS_ONE(T, SFX, VL, IT, S, K, NV, R, D)                                           \
-    AROWS_FN_##SFX(arows##S##_##K##_##NV##_##SFX, (const arows_src *src, const T *P, int64_t OH,      \
-                                              int64_t OW, const T *k, T b, const cn_gemm_out *eo,  \
-                                              T *y),                                               \
-              (src, P, OH, OW, k, b, eo, y)) {                                                     \
-        const int64_t end = OH * OW, H = src->H, W = src->W, left = src->left;                    \
-        const int64_t Wh = (NV) * (VL), Wr = (S) * Wh; /* P's layout (D 0) */                     \
+ * reaches. The rows come from P, the plane copied with its padding, rows
+ * NV VL apart so that every load is aligned; or (AROWS_IN_PLACE) from x
+ * itself, S NV whole vectors from the row's column -left on, split into
+ * halves by permutes at stride 2, the lanes outside the plane zeroed (a
+ * row whose vectors would reach outside x is copied first). The
+ * stencil's loads at every tap had been unaligned, nearly all of them
+ * across two cache lines for 64-byte vectors: MobileNetV2's 14x14
+ * layers had run at half of ONNX Runtime's speed. Each output is summed
+ * in the stencil's order (bias, then taps in row order) from the same
+ * values, so the bits are the same. Needs OH >= R. */
+#define DEFINE_AROWS_ONE(T, SFX, VL, IT, S, K, NV, R)                                              \
+    AROWS_FN_##SFX(arows##S##_##K##_##NV##_##SFX,                                                  \
+                   (const arows_src *src, const T *P, int64_t OH, int64_t OW, const T *k, T b,     \
+                    const cn_gemm_out *eo, T *y),                                                  \
+                   (src, P, OH, OW, k, b, eo, y)) {                                                \
+        const int64_t end = OH * OW, H = src->H, W = src->W, left = src->left;                     \
+        const int64_t Wh = (NV) * (VL), Wr = (S) * Wh; /* P's layout */                            \
         const T *x = (const T *)src->x;                                                            \
         /* The lanes of a row's vectors (of a half's, at stride 2) that hold                       \
-         * an element of the plane: the others are its zero padding. */                           \
+         * an element of the plane: the others are its zero padding. */                            \
         vi_##SFX keep[S][NV];                                                                      \
-        for (int h = 0; h < (S) && (D); h++)                                                       \
+        for (int h = 0; h < (S) && AROWS_IN_PLACE(S, NV); h++)                                     \
             for (int v = 0; v < (NV); v++)                                                         \
                 for (int l = 0; l < (VL); l++) {                                                   \
                     const int64_t c = (S) * (v * (VL) + l) + h - left;                             \
@@ -229,24 +235,25 @@ typedef struct arows_src {
                 UNROLL for (int v = 0; v < (NV); v++) acc[rr][v] = (v_##SFX){0} + b;               \
             UNROLL for (int q = 0; q < (S) * ((R) - 1) + (K); q++) {                               \
                 /* The padded row's vectors (at stride 2 its even columns'                         \
-                 * and its odd columns'), read from x's row in S NV whole                           \
-                 * vectors from its column -left on, the lanes outside the                          \
-                 * plane zeroed; from a copy of the row where those vectors                         \
-                 * would reach outside x. */                                                        \
+                 * and its odd columns'), read from x's row in S NV whole                          \
+                 * vectors from its column -left on, the lanes outside the                         \
+                 * plane zeroed; from a copy of the row where those vectors                        \
+                 * would reach outside x. */                                                       \
                 v_##SFX in[S][(NV) + 1];                                                           \
                 const int64_t sr = (S) * r + q - src->top;                                         \
                 UNROLL for (int h = 0; h < (S); h++) in[h][NV] = (v_##SFX){0};                     \
-                if (!(D)) { /* from P, laid out a row every Wr */                                  \
+                if (!AROWS_IN_PLACE(S, NV)) { /* from P, a row every Wr */                         \
                     UNROLL for (int h = 0; h < (S); h++)                                           \
                         UNROLL for (int v = 0; v < (NV); v++)                                      \
-                            in[h][v] = LD(SFX, P + ((S) * r + q) * Wr + h * Wh + v * (VL));       \
+                            in[h][v] = LD(SFX, P + ((S) * r + q) * Wr + h * Wh + v * (VL));        \
                 } else if (sr < 0 || sr >= H) {                                                    \
                     UNROLL for (int h = 0; h < (S); h++)                                           \
                         UNROLL for (int v = 0; v < (NV); v++) in[h][v] = (v_##SFX){0};             \
                 } else {                                                                           \
                     const T *row = x + sr * W, *base;                                              \
                     T copy[(S) * (NV) * (VL)];                                                     \
-                    const uintptr_t first = (uintptr_t)row - (uintptr_t)(left * (int64_t)sizeof(T)); \
+                    const uintptr_t first =                                                        \
+                        (uintptr_t)row - (uintptr_t)(left * (int64_t)sizeof(T));                   \
                     if (left <= sr * W + src->before &&                                            \
                         (S) * (NV) * (VL) - left <= (H - sr) * W + src->after)                     \
                         base = (const T *)first;                                                   \
@@ -308,14 +315,14 @@ typedef struct arows_src {
  * 1.25x faster) and f64 are left to the stencil too: fully unrolled, their
  * variants had made this file take four times as long to compile. */
 #define DEFINE_AROWS(T, SFX, VL, IT)                                                               \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 1, 7, 0)                                                \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 2, 4, 1)                                                \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 5, 1, 7, 0)                                                \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 1, 7, 1)                                                \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 2, 4, 1)                                                \
-    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 5, 1, 7, 1)                                                \
-    typedef void (*arows_fn_##SFX)(const arows_src *src, const T *P, int64_t OH, int64_t OW,      \
-                                   const T *k, T b, const cn_gemm_out *eo, T *y);                 \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 1, 7)                                                   \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 3, 2, 4)                                                   \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 1, 5, 1, 7)                                                   \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 1, 7)                                                   \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 3, 2, 4)                                                   \
+    DEFINE_AROWS_ONE(T, SFX, VL, IT, 2, 5, 1, 7)                                                   \
+    typedef void (*arows_fn_##SFX)(const arows_src *src, const T *P, int64_t OH, int64_t OW,       \
+                                   const T *k, T b, const cn_gemm_out *eo, T *y);                  \
     /* The kernel for a forward product, and its vectors per row (or half                          \
      * row: *nv), or NULL. */                                                                      \
     static arows_fn_##SFX arows_pick_##SFX(const cn_conv_geom *g, int *nv) {                       \
@@ -572,7 +579,7 @@ typedef struct arows_src {
          * of one vector, where it reads a padded copy of the plane (reading                        \
          * in place, 7x7 planes ran 1.1x slower; stride 2 ran 1.4-1.6x                              \
          * faster in place than from a copy split into halves). */                                \
-        const bool in_place = af && !(g->sh == 1 && nv == 1);                                      \
+        const bool in_place = af && AROWS_IN_PLACE(g->sh, nv);                                      \
         if (af && !in_place) s.Wp = s.Wr = nv * (VL);                                              \
         T *P = in_place ? NULL : zalloc(sizeof(T) * (size_t)(s.Hp * s.Wr + SLACK));              \
         if (!in_place && !P) {                                                                     \
