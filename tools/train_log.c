@@ -71,10 +71,11 @@ static void put_num(line *ln, const char *key, double v) {
     else put(ln, ",\"%s\":null", key);
 }
 
-/* A figure that also goes to TensorBoard, whose scalars are f32: the f32
- * itself, whose 9 digits name it exactly. Printed from the double, 9 digits
- * could round to the f32 beside the event's one (a mean of losses near the
- * midpoint of two floats did). */
+/* A loss, gradient norm or accuracy, which TensorBoard also gets as an
+ * f32: that f32 itself, whose 9 digits name it exactly. Printed from the
+ * double, 9 digits could round to the f32 beside the event's one (a mean
+ * of losses near the midpoint of two floats did). The learning rate stays
+ * as given (0.05, not the f32 0.0500000007). */
 static void put_num32(line *ln, const char *key, double v) {
     put_num(ln, key, (double)(float)v);
 }

@@ -21,8 +21,9 @@
  * contraction off (-ffp-contract=off), so FMA is used only where a file
  * asks for it. gemm.c, conv.c and conv_depthwise.c turn contraction on,
  * so their results differ in the last bits between the default level and
- * the others; vmath.h's exp core calls __builtin_fmaf, one rounding at
- * every level (libm's fmaf at the x86 default level), so its do not. Only levels above the build's own target are compiled: with
+ * the others. vmath.h's exp core calls __builtin_fmaf, one rounding at
+ * every level (libm's fmaf at the x86 default level), so its results do
+ * not differ. Only levels above the build's own target are compiled: with
  * -march=native (CHUTNEY_NATIVE) on an AVX-512 machine there is one. */
 #ifndef CN_CORE_ISA_H
 #define CN_CORE_ISA_H

@@ -200,8 +200,8 @@ static void release_all(cn_tensor **own, int n) {
  * fuller blocks pack less: ViT-B/16's 197 rows were 64 + 64 + 64 + 5, the
  * last block packing all keys and values for five rows, then 104 + 93;
  * all 197 in one block ran its 12 heads 5% faster at 1 thread. With the
- * causal mask a block computes the scores of every key up to its last row for
- * all its rows, so larger blocks compute more of the masked triangle (at
+ * causal mask a block computes the scores of every key up to its last row
+ * for all its rows, so larger blocks compute more of the masked triangle (at
  * L = 128 one block of 128 rows computes 16384 scores, two of 64 rows
  * 12288): blocks of at most 64 there. The choice reads the shapes alone:
  * a block of one row takes the GEMM's matrix-vector path, whose sums run

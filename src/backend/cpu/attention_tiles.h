@@ -96,9 +96,10 @@ static inline T F(lanes_sum)(const T *h) {
 
 /* s[c] = e^(s[c] - m); returns the sum. The exps in loops of SDPA_LANES
  * the compiler vectorises whole (vmath's exp for f32), the row's tail too
- * in f32, padded in a buffer: left to the scalar epilogue of one plain loop, the 5
- * elements of ViT-B/16's rows of 197 took about as long as the other 192
- * (exp_row was 24% of its attention's forward). Then their sum in lanes. */
+ * in f32, padded in a buffer: left to the scalar epilogue of one plain
+ * loop, the 5 elements of ViT-B/16's rows of 197 took about as long as the
+ * other 192 (exp_row was 24% of its attention's forward). Then their sum
+ * in lanes. */
 SDPA_HOT(F(exp_row), (T *restrict s, int64_t n, T m, T *sum), (s, n, m, sum)) {
     int64_t c = 0;
     for (; c + SDPA_LANES <= n; c += SDPA_LANES)
