@@ -67,6 +67,65 @@ static void test_dynamic_quantize(void) {
     cn_onnx_free(m);
 }
 
+/* Gelu (opset 20) against its formulas in double. */
+static void test_gelu_node(void) {
+    cn_onnx_model *m = cn_onnx_load(model("gelu"), NULL);
+    CHECK(m != NULL);
+    if (!m) return;
+    float v[6] = {-6, -1.5f, -0.25f, 0, 0.75f, 3};
+    cn_tensor *out[2];
+    CHECK_EQ_INT(cn_onnx_run(m, (cn_tensor *[]){cn_from_data(CN_F32, CN_SHAPE(6), v)}, out), 0);
+    for (int64_t i = 0; i < 6; i++) {
+        double x = v[i], z = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+        CHECK_CLOSE(cn_get(out[0], &i), 0.5 * x * erfc(-x / sqrt(2)), 1e-5, 1e-12);
+        CHECK_CLOSE(cn_get(out[1], &i), 0.5 * x * (1 + tanh(z)), 1e-5, 1e-12);
+    }
+    cn_onnx_free(m);
+}
+
+static void check_values(cn_tensor *t, int ndim, const int64_t *shape, const double *want) {
+    CHECK(t != NULL);
+    if (!t) return;
+    CHECK_EQ_INT(cn_ndim(t), ndim);
+    int64_t n = 1;
+    for (int i = 0; i < ndim && i < cn_ndim(t); i++) {
+        CHECK_EQ_INT(cn_dim(t, i), shape[i]);
+        n *= shape[i];
+    }
+    if (cn_numel(t) != n) return;
+    cn_tensor *f = cn_reshape(cn_cast(t, CN_F64), 1, (int64_t[]){n});
+    for (int64_t i = 0; i < n; i++) CHECK_CLOSE(cn_get(f, &i), want[i], 1e-6, 1e-7);
+}
+
+/* What opsets 18 to 21 changed (make_models.py's op21), against values
+ * worked out by hand. */
+static void test_opset21(void) {
+    cn_onnx_model *m = cn_onnx_load(model("op21"), NULL);
+    CHECK_MSG(m != NULL, "%s", cn_last_error());
+    if (!m) return;
+    float xv[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, x8[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    cn_tensor *in[2] = {cn_from_data(CN_F32, CN_SHAPE(2, 5), xv), cn_from_data(CN_F32, CN_SHAPE(8), x8)};
+    cn_tensor *o[8] = {0};
+    CHECK_EQ_INT(cn_onnx_run(m, in, o), 0);
+    check_values(o[0], 1, (int64_t[]){2}, (double[]){2, 7});
+    check_values(o[1], 2, (int64_t[]){2, 3}, (double[]){0, 1, 2, 5, 6, 7});
+    check_values(o[2], 2, (int64_t[]){2, 2}, (double[]){3, 4, 8, 9});
+    check_values(o[3], 2, (int64_t[]){2, 8},
+                 (double[]){0, 0, 1, 2, 3, 4, 0, 0, 0, 5, 6, 7, 8, 9, 0, 0});
+    double mish[10];
+    for (int i = 0; i < 10; i++) mish[i] = xv[i] * tanh(log1p(exp(xv[i])));
+    check_values(o[4], 2, (int64_t[]){2, 5}, mish);
+    check_values(o[5], 2, (int64_t[]){2, 10},
+                 (double[]){0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9});
+    /* sizes 3 x 3 for a 2 x 4 plane, not larger: one scale, 0.75, and a
+     * 2 x 3 result; nearest (half-pixel) picks rows 0, 1 and columns 0, 1, 3 */
+    check_values(o[6], 4, (int64_t[]){1, 1, 2, 3}, (double[]){0, 1, 3, 4, 5, 7});
+    CHECK(o[7] && cn_tensor_dtype(o[7]) == CN_I8);
+    check_values(o[7], 2, (int64_t[]){2, 5},
+                 (double[]){0, 2, 4, 6, 8, 10, 12, 14, 16, 18});
+    cn_onnx_free(m);
+}
+
 static void test_dynamic_shapes(void) {
     CHECK_ERROR(cn_onnx_load(model("dyn"), NULL),
                 "unsupported: Shape (opset 13): the shape of a tensor with unknown sizes");
@@ -223,6 +282,8 @@ int main(void) {
     RUN(test_unsupported);
     RUN(test_dynamic_shapes);
     RUN(test_dynamic_quantize);
+    RUN(test_gelu_node);
+    RUN(test_opset21);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);
     RUN(test_value_files);

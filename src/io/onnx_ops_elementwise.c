@@ -55,6 +55,16 @@ UNARY_FLOAT(h_ceil, cn_ceil(x))
 UNARY_FLOAT(h_round, cn_round(x))
 UNARY_FLOAT(h_softsign, cn_div(x, cn_add_scalar(cn_abs(x), 1)))
 UNARY_FLOAT(h_isnan, cn_ne(x, x))
+/* Gelu (opset 20): approximate "none" (the erf form) or "tanh". */
+H(h_gelu) {
+    UNUSED;
+    cn_tensor *x = in[0];
+    if (need_float(c, x) < 0) return CN_EUNSUPPORTED;
+    char ab[16];
+    const char *a = onnx_attr_str(n, "approximate", "none", ab, sizeof ab);
+    if (strcmp(a, "none") && strcmp(a, "tanh")) return onnx_unsup(c, "approximate '%s'", a);
+    DONE(cn_gelu(x, !strcmp(a, "tanh")));
+}
 UNARY_ANY(h_abs, cn_abs(x))
 UNARY_ANY(h_neg, cn_neg(x))
 UNARY_ANY(h_sign, cn_cast(cn_sign(x), cn_tensor_dtype(x)))
@@ -68,6 +78,8 @@ H(h_identity) {
 
 /* Softplus is log(1 + e^x) with no cut-off: an infinite threshold. */
 UNARY_FLOAT(h_softplus, cn_softplus(x, 1.0, INFINITY))
+/* Mish (opset 18): x tanh(softplus(x)). */
+UNARY_FLOAT(h_mish, cn_mul(x, cn_tanh(cn_softplus(x, 1.0, INFINITY))))
 
 H(h_elu) {
     UNUSED;
@@ -361,6 +373,7 @@ const onnx_op_entry cn_onnx_ops_elementwise[] = {
     {"Tanh", h_tanh, "consumed_inputs", 1, 1, 1, "float inputs"},
     {"Sigmoid", h_sigmoid, "consumed_inputs", 1, 1, 1, "float inputs"},
     {"Erf", h_erf, "", 1, 1, 1, "float inputs"},
+    {"Gelu", h_gelu, "approximate", 1, 1, 1, "float inputs"},
     {"Floor", h_floor, "consumed_inputs", 1, 1, 1, "float inputs"},
     {"Ceil", h_ceil, "consumed_inputs", 1, 1, 1, "float inputs"},
     {"Round", h_round, "", 1, 1, 1, "float inputs"},
@@ -369,6 +382,7 @@ const onnx_op_entry cn_onnx_ops_elementwise[] = {
     {"Identity", h_identity, "", 1, 1, 1, "tensors only (no sequences or optionals)"},
     {"Softplus", h_softplus, "", 1, 1, 1, "float inputs"},
     {"Softsign", h_softsign, "", 1, 1, 1, "float inputs"},
+    {"Mish", h_mish, "", 1, 1, 1, "float inputs"},
     {"Elu", h_elu, "alpha,consumed_inputs", 1, 1, 1, "float inputs"},
     {"LeakyRelu", h_leaky_relu, "alpha,consumed_inputs", 1, 1, 1, "float inputs"},
     {"Selu", h_selu, "alpha,gamma,consumed_inputs", 1, 1, 1, "float inputs"},
@@ -401,8 +415,9 @@ const onnx_op_entry cn_onnx_ops_elementwise[] = {
     {"Or", h_or, BIN_ATTRS, 2, 2, 1, ""},
     {"Xor", h_xor, BIN_ATTRS, 2, 2, 1, ""},
     {"Where", h_where, "", 3, 3, 1, ""},
-    {"Cast", h_cast, "to", 1, 1, 1, "to and from f32, f64, f16, bf16, i32, i64, u8, i8, bool"},
-    {"CastLike", h_cast_like, "", 2, 2, 1, ""},
+    /* saturate (opset 19) concerns float8 targets only, which are refused */
+    {"Cast", h_cast, "to,saturate", 1, 1, 1, "to and from f32, f64, f16, bf16, i32, i64, u8, i8, bool"},
+    {"CastLike", h_cast_like, "saturate", 2, 2, 1, ""},
     {NULL, NULL, NULL, 0, 0, 0, NULL},
 };
 

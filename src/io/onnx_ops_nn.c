@@ -351,25 +351,61 @@ static int resize_common(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn
     double extrap = onnx_attr_float(n, "extrapolation_value", 0.0);
     double sc[CN_MAX_DIMS], roi[2 * CN_MAX_DIMS];
     int64_t os[CN_MAX_DIMS];
-    for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1;
-    if (ct == CT_TF_CROP) {
-        if (!roi_t || cn_numel(roi_t) != 2 * r) return onnx_bad(c, "tf_crop_and_resize needs roi with %d values", 2 * r);
-        if (cn_is_symbolic_tensor(roi_t)) return onnx_unsup(c, "input 'roi' is computed at run time (only constants are supported)");
-        if (cn_copy_to_buffer(roi_t, CN_F64, roi, sizeof roi) < 0) return CN_EINVAL;
+    /* Opset 18's axes: scales, sizes and roi for these axes only (k of
+     * them); the others keep their size. ax[j] is the axis of value j. */
+    int64_t axes[CN_MAX_DIMS];
+    int ax[CN_MAX_DIMS], k = onnx_attr_ints(n, "axes", axes, CN_MAX_DIMS);
+    if (k == -2 || k == 0) return onnx_bad(c, "axes must list 1 to %d axes", r);
+    if (k < 0) {
+        k = r;
+        for (int i = 0; i < r; i++) ax[i] = i;
+    } else {
+        for (int j = 0; j < k; j++) {
+            if ((ax[j] = onnx_axis(c, axes[j], r, "axis")) < 0) return CN_EINVAL;
+            for (int i = 0; i < j; i++)
+                if (ax[i] == ax[j]) return onnx_bad(c, "axis %d listed twice", ax[j]);
+        }
     }
+    for (int i = 0; i < r; i++) roi[i] = 0, roi[r + i] = 1, sc[i] = 1, os[i] = cn_dim(x, i);
+    if (ct == CT_TF_CROP) {
+        double rv[2 * CN_MAX_DIMS];
+        if (!roi_t || cn_numel(roi_t) != 2 * k) return onnx_bad(c, "tf_crop_and_resize needs roi with %d values", 2 * k);
+        if (cn_is_symbolic_tensor(roi_t)) return onnx_unsup(c, "input 'roi' is computed at run time (only constants are supported)");
+        if (cn_copy_to_buffer(roi_t, CN_F64, rv, sizeof rv) < 0) return CN_EINVAL;
+        for (int j = 0; j < k; j++) roi[ax[j]] = rv[j], roi[r + ax[j]] = rv[k + j];
+    }
+    char kb[16];
+    const char *keep = onnx_attr_str(n, "keep_aspect_ratio_policy", "stretch", kb, sizeof kb);
+    if (strcmp(keep, "stretch") && strcmp(keep, "not_larger") && strcmp(keep, "not_smaller"))
+        return onnx_unsup(c, "keep_aspect_ratio_policy '%s'", keep);
     if (sizes_t && cn_numel(sizes_t) > 0) {
-        int k = onnx_const_ints(c, sizes_t, "sizes", os, CN_MAX_DIMS);
-        if (k < 0) return k;
-        if (k != r) return onnx_bad(c, "sizes has %d values for rank %d", k, r);
-        for (int i = 0; i < r; i++) sc[i] = (double)os[i] / (double)cn_dim(x, i);
+        int64_t sz[CN_MAX_DIMS];
+        int ks = onnx_const_ints(c, sizes_t, "sizes", sz, CN_MAX_DIMS);
+        if (ks < 0) return ks;
+        if (ks != k) return onnx_bad(c, "sizes has %d values for %d axes", ks, k);
+        for (int j = 0; j < k; j++) sc[ax[j]] = (double)sz[j] / (double)cn_dim(x, ax[j]);
+        if (strcmp(keep, "stretch")) {
+            /* One scale for every listed axis: the smallest (not_larger)
+             * or the largest, and sizes rounded from it. */
+            double s1 = sc[ax[0]];
+            for (int j = 1; j < k; j++)
+                s1 = !strcmp(keep, "not_larger") ? fmin(s1, sc[ax[j]]) : fmax(s1, sc[ax[j]]);
+            for (int j = 0; j < k; j++) {
+                sc[ax[j]] = s1;
+                sz[j] = (int64_t)nearbyint(s1 * (double)cn_dim(x, ax[j]));
+            }
+        }
+        for (int j = 0; j < k; j++) os[ax[j]] = sz[j];
     } else {
         if (scales_attr) memcpy(sc, scales_attr, sizeof(double) * (size_t)r);
         else {
+            double sv[CN_MAX_DIMS];
             if (!scales_t) return onnx_bad(c, "neither scales nor sizes");
             if (cn_is_symbolic_tensor(scales_t))
                 return onnx_unsup(c, "input 'scales' is computed at run time (only constants are supported)");
-            if (cn_numel(scales_t) != r) return onnx_bad(c, "scales has %" PRId64 " values for rank %d", cn_numel(scales_t), r);
-            if (cn_copy_to_buffer(scales_t, CN_F64, sc, sizeof sc) < 0) return CN_EINVAL;
+            if (cn_numel(scales_t) != k) return onnx_bad(c, "scales has %" PRId64 " values for %d axes", cn_numel(scales_t), k);
+            if (cn_copy_to_buffer(scales_t, CN_F64, sv, sizeof sv) < 0) return CN_EINVAL;
+            for (int j = 0; j < k; j++) sc[ax[j]] = sv[j];
         }
         for (int i = 0; i < r; i++) {
             if (!(sc[i] > 0)) return onnx_bad(c, "scale %g", sc[i]);
@@ -380,6 +416,11 @@ static int resize_common(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn
         }
     }
     if (onnx_check_size(c, r, os) < 0) return CN_EINVAL;
+    /* Opset 18's antialias widens the filter where linear or cubic
+     * sampling shrinks an axis; growing, it changes nothing. */
+    if (onnx_attr_int(n, "antialias", 0) && m > 0)
+        for (int i = 0; i < r; i++)
+            if (sc[i] < 1) return onnx_unsup(c, "antialias when an axis shrinks");
     cn_tensor *y = x;
     for (int i = r - 1; i >= 0 && y; i--) {
         int64_t d = cn_dim(x, i);
@@ -466,7 +507,8 @@ const onnx_op_entry cn_onnx_ops_nn[] = {
     {"LRN", h_lrn, "alpha,beta,bias,size", 1, 1, 1, ""},
     {"MeanVarianceNormalization", h_mvn, "axes", 1, 1, 1, ""},
     {"Resize", h_resize,
-     "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value",
+     "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value,"
+     "antialias,axes,keep_aspect_ratio_policy",
      1, 4, 1, "known input sizes; scales, sizes and roi constants"},
     {"Upsample", h_upsample, "mode,scales", 1, 2, 1, "known input sizes; constant scales"},
     {"NegativeLogLikelihoodLoss", h_nll_loss, "reduction,ignore_index", 2, 3, 1, ""},

@@ -56,6 +56,7 @@ static int scale_and_zero(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, c
                           cn_tensor **scale, cn_tensor **zp, const char *name) {
     char what[32];
     int64_t axis = onnx_attr_int(n, "axis", 1);
+    if (onnx_attr_int(n, "block_size", 0) != 0) return onnx_unsup(c, "block_size (blocked quantization)");
     snprintf(what, sizeof what, "%s_scale", name);
     *scale = along(c, s, axis, cn_ndim(x), what);
     snprintf(what, sizeof what, "%s_zero_point", name);
@@ -67,9 +68,17 @@ H(h_quantize) {
     UNUSED;
     cn_tensor *x = in[0], *zp = nin > 2 ? in[2] : NULL;
     if (check_q8(c, zp, "y_zero_point") < 0) return CN_EUNSUPPORTED;
+    /* Opset 21's output_dtype: the result's type where no zero point gives it. */
+    int64_t odt = onnx_attr_int(n, "output_dtype", 0);
+    int want = odt ? onnx_dtype((int32_t)odt) : -1;
+    if (odt && (want < 0 || !is_q8((cn_dtype)want)))
+        return onnx_unsup(c, "output_dtype %s (uint8 and int8 are supported)", onnx_dtype_name((int32_t)odt));
+    if (odt && zp && cn_tensor_dtype(zp) != (cn_dtype)want)
+        return onnx_bad(c, "output_dtype %s and y_zero_point of type %s", onnx_dtype_name((int32_t)odt),
+                        cn_dtype_name(cn_tensor_dtype(zp)));
     cn_tensor *scale;
     if (scale_and_zero(c, n, x, in[1], &scale, &zp, "y") < 0) return CN_EINVAL;
-    DONE(requantize(cn_div(as_f32(x), scale), zp, zp ? cn_tensor_dtype(zp) : CN_U8));
+    DONE(requantize(cn_div(as_f32(x), scale), zp, zp ? cn_tensor_dtype(zp) : odt ? (cn_dtype)want : CN_U8));
 }
 
 H(h_dequantize) {
@@ -173,8 +182,9 @@ H(h_qlinear_conv) {
 }
 
 const onnx_op_entry cn_onnx_ops_quant[] = {
-    {"QuantizeLinear", h_quantize, "axis", 2, 3, 1, "uint8 and int8 results"},
-    {"DequantizeLinear", h_dequantize, "axis", 2, 3, 1, "uint8, int8 and int32 inputs"},
+    {"QuantizeLinear", h_quantize, "axis,block_size,output_dtype,saturate", 2, 3, 1,
+     "uint8 and int8 results; block_size 0"},
+    {"DequantizeLinear", h_dequantize, "axis,block_size", 2, 3, 1, "uint8, int8 and int32 inputs; block_size 0"},
     {"DynamicQuantizeLinear", h_dynamic_quantize, "", 1, 1, 3, ""},
     {"MatMulInteger", h_matmul_integer, "", 2, 4, 1, "uint8 and int8"},
     {"ConvInteger", h_conv_integer, ONNX_CONV_ATTRS, 2, 4, 1, "as Conv; uint8 and int8"},

@@ -18,7 +18,7 @@ static int reduce(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin
     int64_t axes[MAXV];
     int k = -1;
     /* Axes are an input from opset 13 for ReduceSum (18 for the others). */
-    bool from_input = kind == R_SUM && c->opset_of_node >= 13;
+    bool from_input = (kind == R_SUM && c->opset_of_node >= 13) || c->opset_of_node >= 18;
     if (from_input) {
         if (nin > 1 && in[1]) {
             k = onnx_const_ints(c, in[1], "axes", axes, MAXV);
@@ -311,15 +311,15 @@ H(h_einsum) {
 const onnx_op_entry cn_onnx_ops_reduce[] = {
     {"Einsum", h_einsum, "equation", 1, 8, 1, "no ellipsis, no letter repeated within an operand; a broadcast product, for small operands"},
     {"ReduceSum", h_reduce_sum, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
-    {"ReduceMean", h_reduce_mean, "axes,keepdims", 1, 1, 1, ""},
-    {"ReduceMax", h_reduce_max, "axes,keepdims", 1, 1, 1, ""},
-    {"ReduceMin", h_reduce_min, "axes,keepdims", 1, 1, 1, ""},
-    {"ReduceProd", h_reduce_prod, "axes,keepdims", 1, 1, 1, ""},
-    {"ReduceL1", h_reduce_l1, "axes,keepdims", 1, 1, 1, ""},
-    {"ReduceL2", h_reduce_l2, "axes,keepdims", 1, 1, 1, ""},
-    {"ReduceLogSum", h_reduce_log_sum, "axes,keepdims", 1, 1, 1, ""},
-    {"ReduceLogSumExp", h_reduce_log_sum_exp, "axes,keepdims", 1, 1, 1, ""},
-    {"ReduceSumSquare", h_reduce_sum_square, "axes,keepdims", 1, 1, 1, ""},
+    {"ReduceMean", h_reduce_mean, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
+    {"ReduceMax", h_reduce_max, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
+    {"ReduceMin", h_reduce_min, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
+    {"ReduceProd", h_reduce_prod, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
+    {"ReduceL1", h_reduce_l1, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
+    {"ReduceL2", h_reduce_l2, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
+    {"ReduceLogSum", h_reduce_log_sum, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
+    {"ReduceLogSumExp", h_reduce_log_sum_exp, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
+    {"ReduceSumSquare", h_reduce_sum_square, "axes,keepdims,noop_with_empty_axes", 1, 2, 1, "axes must be constants"},
     {"Softmax", h_softmax, "axis", 1, 1, 1, "float inputs"},
     {"LogSoftmax", h_log_softmax, "axis", 1, 1, 1, "float inputs"},
     {"Hardmax", h_hardmax, "axis", 1, 1, 1, "float inputs"},

@@ -176,7 +176,16 @@ H(h_split) {
         if (k < 0) return k;
     }
     int64_t d = cn_dim(x, axis);
-    if (k < 0) {
+    /* Opset 18's num_outputs: parts of ceil(d / num_outputs), the last one
+     * what remains. */
+    int64_t parts = onnx_attr_int(n, "num_outputs", -1);
+    if (k < 0 && parts >= 0) {
+        if (parts != nout) return onnx_bad(c, "num_outputs %" PRId64 " for %d outputs", parts, nout);
+        if (d < 0) return onnx_unsup(c, "a split of an axis of unknown size");
+        int64_t chunk = (d + parts - 1) / parts;
+        k = nout;
+        for (int i = 0; i < k; i++) sizes[i] = chunk * i >= d ? 0 : d - chunk * i < chunk ? d - chunk * i : chunk;
+    } else if (k < 0) {
         if (d < 0) return onnx_unsup(c, "an equal split of an axis of unknown size");
         if (d % nout) return onnx_bad(c, "axis of size %" PRId64 " does not split into %d equal parts", d, nout);
         k = nout;
@@ -431,6 +440,21 @@ H(h_pad) {
         if (nin > 2 && in[2] && onnx_const_scalar(c, in[2], "constant_value", &value) < 0)
             return CN_EUNSUPPORTED;
     }
+    if (nin > 3 && in[3]) {
+        /* Opset 18: pads for these axes only (begins, then ends). */
+        int64_t axes[MAXV], full[MAXV] = {0};
+        int na = onnx_const_ints(c, in[3], "axes", axes, MAXV);
+        if (na < 0) return na;
+        if (k != 2 * na) return onnx_bad(c, "%d pads for %d axes", k, na);
+        for (int i = 0; i < na; i++) {
+            int a = onnx_axis(c, axes[i], r, "axis");
+            if (a < 0) return CN_EINVAL;
+            full[a] = pads[i];
+            full[r + a] = pads[na + i];
+        }
+        memcpy(pads, full, sizeof(int64_t) * (size_t)(2 * r));
+        k = 2 * r;
+    }
     if (k != 2 * r) return onnx_bad(c, "%d pads for rank %d", k, r);
     cn_pad_mode m;
     if (!strcmp(mode, "constant")) m = CN_PAD_CONSTANT;
@@ -572,7 +596,7 @@ const onnx_op_entry cn_onnx_ops_shape[] = {
     {"Squeeze", h_squeeze, "axes", 1, 2, 1, LIM_CONST},
     {"Unsqueeze", h_unsqueeze, "axes", 1, 2, 1, LIM_CONST},
     {"Concat", h_concat, "axis", 1, 64, 1, ""},
-    {"Split", h_split, "axis,split", 1, 2, 16, LIM_CONST "; at most 16 outputs"},
+    {"Split", h_split, "axis,split,num_outputs", 1, 2, 16, LIM_CONST "; at most 16 outputs"},
     {"Slice", h_slice, "starts,ends,axes", 1, 5, 1, LIM_CONST},
     {"Gather", h_gather, "axis", 2, 2, 1, ""},
     {"GatherElements", h_gather_elements, "axis", 2, 2, 1, ""},
@@ -584,7 +608,7 @@ const onnx_op_entry cn_onnx_ops_shape[] = {
      "no string or sparse values"},
     {"Range", h_range, "", 3, 3, 1, "start, limit and delta must be constants"},
     {"Tile", h_tile, "", 2, 2, 1, LIM_CONST "; rank at most 4; known sizes"},
-    {"Pad", h_pad, "mode,pads,paddings,value", 1, 3, 1, LIM_CONST "; modes constant, reflect, edge"},
+    {"Pad", h_pad, "mode,pads,paddings,value", 1, 4, 1, LIM_CONST "; modes constant, reflect, edge"},
     {"DepthToSpace", h_depth_to_space, "blocksize,mode", 1, 1, 1, "4-D, known sizes"},
     {"SpaceToDepth", h_space_to_depth, "blocksize", 1, 1, 1, "4-D, known sizes"},
     {"Trilu", h_trilu, "upper", 1, 2, 1, "k must be a constant"},

@@ -124,3 +124,33 @@ save("dql", [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zp
      [helper.make_tensor_value_info("y", TensorProto.UINT8, [4]),
       helper.make_tensor_value_info("scale", F, []),
       helper.make_tensor_value_info("zp", TensorProto.UINT8, [])], opset=11)
+
+# Gelu (opset 20, newer than the python3-onnx that writes it: the node is
+# written as any other), both forms.
+save("gelu", [helper.make_node("Gelu", ["x"], ["y"]),
+              helper.make_node("Gelu", ["x"], ["z"], approximate="tanh")],
+     [helper.make_tensor_value_info("x", F, [6])],
+     [helper.make_tensor_value_info("y", F, [6]), helper.make_tensor_value_info("z", F, [6])],
+     opset=20)
+
+# What opsets 18 to 21 changed, in one opset 21 model: ReduceMean's axes as
+# an input, Split's num_outputs (uneven: 3 and 2), Pad's axes, Mish,
+# Resize's axes and keep_aspect_ratio_policy, QuantizeLinear's
+# output_dtype with no zero point.
+i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+f32 = lambda name, v: numpy_helper.from_array(np.array(v, np.float32), name)
+save("op21", [
+    helper.make_node("ReduceMean", ["x", "ax1"], ["mean"], keepdims=0),
+    helper.make_node("Split", ["x"], ["s0", "s1"], axis=1, num_outputs=2),
+    helper.make_node("Pad", ["x", "pads", "", "ax1"], ["pad"]),
+    helper.make_node("Mish", ["x"], ["mish"]),
+    helper.make_node("Resize", ["x", "", "sc2"], ["up"], axes=[1]),
+    helper.make_node("Reshape", ["x8", "shape4"], ["x4"]),
+    helper.make_node("Resize", ["x4", "", "", "sizes"], ["fit"], axes=[2, 3],
+                     keep_aspect_ratio_policy="not_larger"),
+    helper.make_node("QuantizeLinear", ["x", "half"], ["q"], output_dtype=TensorProto.INT8),
+], [helper.make_tensor_value_info("x", F, [2, 5]), helper.make_tensor_value_info("x8", F, [8])],
+    [helper.make_tensor_value_info(n, F, None) for n in ("mean", "s0", "s1", "pad", "mish", "up", "fit")]
+    + [helper.make_tensor_value_info("q", TensorProto.INT8, None)],
+    [i64("ax1", [1]), i64("pads", [1, 2]), f32("sc2", [2.0]), i64("shape4", [1, 1, 2, 4]),
+     i64("sizes", [3, 3]), f32("half", 0.5)], opset=21)
