@@ -36,79 +36,12 @@
  * up to 256, which made ViT's forward of the op 1.09x faster again. */
 #define ONNX_ATTENTION_MIN_KEYS 129
 
-/* The node before the current one that writes name, or NULL. */
-static const Onnx__NodeProto *producer(const onnx_ctx *c, const char *name) {
-    const Onnx__GraphProto *g = c->graph;
-    for (int i = c->node_index - 1; i >= 0; i--) {
-        const Onnx__NodeProto *n = g->node[i];
-        for (size_t k = 0; k < n->n_output; k++)
-            if (n->output[k] && !strcmp(n->output[k], name))
-                return n->domain && *n->domain && strcmp(n->domain, "ai.onnx") ? NULL : n;
-    }
-    return NULL;
-}
-
-/* How many node inputs and graph outputs read name; a subgraph (If, Loop)
- * may read any outer value, so a graph with one counts as "many". */
-static int readers(const onnx_ctx *c, const char *name) {
-    const Onnx__GraphProto *g = c->graph;
-    int k = 0;
-    for (size_t i = 0; i < g->n_node; i++) {
-        const Onnx__NodeProto *n = g->node[i];
-        for (size_t j = 0; j < n->n_input; j++) k += n->input[j] && !strcmp(n->input[j], name);
-        for (size_t j = 0; j < n->n_attribute; j++)
-            if (n->attribute[j]->g || n->attribute[j]->n_graphs) return 1 << 20;
-    }
-    for (size_t i = 0; i < g->n_output; i++) k += g->output[i]->name && !strcmp(g->output[i]->name, name);
-    return k;
-}
-
-static bool is_op(const Onnx__NodeProto *n, const char *op) {
-    return n && n->op_type && !strcmp(n->op_type, op);
-}
-
-/* A value read only by the pattern and made by op (NULL otherwise). */
-static const Onnx__NodeProto *inner(const onnx_ctx *c, const char *name, const char *op) {
-    const Onnx__NodeProto *p = producer(c, name);
-    return is_op(p, op) && readers(c, name) == 1 ? p : NULL;
-}
-
-/* A constant of one element that does not raise x's rank, as a double. */
-static bool const_scalar(const vmap *vals, const char *name, const cn_tensor *x, double *v) {
-    const cn_tensor *t = name ? vmap_get(vals, name) : NULL;
-    if (!t || cn_is_symbolic_tensor(t) || cn_numel(t) != 1 || cn_ndim(t) > cn_ndim(x) ||
-        !cn_dtype_is_float(cn_tensor_dtype(t)))
-        return false;
-    *v = cn_item(t);
-    return true;
-}
-
-/* Follows name back through Mul and Div by constants read only here,
- * multiplying *scale; returns the value they were applied to. */
-static const char *unscale(const onnx_ctx *c, const vmap *vals, const char *name, double *scale) {
-    for (;;) {
-        const Onnx__NodeProto *p = inner(c, name, "Mul");
-        if (!p) p = inner(c, name, "Div");
-        if (!p || p->n_input != 2) return name;
-        const cn_tensor *x = vmap_get(vals, name);
-        double v;
-        if (is_op(p, "Mul") && const_scalar(vals, p->input[1], x, &v)) name = p->input[0];
-        else if (is_op(p, "Mul") && const_scalar(vals, p->input[0], x, &v)) name = p->input[1];
-        else if (is_op(p, "Div") && const_scalar(vals, p->input[1], x, &v) && v != 0) {
-            name = p->input[0];
-            v = 1 / v;
-        } else
-            return name;
-        *scale *= v;
-    }
-}
-
 /* K for Kt: Kt = Transpose(X, perm), K = X permuted by perm with its last
  * two entries swapped (a view; X itself when that is the identity). */
 static cn_tensor *key_of(const onnx_ctx *c, const vmap *vals, const char *kt, double *scale) {
-    const Onnx__NodeProto *t = producer(c, unscale(c, vals, kt, scale));
-    if (!is_op(t, "Transpose") || t->n_input != 1) return NULL;
-    cn_tensor *x = vmap_get(vals, unscale(c, vals, t->input[0], scale));
+    const Onnx__NodeProto *t = onnx_producer(c, onnx_unscale(c, vals, kt, scale));
+    if (!onnx_is_op(t, "Transpose") || t->n_input != 1) return NULL;
+    cn_tensor *x = vmap_get(vals, onnx_unscale(c, vals, t->input[0], scale));
     int r = x ? cn_ndim(x) : 0, perm[CN_MAX_DIMS];
     int64_t p64[CN_MAX_DIMS];
     int np = onnx_attr_ints(t, "perm", p64, CN_MAX_DIMS);
@@ -131,9 +64,9 @@ static cn_tensor *key_of(const onnx_ctx *c, const vmap *vals, const char *kt, do
 static bool scores(const onnx_ctx *c, const vmap *vals, const char *s, double *scale,
                    cn_tensor **q, cn_tensor **k) {
     double f = 1;
-    const Onnx__NodeProto *mm = inner(c, unscale(c, vals, s, &f), "MatMul");
+    const Onnx__NodeProto *mm = onnx_inner(c, onnx_unscale(c, vals, s, &f), "MatMul");
     if (!mm || mm->n_input != 2) return false;
-    *q = vmap_get(vals, unscale(c, vals, mm->input[0], &f));
+    *q = vmap_get(vals, onnx_unscale(c, vals, mm->input[0], &f));
     *k = key_of(c, vals, mm->input[1], &f);
     if (!*q || !*k || cn_ndim(*q) < 2) return false;
     *scale *= f;
@@ -143,7 +76,7 @@ static bool scores(const onnx_ctx *c, const vmap *vals, const char *s, double *s
 /* The scores and the mask under the softmax's input x (masked() above). */
 static bool masked(const onnx_ctx *c, const vmap *vals, const char *x, double *scale,
                    cn_tensor **q, cn_tensor **k, cn_tensor **mask) {
-    const Onnx__NodeProto *add = inner(c, x, "Add"), *where = inner(c, x, "Where");
+    const Onnx__NodeProto *add = onnx_inner(c, x, "Add"), *where = onnx_inner(c, x, "Where");
     if (add && add->n_input == 2) {
         for (int i = 0; i < 2; i++)
             if (scores(c, vals, add->input[i], scale, q, k)) {
@@ -158,7 +91,7 @@ static bool masked(const onnx_ctx *c, const vmap *vals, const char *x, double *s
         for (int i = 1; i < 3; i++) {
             const cn_tensor *s = vmap_get(vals, where->input[i]);
             if (!cond || cn_tensor_dtype(cond) != CN_BOOL || !s ||
-                !const_scalar(vals, where->input[3 - i], s, &fill) || !(fill <= -FLT_MAX) ||
+                !onnx_pattern_scalar(vals, where->input[3 - i], s, &fill) || !(fill <= -FLT_MAX) ||
                 !scores(c, vals, where->input[i], scale, q, k))
                 continue;
             /* The scores are kept where cond is true (i = 1) or false. */
@@ -171,9 +104,9 @@ static bool masked(const onnx_ctx *c, const vmap *vals, const char *x, double *s
 }
 
 int onnx_fuse_attention(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n, cn_tensor **out) {
-    if (!c->graph || !is_op(n, "MatMul") || n->n_input != 2) return 0;
+    if (!c->graph || !onnx_is_op(n, "MatMul") || n->n_input != 2) return 0;
     cn_tensor *v = vmap_get(vals, n->input[1]);
-    const Onnx__NodeProto *sm = inner(c, n->input[0], "Softmax");
+    const Onnx__NodeProto *sm = onnx_inner(c, n->input[0], "Softmax");
     if (!v || cn_ndim(v) < 2 || !sm || sm->n_input != 1) return 0;
     const cn_tensor *x = vmap_get(vals, sm->input[0]);
     int r = x ? cn_ndim(x) : 0;
@@ -181,7 +114,7 @@ int onnx_fuse_attention(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n,
     if (r < 2 || (axis != -1 && axis != r - 1)) return 0;
     double outer = 1, scale = 1;
     cn_tensor *q = NULL, *k = NULL, *mask = NULL;
-    const char *x1 = unscale(c, vals, sm->input[0], &outer);
+    const char *x1 = onnx_unscale(c, vals, sm->input[0], &outer);
     if (!masked(c, vals, x1, &scale, &q, &k, &mask)) {
         cn_clear_error(); /* a failed cn_logical_not: the ops stay */
         return 0;

@@ -180,6 +180,7 @@ int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
     cn_clear_error();
     cn_t_budget.exceeded = false;
     int rc = onnx_fuse_attention(c, vals, n, out);
+    if (rc == 0) rc = onnx_fuse_gelu(c, vals, n, out);
     rc = rc > 0 ? 0 : e->fn(c, n, in, nin, out, nout);
     if (rc < 0 && cn_t_budget.exceeded) rc = onnx_budget_exceeded(c);
     for (int i = 0; rc >= 0 && i < nout; i++) {

@@ -54,10 +54,30 @@ char *onnx_dir_of(const char *path);
  * after cn_fail naming the node. */
 int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n);
 
+/* Patterns over several nodes (onnx_pattern.c). onnx_producer: the node
+ * before the current one that writes name, or NULL. onnx_readers: how many
+ * node inputs and graph outputs read name (a graph with subgraphs counts as
+ * many: their bodies may read any outer value). onnx_inner: the node of
+ * type op that writes name, when only one reader reads it. */
+const Onnx__NodeProto *onnx_producer(const onnx_ctx *c, const char *name);
+int onnx_readers(const onnx_ctx *c, const char *name);
+bool onnx_is_op(const Onnx__NodeProto *n, const char *op);
+const Onnx__NodeProto *onnx_inner(const onnx_ctx *c, const char *name, const char *op);
+/* name is a float constant of one element that does not raise x's rank:
+ * its value in *v. */
+bool onnx_pattern_scalar(const vmap *vals, const char *name, const cn_tensor *x, double *v);
+/* The value name is made from through Mul and Div by such constants (read
+ * only there), their product multiplying *scale. */
+const char *onnx_unscale(const onnx_ctx *c, const vmap *vals, const char *name, double *scale);
+
 /* When n is the last MatMul of an attention subgraph whose values nothing
  * else reads, out[0] = the fused scaled_dot_product_attention of its Q, K,
  * V and mask, and 1; else 0 and nothing changes (onnx_attention.c). */
 int onnx_fuse_attention(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n, cn_tensor **out);
+/* When n is the last Mul of GELU written out (the erf or the tanh form)
+ * over values nothing else reads, out[0] = gelu of its input, and 1; else 0
+ * (onnx_gelu.c). */
+int onnx_fuse_gelu(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n, cn_tensor **out);
 
 /* Resource bounds of a load (docs/onnx.md, "Limits"). A file or buffer
  * larger than ONNX_MAX_BYTES (protobuf's own 2 GiB), nested deeper than

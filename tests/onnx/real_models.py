@@ -107,7 +107,7 @@ def main():
             fails += 1
             continue
         err = float(np.abs(got.astype(np.float64) - want).max())
-        ok = err <= TOL and fused_as_expected(chutney, name, path)
+        ok = err <= TOL and fused_as_expected(chutney, name, path) and gelu_as_expected(chutney, name, path)
         fails += not ok
         print("%s: %s (opset %d, output %s, |out| max %.3g): max abs diff %.3g (tolerance %g), "
               "chutney run %.2f s" % ("ok" if ok else "FAIL", name, opset, list(want.shape),
@@ -128,6 +128,20 @@ def fused_as_expected(chutney, name, path):
         return True
     print("FAIL: %s: the graph has %d fused attention ops (expected %d) and %d softmax ops "
           "(chutney graph exited %d)" % (name, fused, FUSED[name], softmax, r.returncode))
+    return False
+
+
+def gelu_as_expected(chutney, name, path):
+    """Does the imported graph hold GELU[name] gelu ops, and the erf and
+    tanh ops left over?"""
+    if name not in GELU:
+        return True
+    r = subprocess.run([chutney, "graph", path, "--text"], capture_output=True, text=True)
+    got = tuple(r.stdout.count("= %s(" % op) for op in ("gelu", "erf", "tanh"))
+    if r.returncode == 0 and got == GELU[name]:
+        return True
+    print("FAIL: %s: the graph has (gelu, erf, tanh) ops %s (expected %s; chutney graph exited %d)"
+          % (name, got, GELU[name], r.returncode))
     return False
 
 
@@ -211,6 +225,38 @@ def transformer_block():
     return Block(), [torch.randn(2, 10, 64)]
 
 
+def gelu_forms():
+    """GELU as exporters write it: F.gelu's erf form and tanh form, the
+    same written out as Hugging Face's code does (other orders, x^3 as a
+    Pow, 1/sqrt(2) as a Mul; the exporter shares h * 0.5 between them), and
+    two near misses that must stay as they are (another divisor; 1 + erf
+    also read elsewhere)."""
+    import math
+    import torch
+
+    class Forms(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 24)
+
+        def forward(self, x):
+            h = self.lin(x) * 3
+            f = torch.nn.functional
+            g = h + 1
+            e = 1 + torch.erf(g / math.sqrt(2.0))
+            return torch.cat([
+                f.gelu(h),
+                h * 0.5 * (1.0 + torch.erf(h / math.sqrt(2.0))),
+                0.5 * h * (1 + torch.erf(h * 0.7071067811865476)),
+                f.gelu(h, approximate="tanh"),
+                0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0)))),
+                h * 0.5 * (1.0 + torch.erf(h / 1.5)),
+                g * 0.5 * e + e,
+            ], -1)
+
+    return Forms(), [torch.randn(3, 5, 16)]
+
+
 def torch_encoder_layer():
     import torch
     layer = torch.nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0, batch_first=True)
@@ -273,6 +319,7 @@ MODELS = [
     ("lstm_classifier", lstm_classifier, 15, True, False),
     ("transformer_block", transformer_block, 17, True, False),
     ("torch_encoder_layer", torch_encoder_layer, 16, False, False),
+    ("gelu_forms", gelu_forms, 17, True, False),
 ]
 ATTENTION = [
     ("mha_attention", lambda: mha(False), 17, False, False),
@@ -285,6 +332,10 @@ ATTENTION = [
 # when the softmax has another reader.
 FUSED = {"transformer_block": 0, "torch_encoder_layer": 0, "mha_attention": 1, "mha_weights": 0,
          "sdpa_scaled": 1, "causal_attention": 1}
+
+# The (gelu, erf, tanh) ops each imported graph must hold: every GELU
+# written out is one gelu op, the near misses keep their erf.
+GELU = {"transformer_block": (1, 0, 0), "torch_encoder_layer": (0, 0, 0), "gelu_forms": (5, 2, 0)}
 
 if __name__ == "__main__":
     sys.exit(main())
