@@ -3,22 +3,25 @@
  * Every function here is branch-free straight-line code (range reduction, a
  * polynomial, exponent bit tricks, and bitwise selects for the special
  * values), with no libm calls where the target has FMA, so GCC vectorises
- * the loops that inline them. The exp core (cn__exp_reduce, cn__exp_poly:
- * every exp-based function here) asks for fused multiply-adds by name
+ * the loops that inline them. The polynomials (the exp core, cn__exp_reduce
+ * and cn__exp_poly, under every exp-based function here; expm1's, log's,
+ * tanh's, erf's and erfc's) ask for fused multiply-adds by name
  * (__builtin_fmaf): one instruction at the AVX2 and AVX-512 levels and on
  * aarch64, the same bits at every level, since an FMA rounds once wherever
  * it runs. The default level on x86-64 (what CPUs without AVX2 run, and
  * CN_ISA=default, cn_isa_set or a build without the variants) calls libm's
  * fmaf instead: correctly rounded, but scalar where its loops were SSE2
  * vectors before: a trade made for the CPUs that have FMA. Exp and
- * sigmoid ran 1.3x faster fused (docs/benchmarks.md, "The Xeon, night of
- * 2026-11-28").
+ * sigmoid ran 1.3x faster fused, gelu 1.2-1.4x and erf 1.3-1.5x
+ * (docs/benchmarks.md, "The Xeon, night of 2026-11-28" and "The Xeon,
+ * 2026-11-29").
  * Errors against libm in double, in ulps of the exact value: exp 1.02, log
- * 0.92, expm1 1.61, log1p 1.44, tanh 1.50, softplus 1.97, sigmoid 2.33,
- * silu 3.19, erf 1.55, gelu 5.88, the tanh form of gelu 3.20, rsqrt 0.5;
- * in ulps of the reference rounded to f32 (how far apart the floats are,
- * what tests/test_isa.c asserts): exp, log, log1p, tanh, rsqrt 1; expm1,
- * softplus, sigmoid, erf 2; silu, the tanh form 3; gelu 6. Measured over
+ * 0.92, expm1 1.46, log1p 1.44, tanh 1.50, softplus 1.97, sigmoid 2.33,
+ * silu 3.19, erf 1.46, gelu 5.88, the tanh form of gelu 3.20, rsqrt 0.5;
+ * in ulps of the reference rounded to f32 (how far apart the floats are):
+ * exp, expm1, log, log1p, tanh, erf, rsqrt 1; softplus, sigmoid 2; silu,
+ * the tanh form 3; gelu 6 (tests/test_isa.c asserts the exact-value
+ * bounds rounded up). Measured over
  * every 7th f32 bit pattern, 3e8 to 6e8 finite results a function, by
  * bench/bench_vmath_ulp, which also checks the special values and that
  * every instruction-set level gives the same bits. NaN propagates,
@@ -123,11 +126,11 @@ CN_VMATH float cn__ldexpf(float x, uint32_t k) {
  * with the three pairs below evaluated side by side). */
 CN_VMATH float cn__expm1_poly(float r) {
     float r2 = r * r;
-    float qa = 5.000000000e-01f + 1.666666567e-01f * r;
-    float qb = 4.166634753e-02f + 8.333391510e-03f * r;
-    float qc = 1.394165331e-03f + 1.984595729e-04f * r;
-    float q = (qa + r2 * qb) + (r2 * r2) * qc;
-    return r + r2 * q;
+    float qa = __builtin_fmaf(1.666666567e-01f, r, 5.000000000e-01f);
+    float qb = __builtin_fmaf(8.333391510e-03f, r, 4.166634753e-02f);
+    float qc = __builtin_fmaf(1.984595729e-04f, r, 1.394165331e-03f);
+    float q = __builtin_fmaf(r2 * r2, qc, __builtin_fmaf(r2, qb, qa));
+    return __builtin_fmaf(r2, q, r);
 }
 
 /* exp(r) for |r| <= ln2/2 (and a little more) at degree 6, relative error
@@ -220,9 +223,9 @@ CN_VMATH float cn__log_pos(float x) {
     float s = f / (2.0f + f);
     float w = s * s;
     float t = 2.334248126e-01f;
-    t = t * w + 2.855037451e-01f;
-    t = t * w + 4.000012577e-01f;
-    t = t * w + 6.666666865e-01f;
+    t = __builtin_fmaf(t, w, 2.855037451e-01f);
+    t = __builtin_fmaf(t, w, 4.000012577e-01f);
+    t = __builtin_fmaf(t, w, 6.666666865e-01f);
     t = t * w; /* 2 atanh(s) = 2s + s t, and 2s = f - s f */
     float lm = f - s * (f - t);
     float ef = (float)e;
@@ -254,11 +257,11 @@ CN_VMATH float cn_vtanhf(float x) {
     /* Small |x|: tanh(a) = a + a w p(w), w = a^2. */
     float w = a * a;
     float p = 2.137164120e-03f;
-    p = p * w - 8.171706460e-03f;
-    p = p * w + 2.169869281e-02f;
-    p = p * w - 5.394645780e-02f;
-    p = p * w + 1.333320439e-01f;
-    p = p * w - 3.333333135e-01f;
+    p = __builtin_fmaf(p, w, -8.171706460e-03f);
+    p = __builtin_fmaf(p, w, 2.169869281e-02f);
+    p = __builtin_fmaf(p, w, -5.394645780e-02f);
+    p = __builtin_fmaf(p, w, 1.333320439e-01f);
+    p = __builtin_fmaf(p, w, -3.333333135e-01f);
     float small = a + a * (w * p);
     /* Otherwise e / (e + 2), e = expm1(2a); tanh(10) already rounds to 1. */
     float e = cn_vexpm1f(2.0f * cn_vsel(a > 10.0f, 10.0f, a));
@@ -320,14 +323,14 @@ CN_VMATH float cn__erfc_tail(float t, float t2, float t2lo) {
     float inv = 1.0f / (t + 2.5f);
     float u = (t - 2.5f) * inv;
     float g = 5.895938984e-04f;
-    g = g * u - 3.940706629e-04f;
-    g = g * u - 4.776396155e-03f;
-    g = g * u + 8.379780023e-03f;
-    g = g * u + 2.835503648e-02f;
-    g = g * u - 1.712496535e-01f;
-    g = g * u + 4.539144623e-01f;
-    g = g * u - 8.046518950e-01f;
-    g = g * u + 1.054031817e+00f;
+    g = __builtin_fmaf(g, u, -3.940706629e-04f);
+    g = __builtin_fmaf(g, u, -4.776396155e-03f);
+    g = __builtin_fmaf(g, u, 8.379780023e-03f);
+    g = __builtin_fmaf(g, u, 2.835503648e-02f);
+    g = __builtin_fmaf(g, u, -1.712496535e-01f);
+    g = __builtin_fmaf(g, u, 4.539144623e-01f);
+    g = __builtin_fmaf(g, u, -8.046518950e-01f);
+    g = __builtin_fmaf(g, u, 1.054031817e+00f);
     return cn__exp_tiny(-t2, t2lo) * (g * inv);
 }
 
@@ -335,12 +338,12 @@ CN_VMATH float cn__erfc_tail(float t, float t2, float t2lo) {
  * around 1 so the rounding of the leading 2/sqrt(pi) is not amplified). */
 CN_VMATH float cn__erf_q(float w) {
     float q = 8.647157665e-05f;
-    q = q * w - 8.205078193e-04f;
-    q = q * w + 5.206268281e-03f;
-    q = q * w - 2.686141059e-02f;
-    q = q * w + 1.128372997e-01f;
-    q = q * w - 3.761263490e-01f;
-    q = q * w + 1.283791661e-01f;
+    q = __builtin_fmaf(q, w, -8.205078193e-04f);
+    q = __builtin_fmaf(q, w, 5.206268281e-03f);
+    q = __builtin_fmaf(q, w, -2.686141059e-02f);
+    q = __builtin_fmaf(q, w, 1.128372997e-01f);
+    q = __builtin_fmaf(q, w, -3.761263490e-01f);
+    q = __builtin_fmaf(q, w, 1.283791661e-01f);
     return q;
 }
 
