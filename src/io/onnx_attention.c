@@ -11,7 +11,10 @@
  * nn.MultiheadAttention (q / sqrt(E), then baddbmm's Mul by 1 and Add),
  * what PyTorch 2 writes for F.scaled_dot_product_attention (sqrt(scale) on
  * Q and on K^T), and what hand-written attention becomes (masked_fill is a
- * Where).
+ * Where). PyTorch 2.15's exporters (both) write F.scaled_dot_product_attention
+ * with K^T as a Reshape to 3-D, a Transpose and a Reshape back
+ * (key_of_reshaped), and the softmax under Where(IsNaN(P), 0, P)
+ * (nan_guarded_softmax).
  * The fused kernel never keeps the L x S scores, and does the two matmuls
  * and the softmax in one pass over tiles.
  *
@@ -36,10 +39,46 @@
  * up to 256, which made ViT's forward of the op 1.09x faster again. */
 #define ONNX_ATTENTION_MIN_KEYS 129
 
+static bool same_dims(const cn_tensor *t, int r, const int64_t *d) {
+    if (!t || cn_ndim(t) != r) return false;
+    for (int i = 0; i < r; i++)
+        if (d[i] < 0 || cn_dim(t, i) != d[i]) return false;
+    return true;
+}
+
+/* K for Kt written as PyTorch 2's exporter writes k.transpose(-2, -1):
+ * Reshape(Transpose(Reshape(X, [P, S, E]), [0, 2, 1]), X's leading sizes +
+ * [E, S]), X of rank r >= 3 and known sizes; X itself, or NULL. */
+static cn_tensor *key_of_reshaped(const onnx_ctx *c, const vmap *vals, const char *kt) {
+    const Onnx__NodeProto *r2 = onnx_inner(c, kt, "Reshape");
+    const Onnx__NodeProto *t = r2 ? onnx_inner(c, r2->input[0], "Transpose") : NULL;
+    const Onnx__NodeProto *r1 = t && t->n_input == 1 ? onnx_inner(c, t->input[0], "Reshape") : NULL;
+    cn_tensor *x = r1 ? vmap_get(vals, r1->input[0]) : NULL;
+    int64_t perm[4];
+    if (!x || cn_ndim(x) < 3 || onnx_attr_ints(t, "perm", perm, 4) != 3 || perm[0] != 0 ||
+        perm[1] != 2 || perm[2] != 1)
+        return NULL;
+    int r = cn_ndim(x);
+    int64_t d[CN_MAX_DIMS], p = 1, S = cn_dim(x, r - 2), E = cn_dim(x, r - 1);
+    for (int i = 0; i < r - 2; i++) {
+        d[i] = cn_dim(x, i);
+        p = d[i] < 0 || p < 0 ? -1 : p * d[i];
+    }
+    d[r - 2] = E, d[r - 1] = S;
+    if (p < 0 || !same_dims(vmap_get(vals, t->input[0]), 3, (int64_t[]){p, S, E}) ||
+        !same_dims(vmap_get(vals, kt), r, d))
+        return NULL;
+    return x;
+}
+
 /* K for Kt: Kt = Transpose(X, perm), K = X permuted by perm with its last
- * two entries swapped (a view; X itself when that is the identity). */
+ * two entries swapped (a view; X itself when that is the identity); or
+ * key_of_reshaped's form. */
 static cn_tensor *key_of(const onnx_ctx *c, const vmap *vals, const char *kt, double *scale) {
-    const Onnx__NodeProto *t = onnx_producer(c, onnx_unscale(c, vals, kt, scale));
+    kt = onnx_unscale(c, vals, kt, scale);
+    cn_tensor *xr = key_of_reshaped(c, vals, kt);
+    if (xr) return xr;
+    const Onnx__NodeProto *t = onnx_producer(c, kt);
     if (!onnx_is_op(t, "Transpose") || t->n_input != 1) return NULL;
     cn_tensor *x = vmap_get(vals, onnx_unscale(c, vals, t->input[0], scale));
     int r = x ? cn_ndim(x) : 0, perm[CN_MAX_DIMS];
@@ -103,10 +142,29 @@ static bool masked(const onnx_ctx *c, const vmap *vals, const char *x, double *s
     return scores(c, vals, x, scale, q, k);
 }
 
+/* The softmax under Where(IsNaN(P), 0, P), P = Softmax(...): PyTorch 2's
+ * exporter writes F.scaled_dot_product_attention's probabilities so, a
+ * fully masked row's NaNs made zeros (what the fused op gives). P is read
+ * by the IsNaN and the Where only. */
+static const Onnx__NodeProto *nan_guarded_softmax(const onnx_ctx *c, const vmap *vals,
+                                                  const char *name) {
+    const Onnx__NodeProto *w = onnx_inner(c, name, "Where");
+    const Onnx__NodeProto *isnan = w && w->n_input == 3 ? onnx_inner(c, w->input[0], "IsNaN") : NULL;
+    const Onnx__NodeProto *sm = isnan ? onnx_producer(c, w->input[2]) : NULL;
+    const cn_tensor *p = sm ? vmap_get(vals, w->input[2]) : NULL;
+    double zero;
+    if (!onnx_is_op(sm, "Softmax") || isnan->n_input != 1 || strcmp(isnan->input[0], w->input[2]) ||
+        onnx_readers(c, w->input[2]) != 2 || !onnx_pattern_scalar(vals, w->input[1], p, &zero) ||
+        zero != 0)
+        return NULL;
+    return sm;
+}
+
 int onnx_fuse_attention(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n, cn_tensor **out) {
     if (!c->graph || !onnx_is_op(n, "MatMul") || n->n_input != 2) return 0;
     cn_tensor *v = vmap_get(vals, n->input[1]);
     const Onnx__NodeProto *sm = onnx_inner(c, n->input[0], "Softmax");
+    if (!sm) sm = nan_guarded_softmax(c, vals, n->input[0]);
     if (!v || cn_ndim(v) < 2 || !sm || sm->n_input != 1) return 0;
     const cn_tensor *x = vmap_get(vals, sm->input[0]);
     int r = x ? cn_ndim(x) : 0;
