@@ -126,6 +126,37 @@ static void test_opset21(void) {
     cn_onnx_free(m);
 }
 
+/* GroupNormalization at opsets 18 (scale and bias per group) and 21 (per
+ * channel), against the formula in double. */
+static void test_group_norm(void) {
+    const double scale[4] = {1.5, -0.5, 2.0, 0.25}, bias[4] = {0.1, 0.2, -0.3, 0.4};
+    float xv[24];
+    for (int i = 0; i < 24; i++) xv[i] = (float)((i * 7) % 11) - 3.5f;
+    for (int opset = 18; opset <= 21; opset += 3) {
+        char name[32];
+        snprintf(name, sizeof name, "group_norm%d", opset);
+        cn_onnx_model *m = cn_onnx_load(model(name), NULL);
+        CHECK_MSG(m != NULL, "%s: %s", name, cn_last_error());
+        if (!m) continue;
+        cn_tensor *y = NULL;
+        CHECK_EQ_INT(cn_onnx_run(m, (cn_tensor *[]){cn_from_data(CN_F32, CN_SHAPE(2, 4, 3), xv)}, &y), 0);
+        double want[24];
+        for (int nb = 0; nb < 2; nb++)
+            for (int g = 0; g < 2; g++) {
+                const float *v = xv + nb * 12 + g * 6; /* 2 channels x 3 positions */
+                double mean = 0, var = 0;
+                for (int i = 0; i < 6; i++) mean += v[i] / 6.0;
+                for (int i = 0; i < 6; i++) var += (v[i] - mean) * (v[i] - mean) / 6.0;
+                for (int i = 0; i < 6; i++) {
+                    int ch = g * 2 + i / 3, p = opset < 21 ? g : ch;
+                    want[nb * 12 + g * 6 + i] = (v[i] - mean) / sqrt(var + 1e-3) * scale[p] + bias[p];
+                }
+            }
+        check_values(y, 3, (int64_t[]){2, 4, 3}, want);
+        cn_onnx_free(m);
+    }
+}
+
 static void test_dynamic_shapes(void) {
     CHECK_ERROR(cn_onnx_load(model("dyn"), NULL),
                 "unsupported: Shape (opset 13): the shape of a tensor with unknown sizes");
@@ -284,6 +315,7 @@ int main(void) {
     RUN(test_dynamic_quantize);
     RUN(test_gelu_node);
     RUN(test_opset21);
+    RUN(test_group_norm);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);
     RUN(test_value_files);

@@ -121,6 +121,42 @@ H(h_instance_norm) {
     DONE(cn_add(cn_mul(y, per_channel(in[1], r)), per_channel(in[2], r)));
 }
 
+/* GroupNormalization (opset 18): x [N, C, ...] normalized over each group
+ * of C / num_groups channels and the spatial axes; scale and bias one per
+ * group before opset 21, one per channel from 21. */
+H(h_group_norm) {
+    UNUSED;
+    cn_tensor *x = in[0];
+    int r = cn_ndim(x);
+    if (r < 3) return onnx_bad(c, "input of rank %d", r);
+    int64_t G = onnx_attr_int(n, "num_groups", 0), C = cn_dim(x, 1), per = 1;
+    if (C < 0) return onnx_unsup(c, "an unknown number of channels");
+    if (G <= 0 || C % G) return onnx_bad(c, "num_groups %" PRId64 " for %" PRId64 " channels", G, C);
+    for (int i = 2; i < r; i++) {
+        if (cn_dim(x, i) < 0) return onnx_unsup(c, "unknown spatial sizes");
+        per *= cn_dim(x, i);
+    }
+    bool per_group = c->opset_of_node < 21;
+    int64_t want = per_group ? G : C;
+    if (cn_numel(in[1]) != want || cn_numel(in[2]) != want)
+        return onnx_bad(c, "scale and bias must have %" PRId64 " values (one per %s)", want,
+                        per_group ? "group before opset 21" : "channel");
+    double eps = onnx_attr_float(n, "epsilon", 1e-5);
+    /* [N, G, C / G * spatial], normalized along the last axis */
+    cn_tensor *xg = cn_reshape(x, 3, (int64_t[]){cn_dim(x, 0), G, C / G * per});
+    int ax[1] = {2};
+    cn_tensor *d = cn_sub(xg, cn_mean(xg, ax, 1, true));
+    cn_tensor *var = cn_mean(cn_mul(d, d), ax, 1, true);
+    cn_tensor *y = cn_mul(d, cn_rsqrt(cn_add_scalar(var, eps)));
+    if (per_group) {
+        int64_t g1[2] = {G, 1};
+        y = cn_add(cn_mul(y, cn_reshape(in[1], 2, g1)), cn_reshape(in[2], 2, g1));
+        DONE(cn_reshape(y, r, cn_shape(x)));
+    }
+    y = cn_reshape(y, r, cn_shape(x));
+    DONE(cn_add(cn_mul(y, per_channel(in[1], r)), per_channel(in[2], r)));
+}
+
 /* Is p of x's dtype and shaped as x's axes from axis on? */
 static bool is_normalized_shape(cn_tensor *x, int axis, cn_tensor *p) {
     int r = cn_ndim(x);
@@ -503,6 +539,8 @@ const onnx_op_entry cn_onnx_ops_nn[] = {
     {"BatchNormalization", h_batch_norm, "epsilon,momentum,is_test,spatial,consumed_inputs,training_mode",
      5, 5, 3, "training_mode = 1 only in a trainable load"},
     {"InstanceNormalization", h_instance_norm, "epsilon", 3, 3, 1, ""},
+    {"GroupNormalization", h_group_norm, "epsilon,num_groups,stash_type", 3, 3, 1,
+     "known channels and spatial sizes"},
     {"LayerNormalization", h_layer_norm, "axis,epsilon,stash_type", 2, 3, 3, "stash_type 1"},
     {"LRN", h_lrn, "alpha,beta,bias,size", 1, 1, 1, ""},
     {"MeanVarianceNormalization", h_mvn, "axes", 1, 1, 1, ""},

@@ -154,3 +154,12 @@ save("op21", [
     + [helper.make_tensor_value_info("q", TensorProto.INT8, None)],
     [i64("ax1", [1]), i64("pads", [1, 2]), f32("sc2", [2.0]), i64("shape4", [1, 1, 2, 4]),
      i64("sizes", [3, 3]), f32("half", 0.5)], opset=21)
+
+# GroupNormalization: scale and bias one per group at opset 18, one per
+# channel from 21 (2 groups of 2 channels, 3 positions).
+for opset, k in ((18, 2), (21, 4)):
+    save("group_norm%d" % opset,
+         [helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2,
+                           epsilon=1e-3)],
+         [helper.make_tensor_value_info("x", F, [2, 4, 3])], [helper.make_tensor_value_info("y", F, None)],
+         [f32("scale", [1.5, -0.5, 2.0, 0.25][:k]), f32("bias", [0.1, 0.2, -0.3, 0.4][:k])], opset=opset)
