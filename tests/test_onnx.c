@@ -105,7 +105,7 @@ static void test_opset21(void) {
     if (!m) return;
     float xv[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, x8[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     cn_tensor *in[2] = {cn_from_data(CN_F32, CN_SHAPE(2, 5), xv), cn_from_data(CN_F32, CN_SHAPE(8), x8)};
-    cn_tensor *o[8] = {0};
+    cn_tensor *o[9] = {0};
     CHECK_EQ_INT(cn_onnx_run(m, in, o), 0);
     check_values(o[0], 1, (int64_t[]){2}, (double[]){2, 7});
     check_values(o[1], 2, (int64_t[]){2, 3}, (double[]){0, 1, 2, 5, 6, 7});
@@ -123,6 +123,9 @@ static void test_opset21(void) {
     CHECK(o[7] && cn_tensor_dtype(o[7]) == CN_I8);
     check_values(o[7], 2, (int64_t[]){2, 5},
                  (double[]){0, 2, 4, 6, 8, 10, 12, 14, 16, 18});
+    /* wrap: the last row before, the last two columns before and the first after */
+    check_values(o[8], 2, (int64_t[]){3, 8},
+                 (double[]){8, 9, 5, 6, 7, 8, 9, 5, 3, 4, 0, 1, 2, 3, 4, 0, 8, 9, 5, 6, 7, 8, 9, 5});
     cn_onnx_free(m);
 }
 

@@ -456,6 +456,21 @@ H(h_pad) {
         k = 2 * r;
     }
     if (k != 2 * r) return onnx_bad(c, "%d pads for rank %d", k, r);
+    if (!strcmp(mode, "wrap")) {
+        /* Opset 19's wrap (PyTorch's circular padding): each axis extended
+         * by its own last and first elements, as concatenated slices. */
+        cn_tensor *y = x;
+        for (int i = 0; i < r && y; i++) {
+            int64_t b = pads[i], e = pads[r + i], d = cn_dim(x, i);
+            if (!b && !e) continue;
+            if (b < 0 || e < 0 || d < 0 || b > d || e > d)
+                return onnx_unsup(c, "wrap pads (%" PRId64 ", %" PRId64 ") on an axis of size %" PRId64
+                                     " (0 to the size are supported)", b, e, d);
+            cn_tensor *parts[3] = {cn_slice(y, i, d - b, CN_END, 1), y, cn_slice(y, i, 0, e, 1)};
+            y = cn_concat(parts + !b, 3 - !b - !e, i);
+        }
+        DONE(y);
+    }
     cn_pad_mode m;
     if (!strcmp(mode, "constant")) m = CN_PAD_CONSTANT;
     else if (!strcmp(mode, "reflect")) m = CN_PAD_REFLECT;
@@ -608,7 +623,7 @@ const onnx_op_entry cn_onnx_ops_shape[] = {
      "no string or sparse values"},
     {"Range", h_range, "", 3, 3, 1, "start, limit and delta must be constants"},
     {"Tile", h_tile, "", 2, 2, 1, LIM_CONST "; rank at most 4; known sizes"},
-    {"Pad", h_pad, "mode,pads,paddings,value", 1, 4, 1, LIM_CONST "; modes constant, reflect, edge"},
+    {"Pad", h_pad, "mode,pads,paddings,value", 1, 4, 1, LIM_CONST "; modes constant, reflect, edge, wrap (pads of 0 to the size)"},
     {"DepthToSpace", h_depth_to_space, "blocksize,mode", 1, 1, 1, "4-D, known sizes"},
     {"SpaceToDepth", h_space_to_depth, "blocksize", 1, 1, 1, "4-D, known sizes"},
     {"Trilu", h_trilu, "upper", 1, 2, 1, "k must be a constant"},

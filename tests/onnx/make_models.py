@@ -136,7 +136,7 @@ save("gelu", [helper.make_node("Gelu", ["x"], ["y"]),
 # What opsets 18 to 21 changed, in one opset 21 model: ReduceMean's axes as
 # an input, Split's num_outputs (uneven: 3 and 2), Pad's axes, Mish,
 # Resize's axes and keep_aspect_ratio_policy, QuantizeLinear's
-# output_dtype with no zero point.
+# output_dtype with no zero point, Pad's wrap mode (19).
 i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
 f32 = lambda name, v: numpy_helper.from_array(np.array(v, np.float32), name)
 save("op21", [
@@ -149,11 +149,12 @@ save("op21", [
     helper.make_node("Resize", ["x4", "", "", "sizes"], ["fit"], axes=[2, 3],
                      keep_aspect_ratio_policy="not_larger"),
     helper.make_node("QuantizeLinear", ["x", "half"], ["q"], output_dtype=TensorProto.INT8),
+    helper.make_node("Pad", ["x", "wrap_pads"], ["wrap"], mode="wrap"),
 ], [helper.make_tensor_value_info("x", F, [2, 5]), helper.make_tensor_value_info("x8", F, [8])],
     [helper.make_tensor_value_info(n, F, None) for n in ("mean", "s0", "s1", "pad", "mish", "up", "fit")]
-    + [helper.make_tensor_value_info("q", TensorProto.INT8, None)],
+    + [helper.make_tensor_value_info("q", TensorProto.INT8, None), helper.make_tensor_value_info("wrap", F, None)],
     [i64("ax1", [1]), i64("pads", [1, 2]), f32("sc2", [2.0]), i64("shape4", [1, 1, 2, 4]),
-     i64("sizes", [3, 3]), f32("half", 0.5)], opset=21)
+     i64("sizes", [3, 3]), f32("half", 0.5), i64("wrap_pads", [1, 2, 0, 1])], opset=21)
 
 # GroupNormalization: scale and bias one per group at opset 18, one per
 # channel from 21 (2 groups of 2 channels, 3 positions).
