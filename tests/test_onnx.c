@@ -73,9 +73,10 @@ static void test_gelu_node(void) {
     CHECK(m != NULL);
     if (!m) return;
     float v[6] = {-6, -1.5f, -0.25f, 0, 0.75f, 3};
-    cn_tensor *out[2];
-    CHECK_EQ_INT(cn_onnx_run(m, (cn_tensor *[]){cn_from_data(CN_F32, CN_SHAPE(6), v)}, out), 0);
-    for (int64_t i = 0; i < 6; i++) {
+    cn_tensor *out[2] = {0};
+    int rc = cn_onnx_run(m, (cn_tensor *[]){cn_from_data(CN_F32, CN_SHAPE(6), v)}, out);
+    CHECK_EQ_INT(rc, 0);
+    for (int64_t i = 0; rc == 0 && i < 6; i++) {
         double x = v[i], z = 0.7978845608028654 * (x + 0.044715 * x * x * x);
         CHECK_CLOSE(cn_get(out[0], &i), 0.5 * x * erfc(-x / sqrt(2)), 1e-5, 1e-12);
         CHECK_CLOSE(cn_get(out[1], &i), 0.5 * x * (1 + tanh(z)), 1e-5, 1e-12);
@@ -105,7 +106,7 @@ static void test_opset21(void) {
     if (!m) return;
     float xv[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, x8[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     cn_tensor *in[2] = {cn_from_data(CN_F32, CN_SHAPE(2, 5), xv), cn_from_data(CN_F32, CN_SHAPE(8), x8)};
-    cn_tensor *o[9] = {0};
+    cn_tensor *o[10] = {0};
     CHECK_EQ_INT(cn_onnx_run(m, in, o), 0);
     check_values(o[0], 1, (int64_t[]){2}, (double[]){2, 7});
     check_values(o[1], 2, (int64_t[]){2, 3}, (double[]){0, 1, 2, 5, 6, 7});
@@ -126,6 +127,9 @@ static void test_opset21(void) {
     /* wrap: the last row before, the last two columns before and the first after */
     check_values(o[8], 2, (int64_t[]){3, 8},
                  (double[]){8, 9, 5, 6, 7, 8, 9, 5, 3, 4, 0, 1, 2, 3, 4, 0, 8, 9, 5, 6, 7, 8, 9, 5});
+    /* sizes 2 x 5, not smaller: the scale 1.25, and 2.5 rows round up to 3 */
+    check_values(o[9], 4, (int64_t[]){1, 1, 3, 5},
+                 (double[]){0, 1, 1, 2, 3, 4, 5, 5, 6, 7, 4, 5, 5, 6, 7});
     cn_onnx_free(m);
 }
 

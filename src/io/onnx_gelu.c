@@ -92,11 +92,11 @@ static const char *tanh_arg_of(const onnx_ctx *c, const vmap *vals, const char *
  * is neither. */
 static int one_plus(const onnx_ctx *c, const vmap *vals, const char *leaf, const char **arg) {
     const Onnx__NodeProto *add = onnx_inner(c, leaf, "Add");
-    const cn_tensor *sum = vmap_get(vals, leaf);
-    if (!add || add->n_input != 2 || !sum) return -1;
+    if (!add || add->n_input != 2) return -1;
     for (int i = 0; i < 2; i++) {
         double one;
-        if (!onnx_pattern_scalar(vals, add->input[1 - i], sum, &one) || one != 1) continue;
+        const cn_tensor *ft = vmap_get(vals, add->input[i]);
+        if (!ft || !onnx_pattern_scalar(vals, add->input[1 - i], ft, &one) || one != 1) continue;
         for (int form = 0; form < 2; form++) {
             const Onnx__NodeProto *f = onnx_inner(c, add->input[i], form ? "Tanh" : "Erf");
             if (f && f->n_input == 1) {
@@ -143,7 +143,12 @@ int onnx_fuse_gelu(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n, cn_t
         else if (onnx_pattern_scalar(vals, leaf[i], xt, &v)) half *= v;
         else return 0;
     }
-    if (nx != 1 || ne != 1 || !near(half, 0.5)) return 0;
+    /* 1 + erf of x's very shape: a constant on the way that broadcast it
+     * to more axes would make gelu(x) the wrong shape. */
+    const cn_tensor *et = vmap_get(vals, e);
+    bool shape_ok = et && cn_ndim(et) == cn_ndim(xt);
+    for (int i = 0; shape_ok && i < cn_ndim(xt); i++) shape_ok = cn_dim(et, i) == cn_dim(xt, i);
+    if (nx != 1 || ne != 1 || !shape_ok || !near(half, 0.5)) return 0;
     cn_tensor *y = cn_gelu(xt, form == 1);
     if (!y) { /* the op refused it: the ops stay */
         cn_clear_error();

@@ -141,20 +141,26 @@ H(h_group_norm) {
     if (cn_numel(in[1]) != want || cn_numel(in[2]) != want)
         return onnx_bad(c, "scale and bias must have %" PRId64 " values (one per %s)", want,
                         per_group ? "group before opset 21" : "channel");
+    if (onnx_attr_int(n, "stash_type", 1) != 1) return onnx_unsup(c, "stash_type other than 1");
     double eps = onnx_attr_float(n, "epsilon", 1e-5);
+    /* Half types computed in f32 (stash_type 1), the result cast back. */
+    cn_dtype dt = cn_tensor_dtype(x);
+    bool half = dt == CN_F16 || dt == CN_BF16;
+    if (half) x = cn_cast(x, CN_F32);
     /* [N, G, C / G * spatial], normalized along the last axis */
     cn_tensor *xg = cn_reshape(x, 3, (int64_t[]){cn_dim(x, 0), G, C / G * per});
     int ax[1] = {2};
     cn_tensor *d = cn_sub(xg, cn_mean(xg, ax, 1, true));
     cn_tensor *var = cn_mean(cn_mul(d, d), ax, 1, true);
     cn_tensor *y = cn_mul(d, cn_rsqrt(cn_add_scalar(var, eps)));
+    cn_tensor *sc = half ? cn_cast(in[1], CN_F32) : in[1], *bi = half ? cn_cast(in[2], CN_F32) : in[2];
     if (per_group) {
         int64_t g1[2] = {G, 1};
-        y = cn_add(cn_mul(y, cn_reshape(in[1], 2, g1)), cn_reshape(in[2], 2, g1));
-        DONE(cn_reshape(y, r, cn_shape(x)));
+        y = cn_reshape(cn_add(cn_mul(y, cn_reshape(sc, 2, g1)), cn_reshape(bi, 2, g1)), r, cn_shape(x));
+    } else {
+        y = cn_add(cn_mul(cn_reshape(y, r, cn_shape(x)), per_channel(sc, r)), per_channel(bi, r));
     }
-    y = cn_reshape(y, r, cn_shape(x));
-    DONE(cn_add(cn_mul(y, per_channel(in[1], r)), per_channel(in[2], r)));
+    DONE(half ? cn_cast(y, dt) : y);
 }
 
 /* Is p of x's dtype and shaped as x's axes from axis on? */
@@ -428,7 +434,7 @@ static int resize_common(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn
                 s1 = !strcmp(keep, "not_larger") ? fmin(s1, sc[ax[j]]) : fmax(s1, sc[ax[j]]);
             for (int j = 0; j < k; j++) {
                 sc[ax[j]] = s1;
-                sz[j] = (int64_t)nearbyint(s1 * (double)cn_dim(x, ax[j]));
+                sz[j] = (int64_t)floor(s1 * (double)cn_dim(x, ax[j]) + 0.5); /* halves up */
             }
         }
         for (int j = 0; j < k; j++) os[ax[j]] = sz[j];

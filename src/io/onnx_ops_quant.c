@@ -9,6 +9,8 @@
  * standard says. */
 #include "onnx_internal.h"
 
+#include <inttypes.h>
+
 #ifdef CN_HAVE_ONNX
 
 static bool is_q8(cn_dtype dt) { return dt == CN_U8 || dt == CN_I8; }
@@ -70,6 +72,7 @@ H(h_quantize) {
     if (check_q8(c, zp, "y_zero_point") < 0) return CN_EUNSUPPORTED;
     /* Opset 21's output_dtype: the result's type where no zero point gives it. */
     int64_t odt = onnx_attr_int(n, "output_dtype", 0);
+    if (odt < 0 || odt > INT32_MAX) return onnx_bad(c, "output_dtype %" PRId64, odt);
     int want = odt ? onnx_dtype((int32_t)odt) : -1;
     if (odt && (want < 0 || !is_q8((cn_dtype)want)))
         return onnx_unsup(c, "output_dtype %s (uint8 and int8 are supported)", onnx_dtype_name((int32_t)odt));

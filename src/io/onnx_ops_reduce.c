@@ -20,6 +20,9 @@ static int reduce(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin
     /* Axes are an input from opset 13 for ReduceSum (18 for the others). */
     bool from_input = (kind == R_SUM && c->opset_of_node >= 13) || c->opset_of_node >= 18;
     if (from_input) {
+        if (onnx_attr(n, "axes"))
+            return onnx_bad(c, "axes as an attribute (from opset %d they are an input)",
+                            kind == R_SUM ? 13 : 18);
         if (nin > 1 && in[1]) {
             k = onnx_const_ints(c, in[1], "axes", axes, MAXV);
             if (k < 0) return k;
@@ -32,9 +35,12 @@ static int reduce(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin
     bool keep = onnx_attr_int(n, "keepdims", 1);
     if (k <= 0 && onnx_attr_int(n, "noop_with_empty_axes", 0)) DONE(x);
     int ax[CN_MAX_DIMS], na = 0;
+    if (k > r) return onnx_bad(c, "%d axes for rank %d", k, r);
     for (int i = 0; i < k; i++) {
         int a = onnx_axis(c, axes[i], r, "axis");
         if (a < 0) return CN_EINVAL;
+        for (int j = 0; j < na; j++)
+            if (ax[j] == a) return onnx_bad(c, "axis %d listed twice", a);
         ax[na++] = a;
     }
     if (k <= 0) /* every axis */

@@ -182,7 +182,10 @@ H(h_split) {
     if (k < 0 && parts >= 0) {
         if (parts != nout) return onnx_bad(c, "num_outputs %" PRId64 " for %d outputs", parts, nout);
         if (d < 0) return onnx_unsup(c, "a split of an axis of unknown size");
-        int64_t chunk = (d + parts - 1) / parts;
+        int64_t chunk = parts ? (d + parts - 1) / parts : 0;
+        if (parts == 0 || chunk * (parts - 1) > d)
+            return onnx_bad(c, "an axis of size %" PRId64 " does not split into %" PRId64
+                               " parts of %" PRId64 " and a last one of what is left", d, parts, chunk);
         k = nout;
         for (int i = 0; i < k; i++) sizes[i] = chunk * i >= d ? 0 : d - chunk * i < chunk ? d - chunk * i : chunk;
     } else if (k < 0) {

@@ -61,11 +61,14 @@ const char *onnx_unscale(const onnx_ctx *c, const vmap *vals, const char *name, 
         const Onnx__NodeProto *p = onnx_inner(c, name, "Mul");
         if (!p) p = onnx_inner(c, name, "Div");
         if (!p || p->n_input != 2) return name;
-        const cn_tensor *x = vmap_get(vals, name);
+        /* The constant is checked against the other operand: against the
+         * product, which has the broadcast rank already, a constant that
+         * raises it would pass. */
+        const cn_tensor *x0 = vmap_get(vals, p->input[0]), *x1 = vmap_get(vals, p->input[1]);
         double v;
-        if (onnx_is_op(p, "Mul") && onnx_pattern_scalar(vals, p->input[1], x, &v)) name = p->input[0];
-        else if (onnx_is_op(p, "Mul") && onnx_pattern_scalar(vals, p->input[0], x, &v)) name = p->input[1];
-        else if (onnx_is_op(p, "Div") && onnx_pattern_scalar(vals, p->input[1], x, &v) && v != 0) {
+        if (onnx_is_op(p, "Mul") && x0 && onnx_pattern_scalar(vals, p->input[1], x0, &v)) name = p->input[0];
+        else if (onnx_is_op(p, "Mul") && x1 && onnx_pattern_scalar(vals, p->input[0], x1, &v)) name = p->input[1];
+        else if (onnx_is_op(p, "Div") && x0 && onnx_pattern_scalar(vals, p->input[1], x0, &v) && v != 0) {
             name = p->input[0];
             v = 1 / v;
         } else

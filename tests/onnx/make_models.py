@@ -150,11 +150,15 @@ save("op21", [
                      keep_aspect_ratio_policy="not_larger"),
     helper.make_node("QuantizeLinear", ["x", "half"], ["q"], output_dtype=TensorProto.INT8),
     helper.make_node("Pad", ["x", "wrap_pads"], ["wrap"], mode="wrap"),
+    helper.make_node("Resize", ["x4", "", "", "sizes2"], ["fit2"], axes=[2, 3],
+                     keep_aspect_ratio_policy="not_smaller"),
 ], [helper.make_tensor_value_info("x", F, [2, 5]), helper.make_tensor_value_info("x8", F, [8])],
     [helper.make_tensor_value_info(n, F, None) for n in ("mean", "s0", "s1", "pad", "mish", "up", "fit")]
-    + [helper.make_tensor_value_info("q", TensorProto.INT8, None), helper.make_tensor_value_info("wrap", F, None)],
+    + [helper.make_tensor_value_info("q", TensorProto.INT8, None), helper.make_tensor_value_info("wrap", F, None),
+       helper.make_tensor_value_info("fit2", F, None)],
     [i64("ax1", [1]), i64("pads", [1, 2]), f32("sc2", [2.0]), i64("shape4", [1, 1, 2, 4]),
-     i64("sizes", [3, 3]), f32("half", 0.5), i64("wrap_pads", [1, 2, 0, 1])], opset=21)
+     i64("sizes", [3, 3]), f32("half", 0.5), i64("wrap_pads", [1, 2, 0, 1]), i64("sizes2", [2, 5])],
+    opset=21)
 
 # GroupNormalization: scale and bias one per group at opset 18, one per
 # channel from 21 (2 groups of 2 channels, 3 positions).
