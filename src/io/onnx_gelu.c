@@ -6,15 +6,16 @@
  *
  * with the product's factors in any order and grouping (PyTorch writes
  * Mul(Mul(x, 1 + erf), 0.5), Hugging Face's code Mul(Mul(x, 0.5), 1 + erf)),
- * the constants spread over any number of Mul or Div nodes, x^3 a Pow or
- * two Muls. The match is made at the last Mul, walking back through the
+ * the constants spread over the product's Muls (up to three deep) and over
+ * any number of Mul or Div nodes on erf's or tanh's argument, x^3 a Pow
+ * or two Muls. The match is made at the last Mul, walking back through the
  * file's nodes as the attention match does (onnx_attention.c): the nodes
  * it covers were imported as ordinary ops first, and since nothing else
  * reads their values, compiling the graph drops them.
  *
  * Why: written out, the erf form is six elementwise ops, which the fusion
  * pass runs as an expression with erf in it (1.7 ns an element in
- * ConvNeXt-T's feed-forward layers, a sixth of the model's time), where
+ * ConvNeXt-T's feed-forward layers, about 14% of the model's time), where
  * gelu is one function; ONNX Runtime fuses the same pattern. The results
  * differ by the roundings of the ops written out: gelu's (6 ulp at most,
  * src/backend/cpu/vmath.h) against theirs, whose 1 + erf loses the tail's
