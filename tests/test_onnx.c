@@ -164,6 +164,42 @@ static void test_group_norm(void) {
     }
 }
 
+/* Opset 23's Attention (grouped-query heads with an added mask; 3-D
+ * inputs split into heads, causal; a bool mask and a scale) and
+ * RMSNormalization, against numpy's results (make_models.py's att23). */
+static void test_attention23(void) {
+    static const char *in_names[] = {"qa", "ka", "va", "ma", "qb", "kb", "vb",
+                                     "qc", "kc", "vc", "xr", "sr", "mc"};
+    static const char *out_names[] = {"ya", "yb", "yc", "yr"};
+    cn_onnx_model *m = cn_onnx_load(model("att23"), NULL);
+    CHECK_MSG(m != NULL, "%s", cn_last_error());
+    if (!m) return;
+    char p[1200];
+    cn_tensor *in[13] = {0}, *out[4] = {0};
+    for (int i = 0; i < cn_onnx_num_inputs(m) && i < 13; i++) {
+        const char *name = cn_onnx_input_name(m, i);
+        for (int j = 0; j < 13; j++)
+            if (!strcmp(name, in_names[j])) {
+                snprintf(p, sizeof p, "%s/att23_%s.npy", dir, name);
+                in[i] = cn_load_npy(p);
+            }
+        CHECK_MSG(in[i] != NULL, "input %s", name);
+    }
+    int rc = cn_onnx_run(m, in, out);
+    CHECK_MSG(rc == 0, "%s", cn_last_error());
+    for (int i = 0; rc == 0 && i < 4; i++) {
+        CHECK(!strcmp(cn_onnx_output_name(m, i), out_names[i]));
+        snprintf(p, sizeof p, "%s/att23_%s.npy", dir, out_names[i]);
+        cn_tensor *want = cn_load_npy(p);
+        CHECK(want && out[i] && cn_numel(want) == cn_numel(out[i]) && cn_ndim(want) == cn_ndim(out[i]));
+        if (!want || !out[i] || cn_numel(want) != cn_numel(out[i])) continue;
+        int64_t nel = cn_numel(want);
+        cn_tensor *a = cn_reshape(cn_contiguous(out[i]), 1, &nel), *b = cn_reshape(want, 1, &nel);
+        for (int64_t e = 0; e < nel; e++) CHECK_CLOSE(cn_get(a, &e), cn_get(b, &e), 1e-5, 1e-6);
+    }
+    cn_onnx_free(m);
+}
+
 static void test_dynamic_shapes(void) {
     CHECK_ERROR(cn_onnx_load(model("dyn"), NULL),
                 "unsupported: Shape (opset 13): the shape of a tensor with unknown sizes");
@@ -323,6 +359,7 @@ int main(void) {
     RUN(test_gelu_node);
     RUN(test_opset21);
     RUN(test_group_norm);
+    RUN(test_attention23);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);
     RUN(test_value_files);

@@ -342,8 +342,8 @@ int onnx_model_opset(const Onnx__ModelProto *mp) {
     }
     if (opset < 0 && mp->has_ir_version && mp->ir_version < 3) opset = 1;
     if (opset < 0) opset = 0; /* only other domains: their nodes are refused one by one */
-    if (opset > 22)
-        return cn_failc(CN_EUNSUPPORTED, "unsupported: opset %d (opsets up to 22 are supported)", opset);
+    if (opset > 23)
+        return cn_failc(CN_EUNSUPPORTED, "unsupported: opset %d (opsets up to 23 are supported)", opset);
     return opset;
 }
 

@@ -163,6 +163,85 @@ H(h_group_norm) {
     DONE(half ? cn_cast(y, dt) : y);
 }
 
+/* RMSNormalization (opset 23): x / sqrt(mean(x^2) + epsilon) * scale over
+ * the axes from axis on; half types computed in f32 (stash_type 1). */
+H(h_rms_norm) {
+    UNUSED;
+    cn_tensor *x = in[0];
+    int r = cn_ndim(x);
+    int axis = onnx_axis(c, onnx_attr_int(n, "axis", -1), r, "axis");
+    if (axis < 0) return CN_EINVAL;
+    if (onnx_attr_int(n, "stash_type", 1) != 1) return onnx_unsup(c, "stash_type other than 1");
+    if (!cn_dtype_is_float(cn_tensor_dtype(x))) return onnx_unsup(c, "non-float input");
+    cn_dtype dt = cn_tensor_dtype(x);
+    bool half = dt == CN_F16 || dt == CN_BF16;
+    cn_tensor *xf = half ? cn_cast(x, CN_F32) : x, *s = half ? cn_cast(in[1], CN_F32) : in[1];
+    int ax[CN_MAX_DIMS];
+    for (int i = axis; i < r; i++) ax[i - axis] = i;
+    cn_tensor *ms = cn_mean(cn_mul(xf, xf), ax, r - axis, true);
+    cn_tensor *y = cn_mul(cn_mul(xf, cn_rsqrt(cn_add_scalar(ms, onnx_attr_float(n, "epsilon", 1e-5)))), s);
+    DONE(half ? cn_cast(y, dt) : y);
+}
+
+/* Attention (opset 23) onto the fused scaled_dot_product_attention. Q, K
+ * and V are [B, heads, L or S, E] or, given q_num_heads and kv_num_heads,
+ * [B, L or S, heads * E] (split into heads here, the output joined back);
+ * fewer K/V heads than Q heads (grouped-query attention) are repeated. The
+ * mask is bool (true takes part) or added, as the fused op's; is_causal is
+ * its top-left causal mask. Not supported: past_key and past_value (a KV
+ * cache), the present and qk outputs, softcap, and a mask together with
+ * is_causal. */
+static cn_tensor *heads_of(cn_tensor *t, int64_t heads) {
+    int64_t b = cn_dim(t, 0), s = cn_dim(t, 1), w = cn_dim(t, 2);
+    return cn_permute(cn_reshape(t, 4, (int64_t[]){b, s, heads, w / heads}), (int[]){0, 2, 1, 3}, 4);
+}
+
+H(h_attention) {
+    UNUSED;
+    cn_tensor *q = in[0], *k = in[1], *v = in[2], *mask = nin > 3 ? in[3] : NULL;
+    if ((nin > 4 && in[4]) || (nin > 5 && in[5]))
+        return onnx_unsup(c, "past_key and past_value (a KV cache)");
+    if (onnx_attr_float(n, "softcap", 0.0) != 0) return onnx_unsup(c, "softcap");
+    bool causal = onnx_attr_int(n, "is_causal", 0) != 0;
+    if (causal && mask) return onnx_unsup(c, "attn_mask together with is_causal");
+    int r = cn_ndim(q);
+    if (r != cn_ndim(k) || r != cn_ndim(v) || (r != 3 && r != 4))
+        return onnx_bad(c, "Q, K and V must all be 3-D or all 4-D");
+    for (int i = 0; i < r; i++)
+        if (cn_dim(q, i) < 0 || cn_dim(k, i) < 0 || cn_dim(v, i) < 0) return onnx_unsup(c, "unknown sizes");
+    int64_t qh, kvh;
+    if (r == 3) {
+        qh = onnx_attr_int(n, "q_num_heads", 0), kvh = onnx_attr_int(n, "kv_num_heads", 0);
+        if (qh <= 0 || kvh <= 0 || cn_dim(q, 2) % qh || cn_dim(k, 2) % kvh || cn_dim(v, 2) % kvh)
+            return onnx_bad(c, "3-D inputs need q_num_heads and kv_num_heads dividing their widths");
+        q = heads_of(q, qh), k = heads_of(k, kvh), v = heads_of(v, kvh);
+    } else {
+        qh = cn_dim(q, 1), kvh = cn_dim(k, 1);
+        if (cn_dim(v, 1) != kvh) return onnx_bad(c, "K and V have different numbers of heads");
+    }
+    if (kvh <= 0 || qh % kvh) return onnx_bad(c, "%" PRId64 " query heads for %" PRId64 " key heads", qh, kvh);
+    if (qh != kvh) { /* each K and V head serves qh / kvh query heads in a row */
+        int64_t g = qh / kvh;
+        for (int i = 0; i < 2; i++) {
+            cn_tensor *t = i ? v : k;
+            int64_t b = cn_dim(t, 0), s = cn_dim(t, 2), e = cn_dim(t, 3);
+            t = cn_expand(cn_unsqueeze(t, 2), 5, (int64_t[]){b, kvh, g, s, e});
+            t = cn_reshape(t, 4, (int64_t[]){b, qh, s, e});
+            if (i) v = t;
+            else k = t;
+        }
+    }
+    const Onnx__AttributeProto *sa = onnx_attr(n, "scale");
+    double scale = sa ? sa->f : 0.0;
+    if (sa && !(scale > 0)) return onnx_unsup(c, "scale %g (positive scales are supported)", scale);
+    cn_tensor *y = cn_scaled_dot_product_attention(q, k, v, mask, 0.0, causal, scale);
+    if (y && r == 3) {
+        int64_t b = cn_dim(y, 0), l = cn_dim(y, 2), e = cn_dim(y, 3);
+        y = cn_reshape(cn_permute(y, (int[]){0, 2, 1, 3}, 4), 3, (int64_t[]){b, l, qh * e});
+    }
+    DONE(y);
+}
+
 /* Is p of x's dtype and shaped as x's axes from axis on? */
 static bool is_normalized_shape(cn_tensor *x, int axis, cn_tensor *p) {
     int r = cn_ndim(x);
@@ -545,6 +624,10 @@ const onnx_op_entry cn_onnx_ops_nn[] = {
     {"BatchNormalization", h_batch_norm, "epsilon,momentum,is_test,spatial,consumed_inputs,training_mode",
      5, 5, 3, "training_mode = 1 only in a trainable load"},
     {"InstanceNormalization", h_instance_norm, "epsilon", 3, 3, 1, ""},
+    {"RMSNormalization", h_rms_norm, "axis,epsilon,stash_type", 2, 2, 1, "stash_type 1"},
+    {"Attention", h_attention,
+     "is_causal,kv_num_heads,q_num_heads,qk_matmul_output_mode,scale,softcap,softmax_precision", 3, 6, 1,
+     "no past_key/past_value (KV cache), no present or qk outputs, no softcap, not attn_mask with is_causal"},
     {"GroupNormalization", h_group_norm, "epsilon,num_groups,stash_type", 3, 3, 1,
      "known channels and spatial sizes"},
     {"LayerNormalization", h_layer_norm, "axis,epsilon,stash_type", 2, 3, 3, "stash_type 1"},

@@ -88,6 +88,10 @@ H(h_dequantize) {
     UNUSED;
     cn_tensor *x = in[0], *zp = nin > 2 ? in[2] : NULL;
     cn_dtype dt = cn_tensor_dtype(x);
+    /* Opset 23's output_dtype: float (the default, as the scale's) only */
+    int64_t odt = onnx_attr_int(n, "output_dtype", 0);
+    if (odt && onnx_dtype(odt >= 0 && odt <= INT32_MAX ? (int32_t)odt : -1) != CN_F32)
+        return onnx_unsup(c, "output_dtype other than float");
     if (!is_q8(dt) && dt != CN_I32)
         return onnx_unsup(c, "x of type %s (uint8, int8 and int32 are supported)", cn_dtype_name(dt));
     cn_tensor *scale;
@@ -187,7 +191,8 @@ H(h_qlinear_conv) {
 const onnx_op_entry cn_onnx_ops_quant[] = {
     {"QuantizeLinear", h_quantize, "axis,block_size,output_dtype,saturate", 2, 3, 1,
      "uint8 and int8 results; block_size 0"},
-    {"DequantizeLinear", h_dequantize, "axis,block_size", 2, 3, 1, "uint8, int8 and int32 inputs; block_size 0"},
+    {"DequantizeLinear", h_dequantize, "axis,block_size,output_dtype", 2, 3, 1,
+     "uint8, int8 and int32 inputs; block_size 0; output_dtype float"},
     {"DynamicQuantizeLinear", h_dynamic_quantize, "", 1, 1, 3, ""},
     {"MatMulInteger", h_matmul_integer, "", 2, 4, 1, "uint8 and int8"},
     {"ConvInteger", h_conv_integer, ONNX_CONV_ATTRS, 2, 4, 1, "as Conv; uint8 and int8"},

@@ -168,3 +168,54 @@ for opset, k in ((18, 2), (21, 4)):
                            epsilon=1e-3)],
          [helper.make_tensor_value_info("x", F, [2, 4, 3])], [helper.make_tensor_value_info("y", F, None)],
          [f32("scale", [1.5, -0.5, 2.0, 0.25][:k]), f32("bias", [0.1, 0.2, -0.3, 0.4][:k])], opset=opset)
+
+# Opset 23: Attention (4-D with grouped-query heads and an added mask; 3-D
+# split into heads, causal; 4-D with a bool mask and a scale) and
+# RMSNormalization, with inputs and numpy's results saved beside the model
+# (att23_*.npy): independent of Chutney's kernels.
+rng = np.random.default_rng(23)
+
+
+def softmax_rows(s):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def attend(q, k, v, mask=None, causal=False, scale=None):
+    sc = (q @ np.swapaxes(k, -1, -2)) * (scale if scale else q.shape[-1] ** -0.5)
+    if mask is not None:
+        sc = np.where(mask, sc, -np.inf) if mask.dtype == bool else sc + mask
+    if causal:
+        sc = np.where(np.tril(np.ones(sc.shape[-2:], bool)), sc, -np.inf)
+    return softmax_rows(sc) @ v
+
+
+arr = {"qa": rng.standard_normal((2, 4, 5, 8)), "ka": rng.standard_normal((2, 2, 7, 8)),
+       "va": rng.standard_normal((2, 2, 7, 6)), "ma": rng.standard_normal((5, 7)),
+       "qb": rng.standard_normal((2, 5, 12)), "kb": rng.standard_normal((2, 5, 12)),
+       "vb": rng.standard_normal((2, 5, 9)), "qc": rng.standard_normal((1, 2, 3, 4)),
+       "kc": rng.standard_normal((1, 2, 6, 4)), "vc": rng.standard_normal((1, 2, 6, 4)),
+       "xr": rng.standard_normal((3, 4, 6)), "sr": rng.standard_normal(6)}
+arr = {k: v.astype(np.float32) for k, v in arr.items()}
+arr["mc"] = rng.random((3, 6)) < 0.7
+arr["mc"][:, 0] = True  # no row masked whole
+rep = lambda t: np.repeat(t, 2, axis=1)  # kv head h serves query heads 2h, 2h + 1
+heads = lambda t, h: t.reshape(t.shape[0], t.shape[1], h, -1).transpose(0, 2, 1, 3)
+want = {
+    "ya": attend(arr["qa"], rep(arr["ka"]), rep(arr["va"]), mask=arr["ma"]),
+    "yb": attend(heads(arr["qb"], 3), heads(arr["kb"], 3), heads(arr["vb"], 3), causal=True)
+    .transpose(0, 2, 1, 3).reshape(2, 5, 9),
+    "yc": attend(arr["qc"], arr["kc"], arr["vc"], mask=arr["mc"], scale=0.3),
+    "yr": arr["xr"] / np.sqrt((arr["xr"] ** 2).mean(-1, keepdims=True) + 1e-3) * arr["sr"],
+}
+names = list(arr)
+save("att23", [
+    helper.make_node("Attention", ["qa", "ka", "va", "ma"], ["ya"]),
+    helper.make_node("Attention", ["qb", "kb", "vb"], ["yb"], q_num_heads=3, kv_num_heads=3, is_causal=1),
+    helper.make_node("Attention", ["qc", "kc", "vc", "mc"], ["yc"], scale=0.3),
+    helper.make_node("RMSNormalization", ["xr", "sr"], ["yr"], epsilon=1e-3),
+], [helper.make_tensor_value_info(n, TensorProto.BOOL if n == "mc" else F, list(arr[n].shape))
+    for n in names],
+    [helper.make_tensor_value_info(n, F, None) for n in want], opset=23)
+for n, v in list(arr.items()) + list(want.items()):
+    np.save(os.path.join(out, "att23_%s.npy" % n), v.astype(np.float32) if v.dtype != bool else v)
