@@ -107,17 +107,37 @@ H(h_batch_norm) {
     DONE(cn_add(cn_mul(x, per_channel(a, r)), per_channel(b, r)));
 }
 
+/* (x - mean) / sqrt(var + eps) over axes ax (the composed normalizations). */
+static cn_tensor *standardized(cn_tensor *x, const int *ax, int na, double eps) {
+    cn_tensor *d = cn_sub(x, cn_mean(x, ax, na, true));
+    cn_tensor *var = cn_mean(cn_mul(d, d), ax, na, true);
+    return cn_mul(d, cn_rsqrt(cn_add_scalar(var, eps)));
+}
+
+/* t in f32 where it is a half type: stash_type 1, the normalizations'
+ * sums in f32. */
+static cn_tensor *stashed(cn_tensor *t) {
+    cn_dtype dt = cn_tensor_dtype(t);
+    return dt == CN_F16 || dt == CN_BF16 ? cn_cast(t, CN_F32) : t;
+}
+
+/* LayerNormalization's and RMSNormalization's first normalized axis, or
+ * < 0 after onnx_bad / onnx_unsup. */
+static int norm_axis(onnx_ctx *c, const Onnx__NodeProto *n, int r) {
+    int axis = onnx_axis(c, onnx_attr_int(n, "axis", -1), r, "axis");
+    if (axis >= 0 && onnx_attr_int(n, "stash_type", 1) != 1)
+        return onnx_unsup(c, "stash_type other than float");
+    return axis;
+}
+
 H(h_instance_norm) {
     UNUSED;
     cn_tensor *x = in[0];
     int r = cn_ndim(x);
     if (r < 3) return onnx_bad(c, "input of rank %d", r);
-    double eps = onnx_attr_float(n, "epsilon", 1e-5);
     int ax[CN_MAX_DIMS];
     for (int i = 2; i < r; i++) ax[i - 2] = i;
-    cn_tensor *d = cn_sub(x, cn_mean(x, ax, r - 2, true));
-    cn_tensor *var = cn_mean(cn_mul(d, d), ax, r - 2, true);
-    cn_tensor *y = cn_mul(d, cn_rsqrt(cn_add_scalar(var, eps)));
+    cn_tensor *y = standardized(x, ax, r - 2, onnx_attr_float(n, "epsilon", 1e-5));
     DONE(cn_add(cn_mul(y, per_channel(in[1], r)), per_channel(in[2], r)));
 }
 
@@ -141,26 +161,21 @@ H(h_group_norm) {
     if (cn_numel(in[1]) != want || cn_numel(in[2]) != want)
         return onnx_bad(c, "scale and bias must have %" PRId64 " values (one per %s)", want,
                         per_group ? "group before opset 21" : "channel");
-    if (onnx_attr_int(n, "stash_type", 1) != 1) return onnx_unsup(c, "stash_type other than 1");
-    double eps = onnx_attr_float(n, "epsilon", 1e-5);
-    /* Half types computed in f32 (stash_type 1), the result cast back. */
+    if (onnx_attr_int(n, "stash_type", 1) != 1) return onnx_unsup(c, "stash_type other than float");
+    /* Half types computed in f32, the result cast back. */
     cn_dtype dt = cn_tensor_dtype(x);
-    bool half = dt == CN_F16 || dt == CN_BF16;
-    if (half) x = cn_cast(x, CN_F32);
+    x = stashed(x);
     /* [N, G, C / G * spatial], normalized along the last axis */
     cn_tensor *xg = cn_reshape(x, 3, (int64_t[]){cn_dim(x, 0), G, C / G * per});
-    int ax[1] = {2};
-    cn_tensor *d = cn_sub(xg, cn_mean(xg, ax, 1, true));
-    cn_tensor *var = cn_mean(cn_mul(d, d), ax, 1, true);
-    cn_tensor *y = cn_mul(d, cn_rsqrt(cn_add_scalar(var, eps)));
-    cn_tensor *sc = half ? cn_cast(in[1], CN_F32) : in[1], *bi = half ? cn_cast(in[2], CN_F32) : in[2];
+    cn_tensor *y = standardized(xg, (int[]){2}, 1, onnx_attr_float(n, "epsilon", 1e-5));
+    cn_tensor *sc = stashed(in[1]), *bi = stashed(in[2]);
     if (per_group) {
         int64_t g1[2] = {G, 1};
         y = cn_reshape(cn_add(cn_mul(y, cn_reshape(sc, 2, g1)), cn_reshape(bi, 2, g1)), r, cn_shape(x));
     } else {
         y = cn_add(cn_mul(cn_reshape(y, r, cn_shape(x)), per_channel(sc, r)), per_channel(bi, r));
     }
-    DONE(half ? cn_cast(y, dt) : y);
+    DONE(cn_cast(y, dt));
 }
 
 /* RMSNormalization (opset 23): x / sqrt(mean(x^2) + epsilon) * scale over
@@ -168,19 +183,16 @@ H(h_group_norm) {
 H(h_rms_norm) {
     UNUSED;
     cn_tensor *x = in[0];
-    int r = cn_ndim(x);
-    int axis = onnx_axis(c, onnx_attr_int(n, "axis", -1), r, "axis");
-    if (axis < 0) return CN_EINVAL;
-    if (onnx_attr_int(n, "stash_type", 1) != 1) return onnx_unsup(c, "stash_type other than 1");
-    if (!cn_dtype_is_float(cn_tensor_dtype(x))) return onnx_unsup(c, "non-float input");
+    int r = cn_ndim(x), axis = norm_axis(c, n, r);
+    if (axis < 0) return axis;
     cn_dtype dt = cn_tensor_dtype(x);
-    bool half = dt == CN_F16 || dt == CN_BF16;
-    cn_tensor *xf = half ? cn_cast(x, CN_F32) : x, *s = half ? cn_cast(in[1], CN_F32) : in[1];
+    if (!cn_dtype_is_float(dt)) return onnx_unsup(c, "non-float input");
+    cn_tensor *xf = stashed(x), *s = stashed(in[1]);
     int ax[CN_MAX_DIMS];
     for (int i = axis; i < r; i++) ax[i - axis] = i;
     cn_tensor *ms = cn_mean(cn_mul(xf, xf), ax, r - axis, true);
     cn_tensor *y = cn_mul(cn_mul(xf, cn_rsqrt(cn_add_scalar(ms, onnx_attr_float(n, "epsilon", 1e-5)))), s);
-    DONE(half ? cn_cast(y, dt) : y);
+    DONE(cn_cast(y, dt));
 }
 
 /* Attention (opset 23) onto the fused scaled_dot_product_attention. Q, K
@@ -254,10 +266,8 @@ static bool is_normalized_shape(cn_tensor *x, int axis, cn_tensor *p) {
 H(h_layer_norm) {
     UNUSED;
     cn_tensor *x = in[0];
-    int r = cn_ndim(x);
-    int axis = onnx_axis(c, onnx_attr_int(n, "axis", -1), r, "axis");
-    if (axis < 0) return CN_EINVAL;
-    if (onnx_attr_int(n, "stash_type", 1) != 1) return onnx_unsup(c, "stash_type other than float");
+    int r = cn_ndim(x), axis = norm_axis(c, n, r);
+    if (axis < 0) return axis;
     double eps = onnx_attr_float(n, "epsilon", 1e-5);
     cn_dtype dt = cn_tensor_dtype(x);
     /* One layer_norm op, unless the mean and inverse deviation are asked

@@ -187,7 +187,7 @@ H(h_split) {
             return onnx_bad(c, "an axis of size %" PRId64 " does not split into %" PRId64
                                " parts of %" PRId64 " and a last one of what is left", d, parts, chunk);
         k = nout;
-        for (int i = 0; i < k; i++) sizes[i] = chunk * i >= d ? 0 : d - chunk * i < chunk ? d - chunk * i : chunk;
+        for (int i = 0; i < k; i++) sizes[i] = i < k - 1 ? chunk : d - chunk * (k - 1);
     } else if (k < 0) {
         if (d < 0) return onnx_unsup(c, "an equal split of an axis of unknown size");
         if (d % nout) return onnx_bad(c, "axis of size %" PRId64 " does not split into %d equal parts", d, nout);
