@@ -1525,7 +1525,9 @@ void cn_onnx_free(cn_onnx_model *m);
 /* The graph inputs (initializers excluded) and outputs, in the model's order.
  * cn_onnx_input gives the placeholder, cn_onnx_output the graph value
  * (symbolic, or a constant if the output folded); both borrowed, with the
- * dtype and shape the model declares (-1: unknown until run). */
+ * dtype and shape the model declares (-1: unknown until run). A model that
+ * runs eagerly (cn_onnx_eager_reason) gives NULL, without an error, for an
+ * output declared without a shape. */
 int cn_onnx_num_inputs(const cn_onnx_model *m);
 int cn_onnx_num_outputs(const cn_onnx_model *m);
 const char *cn_onnx_input_name(const cn_onnx_model *m, int i);
@@ -1545,6 +1547,14 @@ int64_t cn_onnx_num_params(const cn_onnx_model *m);
 int64_t cn_onnx_num_weights(const cn_onnx_model *m);
 int cn_onnx_num_nodes(const cn_onnx_model *m);
 const char *cn_onnx_node_op(const cn_onnx_model *m, int i);
+
+/* NULL when the model loaded as a static graph. Otherwise the model's
+ * shapes depend on values computed at run time (NonZero, NonMaxSuppression,
+ * TopK with a computed k, If on a computed condition: detection models),
+ * and this says which node made it so: such a model runs eagerly, every
+ * cn_onnx_run walking its nodes on the inputs' data (on the CPU), and its
+ * graph holds only the inputs and the outputs' declared types. */
+const char *cn_onnx_eager_reason(const cn_onnx_model *m);
 
 /* Run the model: inputs[i] feeds input i (dtype and known sizes must match),
  * outputs[0..cn_onnx_num_outputs) receive the results (owned by the current

@@ -41,7 +41,7 @@ static void test_external_data(void) {
 static void test_unsupported(void) {
     cn_clear_error();
     CHECK(cn_onnx_load(model("unsup_op"), NULL) == NULL);
-    CHECK_MSG(!strcmp(cn_last_error(), "unsupported: NonZero (opset 13): no importer for this op"),
+    CHECK_MSG(!strcmp(cn_last_error(), "unsupported: Unique (opset 13): no importer for this op"),
               "message: %s", cn_last_error());
     CHECK(cn_onnx_load(model("unsup_attr"), NULL) == NULL);
     CHECK_MSG(!strcmp(cn_last_error(), "unsupported: Relu (opset 13): attribute 'foo' is not supported"),
@@ -197,6 +197,73 @@ static void test_attention23(void) {
         cn_tensor *a = cn_reshape(cn_contiguous(out[i]), 1, &nel), *b = cn_reshape(want, 1, &nel);
         for (int64_t e = 0; e < nel; e++) CHECK_CLOSE(cn_get(a, &e), cn_get(b, &e), 1e-5, 1e-6);
     }
+    cn_onnx_free(m);
+}
+
+/* The dd model (make_models.py): outputs whose shapes depend on values, so
+ * it runs eagerly; each output against numpy's, exactly (indices, picked
+ * values, sorted values) or to f32 rounding. */
+static cn_tensor *dd_npy(const char *name) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/dd_%s.npy", dir, name);
+    return cn_load_npy(p);
+}
+
+static bool same_values(cn_tensor *got, cn_tensor *want) {
+    if (!got || !want || cn_ndim(got) != cn_ndim(want)) return false;
+    for (int d = 0; d < cn_ndim(want); d++)
+        if (cn_dim(got, d) != cn_dim(want, d)) return false;
+    int64_t nel = cn_numel(want);
+    cn_tensor *a = cn_reshape(cn_contiguous(got), 1, &nel), *b = cn_reshape(cn_contiguous(want), 1, &nel);
+    for (int64_t e = 0; e < nel; e++)
+        if (cn_get(a, &e) != cn_get(b, &e)) return false;
+    return true;
+}
+
+static void test_data_dependent(void) {
+    static const char *outs[] = {"nz", "picked", "branch", "tv", "ti", "sel"};
+    cn_onnx_model *m = cn_onnx_load(model("dd"), NULL);
+    CHECK_MSG(m != NULL, "%s", cn_last_error());
+    if (!m) return;
+    const char *why = cn_onnx_eager_reason(m);
+    CHECK_MSG(why && strstr(why, "NonZero (opset 13): input 'X' is computed at run time"), "%s",
+              why ? why : "(static)");
+    int nin = cn_onnx_num_inputs(m);
+    CHECK_EQ_INT(nin, 8);
+    CHECK_EQ_INT(cn_onnx_num_outputs(m), 6);
+    cn_tensor *in[8] = {0}, *out[6] = {0};
+    for (int i = 0; i < nin && i < 8; i++) CHECK((in[i] = dd_npy(cn_onnx_input_name(m, i))) != NULL);
+    for (int run = 0; run < 2; run++) { /* the second run walks the same kept model again */
+        int rc = cn_onnx_run(m, in, out);
+        CHECK_MSG(rc == 0, "%s", cn_last_error());
+        for (int i = 0; rc == 0 && i < 6; i++) {
+            CHECK(!strcmp(cn_onnx_output_name(m, i), outs[i]));
+            CHECK_MSG(same_values(out[i], dd_npy(outs[i])), "output %s, run %d", outs[i], run);
+        }
+    }
+    /* Another x: other nonzero positions, so other output sizes, and the
+     * other branch. */
+    cn_tensor *x = cn_mul_scalar(in[0], -1);
+    cn_tensor *in2[8];
+    memcpy(in2, in, sizeof in2);
+    in2[0] = x;
+    CHECK_EQ_INT(cn_onnx_run(m, in2, out), 0);
+    int64_t npos = 0, nel = cn_numel(x);
+    double sum = 0;
+    for (int64_t e = 0; e < nel; e++) {
+        double v = cn_get(cn_reshape(x, 1, &nel), &e);
+        npos += v > 0, sum += v;
+    }
+    CHECK_SHAPE(out[0], 2, npos);
+    CHECK(same_values(out[2], sum > 0 ? cn_mul_scalar(x, 2) : cn_neg(x)));
+    CHECK(same_values(dd_npy("branch"), cn_item(cn_sum(in[0], NULL, 0, false)) > 0 ? cn_mul_scalar(in[0], 2)
+                                                                                      : cn_neg(in[0])));
+    /* The output is the model's own tensor no more than the inputs are. */
+    CHECK(!cn_shares_storage(out[2], x));
+    cn_tensor *bad[8];
+    memcpy(bad, in, sizeof bad);
+    bad[0] = cn_zeros(CN_F64, CN_SHAPE(4, 5));
+    CHECK_STATUS_ERROR(cn_onnx_run(m, bad, out), "input 0 ('x') is f64[4, 5]; the model takes f32[4, 5]");
     cn_onnx_free(m);
 }
 
@@ -360,6 +427,7 @@ int main(void) {
     RUN(test_opset21);
     RUN(test_group_norm);
     RUN(test_attention23);
+    RUN(test_data_dependent);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);
     RUN(test_value_files);

@@ -109,6 +109,10 @@ static void file_name(const char *name, char *buf, size_t n) {
 
 /* One value of a model: name, dtype, shape ('?' where unknown). */
 static void print_value(FILE *f, const char *name, cn_tensor *t) {
+    if (!t) {
+        fprintf(f, "  %-24s (declared without a shape: known when the model runs)\n", name);
+        return;
+    }
     fprintf(f, "  %-24s %-5s [", name, cn_dtype_name(cn_tensor_dtype(t)));
     for (int d = 0; d < cn_ndim(t); d++) {
         int64_t s = cn_dim(t, d);
@@ -476,6 +480,12 @@ int cn_tool_onnx_graph(int argc, char **argv) {
         fprintf(stderr, "chutney graph: %s\n", cn_last_error());
         return CN_TOOL_FAILED;
     }
+    if (cn_onnx_eager_reason(m)) {
+        fprintf(stderr, "chutney graph: %s has no static graph: it runs eagerly, node by node, because "
+                        "its shapes depend on values (%s)\n", path, cn_onnx_eager_reason(m));
+        cn_onnx_free(m);
+        return CN_TOOL_FAILED;
+    }
     int no = cn_onnx_num_outputs(m), rc = 1;
     cn_tensor *outs[64];
     for (int i = 0; i < no && i < 64; i++) outs[i] = cn_onnx_output(m, i);
@@ -542,6 +552,8 @@ static int print_info(const char *path, const cn_onnx_model *m, bool as_one) {
     for (int i = 0; i < cn_onnx_num_outputs(m); i++)
         print_value(stdout, cn_onnx_output_name(m, i), cn_onnx_output(m, i));
     if (as_one) printf("(the model computes with its unknown input sizes: shown with them taken as 1)\n");
+    if (cn_onnx_eager_reason(m))
+        printf("runs eagerly, node by node (its shapes depend on values): %s\n", cn_onnx_eager_reason(m));
     /* Parameters as export and cn_module_num_params count them: the
      * weights; the integer constants are shapes and indices, not learnt. */
     int64_t weights = cn_onnx_num_weights(m), other = cn_onnx_num_params(m) - weights;

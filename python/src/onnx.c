@@ -347,6 +347,11 @@ static PyObject *decl_tuple(PyObject *self, bool outputs, int what) {
     PyObject *t = PyTuple_New(n);
     for (int i = 0; t && i < n; i++) {
         cn_tensor *v = outputs ? cn_onnx_output(m, i) : cn_onnx_input(m, i);
+        if (!v && outputs && cn_onnx_eager_reason(m)) { /* declared without a shape */
+            Py_INCREF(Py_None);
+            PyTuple_SET_ITEM(t, i, Py_None);
+            continue;
+        }
         if (!v) {
             Py_DECREF(t);
             return cnpy_raise(0);

@@ -26,6 +26,19 @@ struct cn_onnx_model {
     int64_t nweights; /* the floating-point initializers' elements */
     int nnodes;
     char **node_ops;
+    /* A model whose shapes depend on values (onnx_needs_values) runs
+     * eagerly: every run walks the kept ModelProto's nodes on the inputs'
+     * data. NULL for a static model. */
+    char *eager_reason;
+    Onnx__ModelProto *mp;
+    char *base_dir;
+    char **const_names; /* initializers and inputs bound at load */
+    cn_tensor **consts; /* retained */
+    int nconsts;
+    /* drops[i]: the values (names into mp) node i reads last, released
+     * after it runs, so that a run holds what is live, not every value
+     * of the graph; NULL-terminated lists, one allocation. */
+    const char ***drops;
 };
 
 /* ---- the value map (onnx_internal.h) ---- */
@@ -81,6 +94,16 @@ int vmap_put(vmap *m, const char *k, cn_tensor *v) {
     return 0;
 }
 
+void vmap_drop(vmap *m, const char *k) {
+    if (!m->cap) return;
+    for (size_t h = str_hash(k) & (m->cap - 1); m->keys[h]; h = (h + 1) & (m->cap - 1))
+        if (!strcmp(m->keys[h], k)) {
+            cn_release(m->vals[h]);
+            m->vals[h] = NULL;
+            return;
+        }
+}
+
 void vmap_free(vmap *m) {
     for (size_t i = 0; i < m->cap; i++)
         if (m->keys[i]) {
@@ -97,7 +120,7 @@ const onnx_op_entry *const *cn_onnx_families(void) {
     static const onnx_op_entry *const f[] = {
         cn_onnx_ops_elementwise, cn_onnx_ops_shape, cn_onnx_ops_reduce, cn_onnx_ops_index,
         cn_onnx_ops_conv,        cn_onnx_ops_nn,    cn_onnx_ops_rnn,    cn_onnx_ops_quant,
-        NULL};
+        cn_onnx_ops_control,     cn_onnx_ops_detect, NULL};
     return f;
 }
 
@@ -141,22 +164,37 @@ static int check_outputs_new(onnx_ctx *c, const vmap *vals, const Onnx__NodeProt
     return 0;
 }
 
-int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
+int onnx_check_node(onnx_ctx *c, const Onnx__NodeProto *n) {
+    const Onnx__NodeProto *saved = c->node;
     c->node = n;
     c->opset_of_node = c->opset;
     const char *op = n->op_type ? n->op_type : "";
+    int rc = 0;
+    const onnx_op_entry *e = default_domain(n->domain) ? find_op(op) : NULL;
     if (!default_domain(n->domain))
-        return cn_failc(CN_EUNSUPPORTED, "unsupported: %s (domain %s): only the default domain is supported",
-                        op, n->domain);
-    const onnx_op_entry *e = find_op(op);
-    if (!e) return onnx_unsup(c, "no importer for this op");
-    for (size_t i = 0; i < n->n_attribute; i++) {
+        rc = cn_failc(CN_EUNSUPPORTED, "unsupported: %s (domain %s): only the default domain is supported",
+                      op, n->domain);
+    else if (!e)
+        rc = onnx_unsup(c, "no importer for this op");
+    for (size_t i = 0; rc == 0 && i < n->n_attribute; i++) {
         const Onnx__AttributeProto *a = n->attribute[i];
         if (!a->name || !attr_known(e->attrs, a->name))
-            return onnx_unsup(c, "attribute '%s' is not supported", a->name ? a->name : "");
-        if (a->ref_attr_name && *a->ref_attr_name)
-            return onnx_unsup(c, "attribute references are not supported");
+            rc = onnx_unsup(c, "attribute '%s' is not supported", a->name ? a->name : "");
+        else if (a->ref_attr_name && *a->ref_attr_name)
+            rc = onnx_unsup(c, "attribute references are not supported");
+        else if (a->g)
+            for (size_t k = 0; rc == 0 && k < a->g->n_node; k++) rc = onnx_check_node(c, a->g->node[k]);
     }
+    if (rc == 0) c->node = saved;
+    return rc;
+}
+
+int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
+    if (onnx_check_node(c, n) < 0) return CN_EUNSUPPORTED;
+    c->node = n;
+    c->opset_of_node = c->opset;
+    c->vals = vals;
+    const onnx_op_entry *e = find_op(n->op_type);
     int nin = (int)n->n_input, nout = (int)n->n_output;
     if (nin < e->min_in || nin > e->max_in)
         return onnx_bad(c, "%d inputs (expects %d to %d)", nin, e->min_in, e->max_in);
@@ -166,20 +204,29 @@ int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
         if (n->output[i] && *n->output[i])
             return onnx_unsup(c, "output %d ('%s') is not supported", i, n->output[i]);
     if (nout > e->max_out) nout = e->max_out;
-    cn_tensor *in[64] = {0}, *out[16] = {0};
-    if (nin > 64 || nout > 16) return onnx_unsup(c, "too many inputs or outputs");
-    for (int i = 0; i < nin; i++) {
+    /* Concat, Sum and the like may have thousands of inputs (a detector's
+     * per-class boxes). */
+    cn_tensor *in_few[64] = {0}, *out[16] = {0};
+    if (nin > ONNX_MAX_INPUTS || nout > 16) return onnx_unsup(c, "too many inputs or outputs");
+    cn_tensor **in = nin > 64 ? calloc((size_t)nin, sizeof *in) : in_few;
+    if (!in) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    int rc = 0;
+    for (int i = 0; i < nin && rc == 0; i++) {
         const char *name = n->input[i];
         if (!name || !*name) continue;
         in[i] = vmap_get(vals, name);
-        if (!in[i]) return onnx_bad(c, "input '%s' is not defined before the node", name);
+        if (!in[i]) rc = onnx_bad(c, "input '%s' is not defined before the node", name);
     }
-    for (int i = 0; i < e->min_in; i++)
-        if (!in[i]) return onnx_bad(c, "required input %d is missing", i);
+    for (int i = 0; i < e->min_in && rc == 0; i++)
+        if (!in[i]) rc = onnx_bad(c, "required input %d is missing", i);
+    if (rc < 0) {
+        if (in != in_few) free(in);
+        return rc;
+    }
     cn_scope_begin();
     cn_clear_error();
     cn_t_budget.exceeded = false;
-    int rc = onnx_fuse_attention(c, vals, n, out);
+    rc = onnx_fuse_attention(c, vals, n, out);
     if (rc == 0) rc = onnx_fuse_gelu(c, vals, n, out);
     rc = rc > 0 ? 0 : e->fn(c, n, in, nin, out, nout);
     if (rc < 0 && cn_t_budget.exceeded) rc = onnx_budget_exceeded(c);
@@ -199,6 +246,7 @@ int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
         rc = unsup ? onnx_unsup(c, "%s", msg) : onnx_bad(c, "%s", msg);
     }
     cn_scope_end();
+    if (in != in_few) free(in);
     return rc;
 }
 
@@ -347,6 +395,114 @@ int onnx_model_opset(const Onnx__ModelProto *mp) {
     return opset;
 }
 
+typedef struct {
+    const char *name;
+    size_t node;
+} name_use;
+
+static int by_name_then_node(const void *a, const void *b) {
+    const name_use *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->node > y->node) - (x->node < y->node);
+}
+
+/* The reads of node n and its subgraphs' nodes, as node `at`'s, into u
+ * (NULL: only counted). */
+static size_t reads_of(const Onnx__NodeProto *n, size_t at, name_use *u, size_t k) {
+    for (size_t i = 0; i < n->n_input; i++)
+        if (n->input[i] && *n->input[i]) {
+            if (u) u[k] = (name_use){n->input[i], at};
+            k++;
+        }
+    for (size_t a = 0; a < n->n_attribute; a++)
+        if (n->attribute[a]->g)
+            for (size_t j = 0; j < n->attribute[a]->g->n_node; j++)
+                k = reads_of(n->attribute[a]->g->node[j], at, u, k);
+    return k;
+}
+
+/* m->drops for the graph g: each value after its last reader, except the
+ * graph's outputs. */
+static int plan_drops(cn_onnx_model *m, const Onnx__GraphProto *g) {
+    size_t nu = 0;
+    for (size_t i = 0; i < g->n_node; i++) nu = reads_of(g->node[i], i, NULL, nu);
+    name_use *u = malloc(sizeof *u * (nu + 1));
+    if (!u) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    nu = 0;
+    for (size_t i = 0; i < g->n_node; i++) nu = reads_of(g->node[i], i, u, nu);
+    qsort(u, nu, sizeof *u, by_name_then_node);
+    /* The last use of each name, outputs left out, grouped by node. */
+    size_t *count = calloc(g->n_node + 1, sizeof *count), nlast = 0;
+    for (size_t i = 0; count && i < nu; i++) {
+        if (i + 1 < nu && !strcmp(u[i].name, u[i + 1].name)) continue;
+        bool out = false;
+        for (size_t o = 0; o < g->n_output && !out; o++) out = g->output[o]->name && !strcmp(g->output[o]->name, u[i].name);
+        if (out) continue;
+        u[nlast++] = u[i];
+        count[u[i].node]++;
+    }
+    size_t heads = (g->n_node + 1) * sizeof(const char **), slots = (nlast + g->n_node + 1) * sizeof(const char *);
+    char *mem = count ? malloc(heads + slots) : NULL;
+    if (!mem) {
+        free(u);
+        free(count);
+        return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    }
+    m->drops = (const char ***)mem;
+    const char **slot = (const char **)(mem + heads);
+    for (size_t i = 0; i < g->n_node; i++) {
+        m->drops[i] = slot;
+        slot += count[i] + 1;
+        m->drops[i][count[i]] = NULL;
+        count[i] = 0;
+    }
+    for (size_t i = 0; i < nlast; i++) m->drops[u[i].node][count[u[i].node]++] = u[i].name;
+    free(u);
+    free(count);
+    return 0;
+}
+
+/* Node `at` (of the top-level graph) needs values computed at run time
+ * (onnx_needs_values): the model runs eagerly instead. The nodes not yet
+ * imported are checked now, so that an op without an importer still fails
+ * the load; the constants (initializers, inputs bound at load) and the
+ * ModelProto are kept for the runs. */
+static int go_eager(cn_onnx_model *m, onnx_ctx *c, const Onnx__ModelProto *mp, vmap *vals,
+                    const char *base_dir, size_t at) {
+    const Onnx__GraphProto *g = mp->graph;
+    m->eager_reason = strdup(cn_last_error());
+    if (!m->eager_reason) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    cn_clear_error();
+    for (size_t i = at + 1; i < g->n_node; i++) {
+        c->node_index = (int)i;
+        if (onnx_check_node(c, g->node[i]) < 0) return CN_EUNSUPPORTED;
+    }
+    for (size_t i = at + 1; i < g->n_node; i++) {
+        m->node_ops[i] = strdup(g->node[i]->op_type ? g->node[i]->op_type : "");
+        if (!m->node_ops[i]) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+        m->nnodes++;
+    }
+    size_t cap = g->n_initializer + g->n_input + 1;
+    m->consts = calloc(cap, sizeof *m->consts);
+    m->const_names = calloc(cap, sizeof *m->const_names);
+    if (!m->consts || !m->const_names) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    for (size_t i = 0; i < g->n_initializer + g->n_input; i++) {
+        const char *name = i < g->n_initializer ? g->initializer[i]->name
+                                                : g->input[i - g->n_initializer]->name;
+        if (!name) name = "";
+        cn_tensor *t = vmap_get(vals, name);
+        bool seen = false;
+        for (int k = 0; k < m->nconsts && !seen; k++) seen = !strcmp(m->const_names[k], name);
+        if (!t || cn_is_symbolic_tensor(t) || seen) continue;
+        m->const_names[m->nconsts] = strdup(name);
+        if (!m->const_names[m->nconsts]) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+        m->consts[m->nconsts++] = cn_retain(t);
+    }
+    if (base_dir && !(m->base_dir = strdup(base_dir))) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    m->mp = (Onnx__ModelProto *)mp; /* kept: load() leaves it to cn_onnx_free */
+    return plan_drops(m, g);
+}
+
 static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_dir,
                  const cn_onnx_load_opts *opts) {
     onnx_ctx c = {.base_dir = base_dir, .opset = onnx_model_opset(mp)};
@@ -388,9 +544,39 @@ static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_
         m->nnodes++;
         c.node_index = (int)i;
         rc = onnx_import_node(&c, &vals, g->node[i]);
+        if (rc < 0 && c.needs_values) {
+            rc = go_eager(m, &c, mp, &vals, base_dir, i);
+            break;
+        }
     }
     cn_t_budget = saved;
-    if (rc == 0) {
+    if (rc == 0 && m->eager_reason) {
+        /* The outputs' declared types, for inspection. */
+        m->out_names = calloc(g->n_output + 1, sizeof *m->out_names);
+        m->outputs = calloc(g->n_output + 1, sizeof *m->outputs);
+        if (!m->out_names || !m->outputs) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+        if (rc == 0 && g->n_output == 0) rc = cn_failc(CN_EFORMAT, "onnx: the graph has no outputs");
+        for (size_t i = 0; i < g->n_output && rc == 0; i++) {
+            const char *name = g->output[i]->name ? g->output[i]->name : "";
+            int dt = 0, ndim = 0;
+            int64_t shape[CN_MAX_DIMS];
+            cn_scope_begin();
+            cn_tensor *t = vmap_get(&vals, name);
+            const Onnx__TypeProto *ty = g->output[i]->type;
+            bool shapeless = ty && ty->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+                             ty->tensor_type && !ty->tensor_type->shape;
+            if (!t && !shapeless && (rc = onnx_value_type(g->output[i], &dt, &ndim, shape)) == 0)
+                t = cn_placeholder(m->g, name, (cn_dtype)dt, ndim, shape);
+            if (t || (shapeless && rc == 0)) { /* NULL: known once it runs */
+                m->outputs[m->nout] = t ? cn_retain(t) : NULL;
+                m->out_names[m->nout] = strdup(name);
+                if (!m->out_names[m->nout++]) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+            } else if (rc == 0) {
+                rc = CN_EINVAL;
+            }
+            cn_scope_end();
+        }
+    } else if (rc == 0) {
         m->out_names = calloc(g->n_output + 1, sizeof *m->out_names);
         m->outputs = calloc(g->n_output + 1, sizeof *m->outputs);
         if (!m->out_names || !m->outputs) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
@@ -478,7 +664,7 @@ static cn_onnx_model *load(const void *data, size_t size, const char *base_dir,
         return cn_fail("onnx: out of memory");
     }
     int rc = build(m, mp, base_dir, opts);
-    onnx__model_proto__free_unpacked(mp, NULL);
+    if (!m->mp) onnx__model_proto__free_unpacked(mp, NULL);
     if (rc < 0) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", cn_last_error());
@@ -553,6 +739,16 @@ void cn_onnx_free(cn_onnx_model *m) {
         cn_release(m->outputs[i]);
         free(m->out_names[i]);
     }
+    for (int i = 0; i < m->nconsts; i++) {
+        cn_release(m->consts[i]);
+        free(m->const_names[i]);
+    }
+    free(m->consts);
+    free(m->const_names);
+    free(m->eager_reason);
+    free(m->drops);
+    free(m->base_dir);
+    if (m->mp) onnx__model_proto__free_unpacked(m->mp, NULL);
     for (int i = 0; i < m->nnodes; i++) free(m->node_ops[i]);
     free(m->node_ops);
     free(m->inputs);
@@ -588,12 +784,75 @@ const char *cn_onnx_node_op(const cn_onnx_model *m, int i) {
     return m && i >= 0 && i < m->nnodes ? m->node_ops[i] : NULL;
 }
 
+const char *cn_onnx_eager_reason(const cn_onnx_model *m) { return m ? m->eager_reason : NULL; }
+
+/* A run of a model with data-dependent shapes: every node through its
+ * handler on the inputs' data, as the load would fold constants. */
+static int run_eager(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs) {
+    const Onnx__GraphProto *g = m->mp->graph;
+    for (int i = 0; i < m->nin; i++) {
+        const cn_tensor *p = m->inputs[i], *x = inputs[i];
+        bool ok = cn_tensor_dtype(x) == cn_tensor_dtype(p) && cn_ndim(x) == cn_ndim(p);
+        for (int d = 0; ok && d < cn_ndim(p); d++) ok = cn_dim(p, d) < 0 || cn_dim(p, d) == cn_dim(x, d);
+        if (!ok) {
+            char b1[160], b2[160];
+            return cn_failc(CN_EINVAL, "onnx_run: input %d ('%s') is %s; the model takes %s", i,
+                            m->in_names[i], cn_shape_str(x, b1, sizeof b1), cn_shape_str(p, b2, sizeof b2));
+        }
+    }
+    onnx_ctx c = {.opset = m->opset, .base_dir = m->base_dir, .graph = g, .budget = -1};
+    vmap vals = {0};
+    cn_tensor **res = calloc((size_t)m->nout + 1, sizeof *res);
+    if (!res) return cn_failc(CN_ENOMEM, "onnx_run: out of memory");
+    cn_elem_budget saved = cn_t_budget;
+    cn_t_budget = (cn_elem_budget){-1, false};
+    cn_no_grad_begin();
+    cn_scope_begin();
+    int rc = 0;
+    for (int i = 0; i < m->nconsts && rc == 0; i++) rc = vmap_put(&vals, m->const_names[i], m->consts[i]);
+    for (int i = 0; i < m->nin && rc == 0; i++) {
+        cn_tensor *x = cn_to(inputs[i], CN_CPU); /* the constants are the CPU's */
+        rc = x ? vmap_put(&vals, m->in_names[i], x) : CN_EINVAL;
+    }
+    for (size_t i = 0; i < g->n_node && rc == 0; i++) {
+        c.node_index = (int)i;
+        rc = onnx_import_node(&c, &vals, g->node[i]);
+        for (const char **d = m->drops[i]; rc == 0 && *d; d++) vmap_drop(&vals, *d);
+    }
+    for (int i = 0; i < m->nout && rc == 0; i++) {
+        cn_tensor *t = vmap_get(&vals, m->out_names[i]);
+        if (!t) {
+            rc = cn_failc(CN_EFORMAT, "onnx: graph output '%s' is not computed by any node", m->out_names[i]);
+            break;
+        }
+        /* An output must not let the caller write into the model's
+         * constants, its inputs or another output. */
+        bool shared = false;
+        for (int k = 0; k < m->nconsts && !shared; k++) shared = cn_shares_storage(t, m->consts[k]);
+        for (int k = 0; k < m->nin && !shared; k++) shared = cn_shares_storage(t, inputs[k]);
+        for (int k = 0; k < i && !shared; k++) shared = cn_shares_storage(t, res[k]);
+        if (shared) t = cn_clone(t);
+        if (!t) rc = CN_EINVAL;
+        else res[i] = cn_retain(t);
+    }
+    vmap_free(&vals);
+    cn_scope_end();
+    cn_no_grad_end();
+    cn_t_budget = saved;
+    for (int i = 0; i < m->nout; i++)
+        if (rc == 0) outputs[i] = cn_scope_add(res[i]);
+        else cn_release(res[i]);
+    free(res);
+    return rc;
+}
+
 int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs) {
     if (!m) return cn_failc(CN_EINVAL, "onnx_run: model is NULL");
     if (!outputs) return cn_failc(CN_EINVAL, "onnx_run: outputs is NULL");
     if (m->nin && !inputs) return cn_failc(CN_EINVAL, "onnx_run: inputs is NULL");
     for (int i = 0; i < m->nin; i++)
         if (!inputs[i]) return cn_failc(CN_EINVAL, "onnx_run: input %d ('%s') is NULL", i, m->in_names[i]);
+    if (m->eager_reason) return run_eager(m, inputs, outputs);
     if (!m->prog) {
         m->prog = cn_compile(m->g, m->outputs, m->nout, NULL);
         if (!m->prog) return CN_EINVAL;
@@ -657,11 +916,74 @@ const char *cn_onnx_output_name(const cn_onnx_model *m, int i) { return (void)m,
 cn_tensor *cn_onnx_input(const cn_onnx_model *m, int i) { return (void)m, (void)i, cn_fail(NO_ONNX); }
 cn_tensor *cn_onnx_output(const cn_onnx_model *m, int i) { return (void)m, (void)i, cn_fail(NO_ONNX); }
 cn_graph *cn_onnx_graph(const cn_onnx_model *m) { return (void)m, NULL; }
+const char *cn_onnx_eager_reason(const cn_onnx_model *m) { return (void)m, NULL; }
 int cn_onnx_opset(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
 int64_t cn_onnx_num_params(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
 int64_t cn_onnx_num_weights(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
 int cn_onnx_num_nodes(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
 const char *cn_onnx_node_op(const cn_onnx_model *m, int i) { return (void)m, (void)i, NULL; }
+const char *cn_onnx_eager_reason(const cn_onnx_model *m) { return m ? m->eager_reason : NULL; }
+
+/* A run of a model with data-dependent shapes: every node through its
+ * handler on the inputs' data, as the load would fold constants. */
+static int run_eager(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs) {
+    const Onnx__GraphProto *g = m->mp->graph;
+    for (int i = 0; i < m->nin; i++) {
+        const cn_tensor *p = m->inputs[i], *x = inputs[i];
+        bool ok = cn_tensor_dtype(x) == cn_tensor_dtype(p) && cn_ndim(x) == cn_ndim(p);
+        for (int d = 0; ok && d < cn_ndim(p); d++) ok = cn_dim(p, d) < 0 || cn_dim(p, d) == cn_dim(x, d);
+        if (!ok) {
+            char b1[160], b2[160];
+            return cn_failc(CN_EINVAL, "onnx_run: input %d ('%s') is %s; the model takes %s", i,
+                            m->in_names[i], cn_shape_str(x, b1, sizeof b1), cn_shape_str(p, b2, sizeof b2));
+        }
+    }
+    onnx_ctx c = {.opset = m->opset, .base_dir = m->base_dir, .graph = g, .budget = -1};
+    vmap vals = {0};
+    cn_tensor **res = calloc((size_t)m->nout + 1, sizeof *res);
+    if (!res) return cn_failc(CN_ENOMEM, "onnx_run: out of memory");
+    cn_elem_budget saved = cn_t_budget;
+    cn_t_budget = (cn_elem_budget){-1, false};
+    cn_no_grad_begin();
+    cn_scope_begin();
+    int rc = 0;
+    for (int i = 0; i < m->nconsts && rc == 0; i++) rc = vmap_put(&vals, m->const_names[i], m->consts[i]);
+    for (int i = 0; i < m->nin && rc == 0; i++) {
+        cn_tensor *x = cn_to(inputs[i], CN_CPU); /* the constants are the CPU's */
+        rc = x ? vmap_put(&vals, m->in_names[i], x) : CN_EINVAL;
+    }
+    for (size_t i = 0; i < g->n_node && rc == 0; i++) {
+        c.node_index = (int)i;
+        rc = onnx_import_node(&c, &vals, g->node[i]);
+        for (const char **d = m->drops[i]; rc == 0 && *d; d++) vmap_drop(&vals, *d);
+    }
+    for (int i = 0; i < m->nout && rc == 0; i++) {
+        cn_tensor *t = vmap_get(&vals, m->out_names[i]);
+        if (!t) {
+            rc = cn_failc(CN_EFORMAT, "onnx: graph output '%s' is not computed by any node", m->out_names[i]);
+            break;
+        }
+        /* An output must not let the caller write into the model's
+         * constants, its inputs or another output. */
+        bool shared = false;
+        for (int k = 0; k < m->nconsts && !shared; k++) shared = cn_shares_storage(t, m->consts[k]);
+        for (int k = 0; k < m->nin && !shared; k++) shared = cn_shares_storage(t, inputs[k]);
+        for (int k = 0; k < i && !shared; k++) shared = cn_shares_storage(t, res[k]);
+        if (shared) t = cn_clone(t);
+        if (!t) rc = CN_EINVAL;
+        else res[i] = cn_retain(t);
+    }
+    vmap_free(&vals);
+    cn_scope_end();
+    cn_no_grad_end();
+    cn_t_budget = saved;
+    for (int i = 0; i < m->nout; i++)
+        if (rc == 0) outputs[i] = cn_scope_add(res[i]);
+        else cn_release(res[i]);
+    free(res);
+    return rc;
+}
+
 int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs) {
     (void)m, (void)inputs, (void)outputs;
     return cn_failc(CN_EUNSUPPORTED, "onnx_run: " NO_ONNX);

@@ -25,6 +25,12 @@ typedef struct onnx_ctx {
      * (never computed from alone while tracing); training: BatchNormalization
      * on batch statistics, Dropout drawing masks. */
     bool trainable, training;
+    /* The values defined so far (set by onnx_import_node, for If's branches). */
+    struct vmap *vals;
+    /* Set when a node failed because its outputs' shapes depend on values
+     * computed at run time (onnx_needs_values): the model then runs
+     * eagerly, node by node, on every run (cn_onnx_run). */
+    bool needs_values;
 } onnx_ctx;
 
 /* ONNX value name -> tensor (retained): what a walk over the nodes has
@@ -36,6 +42,8 @@ typedef struct vmap {
 } vmap;
 cn_tensor *vmap_get(const vmap *m, const char *k);
 int vmap_put(vmap *m, const char *k, cn_tensor *v);
+/* The value of k released (vmap_get gives NULL from then on). */
+void vmap_drop(vmap *m, const char *k);
 void vmap_free(vmap *m);
 
 /* The declared dtype and shape (-1: unknown) of a graph input or output. */
@@ -50,6 +58,9 @@ void *onnx_read_file(const char *path, size_t *size);
 /* path's folder, malloc'd ("." for a bare name). */
 char *onnx_dir_of(const char *path);
 
+/* Is there an importer for n's op, and does it know n's attributes (and
+ * those of the nodes of its subgraphs)? 0, or < 0 after onnx_unsup. */
+int onnx_check_node(onnx_ctx *c, const Onnx__NodeProto *n);
 /* Node n through its family's handler, its outputs into vals: 0 or < 0
  * after cn_fail naming the node. */
 int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n);
@@ -95,6 +106,8 @@ int onnx_fuse_gelu(onnx_ctx *c, const vmap *vals, const Onnx__NodeProto *n, cn_t
  * output_padding) above this are refused: no real model comes near it,
  * and their products stay far from overflowing int64. */
 #define ONNX_MAX_WINDOW (INT64_C(1) << 24)
+/* Inputs of one node (Concat, Sum, Max, Min, Mean take any number). */
+#define ONNX_MAX_INPUTS 4096
 
 enum {
     ONNX_WIRE_MALFORMED = -1,
@@ -137,6 +150,8 @@ extern const onnx_op_entry cn_onnx_ops_conv[];
 extern const onnx_op_entry cn_onnx_ops_nn[];
 extern const onnx_op_entry cn_onnx_ops_rnn[];
 extern const onnx_op_entry cn_onnx_ops_quant[];
+extern const onnx_op_entry cn_onnx_ops_control[];
+extern const onnx_op_entry cn_onnx_ops_detect[];
 
 /* Conv's import (1 to 3 spatial axes, n's window attributes) of x with
  * weights wt and bias b (may be NULL), into *out; ConvInteger and
@@ -148,6 +163,11 @@ int onnx_conv(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor *x, cn_tensor *wt
 
 /* "unsupported: OP (opset N): reason", CN_EUNSUPPORTED. */
 int onnx_unsup(onnx_ctx *c, const char *fmt, ...) CN_PRINTF(2, 3);
+/* "unsupported: OP (opset N): reason", CN_EUNSUPPORTED, for a node whose
+ * outputs' shapes depend on the values of an input computed at run time
+ * (NonZero, NonMaxSuppression, TopK's k, If's condition): sets
+ * c->needs_values, so the load goes on with the model run eagerly. */
+int onnx_needs_values(onnx_ctx *c, const char *fmt, ...) CN_PRINTF(2, 3);
 /* "OP (opset N): reason", CN_EINVAL: the model itself is wrong. */
 int onnx_bad(onnx_ctx *c, const char *fmt, ...) CN_PRINTF(2, 3);
 

@@ -125,7 +125,7 @@ H(h_compress) {
     UNUSED;
     cn_tensor *x = in[0], *cond = in[1];
     if (cn_is_symbolic_tensor(cond))
-        return onnx_unsup(c, "input 'condition' is computed at run time (the output's size depends on it)");
+        return onnx_needs_values(c, "input 'condition' is computed at run time (the output's size depends on it)");
     const Onnx__AttributeProto *ax = onnx_attr(n, "axis");
     if (!ax) x = cn_reshape(x, 1, (int64_t[]){-1});
     int axis = onnx_axis(c, ax ? ax->i : 0, cn_ndim(x), "axis");
@@ -183,7 +183,7 @@ H(h_blackman) {
 }
 
 const onnx_op_entry cn_onnx_ops_index[] = {
-    {"Compress", h_compress, "axis", 2, 2, 1, "condition must be a constant"},
+    {"Compress", h_compress, "axis", 2, 2, 1, "on a computed condition, the model runs eagerly"},
     {"HannWindow", h_hann, "output_datatype,periodic", 1, 1, 1, "size must be a constant"},
     {"HammingWindow", h_hamming, "output_datatype,periodic", 1, 1, 1, "size must be a constant"},
     {"BlackmanWindow", h_blackman, "output_datatype,periodic", 1, 1, 1, "size must be a constant"},

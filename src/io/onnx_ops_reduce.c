@@ -6,6 +6,7 @@
 #ifdef CN_HAVE_ONNX
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 
 #define MAXV 64
 
@@ -160,8 +161,91 @@ H(h_argmin) {
     return arg_extreme(c, n, in, out, false);
 }
 
-/* TopK as k rounds of arg-extreme and masking: exact, and the smaller index
- * wins ties, as ONNX asks. Fine for the small k models use. */
+typedef struct {
+    double v;
+    int64_t i;
+} ranked;
+
+/* Larger first, NaN above everything (as ONNX Runtime); ties: smaller index. */
+static int rank_desc(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    bool nx = isnan(x->v), ny = isnan(y->v);
+    if (nx != ny) return nx ? -1 : 1;
+    if (!nx && x->v != y->v) return x->v > y->v ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+static int rank_asc(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    bool nx = isnan(x->v), ny = isnan(y->v);
+    if (nx != ny) return nx ? 1 : -1;
+    if (!nx && x->v != y->v) return x->v < y->v ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+typedef int (*rank_cmp)(const void *, const void *);
+
+/* Heap of the k best so far, the worst on top (cmp(parent, child) >= 0). */
+static void sift_down(ranked *h, int64_t n, int64_t i, rank_cmp cmp) {
+    for (;;) {
+        int64_t w = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && cmp(&h[l], &h[w]) > 0) w = l;
+        if (r < n && cmp(&h[r], &h[w]) > 0) w = r;
+        if (w == i) return;
+        ranked t = h[i];
+        h[i] = h[w], h[w] = t, i = w;
+    }
+}
+
+/* The k best of line[0..d) into line[0..k), in order: a bounded heap
+ * (d log k) when k is small against d (a detector's thousand best of a
+ * million anchors), else one sort. cmp is a total order, so either way
+ * the result is the first k of the sorted line. */
+static void best_k(ranked *line, int64_t d, int64_t k, rank_cmp cmp) {
+    if (k == 0) return;
+    if (k * 8 < d) {
+        for (int64_t i = k / 2; i-- > 0;) sift_down(line, k, i, cmp);
+        for (int64_t j = k; j < d; j++)
+            if (cmp(&line[j], &line[0]) < 0) {
+                line[0] = line[j];
+                sift_down(line, k, 0, cmp);
+            }
+        d = k;
+    }
+    qsort(line, (size_t)d, sizeof *line, cmp);
+}
+
+/* TopK of data: the k best of each line along the axis found on the host,
+ * the values gathered by their indices (so a gradient still flows to x). */
+static int topk_data(cn_tensor *x, int axis, int64_t k, bool largest, cn_tensor **out, int nout) {
+    int r = cn_ndim(x);
+    int64_t d = cn_dim(x, axis), outer = 1, inner = 1;
+    for (int i = 0; i < axis; i++) outer *= cn_dim(x, i);
+    for (int i = axis + 1; i < r; i++) inner *= cn_dim(x, i);
+    size_t nel = (size_t)cn_numel(x);
+    double *v = malloc(sizeof *v * (nel + 1));
+    ranked *line = malloc(sizeof *line * (size_t)(d + 1));
+    int64_t *idx = malloc(sizeof *idx * (size_t)(outer * k * inner + 1));
+    int rc = v && line && idx ? 0 : cn_failc(CN_ENOMEM, "onnx: out of memory");
+    if (rc == 0) rc = cn_copy_to_buffer(x, CN_F64, v, sizeof *v * (nel + 1));
+    for (int64_t o = 0; rc == 0 && o < outer; o++)
+        for (int64_t in_ = 0; in_ < inner; in_++) {
+            for (int64_t j = 0; j < d; j++) line[j] = (ranked){v[(o * d + j) * inner + in_], j};
+            best_k(line, d, k, largest ? rank_desc : rank_asc);
+            for (int64_t j = 0; j < k; j++) idx[(o * k + j) * inner + in_] = line[j].i;
+        }
+    int64_t shape[CN_MAX_DIMS];
+    for (int i = 0; i < r; i++) shape[i] = i == axis ? k : cn_dim(x, i);
+    cn_tensor *it = rc == 0 ? cn_from_data(CN_I64, r, shape, idx) : NULL;
+    free(v), free(line), free(idx);
+    if (!it) return rc < 0 ? rc : CN_EINVAL;
+    out[0] = cn_gather(x, axis, it);
+    if (nout > 1) out[1] = it;
+    return out[0] ? 0 : CN_EINVAL;
+}
+
+/* TopK: on data, sorted on the host; in a graph, k rounds of arg-extreme
+ * and masking: exact, and the smaller index wins ties, as ONNX asks. Fine
+ * for the small k models use. */
 H(h_topk) {
     UNUSED;
     cn_tensor *x = in[0];
@@ -170,7 +254,10 @@ H(h_topk) {
     if (c->opset_of_node < 10) k = onnx_attr_int(n, "k", -1);
     else {
         double kk;
-        if (nin < 2 || onnx_const_scalar(c, in[1], "K", &kk) < 0) return CN_EUNSUPPORTED;
+        if (nin < 2 || !in[1]) return onnx_bad(c, "input 'K' is missing");
+        if (cn_is_symbolic_tensor(in[1]))
+            return onnx_needs_values(c, "input 'K' is computed at run time (the outputs' size)");
+        if (onnx_const_scalar(c, in[1], "K", &kk) < 0) return CN_EINVAL;
         if (!onnx_fits_i64(kk)) return onnx_bad(c, "K is %g", kk);
         k = (int64_t)kk;
     }
@@ -179,8 +266,9 @@ H(h_topk) {
     int64_t d = cn_dim(x, axis);
     if (d < 0) return onnx_unsup(c, "an axis of unknown size");
     if (k < 0 || k > d) return onnx_bad(c, "k = %" PRId64 " for an axis of size %" PRId64, k, d);
-    if (k > 1024) return onnx_unsup(c, "k = %" PRId64 " (at most 1024)", k);
     bool largest = onnx_attr_int(n, "largest", 1);
+    if (!cn_is_symbolic_tensor(x)) return topk_data(x, axis, k, largest, out, nout);
+    if (k > 1024) return onnx_unsup(c, "k = %" PRId64 " (at most 1024 in a static graph)", k);
     /* sorted = 0 allows any order; the sorted one is among them. */
     int64_t shp[CN_MAX_DIMS];
     for (int i = 0; i < r; i++) shp[i] = i == axis ? d : 1;
@@ -331,7 +419,7 @@ const onnx_op_entry cn_onnx_ops_reduce[] = {
     {"Hardmax", h_hardmax, "axis", 1, 1, 1, "float inputs"},
     {"ArgMax", h_argmax, "axis,keepdims,select_last_index", 1, 1, 1, ""},
     {"ArgMin", h_argmin, "axis,keepdims,select_last_index", 1, 1, 1, ""},
-    {"TopK", h_topk, "axis,k,largest,sorted", 1, 2, 2, "K a constant, at most 1024; computed in f64"},
+    {"TopK", h_topk, "axis,k,largest,sorted", 1, 2, 2, "in a static graph K at most 1024 (a computed K: the model runs eagerly); computed in f64"},
     {"MatMul", h_matmul, "", 2, 2, 1, ""},
     {"Gemm", h_gemm, "alpha,beta,transA,transB,broadcast", 2, 3, 1, ""},
     {NULL, NULL, NULL, 0, 0, 0, NULL},

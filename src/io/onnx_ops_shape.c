@@ -613,7 +613,7 @@ const onnx_op_entry cn_onnx_ops_shape[] = {
     {"Transpose", h_transpose, "perm", 1, 1, 1, ""},
     {"Squeeze", h_squeeze, "axes", 1, 2, 1, LIM_CONST},
     {"Unsqueeze", h_unsqueeze, "axes", 1, 2, 1, LIM_CONST},
-    {"Concat", h_concat, "axis", 1, 64, 1, ""},
+    {"Concat", h_concat, "axis", 1, ONNX_MAX_INPUTS, 1, ""},
     {"Split", h_split, "axis,split,num_outputs", 1, 2, 16, LIM_CONST "; at most 16 outputs"},
     {"Slice", h_slice, "starts,ends,axes", 1, 5, 1, LIM_CONST},
     {"Gather", h_gather, "axis", 2, 2, 1, ""},

@@ -296,6 +296,15 @@ int onnx_unsup(onnx_ctx *c, const char *fmt, ...) {
     return rc;
 }
 
+int onnx_needs_values(onnx_ctx *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vmsg(c, CN_EUNSUPPORTED, "unsupported: ", fmt, ap);
+    va_end(ap);
+    c->needs_values = true;
+    return rc;
+}
+
 int onnx_bad(onnx_ctx *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -54,7 +54,7 @@ external("ext_short", "weights.bin", length=48)
 
 x23 = [helper.make_tensor_value_info("x", F, [2, 3])]
 y23 = [helper.make_tensor_value_info("y", F, [2, 3])]
-save("unsup_op", [helper.make_node("NonZero", ["x"], ["y"])], x23, y23)
+save("unsup_op", [helper.make_node("Unique", ["x"], ["y"])], x23, y23)
 save("unsup_attr", [helper.make_node("Relu", ["x"], ["y"], foo=1)], x23, y23)
 
 # y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [3, 1])) * 2, with
@@ -219,3 +219,88 @@ save("att23", [
     [helper.make_tensor_value_info(n, F, None) for n in want], opset=23)
 for n, v in list(arr.items()) + list(want.items()):
     np.save(os.path.join(out, "att23_%s.npy" % n), v.astype(np.float32) if v.dtype != bool else v)
+
+# Data-dependent shapes (the model runs eagerly), with inputs and numpy's
+# results saved beside the model (dd_*.npy), computed by plain loops here:
+# NonZero feeding GatherND, an If on a computed condition, TopK with a
+# computed k (few of many: the bounded heap), and NonMaxSuppression on
+# boxes of three classes shifted apart (torchvision's batched NMS), some
+# flipped, some of no area, checked against the greedy loop as ONNX
+# defines it.
+rng = np.random.default_rng(7)
+
+
+def nms_ref(boxes, scores, max_out, iou_th, score_th):
+    def corners(b):
+        return min(b[1], b[3]), min(b[0], b[2]), max(b[1], b[3]), max(b[0], b[2])
+
+    def iou(a, b):
+        a, b = corners(a), corners(b)
+        aa = np.float32((a[2] - a[0]) * (a[3] - a[1]))
+        ab = np.float32((b[2] - b[0]) * (b[3] - b[1]))
+        if not (aa > 0 and ab > 0):
+            return 0.0
+        w, h = np.float32(min(a[2], b[2]) - max(a[0], b[0])), np.float32(min(a[3], b[3]) - max(a[1], b[1]))
+        if not (w > 0 and h > 0):
+            return 0.0
+        inter = np.float32(w * h)
+        return np.float32(inter / np.float32(aa + ab - inter))
+
+    sel = []
+    for b in range(boxes.shape[0]):
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            cand = [i for i in range(len(s)) if s[i] > score_th]
+            cand.sort(key=lambda i: (-s[i], i))
+            kept = []
+            for i in cand:
+                if len(kept) >= max_out:
+                    break
+                if all(iou(boxes[b, k], boxes[b, i]) <= iou_th for k in kept):
+                    kept.append(i)
+                    sel.append([b, c, i])
+    return np.array(sel, dtype=np.int64).reshape(-1, 3)
+
+
+nb, nx = 2, 400
+cls = rng.integers(0, 3, (nb, nx))
+y1 = rng.uniform(0, 90, (nb, nx)) + 100 * cls
+x1 = rng.uniform(0, 90, (nb, nx)) + 100 * cls
+hh, ww = rng.uniform(0, 40, (nb, nx)), rng.uniform(0, 40, (nb, nx))
+ww[:, :10] = 0  # boxes of no area suppress nothing
+boxes = np.stack([y1, x1, y1 + hh, x1 + ww], -1).astype(np.float32)
+boxes[:, 10:30] = boxes[:, 10:30][..., [2, 3, 0, 1]]  # the other diagonal
+scores = rng.random((nb, 2, nx)).astype(np.float32)
+scores[:, :, 40:60] = 0.5  # ties: the lower index first
+dd = {"x": rng.integers(-2, 3, (4, 5)).astype(np.float32),
+      "t": np.floor(rng.uniform(0, 20, (3, 500))).astype(np.float32), "k": np.array([7], np.int64),
+      "boxes": boxes, "scores": scores, "max_out": np.array([228], np.int64),
+      "iou": np.array([0.3], np.float32), "sth": np.array([0.2], np.float32)}
+nz = np.array(np.nonzero(dd["x"] > 0), dtype=np.int64)
+order = np.argsort(-dd["t"], axis=1, kind="stable")[:, :7]
+dd_want = {"nz": nz, "picked": dd["x"][tuple(nz)],
+           "branch": dd["x"] * 2 if dd["x"].sum() > 0 else -dd["x"],
+           "tv": np.take_along_axis(dd["t"], order, 1), "ti": order.astype(np.int64),
+           "sel": nms_ref(boxes, scores, 228, np.float32(0.3), np.float32(0.2))}
+zero_f = numpy_helper.from_array(np.array(0, dtype=np.float32), "zero_f")
+two_f = numpy_helper.from_array(np.array(2, dtype=np.float32), "two_f")
+perm = [1, 0]
+save("dd", [
+    helper.make_node("Greater", ["x", "zero_f"], ["pos"]),
+    helper.make_node("NonZero", ["pos"], ["nz"]),
+    helper.make_node("Transpose", ["nz"], ["nzt"], perm=perm),
+    helper.make_node("GatherND", ["x", "nzt"], ["picked"]),
+    helper.make_node("ReduceSum", ["x"], ["sum"], keepdims=0),
+    helper.make_node("Greater", ["sum", "zero_f"], ["cond"]),
+    helper.make_node("If", ["cond"], ["branch"],
+                     then_branch=helper.make_graph([helper.make_node("Mul", ["x", "two_f"], ["dbl"])],
+                                                   "then", [], [helper.make_tensor_value_info("dbl", F, None)]),
+                     else_branch=helper.make_graph([helper.make_node("Neg", ["x"], ["neg"])],
+                                                   "else", [], [helper.make_tensor_value_info("neg", F, None)])),
+    helper.make_node("TopK", ["t", "k"], ["tv", "ti"], axis=1),
+    helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "sth"], ["sel"]),
+], [helper.make_tensor_value_info(n, I64 if v.dtype == np.int64 else F, list(v.shape)) for n, v in dd.items()],
+    [helper.make_tensor_value_info(n, I64 if v.dtype == np.int64 else F, None) for n, v in dd_want.items()],
+    [zero_f, two_f], opset=13)
+for n, v in list(dd.items()) + list(dd_want.items()):
+    np.save(os.path.join(out, "dd_%s.npy" % n), v)

@@ -2,8 +2,9 @@
 
 During the test run, PyTorch (Debian's python3-torch, python3-torchvision)
 builds torchvision's resnet18 and mobilenet_v2, an LSTM classifier, a
-small transformer encoder block, GELU in its exported forms and four
-attention layers with random weights (fixed seed, eval mode), exports each
+small transformer encoder block, GELU in its exported forms, four
+attention layers and two object detectors (SSDlite and Faster R-CNN with
+their post-processing) with random weights (fixed seed, eval mode), exports each
 to ONNX, and saves the input and PyTorch's output as .npy; then `chutney
 run` runs each model and its output must match PyTorch's within 1e-4
 absolute. Forms Debian's PyTorch does not export (attention as PyTorch 2
@@ -23,6 +24,7 @@ import time
 import warnings
 
 TOL = 1e-4
+
 
 
 def main():
@@ -119,6 +121,11 @@ def main():
             print("skipped: %s (not selected)" % name)
             continue
         fails += not run_written(chutney, os.path.join(out, name), name, build)
+    for name, tv_name, opset, kw in DETECTION:
+        if (only and name not in only) or (skip and name in skip):
+            print("skipped: %s (not selected)" % name)
+            continue
+        fails += not run_detection(chutney, os.path.join(out, name), name, tv_name, opset, kw)
     print("real_models: %s" % ("all passed" if fails == 0 else "%d failed" % fails))
     return 1 if fails else 0
 
@@ -187,6 +194,79 @@ def sdpa_torch2_export():
     p = np.exp(sc - sc.max(-1, keepdims=True))
     want = (p / p.sum(-1, keepdims=True)) @ v
     return model, {"q": q, "k": k, "v": v, "mask": mask}, want
+
+
+def run_detection(chutney, d, name, tv_name, opset, kw):
+    """A torchvision detector, its post-processing included (NonZero, TopK,
+    NonMaxSuppression, RoiAlign: shapes that depend on values, so the model
+    runs eagerly), exported with the image as its input; every detection
+    PyTorch makes must be among Chutney's (same label, box and score
+    within tolerance), and as many of them. The order of two detections
+    whose scores differ by rounding may differ, so they are matched, not
+    compared row by row."""
+    import numpy as np
+    import torch
+    import torchvision
+
+    os.makedirs(d, exist_ok=True)
+    torch.manual_seed(0)
+    model = getattr(torchvision.models.detection, tv_name)(weights=None, weights_backbone=None,
+                                                           num_classes=5, **kw).eval()
+    # With the initial BatchNorm statistics (mean 0, variance 1) the
+    # activations saturate and most boxes get the same score, so ties
+    # would decide the detections (PyTorch breaks them otherwise than ONNX
+    # asks): the statistics are first measured on four random images.
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.momentum = None
+            m.reset_running_stats()
+    model.train()
+    with torch.no_grad():
+        x = model.transform([torch.rand(3, 320, 320) for _ in range(4)])[0].tensors
+        features = model.backbone(x)
+        if tv_name.startswith("ssd"):
+            model.head(list(features.values()))
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.momentum = 0.1
+    model.eval()
+    image = torch.rand(3, 320, 320)
+    with torch.no_grad():
+        want = model([image])[0]
+    keys = list(want.keys())
+    path = os.path.join(d, "model.onnx")
+    torch.onnx.export(model, ([image],), path, opset_version=opset, input_names=["image"],
+                      output_names=keys)
+    np.save(os.path.join(d, "image.npy"), image.numpy())
+    t0 = time.time()
+    r = subprocess.run([chutney, "run", path, "--input", "image=" + os.path.join(d, "image.npy"),
+                        "--output-dir", os.path.join(d, "out"), "--threads", "2"],
+                       capture_output=True, text=True)
+    dt = time.time() - t0
+    info = subprocess.run([chutney, "info", path], capture_output=True, text=True).stdout
+    if r.returncode != 0 or "runs eagerly" not in info:
+        print("FAIL: %s: chutney run exited %d:\n%s%s%s" % (name, r.returncode, r.stdout, r.stderr, info))
+        return False
+    got = {k: np.load(os.path.join(d, "out", k + ".npy")) for k in keys}
+    want = {k: v.numpy() for k, v in want.items()}
+    n = len(want["scores"])
+    ok = n >= 50 and all(got[k].shape == want[k].shape and got[k].dtype == want[k].dtype for k in keys)
+    unmatched = 0
+    if ok:
+        free = np.ones(n, bool)
+        for i in range(n):
+            hit = (free & (got["labels"] == want["labels"][i])
+                   & (np.abs(got["scores"] - want["scores"][i]) <= 1e-4)
+                   & (np.abs(got["boxes"] - want["boxes"][i]).max(1) <= 1e-2))
+            j = np.flatnonzero(hit)
+            if len(j) == 0:
+                unmatched += 1
+            else:
+                free[j[0]] = False
+        ok = unmatched == 0
+    print("%s: %s (%d detections, PyTorch's %d; %d of PyTorch's without a match), chutney run %.2f s"
+          % ("ok" if ok else "FAIL", name, len(got["scores"]), n, unmatched, dt))
+    return ok
 
 
 def fused_as_expected(chutney, name, path):
@@ -407,6 +487,17 @@ ATTENTION = [
 # when the softmax has another reader.
 FUSED = {"transformer_block": 0, "torch_encoder_layer": 0, "mha_attention": 1, "mha_weights": 0,
          "sdpa_scaled": 1, "causal_attention": 1, "sdpa_torch2_export": 1}
+# torchvision's detectors with their post-processing: (name, constructor,
+# opset, its keywords). Five classes keep the export quick; Faster R-CNN
+# keeps every box (no score threshold) so that its RoiAlign heads decide
+# them. Debian's torchvision (0.14) writes RoiAlign for opset 10's
+# coordinates whatever the opset, and from opset 16 on that node means
+# half-pixel coordinates (ONNX Runtime computes other values than PyTorch
+# there too), so Faster R-CNN is exported at opset 15.
+DETECTION = [
+    ("ssdlite", "ssdlite320_mobilenet_v3_large", 17, {}),
+    ("fasterrcnn_mobilenet", "fasterrcnn_mobilenet_v3_large_320_fpn", 15, {"box_score_thresh": 0.0}),
+]
 # Models written with onnx.helper: (name, builder).
 WRITTEN = [("sdpa_torch2_export", sdpa_torch2_export)]
 

@@ -1,0 +1,195 @@
+/* ONNX control flow: If, on a condition known when the node is imported
+ * (a constant, or data in a model that runs eagerly), becomes the nodes of
+ * the branch it takes. A condition computed at run time in a static graph
+ * makes the model run eagerly (onnx_needs_values): Chutney's programs have
+ * no branches. */
+#include "onnx_internal.h"
+
+#ifdef CN_HAVE_ONNX
+#include <inttypes.h>
+#include <stdlib.h>
+
+H(h_if) {
+    UNUSED;
+    cn_tensor *cond = in[0];
+    if (cn_is_symbolic_tensor(cond))
+        return onnx_needs_values(c, "input 'cond' is computed at run time (which branch runs, and so "
+                                    "the outputs' shapes, depends on it)");
+    if (cn_numel(cond) != 1) return onnx_bad(c, "cond has %" PRId64 " elements (one expected)", cn_numel(cond));
+    bool take = cn_item(cond) != 0;
+    const char *which = take ? "then_branch" : "else_branch";
+    const Onnx__AttributeProto *a = onnx_attr(n, which);
+    if (!a || !a->g) return onnx_bad(c, "attribute %s (a graph) is missing", which);
+    const Onnx__GraphProto *b = a->g;
+    if (b->n_output != n->n_output)
+        return onnx_bad(c, "%s has %zu outputs for the node's %zu", which, b->n_output, n->n_output);
+    vmap *vals = c->vals;
+    /* The branch's nodes see every value defined so far. No patterns are
+     * matched inside it (they count a value's readers over one graph). */
+    const Onnx__GraphProto *outer = c->graph;
+    c->graph = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < b->n_initializer && rc == 0; i++) {
+        const Onnx__TensorProto *tp = b->initializer[i];
+        cn_tensor *t = onnx_tensor_from_proto(tp, c->base_dir);
+        rc = !t ? (cn_last_error()[0] ? CN_EFORMAT : CN_ENOMEM) : vmap_put(vals, tp->name ? tp->name : "", t);
+    }
+    for (size_t i = 0; i < b->n_node && rc == 0; i++) rc = onnx_import_node(c, vals, b->node[i]);
+    c->graph = outer;
+    if (rc < 0) return rc;
+    c->node = n;
+    c->opset_of_node = c->opset;
+    c->vals = vals;
+    for (int k = 0; k < nout; k++) {
+        const char *name = b->output[k]->name ? b->output[k]->name : "";
+        out[k] = vmap_get(vals, name);
+        if (!out[k]) return onnx_bad(c, "%s's output '%s' is not computed by any of its nodes", which, name);
+    }
+    return 0;
+}
+
+/* What a Loop may unroll while a model loads (its values then become a
+ * static graph, or fold): an eager run has no such bound. */
+#define LOOP_MAX_AT_LOAD 4096
+
+/* The names a body defines (its inputs and its nodes' outputs), released
+ * after each iteration so that the next may define them again. */
+static void drop_body(vmap *vals, const Onnx__GraphProto *b) {
+    for (size_t i = 0; i < b->n_input; i++)
+        if (b->input[i]->name) vmap_drop(vals, b->input[i]->name);
+    for (size_t i = 0; i < b->n_node; i++)
+        for (size_t k = 0; k < b->node[i]->n_output; k++)
+            if (b->node[i]->output[k] && *b->node[i]->output[k]) vmap_drop(vals, b->node[i]->output[k]);
+}
+
+/* Loop: the body run while the trip count and the condition allow, both
+ * known when the node is imported (a computed one makes the model run
+ * eagerly). Loop-carried values pass from one iteration to the next; scan
+ * outputs are stacked on a new first axis. */
+H(h_loop) {
+    const Onnx__AttributeProto *a = onnx_attr(n, "body");
+    if (!a || !a->g) return onnx_bad(c, "attribute body (a graph) is missing");
+    const Onnx__GraphProto *b = a->g;
+    int nv = nin - 2;
+    if ((int)b->n_input != nv + 2)
+        return onnx_bad(c, "the body has %zu inputs for %d loop-carried values (expects 2 more)", b->n_input, nv);
+    if ((int)b->n_output < nv + 1)
+        return onnx_bad(c, "the body has %zu outputs for %d loop-carried values (expects at least 1 more)",
+                        b->n_output, nv);
+    int nscan = (int)b->n_output - 1 - nv;
+    if (nout > nv + nscan) return onnx_bad(c, "%d outputs for %d loop-carried values and %d scan outputs", nout, nv, nscan);
+    int64_t trips = INT64_MAX;
+    bool cond = true;
+    if (in[0]) {
+        if (cn_is_symbolic_tensor(in[0]))
+            return onnx_needs_values(c, "input 'M' (the trip count) is computed at run time");
+        if (cn_numel(in[0]) != 1) return onnx_bad(c, "M has %" PRId64 " elements (one expected)", cn_numel(in[0]));
+        double m = cn_item(in[0]);
+        trips = m < 0 ? 0 : onnx_fits_i64(m) ? (int64_t)m : INT64_MAX;
+    }
+    if (in[1]) {
+        if (cn_is_symbolic_tensor(in[1]))
+            return onnx_needs_values(c, "input 'cond' is computed at run time (how many times the body runs)");
+        if (cn_numel(in[1]) != 1) return onnx_bad(c, "cond has %" PRId64 " elements (one expected)", cn_numel(in[1]));
+        cond = cn_item(in[1]) != 0;
+    }
+    vmap *vals = c->vals;
+    const Onnx__GraphProto *outer = c->graph;
+    c->graph = NULL; /* no patterns inside the body */
+    cn_tensor **carried = calloc((size_t)nv + 1, sizeof *carried);
+    cn_tensor ***scans = calloc((size_t)nscan + 1, sizeof *scans);
+    int64_t nit = 0, cap_scans = 0;
+    int rc = carried && scans ? 0 : cn_failc(CN_ENOMEM, "onnx: out of memory");
+    for (int k = 0; k < nv && rc == 0; k++) carried[k] = cn_retain(in[2 + k]);
+    int64_t limit = c->budget >= 0 ? LOOP_MAX_AT_LOAD : INT64_MAX;
+    for (; rc == 0 && nit < trips && cond; nit++) {
+        if (nit >= limit) {
+            rc = onnx_unsup(c, "more than %d iterations while the model loads", LOOP_MAX_AT_LOAD);
+            break;
+        }
+        cn_scope_begin();
+        rc = vmap_put(vals, b->input[0]->name ? b->input[0]->name : "", cn_scalar(CN_I64, (double)nit));
+        if (rc == 0) rc = vmap_put(vals, b->input[1]->name ? b->input[1]->name : "", cn_scalar(CN_BOOL, cond));
+        for (int k = 0; k < nv && rc == 0; k++)
+            rc = vmap_put(vals, b->input[2 + k]->name ? b->input[2 + k]->name : "", carried[k]);
+        for (size_t i = 0; i < b->n_initializer && rc == 0; i++) {
+            cn_tensor *t = onnx_tensor_from_proto(b->initializer[i], c->base_dir);
+            rc = !t ? (cn_last_error()[0] ? CN_EFORMAT : CN_ENOMEM)
+                    : vmap_put(vals, b->initializer[i]->name ? b->initializer[i]->name : "", t);
+        }
+        for (size_t i = 0; i < b->n_node && rc == 0; i++) rc = onnx_import_node(c, vals, b->node[i]);
+        cn_tensor *res[1 + 64 + 16] = {0};
+        if (rc == 0 && b->n_output > sizeof res / sizeof *res) rc = onnx_unsup(c, "a body of more than 80 outputs");
+        for (size_t k = 0; k < b->n_output && rc == 0; k++) {
+            const char *name = b->output[k]->name ? b->output[k]->name : "";
+            res[k] = vmap_get(vals, name);
+            if (!res[k]) rc = onnx_bad(c, "the body's output '%s' is not computed by any of its nodes", name);
+        }
+        if (rc == 0) {
+            c->node = n;
+            if (cn_is_symbolic_tensor(res[0]))
+                rc = onnx_needs_values(c, "the body's condition is computed at run time");
+            else if (cn_numel(res[0]) != 1)
+                rc = onnx_bad(c, "the body's condition has %" PRId64 " elements", cn_numel(res[0]));
+            else
+                cond = cn_item(res[0]) != 0;
+        }
+        if (rc == 0 && nscan > 0 && nit >= cap_scans) {
+            cap_scans = cap_scans ? 2 * cap_scans : 16;
+            for (int j = 0; j < nscan && rc == 0; j++) {
+                cn_tensor **g = realloc(scans[j], sizeof *g * (size_t)cap_scans);
+                if (!g) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+                else scans[j] = g;
+            }
+        }
+        for (int k = 0; k < nv && rc == 0; k++) {
+            cn_release(carried[k]);
+            carried[k] = cn_retain(res[1 + k]);
+        }
+        for (int j = 0; j < nscan && rc == 0; j++) scans[j][nit] = cn_retain(res[1 + nv + j]);
+        drop_body(vals, b);
+        for (size_t i = 0; i < b->n_initializer; i++)
+            if (b->initializer[i]->name) vmap_drop(vals, b->initializer[i]->name);
+        cn_scope_end();
+        if (rc < 0) break;
+    }
+    c->graph = outer;
+    c->node = n;
+    c->opset_of_node = c->opset;
+    c->vals = vals;
+    for (int k = 0; k < nv && k < nout && rc == 0; k++) out[k] = cn_scope_add(cn_retain(carried[k]));
+    for (int j = 0; j < nscan && nv + j < nout && rc == 0; j++) {
+        if (nit == 0) {
+            rc = onnx_unsup(c, "scan output %d of a loop that ran no iteration (its shape is unknown)", j);
+            break;
+        }
+        cn_tensor **parts = malloc(sizeof *parts * (size_t)nit);
+        if (!parts) {
+            rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+            break;
+        }
+        for (int64_t i = 0; i < nit; i++) parts[i] = cn_unsqueeze(scans[j][i], 0);
+        out[nv + j] = nit <= ONNX_MAX_INPUTS ? cn_concat(parts, (int)nit, 0) : NULL;
+        if (nit > ONNX_MAX_INPUTS) rc = onnx_unsup(c, "a scan output of more than %d iterations", ONNX_MAX_INPUTS);
+        else if (!out[nv + j]) rc = CN_EINVAL;
+        free(parts);
+    }
+    for (int k = 0; carried && k < nv; k++) cn_release(carried[k]);
+    for (int j = 0; scans && j < nscan; j++) {
+        for (int64_t i = 0; scans[j] && i < nit && i < cap_scans; i++) cn_release(scans[j][i]);
+        free(scans[j]);
+    }
+    free(carried);
+    free(scans);
+    return rc;
+}
+
+const onnx_op_entry cn_onnx_ops_control[] = {
+    {"Loop", h_loop, "body", 2, ONNX_MAX_INPUTS, 16,
+     "trip count and condition known at load time, or the model runs eagerly; unrolled"},
+    {"If", h_if, "then_branch,else_branch", 1, 1, 16,
+     "on a computed condition, the model runs eagerly"},
+    {NULL, NULL, NULL, 0, 0, 0, NULL},
+};
+
+#endif /* CN_HAVE_ONNX */
