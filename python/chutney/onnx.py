@@ -50,9 +50,11 @@ class NodeArg:
 
     def __init__(self, name, shape, dtype):
         self.name = name
-        self.shape = [None if s < 0 else s for s in shape]
+        # shape None: an output declared without a shape, of a model that
+        # runs eagerly (known once it runs).
+        self.shape = None if shape is None else [None if s < 0 else s for s in shape]
         self.dtype = dtype
-        self.type = _ONNX_TYPE.get(dtype, str(dtype))
+        self.type = _ONNX_TYPE.get(dtype, str(dtype)) if dtype is not None else "unknown"
 
     def __repr__(self):
         return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
@@ -106,6 +108,14 @@ class Model:
     def opset(self):
         """The opset of the default domain."""
         return self._model.opset
+
+    @property
+    def eager_reason(self):
+        """None when the model loaded as a static graph; otherwise why it
+        runs eagerly, node by node, on every run: a node whose outputs'
+        shapes depend on values computed at run time (NonZero,
+        NonMaxSuppression, ...: object detectors)."""
+        return self._model.eager_reason
 
     @property
     def num_params(self):

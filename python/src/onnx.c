@@ -385,6 +385,12 @@ static PyObject *om_opset(PyObject *self, void *c) {
     return v < 0 ? cnpy_raise(v) : PyLong_FromLong(v);
 }
 
+static PyObject *om_eager_reason(PyObject *self, void *c) {
+    const char *why = cn_onnx_eager_reason(OM(self));
+    if (!why) Py_RETURN_NONE;
+    return PyUnicode_FromString(why);
+}
+
 static PyObject *om_num_params(PyObject *self, void *c) {
     int64_t v = cn_onnx_num_params(OM(self));
     return v < 0 ? cnpy_raise((int)v) : PyLong_FromLongLong((long long)v);
@@ -548,6 +554,8 @@ static PyGetSetDef onnxmodel_getset[] = {
     {"output_shapes", om_output_shapes, NULL, "the outputs' shapes (-1: unknown until run)", NULL},
     {"opset", om_opset, NULL, "the opset of the default domain", NULL},
     {"num_params", om_num_params, NULL, "elements of all initializers", NULL},
+    {"eager_reason", om_eager_reason, NULL,
+     "None for a static graph; else why the model runs eagerly (shapes that depend on values)", NULL},
     {"nodes", om_nodes, NULL, "the op type of each node of the file, in order", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -470,7 +470,8 @@ static int plan_drops(cn_onnx_model *m, const Onnx__GraphProto *g) {
 static int go_eager(cn_onnx_model *m, onnx_ctx *c, const Onnx__ModelProto *mp, vmap *vals,
                     const char *base_dir, size_t at) {
     const Onnx__GraphProto *g = mp->graph;
-    m->eager_reason = strdup(cn_last_error());
+    const char *why = cn_last_error();
+    m->eager_reason = strdup(!strncmp(why, "unsupported: ", 13) ? why + 13 : why);
     if (!m->eager_reason) return cn_failc(CN_ENOMEM, "onnx: out of memory");
     cn_clear_error();
     for (size_t i = at + 1; i < g->n_node; i++) {

@@ -298,6 +298,26 @@ def test_corrupt_and_truncated_files(tmp_path):
             m.get_inputs()
 
 
+def test_shapes_that_depend_on_values_run_eagerly():
+    """NonZero's output size is the count of nonzero elements: the model
+    runs eagerly, a new size on every run; the output declared without a
+    shape has none until then."""
+    nodes = [helper.make_node("NonZero", ["x"], ["idx"]),
+             helper.make_node("Transpose", ["idx"], ["idx_t"]),
+             helper.make_node("GatherND", ["x", "idx_t"], ["y"])]
+    model = make(nodes, [vi("x", [3, 4])], [vi("idx", [2, "n"], TensorProto.INT64), vi("y", None)])
+    m = chutney.onnx.load(model)
+    assert "NonZero (opset 13)" in m.eager_reason
+    assert m.get_outputs()[0].shape == [2, None] and m.get_outputs()[1].shape is None
+    rng = np.random.default_rng(3)
+    for _ in range(2):
+        x = (rng.standard_normal((3, 4)) * (rng.random((3, 4)) < 0.5)).astype(np.float32)
+        idx, y = m.run(None, {"x": x})
+        np.testing.assert_array_equal(np.asarray(idx), np.array(np.nonzero(x)))
+        np.testing.assert_array_equal(np.asarray(y), x[np.nonzero(x)])
+    assert chutney.onnx.load(mlp_model()[0]).eager_reason is None
+
+
 def test_unsupported_op_is_named():
     model = make([helper.make_node("FancyOp", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])])
     with pytest.raises(NotImplementedError, match=r"unsupported: FancyOp \(opset 13\)"):
