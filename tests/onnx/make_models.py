@@ -304,3 +304,52 @@ save("dd", [
     [zero_f, two_f], opset=13)
 for n, v in list(dd.items()) + list(dd_want.items()):
     np.save(os.path.join(out, "dd_%s.npy" % n), v)
+
+# Opset 20: AffineGrid (align_corners 0 and 1, an axis of one pixel) and
+# GridSample's opset-20 mode name "linear", against numpy (affine20_*.npy).
+
+
+def affine_ref(theta, n, h, w, align):
+    def axis(k):
+        if align:
+            return np.linspace(-1, 1, k) if k > 1 else np.array([-1.0])
+        return (2 * np.arange(k) + 1) / k - 1
+    ys, xs = np.meshgrid(axis(h), axis(w), indexing="ij")
+    base = np.stack([xs, ys, np.ones_like(xs)], -1).reshape(1, h * w, 3)
+    return (base @ theta.transpose(0, 2, 1)).reshape(n, h, w, 2)
+
+
+def grid_sample_ref(x, g):
+    """Bilinear, zeros outside, align_corners 0."""
+    n, c, h, w = x.shape
+    out = np.zeros((n, c) + g.shape[1:3])
+    for b in range(n):
+        for i in range(g.shape[1]):
+            for j in range(g.shape[2]):
+                px = ((g[b, i, j, 0] + 1) * w - 1) / 2
+                py = ((g[b, i, j, 1] + 1) * h - 1) / 2
+                x0, y0 = int(np.floor(px)), int(np.floor(py))
+                for yy, wy in ((y0, 1 - (py - y0)), (y0 + 1, py - y0)):
+                    for xx, wx in ((x0, 1 - (px - x0)), (x0 + 1, px - x0)):
+                        if 0 <= yy < h and 0 <= xx < w:
+                            out[b, :, i, j] += wx * wy * x[b, :, yy, xx]
+    return out
+
+
+rng = np.random.default_rng(20)
+theta = (np.array([[1, 0, 0], [0, 1, 0]]) + 0.3 * rng.standard_normal((2, 2, 3))).astype(np.float32)
+xg = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+aff = {"theta": theta, "xg": xg}
+aff_want = {"g0": affine_ref(theta.astype(np.float64), 2, 4, 5, False),
+            "g1": affine_ref(theta.astype(np.float64), 2, 1, 5, True)}
+aff_want["ys"] = grid_sample_ref(xg.astype(np.float64), aff_want["g0"])
+s0 = numpy_helper.from_array(np.array([2, 3, 4, 5], dtype=np.int64), "s0")
+s1 = numpy_helper.from_array(np.array([2, 3, 1, 5], dtype=np.int64), "s1")
+save("affine20", [
+    helper.make_node("AffineGrid", ["theta", "s0"], ["g0"], align_corners=0),
+    helper.make_node("AffineGrid", ["theta", "s1"], ["g1"], align_corners=1),
+    helper.make_node("GridSample", ["xg", "g0"], ["ys"], mode="linear"),
+], [helper.make_tensor_value_info(k, F, list(v.shape)) for k, v in aff.items()],
+    [helper.make_tensor_value_info(k, F, None) for k in aff_want], [s0, s1], opset=20)
+for k, v in list(aff.items()) + list(aff_want.items()):
+    np.save(os.path.join(out, "affine20_%s.npy" % k), v.astype(np.float32))

@@ -2,8 +2,8 @@
 
 During the test run, PyTorch (Debian's python3-torch, python3-torchvision)
 builds torchvision's resnet18 and mobilenet_v2, an LSTM classifier, a
-small transformer encoder block, GELU in its exported forms, four
-attention layers and two object detectors (SSDlite and Faster R-CNN with
+small transformer encoder block, GELU in its exported forms, a spatial
+transformer (GridSample), four attention layers and two object detectors (SSDlite and Faster R-CNN with
 their post-processing) with random weights (fixed seed, eval mode), exports each
 to ONNX, and saves the input and PyTorch's output as .npy; then `chutney
 run` runs each model and its output must match PyTorch's within 1e-4
@@ -466,6 +466,38 @@ def causal_attention():
     return Causal(), [torch.randn(1, 2, 130, 8) for _ in range(3)]
 
 
+def spatial_transformer():
+    """A spatial transformer (PyTorch's tutorial network): a localisation
+    CNN predicts an affine map, whose grid samples the input four ways
+    (bilinear with zeros outside, nearest with the border repeated,
+    bilinear reflected with align_corners, bicubic reflected). Debian's PyTorch does not
+    export affine_grid, so the grid is its product written out."""
+    import torch
+    import torch.nn.functional as F
+
+    class STN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loc = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 7), torch.nn.MaxPool2d(2), torch.nn.ReLU(),
+                                           torch.nn.Conv2d(8, 10, 5), torch.nn.MaxPool2d(2), torch.nn.ReLU())
+            self.fc = torch.nn.Sequential(torch.nn.Linear(90, 32), torch.nn.ReLU(), torch.nn.Linear(32, 6))
+            # Starts near the identity, as the tutorial's, but not at it.
+            with torch.no_grad():
+                self.fc[2].bias.copy_(torch.tensor([1.1, 0.2, 0.1, -0.3, 0.9, -0.2]))
+            ys, xs = torch.meshgrid(torch.linspace(-1, 1, 28), torch.linspace(-1, 1, 28), indexing="ij")
+            self.register_buffer("base", torch.stack([xs, ys, torch.ones_like(xs)], -1).view(1, 784, 3))
+
+        def forward(self, x):
+            theta = self.fc(self.loc(x).flatten(1)).view(-1, 2, 3) * 1.5
+            g = torch.matmul(self.base, theta.transpose(1, 2)).view(-1, 28, 28, 2)
+            return (F.grid_sample(x, g, align_corners=False)
+                    + F.grid_sample(x, g, mode="nearest", padding_mode="border", align_corners=False)
+                    + F.grid_sample(x, g, padding_mode="reflection", align_corners=True)
+                    + F.grid_sample(x, g, mode="bicubic", padding_mode="reflection", align_corners=False))
+
+    return STN(), [torch.randn(3, 1, 28, 28)]
+
+
 # (name, builder, opset, symbolic batch, BatchNormalization kept): the
 # opsets spread over 13..17.
 MODELS = [
@@ -475,6 +507,7 @@ MODELS = [
     ("transformer_block", transformer_block, 17, True, False),
     ("torch_encoder_layer", torch_encoder_layer, 16, False, False),
     ("gelu_forms", gelu_forms, 17, True, False),
+    ("spatial_transformer", spatial_transformer, 16, False, False),
 ]
 ATTENTION = [
     ("mha_attention", lambda: mha(False), 17, False, False),
