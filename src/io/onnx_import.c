@@ -923,68 +923,6 @@ int64_t cn_onnx_num_params(const cn_onnx_model *m) { return (void)m, cn_failc(CN
 int64_t cn_onnx_num_weights(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
 int cn_onnx_num_nodes(const cn_onnx_model *m) { return (void)m, cn_failc(CN_EUNSUPPORTED, NO_ONNX); }
 const char *cn_onnx_node_op(const cn_onnx_model *m, int i) { return (void)m, (void)i, NULL; }
-const char *cn_onnx_eager_reason(const cn_onnx_model *m) { return m ? m->eager_reason : NULL; }
-
-/* A run of a model with data-dependent shapes: every node through its
- * handler on the inputs' data, as the load would fold constants. */
-static int run_eager(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs) {
-    const Onnx__GraphProto *g = m->mp->graph;
-    for (int i = 0; i < m->nin; i++) {
-        const cn_tensor *p = m->inputs[i], *x = inputs[i];
-        bool ok = cn_tensor_dtype(x) == cn_tensor_dtype(p) && cn_ndim(x) == cn_ndim(p);
-        for (int d = 0; ok && d < cn_ndim(p); d++) ok = cn_dim(p, d) < 0 || cn_dim(p, d) == cn_dim(x, d);
-        if (!ok) {
-            char b1[160], b2[160];
-            return cn_failc(CN_EINVAL, "onnx_run: input %d ('%s') is %s; the model takes %s", i,
-                            m->in_names[i], cn_shape_str(x, b1, sizeof b1), cn_shape_str(p, b2, sizeof b2));
-        }
-    }
-    onnx_ctx c = {.opset = m->opset, .base_dir = m->base_dir, .graph = g, .budget = -1};
-    vmap vals = {0};
-    cn_tensor **res = calloc((size_t)m->nout + 1, sizeof *res);
-    if (!res) return cn_failc(CN_ENOMEM, "onnx_run: out of memory");
-    cn_elem_budget saved = cn_t_budget;
-    cn_t_budget = (cn_elem_budget){-1, false};
-    cn_no_grad_begin();
-    cn_scope_begin();
-    int rc = 0;
-    for (int i = 0; i < m->nconsts && rc == 0; i++) rc = vmap_put(&vals, m->const_names[i], m->consts[i]);
-    for (int i = 0; i < m->nin && rc == 0; i++) {
-        cn_tensor *x = cn_to(inputs[i], CN_CPU); /* the constants are the CPU's */
-        rc = x ? vmap_put(&vals, m->in_names[i], x) : CN_EINVAL;
-    }
-    for (size_t i = 0; i < g->n_node && rc == 0; i++) {
-        c.node_index = (int)i;
-        rc = onnx_import_node(&c, &vals, g->node[i]);
-        for (const char **d = m->drops[i]; rc == 0 && *d; d++) vmap_drop(&vals, *d);
-    }
-    for (int i = 0; i < m->nout && rc == 0; i++) {
-        cn_tensor *t = vmap_get(&vals, m->out_names[i]);
-        if (!t) {
-            rc = cn_failc(CN_EFORMAT, "onnx: graph output '%s' is not computed by any node", m->out_names[i]);
-            break;
-        }
-        /* An output must not let the caller write into the model's
-         * constants, its inputs or another output. */
-        bool shared = false;
-        for (int k = 0; k < m->nconsts && !shared; k++) shared = cn_shares_storage(t, m->consts[k]);
-        for (int k = 0; k < m->nin && !shared; k++) shared = cn_shares_storage(t, inputs[k]);
-        for (int k = 0; k < i && !shared; k++) shared = cn_shares_storage(t, res[k]);
-        if (shared) t = cn_clone(t);
-        if (!t) rc = CN_EINVAL;
-        else res[i] = cn_retain(t);
-    }
-    vmap_free(&vals);
-    cn_scope_end();
-    cn_no_grad_end();
-    cn_t_budget = saved;
-    for (int i = 0; i < m->nout; i++)
-        if (rc == 0) outputs[i] = cn_scope_add(res[i]);
-        else cn_release(res[i]);
-    free(res);
-    return rc;
-}
-
 int cn_onnx_run(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **outputs) {
     (void)m, (void)inputs, (void)outputs;
     return cn_failc(CN_EUNSUPPORTED, "onnx_run: " NO_ONNX);
