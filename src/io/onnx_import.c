@@ -39,6 +39,17 @@ struct cn_onnx_model {
      * after it runs, so that a run holds what is live, not every value
      * of the graph; NULL-terminated lists, one allocation. */
     const char ***drops;
+    /* The nodes before the first that needs values (eager_from) were
+     * imported into the graph: what later nodes read of theirs is one
+     * program (compiled on the first run; prefix_failed if it could not
+     * be) or constants they folded. A run whose inputs have the load's
+     * shapes runs that program, then walks the nodes from eager_from. */
+    size_t eager_from;
+    int nprefix, nfolded;
+    char **prefix_names, **folded_names;
+    cn_tensor **prefix_vals, **folded; /* retained */
+    cn_program *prefix;
+    bool prefix_failed;
 };
 
 /* ---- the value map (onnx_internal.h) ---- */
@@ -462,6 +473,41 @@ static int plan_drops(cn_onnx_model *m, const Onnx__GraphProto *g) {
     return 0;
 }
 
+static int add_named(char ***names, cn_tensor ***vals, int *n, size_t cap, const char *name, cn_tensor *t) {
+    if (!*names && (!(*names = calloc(cap, sizeof **names)) || !(*vals = calloc(cap, sizeof **vals))))
+        return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    if (!((*names)[*n] = strdup(name))) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    (*vals)[(*n)++] = cn_retain(t);
+    return 0;
+}
+
+/* What nodes from `at` on (and the graph's outputs) read of the values the
+ * nodes before computed: graph values (the prefix program's outputs) or
+ * constants they folded. */
+static int split_prefix(cn_onnx_model *m, const Onnx__GraphProto *g, vmap *vals, size_t at) {
+    size_t nu = g->n_output;
+    for (size_t i = at; i < g->n_node; i++) nu = reads_of(g->node[i], i, NULL, nu);
+    name_use *u = malloc(sizeof *u * (nu + 1));
+    if (!u) return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    nu = 0;
+    for (size_t o = 0; o < g->n_output; o++) u[nu++] = (name_use){g->output[o]->name ? g->output[o]->name : "", 0};
+    for (size_t i = at; i < g->n_node; i++) nu = reads_of(g->node[i], i, u, nu);
+    qsort(u, nu, sizeof *u, by_name_then_node);
+    int rc = 0;
+    for (size_t i = 0; i < nu && rc == 0; i++) {
+        if (i > 0 && !strcmp(u[i].name, u[i - 1].name)) continue;
+        cn_tensor *t = vmap_get(vals, u[i].name);
+        bool known = !t;
+        for (int k = 0; k < m->nconsts && !known; k++) known = !strcmp(m->const_names[k], u[i].name);
+        for (int k = 0; k < m->nin && !known; k++) known = t == m->inputs[k];
+        if (known) continue;
+        if (cn_is_symbolic_tensor(t)) rc = add_named(&m->prefix_names, &m->prefix_vals, &m->nprefix, nu, u[i].name, t);
+        else rc = add_named(&m->folded_names, &m->folded, &m->nfolded, nu, u[i].name, t);
+    }
+    free(u);
+    return rc;
+}
+
 /* Node `at` (of the top-level graph) needs values computed at run time
  * (onnx_needs_values): the model runs eagerly instead. The nodes not yet
  * imported are checked now, so that an op without an importer still fails
@@ -501,7 +547,9 @@ static int go_eager(cn_onnx_model *m, onnx_ctx *c, const Onnx__ModelProto *mp, v
     }
     if (base_dir && !(m->base_dir = strdup(base_dir))) return cn_failc(CN_ENOMEM, "onnx: out of memory");
     m->mp = (Onnx__ModelProto *)mp; /* kept: load() leaves it to cn_onnx_free */
-    return plan_drops(m, g);
+    m->eager_from = at;
+    int rc = plan_drops(m, g);
+    return rc < 0 ? rc : split_prefix(m, g, vals, at);
 }
 
 static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_dir,
@@ -748,6 +796,19 @@ void cn_onnx_free(cn_onnx_model *m) {
     free(m->const_names);
     free(m->eager_reason);
     free(m->drops);
+    for (int i = 0; i < m->nprefix; i++) {
+        cn_release(m->prefix_vals[i]);
+        free(m->prefix_names[i]);
+    }
+    for (int i = 0; i < m->nfolded; i++) {
+        cn_release(m->folded[i]);
+        free(m->folded_names[i]);
+    }
+    free(m->prefix_vals);
+    free(m->prefix_names);
+    free(m->folded);
+    free(m->folded_names);
+    cn_program_free(m->prefix);
     free(m->base_dir);
     if (m->mp) onnx__model_proto__free_unpacked(m->mp, NULL);
     for (int i = 0; i < m->nnodes; i++) free(m->node_ops[i]);
@@ -809,13 +870,38 @@ static int run_eager(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **out
     cn_t_budget = (cn_elem_budget){-1, false};
     cn_no_grad_begin();
     cn_scope_begin();
-    int rc = 0;
+    /* The nodes before eager_from as the program they were imported into,
+     * when the inputs have the shapes it was made for. */
+    bool same_shapes = m->eager_from > 0 && !m->prefix_failed;
+    for (int i = 0; i < m->nin && same_shapes; i++)
+        for (int d = 0; d < cn_ndim(m->inputs[i]); d++)
+            same_shapes = same_shapes && cn_dim(m->inputs[i], d) == cn_dim(inputs[i], d);
+    if (same_shapes && m->nprefix > 0 && !m->prefix) {
+        m->prefix = cn_compile(m->g, m->prefix_vals, m->nprefix, NULL);
+        if (!m->prefix) { /* the walk from the first node still works */
+            same_shapes = false;
+            m->prefix_failed = true;
+            cn_clear_error();
+        }
+    }
+    cn_tensor **xs = calloc((size_t)m->nin + 1, sizeof *xs);
+    cn_tensor **pv = calloc((size_t)m->nprefix + 1, sizeof *pv);
+    int rc = xs && pv ? 0 : cn_failc(CN_ENOMEM, "onnx_run: out of memory");
     for (int i = 0; i < m->nconsts && rc == 0; i++) rc = vmap_put(&vals, m->const_names[i], m->consts[i]);
     for (int i = 0; i < m->nin && rc == 0; i++) {
-        cn_tensor *x = cn_to(inputs[i], CN_CPU); /* the constants are the CPU's */
-        rc = x ? vmap_put(&vals, m->in_names[i], x) : CN_EINVAL;
+        xs[i] = cn_to(inputs[i], CN_CPU); /* the constants are the CPU's */
+        rc = xs[i] ? vmap_put(&vals, m->in_names[i], xs[i]) : CN_EINVAL;
     }
-    for (size_t i = 0; i < g->n_node && rc == 0; i++) {
+    size_t start = 0;
+    if (rc == 0 && same_shapes) {
+        if (m->nprefix > 0) rc = cn_run(m->prefix, m->inputs, xs, m->nin, pv, m->nprefix);
+        for (int i = 0; i < m->nprefix && rc == 0; i++) rc = vmap_put(&vals, m->prefix_names[i], pv[i]);
+        for (int i = 0; i < m->nfolded && rc == 0; i++) rc = vmap_put(&vals, m->folded_names[i], m->folded[i]);
+        start = m->eager_from;
+    }
+    free(xs);
+    free(pv);
+    for (size_t i = start; i < g->n_node && rc == 0; i++) {
         c.node_index = (int)i;
         rc = onnx_import_node(&c, &vals, g->node[i]);
         for (const char **d = m->drops[i]; rc == 0 && *d; d++) vmap_drop(&vals, *d);
@@ -830,6 +916,7 @@ static int run_eager(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **out
          * constants, its inputs or another output. */
         bool shared = false;
         for (int k = 0; k < m->nconsts && !shared; k++) shared = cn_shares_storage(t, m->consts[k]);
+        for (int k = 0; k < m->nfolded && !shared; k++) shared = cn_shares_storage(t, m->folded[k]);
         for (int k = 0; k < m->nin && !shared; k++) shared = cn_shares_storage(t, inputs[k]);
         for (int k = 0; k < i && !shared; k++) shared = cn_shares_storage(t, res[k]);
         if (shared) t = cn_clone(t);
