@@ -131,7 +131,7 @@ const onnx_op_entry *const *cn_onnx_families(void) {
     static const onnx_op_entry *const f[] = {
         cn_onnx_ops_elementwise, cn_onnx_ops_shape, cn_onnx_ops_reduce, cn_onnx_ops_index,
         cn_onnx_ops_conv,        cn_onnx_ops_nn,    cn_onnx_ops_rnn,    cn_onnx_ops_quant,
-        cn_onnx_ops_control,     cn_onnx_ops_detect, cn_onnx_ops_grid, NULL};
+        cn_onnx_ops_control,     cn_onnx_ops_detect, cn_onnx_ops_grid, cn_onnx_ops_spectral, NULL};
     return f;
 }
 

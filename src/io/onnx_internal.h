@@ -153,6 +153,7 @@ extern const onnx_op_entry cn_onnx_ops_quant[];
 extern const onnx_op_entry cn_onnx_ops_control[];
 extern const onnx_op_entry cn_onnx_ops_detect[];
 extern const onnx_op_entry cn_onnx_ops_grid[];
+extern const onnx_op_entry cn_onnx_ops_spectral[];
 
 /* Conv's import (1 to 3 spatial axes, n's window attributes) of x with
  * weights wt and bias b (may be NULL), into *out; ConvInteger and

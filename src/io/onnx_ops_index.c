@@ -8,6 +8,7 @@
 #ifdef CN_HAVE_ONNX
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 
 
 static bool known(cn_tensor *x) {
@@ -182,7 +183,149 @@ H(h_blackman) {
     return window_fn(c, n, in[0], out, W_BLACKMAN);
 }
 
+/* ReverseSequence: each batch entry's first sequence_lens steps reversed,
+ * as a gather along the time axis with the indices computed by ops (so
+ * the lengths may be computed at run time, and x gets its gradient). */
+H(h_reverse_sequence) {
+    UNUSED;
+    cn_tensor *x = in[0], *lens = in[1];
+    int r = cn_ndim(x);
+    if (r < 2) return onnx_bad(c, "input must have rank 2 or more");
+    int64_t ta = onnx_attr_int(n, "time_axis", 0), ba = onnx_attr_int(n, "batch_axis", 1);
+    if (!((ta == 0 && ba == 1) || (ta == 1 && ba == 0)))
+        return onnx_bad(c, "time_axis %" PRId64 " and batch_axis %" PRId64 " (0 and 1, either way)", ta, ba);
+    int64_t T = cn_dim(x, (int)ta), B = cn_dim(x, (int)ba);
+    if (T < 0 || B < 0) return onnx_unsup(c, "unknown sizes");
+    if (cn_ndim(lens) != 1 || cn_dim(lens, 0) != B)
+        return onnx_bad(c, "sequence_lens must be [%" PRId64 "] (the batch)", B);
+    int64_t ts[CN_MAX_DIMS], bs[CN_MAX_DIMS];
+    for (int i = 0; i < r; i++) ts[i] = bs[i] = 1;
+    ts[ta] = T, bs[ba] = B;
+    cn_tensor *t = cn_reshape(cn_arange(0, (double)T, 1, CN_I64), r, ts);
+    cn_tensor *l = cn_reshape(cn_cast(lens, CN_I64), r, bs);
+    cn_tensor *idx = cn_where(cn_lt(t, l), cn_sub(cn_add_scalar(l, -1), t), t);
+    DONE(cn_gather(x, (int)ta, cn_contiguous(cn_expand(idx, r, cn_shape(x)))));
+}
+
+/* ---- Unique ---- */
+
+typedef struct {
+    const double *f;
+    const int64_t *i; /* integer and bool inputs compare exactly as int64 */
+    int64_t outer, d, inner;
+} slices;
+
+static int cmp_slices(const slices *s, int64_t a, int64_t b) {
+    for (int64_t o = 0; o < s->outer; o++)
+        for (int64_t k = 0; k < s->inner; k++) {
+            int64_t pa = (o * s->d + a) * s->inner + k, pb = (o * s->d + b) * s->inner + k;
+            if (s->i) {
+                if (s->i[pa] != s->i[pb]) return s->i[pa] < s->i[pb] ? -1 : 1;
+            } else if (s->f[pa] != s->f[pb]) {
+                return s->f[pa] < s->f[pb] ? -1 : 1;
+            }
+        }
+    return 0;
+}
+
+/* Stable merge sort of the slice indices (qsort has no context). */
+static void sort_slices(const slices *s, int64_t *v, int64_t *tmp, int64_t n) {
+    if (n < 2) return;
+    int64_t h = n / 2;
+    sort_slices(s, v, tmp, h);
+    sort_slices(s, v + h, tmp, n - h);
+    int64_t a = 0, b = h, k = 0;
+    while (a < h && b < n) tmp[k++] = cmp_slices(s, v[b], v[a]) < 0 ? v[b++] : v[a++];
+    while (a < h) tmp[k++] = v[a++];
+    while (b < n) tmp[k++] = v[b++];
+    memcpy(v, tmp, sizeof *v * (size_t)n);
+}
+
+/* Unique (on data: its output's size is the number of distinct values):
+ * the distinct elements, or slices along `axis`, sorted or in the order
+ * they first occur, with the first occurrence of each, where each input
+ * slice went, and how often each occurs. */
+H(h_unique) {
+    UNUSED;
+    cn_tensor *x = in[0];
+    if (cn_is_symbolic_tensor(x))
+        return onnx_needs_values(c, "input 'X' is computed at run time (the output's size is the "
+                                    "number of distinct values)");
+    const Onnx__AttributeProto *ax = onnx_attr(n, "axis");
+    bool sorted = onnx_attr_int(n, "sorted", 1) != 0;
+    if (!ax) x = cn_reshape(x, 1, (int64_t[]){cn_numel(x)});
+    int axis = onnx_axis(c, ax ? ax->i : 0, cn_ndim(x), "axis");
+    if (axis < 0) return CN_EINVAL;
+    slices sl = {NULL, NULL, 1, cn_dim(x, axis), 1};
+    for (int i = 0; i < axis; i++) sl.outer *= cn_dim(x, i);
+    for (int i = axis + 1; i < cn_ndim(x); i++) sl.inner *= cn_dim(x, i);
+    int64_t d = sl.d, nel = cn_numel(x);
+    bool is_int = !cn_dtype_is_float(cn_tensor_dtype(x));
+    void *buf = malloc((size_t)(nel + 1) * 8);
+    int64_t *ord = malloc(sizeof *ord * (size_t)(4 * d + 4));
+    int rc = buf && ord ? 0 : cn_failc(CN_ENOMEM, "onnx: out of memory");
+    if (rc == 0) rc = cn_copy_to_buffer(x, is_int ? CN_I64 : CN_F64, buf, (size_t)(nel + 1) * 8);
+    if (is_int) sl.i = buf;
+    else sl.f = buf;
+    int64_t *tmp = ord + d + 1, *first = tmp + d + 1, *inv = first + d + 1, nu = 0;
+    if (rc == 0) {
+        for (int64_t k = 0; k < d; k++) ord[k] = k;
+        sort_slices(&sl, ord, tmp, d);
+        /* Groups of equal slices in sorted order; a stable sort puts each
+         * group's first occurrence first. */
+        for (int64_t k = 0; k < d; k++) {
+            if (k == 0 || cmp_slices(&sl, ord[k - 1], ord[k]) != 0) first[nu++] = ord[k];
+            inv[ord[k]] = nu - 1;
+        }
+    }
+    int64_t *pos = tmp; /* group (sorted order) -> output position */
+    if (rc == 0 && !sorted) {
+        /* By first occurrence: groups ordered by their first index. */
+        int64_t *by = malloc(sizeof *by * (size_t)(nu + 1));
+        if (!by) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+        for (int64_t g = 0; rc == 0 && g < nu; g++) by[g] = g;
+        /* insertion by first[]: the groups are few in practice, but keep it n log n */
+        for (int64_t w = 1; rc == 0 && w < nu; w *= 2)
+            for (int64_t lo = 0; lo < nu - w; lo += 2 * w) {
+                int64_t mid = lo + w, hi = lo + 2 * w < nu ? lo + 2 * w : nu, a = lo, b = mid, k = 0;
+                int64_t *m = ord; /* free again: reuse as scratch */
+                while (a < mid && b < hi) m[k++] = first[by[b]] < first[by[a]] ? by[b++] : by[a++];
+                while (a < mid) m[k++] = by[a++];
+                while (b < hi) m[k++] = by[b++];
+                memcpy(by + lo, m, sizeof *by * (size_t)k);
+            }
+        for (int64_t g = 0; rc == 0 && g < nu; g++) pos[by[g]] = g;
+        free(by);
+    } else {
+        for (int64_t g = 0; g < nu; g++) pos[g] = g;
+    }
+    int64_t *oi = NULL, *oc = NULL, *ov = NULL;
+    if (rc == 0) {
+        oi = malloc(sizeof *oi * (size_t)(nu + 1));
+        oc = calloc((size_t)nu + 1, sizeof *oc);
+        ov = malloc(sizeof *ov * (size_t)(d + 1));
+        if (!oi || !oc || !ov) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+    }
+    if (rc == 0) {
+        for (int64_t g = 0; g < nu; g++) oi[pos[g]] = first[g];
+        for (int64_t k = 0; k < d; k++) {
+            ov[k] = pos[inv[k]];
+            oc[ov[k]]++;
+        }
+        cn_tensor *it = cn_from_data(CN_I64, 1, (int64_t[]){nu}, oi);
+        out[0] = it ? cn_index_select(x, axis, it) : NULL;
+        if (nout > 1) out[1] = it;
+        if (nout > 2) out[2] = cn_from_data(CN_I64, 1, (int64_t[]){d}, ov);
+        if (nout > 3) out[3] = cn_from_data(CN_I64, 1, (int64_t[]){nu}, oc);
+        if (!out[0]) rc = CN_EINVAL;
+    }
+    free(buf), free(ord), free(oi), free(oc), free(ov);
+    return rc;
+}
+
 const onnx_op_entry cn_onnx_ops_index[] = {
+    {"Unique", h_unique, "axis,sorted", 1, 1, 4, "on data: a model whose input it depends on runs eagerly"},
+    {"ReverseSequence", h_reverse_sequence, "batch_axis,time_axis", 2, 2, 1, "known sizes"},
     {"Compress", h_compress, "axis", 2, 2, 1, "on a computed condition, the model runs eagerly"},
     {"HannWindow", h_hann, "output_datatype,periodic", 1, 1, 1, "size must be a constant"},
     {"HammingWindow", h_hamming, "output_datatype,periodic", 1, 1, 1, "size must be a constant"},

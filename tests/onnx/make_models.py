@@ -54,7 +54,7 @@ external("ext_short", "weights.bin", length=48)
 
 x23 = [helper.make_tensor_value_info("x", F, [2, 3])]
 y23 = [helper.make_tensor_value_info("y", F, [2, 3])]
-save("unsup_op", [helper.make_node("Unique", ["x"], ["y"])], x23, y23)
+save("unsup_op", [helper.make_node("Det", ["x"], ["y"])], x23, y23)
 save("unsup_attr", [helper.make_node("Relu", ["x"], ["y"], foo=1)], x23, y23)
 
 # y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [3, 1])) * 2, with
