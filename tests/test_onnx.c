@@ -265,6 +265,16 @@ static void test_data_dependent(void) {
     bad[0] = cn_zeros(CN_F64, CN_SHAPE(4, 5));
     CHECK_STATUS_ERROR(cn_onnx_run(m, bad, out), "input 0 ('x') is f64[4, 5]; the model takes f32[4, 5]");
     cn_onnx_free(m);
+    /* Sizes from a file stay bounded in a load and in an eager run. */
+    CHECK_ERROR(cn_onnx_load(model("loop_long"), NULL),
+                "unsupported: Loop (opset 13): more than 4096 loop iterations while the model loads");
+    m = cn_onnx_load(model("eager_huge"), NULL);
+    CHECK_MSG(m != NULL, "%s", cn_last_error());
+    if (!m) return;
+    cn_tensor *x3 = cn_ones(CN_F32, CN_SHAPE(3)), *o2[2];
+    CHECK_STATUS_ERROR(cn_onnx_run(m, &x3, o2), "ConstantOfShape (opset 13): node 1: the tensors this node "
+                                                "computes would take more than the 268435461 elements");
+    cn_onnx_free(m);
 }
 
 /* AffineGrid and GridSample (opset 20's "linear") against numpy's loops

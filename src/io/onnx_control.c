@@ -48,9 +48,11 @@ H(h_if) {
     return 0;
 }
 
-/* What a Loop may unroll while a model loads (its values then become a
- * static graph, or fold): an eager run has no such bound. */
+/* The iterations all Loops together may run while a model loads (their
+ * values then become a static graph, or fold), and in one run of a model
+ * that runs eagerly: a file cannot make either run for ever. */
 #define LOOP_MAX_AT_LOAD 4096
+#define LOOP_MAX_IN_RUN (INT64_C(1) << 20)
 
 /* The names a body defines (its inputs and its nodes' outputs), released
  * after each iteration so that the next may define them again. */
@@ -70,6 +72,7 @@ H(h_loop) {
     const Onnx__AttributeProto *a = onnx_attr(n, "body");
     if (!a || !a->g) return onnx_bad(c, "attribute body (a graph) is missing");
     const Onnx__GraphProto *b = a->g;
+    if (nin < 2) return onnx_bad(c, "%d inputs (M and cond, each may be empty, then the loop-carried values)", nin);
     int nv = nin - 2;
     if ((int)b->n_input != nv + 2)
         return onnx_bad(c, "the body has %zu inputs for %d loop-carried values (expects 2 more)", b->n_input, nv);
@@ -101,10 +104,11 @@ H(h_loop) {
     int64_t nit = 0, cap_scans = 0;
     int rc = carried && scans ? 0 : cn_failc(CN_ENOMEM, "onnx: out of memory");
     for (int k = 0; k < nv && rc == 0; k++) carried[k] = cn_retain(in[2 + k]);
-    int64_t limit = c->budget >= 0 ? LOOP_MAX_AT_LOAD : INT64_MAX;
     for (; rc == 0 && nit < trips && cond; nit++) {
-        if (nit >= limit) {
-            rc = onnx_unsup(c, "more than %d iterations while the model loads", LOOP_MAX_AT_LOAD);
+        if (++c->loop_iters > (c->running ? LOOP_MAX_IN_RUN : LOOP_MAX_AT_LOAD)) {
+            c->node = n;
+            rc = c->running ? onnx_bad(c, "more than %" PRId64 " loop iterations in one run", LOOP_MAX_IN_RUN)
+                            : onnx_unsup(c, "more than %d loop iterations while the model loads", LOOP_MAX_AT_LOAD);
             break;
         }
         cn_scope_begin();
@@ -185,7 +189,8 @@ H(h_loop) {
 }
 
 const onnx_op_entry cn_onnx_ops_control[] = {
-    {"Loop", h_loop, "body", 2, ONNX_MAX_INPUTS, 16,
+    /* M and cond may both be left out, by empty names: counted in the handler */
+    {"Loop", h_loop, "body", 0, ONNX_MAX_INPUTS, 16,
      "trip count and condition known at load time, or the model runs eagerly; unrolled"},
     {"If", h_if, "then_branch,else_branch", 1, 1, 16,
      "on a computed condition, the model runs eagerly"},

@@ -862,7 +862,15 @@ static int run_eager(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **out
                             m->in_names[i], cn_shape_str(x, b1, sizeof b1), cn_shape_str(p, b2, sizeof b2));
         }
     }
-    onnx_ctx c = {.opset = m->opset, .base_dir = m->base_dir, .graph = g, .budget = -1};
+    /* Sizes in such a model come from data: each node may make at most
+     * the load's budget plus the model's and the inputs' elements. */
+    uint64_t lim;
+    if (cn_env_limit(ONNX_MAX_ELEMENTS_ENV, (uint64_t)ONNX_MAX_ELEMENTS, &lim, "onnx") < 0) return CN_EINVAL;
+    int64_t per_node = lim > INT64_MAX / 4 ? -1 : (int64_t)lim + m->nparams;
+    for (int i = 0; i < m->nin && per_node >= 0; i++)
+        per_node = cn_numel(inputs[i]) > INT64_MAX / 4 - per_node ? -1 : per_node + cn_numel(inputs[i]);
+    if (lim == 0) per_node = -1;
+    onnx_ctx c = {.opset = m->opset, .base_dir = m->base_dir, .graph = g, .budget = per_node, .running = true};
     vmap vals = {0};
     cn_tensor **res = calloc((size_t)m->nout + 1, sizeof *res);
     if (!res) return cn_failc(CN_ENOMEM, "onnx_run: out of memory");
@@ -903,7 +911,9 @@ static int run_eager(cn_onnx_model *m, cn_tensor *const *inputs, cn_tensor **out
     free(pv);
     for (size_t i = start; i < g->n_node && rc == 0; i++) {
         c.node_index = (int)i;
+        cn_t_budget = (cn_elem_budget){per_node, false};
         rc = onnx_import_node(&c, &vals, g->node[i]);
+        cn_t_budget = (cn_elem_budget){-1, false};
         for (const char **d = m->drops[i]; rc == 0 && *d; d++) vmap_drop(&vals, *d);
     }
     for (int i = 0; i < m->nout && rc == 0; i++) {

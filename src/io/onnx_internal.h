@@ -31,6 +31,11 @@ typedef struct onnx_ctx {
      * computed at run time (onnx_needs_values): the model then runs
      * eagerly, node by node, on every run (cn_onnx_run). */
     bool needs_values;
+    /* A run of a model that runs eagerly (not a load): the element budget
+     * is per node, and loops may run longer. */
+    bool running;
+    /* Loop iterations so far in this load or run, nested loops included. */
+    int64_t loop_iters;
 } onnx_ctx;
 
 /* ONNX value name -> tensor (retained): what a walk over the nodes has

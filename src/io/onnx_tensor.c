@@ -314,6 +314,13 @@ int onnx_bad(onnx_ctx *c, const char *fmt, ...) {
 }
 
 int onnx_budget_exceeded(onnx_ctx *c) {
+    if (c->running)
+        return onnx_bad(c,
+                        "the tensors this node computes would take more than the %" PRId64
+                        " elements a node may compute in a run (%s, default %" PRId64
+                        ", plus the model's initializers' and the inputs' elements; set it higher, "
+                        "or to 0 for no limit)",
+                        c->budget, ONNX_MAX_ELEMENTS_ENV, ONNX_MAX_ELEMENTS);
     return onnx_bad(c,
                     "the tensors computed while loading would take more than the %" PRId64
                     " elements the load may compute (%s, default %" PRId64

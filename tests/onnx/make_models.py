@@ -353,3 +353,23 @@ save("affine20", [
     [helper.make_tensor_value_info(k, F, None) for k in aff_want], [s0, s1], opset=20)
 for k, v in list(aff.items()) + list(aff_want.items()):
     np.save(os.path.join(out, "affine20_%s.npy" % k), v.astype(np.float32))
+
+# What a file may make a load or an eager run do: a Loop of 2^40
+# iterations (refused after 4096 while loading) and, in a model that runs
+# eagerly, a ConstantOfShape of 2^40 elements (refused by the per-node
+# element budget of a run).
+big = numpy_helper.from_array(np.array([1 << 20, 1 << 20], np.int64), "big")
+save("eager_huge", [helper.make_node("NonZero", ["x"], ["nz"]),
+                    helper.make_node("ConstantOfShape", ["big"], ["y"])],
+     [helper.make_tensor_value_info("x", F, [3])],
+     [helper.make_tensor_value_info("y", F, None), helper.make_tensor_value_info("nz", I64, None)], [big])
+many = numpy_helper.from_array(np.array(1 << 40, np.int64), "many")
+body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                          helper.make_node("Add", ["v_in", "v_in"], ["v_out"])], "body",
+                         [helper.make_tensor_value_info("i", I64, []),
+                          helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                          helper.make_tensor_value_info("v_in", F, None)],
+                         [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                          helper.make_tensor_value_info("v_out", F, None)])
+save("loop_long", [helper.make_node("Loop", ["many", "", "x"], ["v"], body=body)],
+     [helper.make_tensor_value_info("x", F, [3])], [helper.make_tensor_value_info("v", F, None)], [many])
