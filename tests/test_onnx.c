@@ -305,6 +305,35 @@ static void test_affine_grid(void) {
     cn_onnx_free(m);
 }
 
+/* Scan with a reversed input on axis 1, a forward one on axis 0 and a
+ * reversed output on axis 1, against numpy's loop (scan11_*.npy). */
+static void test_scan(void) {
+    static const char *outs[] = {"final", "sums"};
+    cn_onnx_model *m = cn_onnx_load(model("scan11"), NULL);
+    CHECK_MSG(m != NULL, "%s", cn_last_error());
+    if (!m) return;
+    char p[1200];
+    cn_tensor *in[3] = {0}, *out[2] = {0};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/scan11_%s.npy", dir, cn_onnx_input_name(m, i));
+        CHECK((in[i] = cn_load_npy(p)) != NULL);
+    }
+    int rc = cn_onnx_run(m, in, out);
+    CHECK_MSG(rc == 0, "%s", cn_last_error());
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        snprintf(p, sizeof p, "%s/scan11_%s.npy", dir, outs[i]);
+        cn_tensor *want = cn_load_npy(p);
+        CHECK(want && out[i] && cn_numel(want) == cn_numel(out[i]) && cn_ndim(want) == cn_ndim(out[i]));
+        for (int d = 0; want && out[i] && d < cn_ndim(want) && d < cn_ndim(out[i]); d++)
+            CHECK_EQ_INT(cn_dim(out[i], d), cn_dim(want, d));
+        if (!want || !out[i] || cn_numel(want) != cn_numel(out[i])) continue;
+        int64_t nel = cn_numel(want);
+        cn_tensor *a = cn_reshape(cn_contiguous(out[i]), 1, &nel), *b = cn_reshape(want, 1, &nel);
+        for (int64_t e = 0; e < nel; e++) CHECK_CLOSE(cn_get(a, &e), cn_get(b, &e), 1e-5, 1e-6);
+    }
+    cn_onnx_free(m);
+}
+
 static void test_dynamic_shapes(void) {
     CHECK_ERROR(cn_onnx_load(model("dyn"), NULL),
                 "unsupported: Shape (opset 13): the shape of a tensor with unknown sizes");
@@ -467,6 +496,7 @@ int main(void) {
     RUN(test_attention23);
     RUN(test_data_dependent);
     RUN(test_affine_grid);
+    RUN(test_scan);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);
     RUN(test_value_files);

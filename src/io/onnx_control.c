@@ -188,7 +188,125 @@ H(h_loop) {
     return rc;
 }
 
+/* Scan (opsets 9 and up): the body run once per position along each scan
+ * input's scan axis (in either direction), the states passed from one
+ * iteration to the next, the scan outputs stacked along their axes.
+ * Unrolled like Loop; the length is a size, so no value is needed. */
+H(h_scan) {
+    if (c->opset_of_node < 9) return onnx_unsup(c, "opset 8's form (batch axis, sequence_lens)");
+    const Onnx__AttributeProto *a = onnx_attr(n, "body");
+    if (!a || !a->g) return onnx_bad(c, "attribute body (a graph) is missing");
+    const Onnx__GraphProto *b = a->g;
+    int64_t m = onnx_attr_int(n, "num_scan_inputs", -1);
+    for (int k = 0; k < nin; k++)
+        if (!in[k]) return onnx_bad(c, "input %d is missing", k);
+    if (m < 1 || m > nin) return onnx_bad(c, "num_scan_inputs %" PRId64 " for %d inputs", m, nin);
+    int ns = nin - (int)m, nk = (int)b->n_output - ns;
+    if ((int)b->n_input != nin) return onnx_bad(c, "the body has %zu inputs for the node's %d", b->n_input, nin);
+    if (nk < 0 || (int)n->n_output != ns + nk)
+        return onnx_bad(c, "the body has %zu outputs for %d states and the node's %zu outputs", b->n_output, ns, n->n_output);
+    if (nk > 16 || m > 64) return onnx_unsup(c, "more than 64 scan inputs or 16 scan outputs");
+    int64_t in_ax[64], in_dir[64], out_ax[16], out_dir[16];
+    for (int k = 0; k < 64; k++) in_ax[k] = 0, in_dir[k] = 0;
+    for (int k = 0; k < 16; k++) out_ax[k] = 0, out_dir[k] = 0;
+    if (onnx_attr_ints(n, "scan_input_axes", in_ax, 64) > (int)m || onnx_attr_ints(n, "scan_input_directions", in_dir, 64) > (int)m ||
+        onnx_attr_ints(n, "scan_output_axes", out_ax, 16) > nk || onnx_attr_ints(n, "scan_output_directions", out_dir, 16) > nk)
+        return onnx_bad(c, "more scan axes or directions than scan inputs or outputs");
+    int64_t len = -1;
+    for (int k = 0; k < m; k++) {
+        cn_tensor *x = in[ns + k];
+        int ax = onnx_axis(c, in_ax[k], cn_ndim(x), "scan_input_axes");
+        if (ax < 0) return CN_EINVAL;
+        in_ax[k] = ax;
+        if (cn_dim(x, ax) < 0) return onnx_unsup(c, "a scan axis of unknown size");
+        if (len >= 0 && cn_dim(x, ax) != len) return onnx_bad(c, "scan inputs of %" PRId64 " and %" PRId64 " steps", len, cn_dim(x, ax));
+        len = cn_dim(x, ax);
+    }
+    vmap *vals = c->vals;
+    const Onnx__GraphProto *outer = c->graph;
+    c->graph = NULL;
+    cn_tensor *state[64] = {0}, **steps = NULL;
+    if (ns > 64) return onnx_unsup(c, "more than 64 states");
+    int rc = 0;
+    if (nk > 0 && len > 0 && !(steps = calloc((size_t)(nk * len), sizeof *steps)))
+        rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+    for (int k = 0; k < ns; k++) state[k] = cn_retain(in[k]);
+    for (int64_t t = 0; rc == 0 && t < len; t++) {
+        if (++c->loop_iters > (c->running ? LOOP_MAX_IN_RUN : LOOP_MAX_AT_LOAD)) {
+            c->node = n;
+            rc = c->running ? onnx_bad(c, "more than %" PRId64 " loop iterations in one run", LOOP_MAX_IN_RUN)
+                            : onnx_unsup(c, "more than %d loop iterations while the model loads", LOOP_MAX_AT_LOAD);
+            break;
+        }
+        cn_scope_begin();
+        for (int k = 0; k < ns && rc == 0; k++) rc = vmap_put(vals, b->input[k]->name ? b->input[k]->name : "", state[k]);
+        for (int k = 0; k < m && rc == 0; k++) {
+            cn_tensor *x = in[ns + k];
+            int64_t at = in_dir[k] ? len - 1 - t : t;
+            cn_tensor *sl = cn_squeeze(cn_narrow(x, (int)in_ax[k], at, 1), (int)in_ax[k]);
+            rc = sl ? vmap_put(vals, b->input[ns + k]->name ? b->input[ns + k]->name : "", sl) : CN_EINVAL;
+        }
+        for (size_t i = 0; i < b->n_initializer && rc == 0; i++) {
+            cn_tensor *it = onnx_tensor_from_proto(b->initializer[i], c->base_dir);
+            rc = !it ? (cn_last_error()[0] ? CN_EFORMAT : CN_ENOMEM)
+                     : vmap_put(vals, b->initializer[i]->name ? b->initializer[i]->name : "", it);
+        }
+        for (size_t i = 0; i < b->n_node && rc == 0; i++) rc = onnx_import_node(c, vals, b->node[i]);
+        for (int k = 0; k < ns + nk && rc == 0; k++) {
+            const char *name = b->output[k]->name ? b->output[k]->name : "";
+            cn_tensor *v = vmap_get(vals, name);
+            if (!v) {
+                rc = onnx_bad(c, "the body's output '%s' is not computed by any of its nodes", name);
+                break;
+            }
+            if (k < ns) {
+                cn_release(state[k]);
+                state[k] = cn_retain(v);
+            } else {
+                steps[(k - ns) * len + t] = cn_retain(v);
+            }
+        }
+        drop_body(vals, b);
+        for (size_t i = 0; i < b->n_initializer; i++)
+            if (b->initializer[i]->name) vmap_drop(vals, b->initializer[i]->name);
+        cn_scope_end();
+    }
+    c->graph = outer;
+    c->node = n;
+    c->opset_of_node = c->opset;
+    c->vals = vals;
+    for (int k = 0; k < ns && rc == 0; k++) out[k] = cn_scope_add(cn_retain(state[k]));
+    for (int j = 0; j < nk && rc == 0; j++) {
+        if (len == 0) {
+            rc = onnx_unsup(c, "scan output %d of a scan of no steps (its shape is unknown)", j);
+            break;
+        }
+        if (len > ONNX_MAX_INPUTS) {
+            rc = onnx_unsup(c, "a scan of more than %d steps", ONNX_MAX_INPUTS);
+            break;
+        }
+        cn_tensor **parts = malloc(sizeof *parts * (size_t)len);
+        if (!parts) {
+            rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
+            break;
+        }
+        int r = cn_ndim(steps[j * len]) + 1;
+        int ax = onnx_axis(c, out_ax[j], r, "scan_output_axes");
+        for (int64_t t = 0; ax >= 0 && t < len; t++)
+            parts[t] = cn_unsqueeze(steps[j * len + (out_dir[j] ? len - 1 - t : t)], ax);
+        out[ns + j] = ax >= 0 ? cn_concat(parts, (int)len, ax) : NULL;
+        free(parts);
+        if (!out[ns + j]) rc = CN_EINVAL;
+    }
+    for (int k = 0; k < ns; k++) cn_release(state[k]);
+    for (int64_t i = 0; steps && i < nk * len; i++) cn_release(steps[i]);
+    free(steps);
+    return rc;
+}
+
 const onnx_op_entry cn_onnx_ops_control[] = {
+    {"Scan", h_scan, "body,num_scan_inputs,scan_input_axes,scan_input_directions,scan_output_axes,scan_output_directions",
+     0, ONNX_MAX_INPUTS, 16, "opsets 9 and up; unrolled"},
     /* M and cond may both be left out, by empty names: counted in the handler */
     {"Loop", h_loop, "body", 0, ONNX_MAX_INPUTS, 16,
      "trip count and condition known at load time, or the model runs eagerly; unrolled"},

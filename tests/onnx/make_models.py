@@ -373,3 +373,31 @@ body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
                           helper.make_tensor_value_info("v_out", F, None)])
 save("loop_long", [helper.make_node("Loop", ["many", "", "x"], ["v"], body=body)],
      [helper.make_tensor_value_info("x", F, [3])], [helper.make_tensor_value_info("v", F, None)], [many])
+
+# Scan (opset 11): running sums of x [2, 5, 3] along axis 1 read backwards,
+# the sums stacked on output axis 1 in reverse, and the last state; a
+# second scan input read forwards along axis 0 of y [5, 3] multiplies in.
+sx = rng.standard_normal((2, 5, 3)).astype(np.float32)
+sy = rng.standard_normal((5, 3)).astype(np.float32)
+s0 = np.zeros((2, 3), np.float32)
+state, outs = s0.astype(np.float64), []
+for t in range(5):
+    state = state + sx[:, 4 - t, :] * sy[t]
+    outs.append(state.copy())
+scan_want = {"final": state, "sums": np.stack(outs[::-1], 1)}
+sbody = helper.make_graph([helper.make_node("Mul", ["x_t", "y_t"], ["p"]),
+                           helper.make_node("Add", ["s_in", "p"], ["s_out"]),
+                           helper.make_node("Identity", ["s_out"], ["scan_out"])], "sbody",
+                          [helper.make_tensor_value_info("s_in", F, [2, 3]),
+                           helper.make_tensor_value_info("x_t", F, [2, 3]),
+                           helper.make_tensor_value_info("y_t", F, [3])],
+                          [helper.make_tensor_value_info("s_out", F, [2, 3]),
+                           helper.make_tensor_value_info("scan_out", F, [2, 3])])
+save("scan11", [helper.make_node("Scan", ["s0", "sx", "sy"], ["final", "sums"], body=sbody, num_scan_inputs=2,
+                                 scan_input_axes=[1, 0], scan_input_directions=[1, 0],
+                                 scan_output_axes=[1], scan_output_directions=[1])],
+     [helper.make_tensor_value_info("s0", F, [2, 3]), helper.make_tensor_value_info("sx", F, [2, 5, 3]),
+      helper.make_tensor_value_info("sy", F, [5, 3])],
+     [helper.make_tensor_value_info(k, F, None) for k in scan_want], opset=11)
+for k, v in (("s0", s0), ("sx", sx), ("sy", sy)) + tuple(scan_want.items()):
+    np.save(os.path.join(out, "scan11_%s.npy" % k), v.astype(np.float32))
