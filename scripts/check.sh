@@ -130,6 +130,10 @@ for stage in "${stages[@]}"; do
         # and the runs that only repeat, on more data, code the other tests
         # cover under ASan: the example training runs, the real ONNX
         # models (onnx_conformance covers every op), the two-host MPI run.
+        # The command-line tests and the training examples take BLAS's
+        # products here (CN_GEMM=blas, set by tests/CMakeLists.txt): the
+        # built-in GEMM's instrumented kernels were most of this stage's
+        # time; test_matmul_builtin and the C tests keep them.
         ctest_args=(-E '^(example_train_cnn|example_train_lstm|example_pipeline_cnn|example_pipeline_cnn_static|onnx_real_models|dist_netns)$')
         OMPI_MCA_mca_base_component_disable_dlclose=1 CN_TEST_DEVICE_KINDS=cpu \
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
