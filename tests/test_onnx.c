@@ -265,6 +265,26 @@ static void test_data_dependent(void) {
     bad[0] = cn_zeros(CN_F64, CN_SHAPE(4, 5));
     CHECK_STATUS_ERROR(cn_onnx_run(m, bad, out), "input 0 ('x') is f64[4, 5]; the model takes f32[4, 5]");
     cn_onnx_free(m);
+    /* If and Loop around values that run eagerly (make_models.py says
+     * what each part checks). */
+    m = cn_onnx_load(model("control_eager"), NULL);
+    CHECK_MSG(m != NULL, "%s", cn_last_error());
+    if (m) {
+        CHECK(cn_onnx_eager_reason(m) != NULL);
+        cn_tensor *ins[2] = {cn_from_data(CN_F32, 1, (int64_t[]){2}, (float[]){1.5f, -2}),
+                             cn_from_data(CN_F32, 1, (int64_t[]){3}, (float[]){-1, 2, 3})};
+        cn_tensor *outs3[4] = {0};
+        for (int run = 0; run < 2; run++) {
+            int rc = cn_onnx_run(m, ins, outs3);
+            CHECK_MSG(rc == 0, "%s", cn_last_error());
+            if (rc < 0) break;
+            /* three negations; the positive entries' positions; relu */
+            CHECK(same_values(outs3[0], cn_from_data(CN_F32, 1, (int64_t[]){2}, (float[]){-1.5f, 2})));
+            CHECK(same_values(outs3[1], cn_from_data(CN_I64, 2, (int64_t[]){1, 2}, (int64_t[]){1, 2})));
+            CHECK(same_values(outs3[2], cn_from_data(CN_F32, 1, (int64_t[]){3}, (float[]){0, 2, 3})));
+        }
+        cn_onnx_free(m);
+    }
     /* Sizes from a file stay bounded in a load and in an eager run. */
     CHECK_ERROR(cn_onnx_load(model("loop_long"), NULL),
                 "unsupported: Loop (opset 13): more than 4096 loop iterations while the model loads");
@@ -301,6 +321,25 @@ static void test_affine_grid(void) {
         int64_t nel = cn_numel(want);
         cn_tensor *a = cn_reshape(cn_contiguous(out[i]), 1, &nel), *b = cn_reshape(want, 1, &nel);
         for (int64_t e = 0; e < nel; e++) CHECK_CLOSE(cn_get(a, &e), cn_get(b, &e), 1e-5, 1e-6);
+    }
+    cn_onnx_free(m);
+    /* f16, computed while loading: positions past its exact integers,
+     * against numpy in double. */
+    m = cn_onnx_load(model("grid16"), NULL);
+    CHECK_MSG(m != NULL, "%s", cn_last_error());
+    if (!m) return;
+    cn_tensor *gy = NULL;
+    snprintf(p, sizeof p, "%s/grid16_y.npy", dir);
+    cn_tensor *want = cn_load_npy(p);
+    rc = cn_onnx_run(m, NULL, &gy);
+    CHECK_MSG(rc == 0, "%s", cn_last_error());
+    if (rc == 0 && want && cn_numel(gy) == cn_numel(want)) {
+        CHECK(cn_tensor_dtype(gy) == CN_F16);
+        int64_t nel = cn_numel(want);
+        cn_tensor *a = cn_reshape(cn_contiguous(gy), 1, &nel), *b = cn_reshape(want, 1, &nel);
+        for (int64_t e = 0; e < nel; e++) CHECK_CLOSE(cn_get(a, &e), cn_get(b, &e), 2e-3, 2e-3);
+    } else {
+        CHECK(rc == 0 && want && gy && cn_numel(gy) == cn_numel(want));
     }
     cn_onnx_free(m);
 }

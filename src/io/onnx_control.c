@@ -9,6 +9,20 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+/* The names a branch or body defines (its inputs, initializers and nodes'
+ * outputs), released once it has run: a loop's next iteration defines them
+ * again, and nothing outside may read them (an If's outputs are taken
+ * before). */
+static void drop_body(vmap *vals, const Onnx__GraphProto *b) {
+    for (size_t i = 0; i < b->n_input; i++)
+        if (b->input[i]->name) vmap_drop(vals, b->input[i]->name);
+    for (size_t i = 0; i < b->n_initializer; i++)
+        if (b->initializer[i]->name) vmap_drop(vals, b->initializer[i]->name);
+    for (size_t i = 0; i < b->n_node; i++)
+        for (size_t k = 0; k < b->node[i]->n_output; k++)
+            if (b->node[i]->output[k] && *b->node[i]->output[k]) vmap_drop(vals, b->node[i]->output[k]);
+}
+
 H(h_if) {
     UNUSED;
     cn_tensor *cond = in[0];
@@ -36,16 +50,18 @@ H(h_if) {
     }
     for (size_t i = 0; i < b->n_node && rc == 0; i++) rc = onnx_import_node(c, vals, b->node[i]);
     c->graph = outer;
-    if (rc < 0) return rc;
     c->node = n;
     c->opset_of_node = c->opset;
     c->vals = vals;
-    for (int k = 0; k < nout; k++) {
+    /* The outputs in this node's scope before the branch's names go. */
+    for (int k = 0; k < nout && rc == 0; k++) {
         const char *name = b->output[k]->name ? b->output[k]->name : "";
-        out[k] = vmap_get(vals, name);
-        if (!out[k]) return onnx_bad(c, "%s's output '%s' is not computed by any of its nodes", which, name);
+        cn_tensor *v = vmap_get(vals, name);
+        if (!v) rc = onnx_bad(c, "%s's output '%s' is not computed by any of its nodes", which, name);
+        else out[k] = cn_scope_add(cn_retain(v));
     }
-    return 0;
+    drop_body(vals, b);
+    return rc;
 }
 
 /* The iterations all Loops together may run while a model loads (their
@@ -54,15 +70,6 @@ H(h_if) {
 #define LOOP_MAX_AT_LOAD 4096
 #define LOOP_MAX_IN_RUN (INT64_C(1) << 20)
 
-/* The names a body defines (its inputs and its nodes' outputs), released
- * after each iteration so that the next may define them again. */
-static void drop_body(vmap *vals, const Onnx__GraphProto *b) {
-    for (size_t i = 0; i < b->n_input; i++)
-        if (b->input[i]->name) vmap_drop(vals, b->input[i]->name);
-    for (size_t i = 0; i < b->n_node; i++)
-        for (size_t k = 0; k < b->node[i]->n_output; k++)
-            if (b->node[i]->output[k] && *b->node[i]->output[k]) vmap_drop(vals, b->node[i]->output[k]);
-}
 
 /* Loop: the body run while the trip count and the condition allow, both
  * known when the node is imported (a computed one makes the model run
@@ -111,6 +118,7 @@ H(h_loop) {
                             : onnx_unsup(c, "more than %d loop iterations while the model loads", LOOP_MAX_AT_LOAD);
             break;
         }
+        if (c->running) cn_t_budget.left = c->budget; /* each iteration as a node of its own */
         cn_scope_begin();
         rc = vmap_put(vals, b->input[0]->name ? b->input[0]->name : "", cn_scalar(CN_I64, (double)nit));
         if (rc == 0) rc = vmap_put(vals, b->input[1]->name ? b->input[1]->name : "", cn_scalar(CN_BOOL, cond));
@@ -152,8 +160,6 @@ H(h_loop) {
         }
         for (int j = 0; j < nscan && rc == 0; j++) scans[j][nit] = cn_retain(res[1 + nv + j]);
         drop_body(vals, b);
-        for (size_t i = 0; i < b->n_initializer; i++)
-            if (b->initializer[i]->name) vmap_drop(vals, b->initializer[i]->name);
         cn_scope_end();
         if (rc < 0) break;
     }
@@ -238,6 +244,7 @@ H(h_scan) {
                             : onnx_unsup(c, "more than %d loop iterations while the model loads", LOOP_MAX_AT_LOAD);
             break;
         }
+        if (c->running) cn_t_budget.left = c->budget; /* each iteration as a node of its own */
         cn_scope_begin();
         for (int k = 0; k < ns && rc == 0; k++) rc = vmap_put(vals, b->input[k]->name ? b->input[k]->name : "", state[k]);
         for (int k = 0; k < m && rc == 0; k++) {
@@ -267,8 +274,6 @@ H(h_scan) {
             }
         }
         drop_body(vals, b);
-        for (size_t i = 0; i < b->n_initializer; i++)
-            if (b->initializer[i]->name) vmap_drop(vals, b->initializer[i]->name);
         cn_scope_end();
     }
     c->graph = outer;

@@ -94,8 +94,9 @@ int vmap_put(vmap *m, const char *k, cn_tensor *v) {
     size_t h = str_hash(k) & (m->cap - 1);
     while (m->keys[h] && strcmp(m->keys[h], k)) h = (h + 1) & (m->cap - 1);
     if (m->keys[h]) { /* SSA says once, but a model may rebind: the last wins */
-        cn_release(m->vals[h]);
-        m->vals[h] = cn_retain(v);
+        cn_tensor *old = m->vals[h];
+        m->vals[h] = cn_retain(v); /* before the release: v may be old */
+        cn_release(old);
         return 0;
     }
     m->keys[h] = strdup(k);
@@ -417,18 +418,25 @@ static int by_name_then_node(const void *a, const void *b) {
     return c ? c : (x->node > y->node) - (x->node < y->node);
 }
 
-/* The reads of node n and its subgraphs' nodes, as node `at`'s, into u
- * (NULL: only counted). */
+/* The reads of node n and its subgraphs (their nodes' inputs, and their
+ * outputs, which may name an outer value), as node `at`'s, into u (NULL:
+ * only counted). */
 static size_t reads_of(const Onnx__NodeProto *n, size_t at, name_use *u, size_t k) {
     for (size_t i = 0; i < n->n_input; i++)
         if (n->input[i] && *n->input[i]) {
             if (u) u[k] = (name_use){n->input[i], at};
             k++;
         }
-    for (size_t a = 0; a < n->n_attribute; a++)
-        if (n->attribute[a]->g)
-            for (size_t j = 0; j < n->attribute[a]->g->n_node; j++)
-                k = reads_of(n->attribute[a]->g->node[j], at, u, k);
+    for (size_t a = 0; a < n->n_attribute; a++) {
+        const Onnx__GraphProto *g = n->attribute[a]->g;
+        if (!g) continue;
+        for (size_t j = 0; j < g->n_node; j++) k = reads_of(g->node[j], at, u, k);
+        for (size_t j = 0; j < g->n_output; j++)
+            if (g->output[j]->name && *g->output[j]->name) {
+                if (u) u[k] = (name_use){g->output[j]->name, at};
+                k++;
+            }
+    }
     return k;
 }
 
@@ -473,6 +481,8 @@ static int plan_drops(cn_onnx_model *m, const Onnx__GraphProto *g) {
     return 0;
 }
 
+static int by_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 static int add_named(char ***names, cn_tensor ***vals, int *n, size_t cap, const char *name, cn_tensor *t) {
     if (!*names && (!(*names = calloc(cap, sizeof **names)) || !(*vals = calloc(cap, sizeof **vals))))
         return cn_failc(CN_ENOMEM, "onnx: out of memory");
@@ -493,17 +503,34 @@ static int split_prefix(cn_onnx_model *m, const Onnx__GraphProto *g, vmap *vals,
     for (size_t o = 0; o < g->n_output; o++) u[nu++] = (name_use){g->output[o]->name ? g->output[o]->name : "", 0};
     for (size_t i = at; i < g->n_node; i++) nu = reads_of(g->node[i], i, u, nu);
     qsort(u, nu, sizeof *u, by_name_then_node);
+    /* The names the top-level nodes before `at` wrote (not those of a
+     * branch that failed half-way), sorted for lookups. */
+    size_t nd = 0;
+    for (size_t i = 0; i < at; i++) nd += g->node[i]->n_output;
+    const char **defined = malloc(sizeof *defined * (nd + 1));
+    if (!defined) {
+        free(u);
+        return cn_failc(CN_ENOMEM, "onnx: out of memory");
+    }
+    nd = 0;
+    for (size_t i = 0; i < at; i++)
+        for (size_t k = 0; k < g->node[i]->n_output; k++)
+            if (g->node[i]->output[k] && *g->node[i]->output[k]) defined[nd++] = g->node[i]->output[k];
+    qsort(defined, nd, sizeof *defined, by_str);
     int rc = 0;
     for (size_t i = 0; i < nu && rc == 0; i++) {
         if (i > 0 && !strcmp(u[i].name, u[i - 1].name)) continue;
         cn_tensor *t = vmap_get(vals, u[i].name);
-        bool known = !t;
+        bool known = !t || !bsearch(&u[i].name, defined, nd, sizeof *defined, by_str);
         for (int k = 0; k < m->nconsts && !known; k++) known = !strcmp(m->const_names[k], u[i].name);
-        for (int k = 0; k < m->nin && !known; k++) known = t == m->inputs[k];
+        /* An input under its own name is fed; under another (an Identity
+         * of it) it is one of the program's outputs like any value. */
+        for (int k = 0; k < m->nin && !known; k++) known = t == m->inputs[k] && !strcmp(u[i].name, m->in_names[k]);
         if (known) continue;
         if (cn_is_symbolic_tensor(t)) rc = add_named(&m->prefix_names, &m->prefix_vals, &m->nprefix, nu, u[i].name, t);
         else rc = add_named(&m->folded_names, &m->folded, &m->nfolded, nu, u[i].name, t);
     }
+    free(defined);
     free(u);
     return rc;
 }

@@ -71,10 +71,12 @@ typedef struct {
 } scored;
 
 /* Higher score first; on equal scores the lower index (ONNX Runtime's
- * order). */
+ * order); NaN scores after all others. */
 static int by_score(const void *a, const void *b) {
     const scored *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    bool nx = isnan(x->score), ny = isnan(y->score);
+    if (nx != ny) return nx ? 1 : -1; /* NaN last: a total order for qsort */
+    if (!nx && x->score != y->score) return x->score > y->score ? -1 : 1;
     return (x->index > y->index) - (x->index < y->index);
 }
 
@@ -208,7 +210,7 @@ typedef struct {
 
 static bilinear sample_at(float y, float x, int64_t h, int64_t w) {
     bilinear s = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-    if (y < -1.0f || y > (float)h || x < -1.0f || x > (float)w) return s;
+    if (!(y >= -1.0f && y <= (float)h && x >= -1.0f && x <= (float)w)) return s; /* NaN too */
     if (y <= 0) y = 0;
     if (x <= 0) x = 0;
     int64_t yl = (int64_t)y, xl = (int64_t)x, yh, xh;
@@ -250,6 +252,7 @@ H(h_roi_align) {
         return onnx_bad(c, "output size %" PRId64 " x %" PRId64, oh, ow);
     if (ratio < 0 || ratio > ONNX_MAX_WINDOW) return onnx_bad(c, "sampling_ratio %" PRId64, ratio);
     int64_t N = cn_dim(x, 0), C = cn_dim(x, 1), H = cn_dim(x, 2), W = cn_dim(x, 3), R = cn_dim(rois, 0);
+    if (H < 1 || W < 1) return onnx_bad(c, "X has no pixels (%" PRId64 " x %" PRId64 ")", H, W);
     int64_t shape[4] = {R, C, oh, ow};
     if (onnx_check_size(c, 4, shape) < 0) return CN_EINVAL;
     float *xd = host_copy(x, CN_F32), *rd = host_copy(rois, CN_F32);
@@ -271,8 +274,14 @@ H(h_roi_align) {
         float bh = rh / (float)oh, bw = rw / (float)ow;
         double gh_d = ratio > 0 ? (double)ratio : ceil((double)rh / (double)oh);
         double gw_d = ratio > 0 ? (double)ratio : ceil((double)rw / (double)ow);
-        if (!(gh_d < 1e6 && gw_d < 1e6)) { /* NaN or absurd boxes */
-            rc = onnx_bad(c, "roi %" PRId64 " is not a finite box of sensible size", r);
+        /* A box of no or negative size samples nothing (its bins are 0, as
+         * ONNX Runtime's); NaN likewise. */
+        if (!(gh_d > 0)) gh_d = 0;
+        if (!(gw_d > 0)) gw_d = 0;
+        /* Every sample costs C multiply-adds: a file cannot ask for days. */
+        if (gh_d * gw_d * (double)oh * (double)ow * (double)C * (double)R > 0x1p34) {
+            rc = onnx_bad(c, "roi %" PRId64 " asks for more than 2^34 samples in all (a box of %g x %g)", r,
+                          (double)rh, (double)rw);
             break;
         }
         int64_t gh = (int64_t)gh_d, gw = (int64_t)gw_d;

@@ -11,6 +11,9 @@
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
 #endif
+#ifndef M_LN2
+#define M_LN2 0.69314718055994530942
+#endif
 
 
 static bool is_int(cn_dtype dt) { return dt == CN_I32 || dt == CN_I64 || dt == CN_U8; }
@@ -80,15 +83,31 @@ UNARY_FLOAT(h_acos, cn_mul_scalar(atan_of(cn_sqrt(cn_div(cn_add_scalar(cn_neg(x)
 /* asinh |x| = log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))), odd; acosh x =
  * log1p(t + sqrt(t (t + 2))) with t = x - 1; atanh x = (log1p(x) -
  * log1p(-x)) / 2. */
+/* Past 1 / sqrt(epsilon) of the dtype, x^2 would overflow long before the
+ * result does, and log|x| + log 2 is exact to rounding there. */
+static cn_tensor *large(cn_tensor *x, bool odd, cn_tensor **small_arg, cn_tensor **big_val) {
+    cn_dtype dt = cn_tensor_dtype(x);
+    double t = dt == CN_F64 ? 0x1p26 : dt == CN_F32 ? 0x1p12 : dt == CN_F16 ? 32 : 16;
+    cn_tensor *a = odd ? cn_abs(x) : x, *one = onnx_scalar_like(x, 1);
+    cn_tensor *big = cn_gt(a, onnx_scalar_like(x, t));
+    *small_arg = cn_where(big, one, x);
+    *big_val = cn_add_scalar(cn_log(cn_where(big, a, one)), M_LN2);
+    return big;
+}
 static cn_tensor *asinh_of(cn_tensor *x) {
-    cn_tensor *a = cn_abs(x), *x2 = cn_mul(x, x);
+    cn_tensor *xs, *bv, *big = large(x, true, &xs, &bv);
+    cn_tensor *a = cn_abs(xs), *x2 = cn_mul(xs, xs);
     cn_tensor *r = cn_log1p(cn_add(a, cn_div(x2, cn_add_scalar(cn_sqrt(cn_add_scalar(x2, 1)), 1))));
+    r = cn_where(big, bv, r);
     return cn_where(cn_lt(x, onnx_scalar_like(x, 0)), cn_neg(r), r);
 }
 UNARY_FLOAT(h_asinh, asinh_of(x))
 static cn_tensor *acosh_of(cn_tensor *x) {
-    cn_tensor *t = cn_add_scalar(x, -1); /* exact near 1, where x^2 - 1 cancels */
-    return cn_log1p(cn_add(t, cn_sqrt(cn_mul(t, cn_add_scalar(t, 2)))));
+    cn_tensor *xs, *bv, *big = large(x, false, &xs, &bv);
+    cn_tensor *t = cn_add_scalar(xs, -1); /* exact near 1, where x^2 - 1 cancels */
+    cn_tensor *r = cn_where(big, bv, cn_log1p(cn_add(t, cn_sqrt(cn_mul(t, cn_add_scalar(t, 2))))));
+    /* below 1 it is not defined (t (t + 2) may overflow to +inf there) */
+    return cn_where(cn_lt(x, onnx_scalar_like(x, 1)), onnx_scalar_like(x, NAN), r);
 }
 UNARY_FLOAT(h_acosh, acosh_of(x))
 UNARY_FLOAT(h_atanh, cn_mul_scalar(cn_sub(cn_log1p(x), cn_log1p(cn_neg(x))), 0.5))

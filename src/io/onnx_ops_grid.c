@@ -50,9 +50,12 @@ static cn_tensor *tap(cn_tensor *flat, cn_tensor *xi, cn_tensor *yi, cn_tensor *
     cn_tensor *zero = onnx_scalar_like(xi, 0);
     cn_tensor *inside = cn_logical_and(cn_logical_and(cn_ge(xi, zero), cn_le(xi, onnx_scalar_like(xi, (double)(W - 1)))),
                                        cn_logical_and(cn_ge(yi, zero), cn_le(yi, onnx_scalar_like(yi, (double)(H - 1)))));
-    cn_tensor *lin = cn_add(cn_mul_scalar(cn_clamp(yi, 0, (double)(H - 1)), (double)W), cn_clamp(xi, 0, (double)(W - 1)));
-    /* Reflected positions are whole numbers up to rounding. */
-    cn_tensor *idx = cn_reshape(cn_cast(cn_round(lin), CN_I64), 3, (int64_t[]){N, 1, P});
+    /* Positions are whole numbers up to rounding (reflected ones); the
+     * flat index in int64, whatever the float type. */
+    cn_tensor *yl = cn_cast(cn_round(cn_clamp(yi, 0, (double)(H - 1))), CN_I64);
+    cn_tensor *xl = cn_cast(cn_round(cn_clamp(xi, 0, (double)(W - 1))), CN_I64);
+    cn_tensor *lin = cn_add(cn_mul(yl, cn_scalar(CN_I64, (double)W)), xl);
+    cn_tensor *idx = cn_reshape(lin, 3, (int64_t[]){N, 1, P});
     cn_tensor *v = cn_gather(flat, 2, cn_expand(idx, 3, (int64_t[]){N, C, P}));
     cn_tensor *wm = cn_where(inside, w, onnx_scalar_like(w, 0));
     return cn_mul(v, cn_reshape(wm, 3, (int64_t[]){N, 1, P}));
@@ -98,10 +101,13 @@ H(h_grid_sample) {
     int64_t N = cn_dim(x, 0), C = cn_dim(x, 1), H = cn_dim(x, 2), W = cn_dim(x, 3);
     int64_t Ho = cn_dim(grid, 1), Wo = cn_dim(grid, 2);
     if (H == 0 || W == 0) return onnx_bad(c, "X has no pixels");
-    grid = cn_cast(grid, cn_tensor_dtype(x));
+    /* Positions and weights in f32 at least: f16 cannot hold a pixel index
+     * past 2048 exactly, nor any past 65504. */
+    cn_dtype dt = cn_tensor_dtype(x), wt = dt == CN_F64 ? CN_F64 : CN_F32;
+    grid = cn_cast(grid, wt);
     cn_tensor *ux = unnormalize(cn_squeeze(cn_narrow(grid, 3, 0, 1), 3), W, align);
     cn_tensor *uy = unnormalize(cn_squeeze(cn_narrow(grid, 3, 1, 1), 3), H, align);
-    cn_tensor *flat = cn_reshape(x, 3, (int64_t[]){N, C, H * W});
+    cn_tensor *flat = cn_reshape(cn_cast(x, wt), 3, (int64_t[]){N, C, H * W});
     cn_tensor *y = NULL;
     if (cubic) {
         /* Sixteen taps around the unfolded position, each folded by the
@@ -117,7 +123,7 @@ H(h_grid_sample) {
                 y = y ? cn_add(y, t) : t;
             }
         }
-        DONE(cn_reshape(y, 4, (int64_t[]){N, C, Ho, Wo}));
+        DONE(cn_cast(cn_reshape(y, 4, (int64_t[]){N, C, Ho, Wo}), dt));
     }
     cn_tensor *ix = fold(ux, W, align, pad), *iy = fold(uy, H, align, pad);
     if (linear) {
@@ -131,7 +137,7 @@ H(h_grid_sample) {
         /* Halves round to even, as PyTorch's nearbyint. */
         y = tap(flat, cn_round(ix), cn_round(iy), onnx_full_like(ix, 1), H, W);
     }
-    DONE(cn_reshape(y, 4, (int64_t[]){N, C, Ho, Wo}));
+    DONE(cn_cast(cn_reshape(y, 4, (int64_t[]){N, C, Ho, Wo}), dt));
 }
 
 /* AffineGrid: the normalised (x, y, 1) of every output pixel times theta's
@@ -150,7 +156,9 @@ H(h_affine_grid) {
     int64_t N = size[0], H = size[2], W = size[3];
     if (N < 0 || H < 1 || W < 1) return onnx_bad(c, "size [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
                                                  size[0], size[1], H, W);
-    if (onnx_check_size(c, 4, (int64_t[]){N, H, W, 2}) < 0) return CN_EINVAL;
+    /* The constant grid on its own too: a batch of 0 passes any size. */
+    if (onnx_check_size(c, 4, (int64_t[]){N, H, W, 2}) < 0 || onnx_check_size(c, 3, (int64_t[]){H, W, 3}) < 0)
+        return CN_EINVAL;
     bool align = onnx_attr_int(n, "align_corners", 0) != 0;
     double *base = malloc(sizeof *base * (size_t)(3 * H * W));
     if (!base) return cn_failc(CN_ENOMEM, "onnx: out of memory");

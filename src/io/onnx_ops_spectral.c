@@ -97,7 +97,8 @@ H(h_dft) {
         axis = onnx_attr_int(n, "axis", 1);
     } else if (nin > 2 && in[2]) {
         double a;
-        if (onnx_const_scalar(c, in[2], "axis", &a) < 0) return CN_EUNSUPPORTED;
+        int rc = onnx_const_scalar(c, in[2], "axis", &a);
+        if (rc < 0) return rc;
         if (!onnx_fits_i64(a)) return onnx_bad(c, "axis %g", a);
         axis = (int64_t)a;
     }
@@ -107,7 +108,8 @@ H(h_dft) {
     int64_t N = cn_dim(x, ax);
     if (nin > 1 && in[1]) {
         double len;
-        if (onnx_const_scalar(c, in[1], "dft_length", &len) < 0) return CN_EUNSUPPORTED;
+        int rc = onnx_const_scalar(c, in[1], "dft_length", &len);
+        if (rc < 0) return rc;
         if (!onnx_fits_i64(len)) return onnx_bad(c, "dft_length %g", len);
         N = (int64_t)len;
     }
@@ -123,8 +125,9 @@ H(h_stft) {
     if (cn_ndim(x) != 3) return onnx_bad(c, "signal must be [batch, length, 1 or 2]");
     if (!cn_dtype_is_float(cn_tensor_dtype(x))) return onnx_bad(c, "signal must be floating-point");
     double step_d, fl_d = -1;
-    if (onnx_const_scalar(c, in[1], "frame_step", &step_d) < 0) return CN_EUNSUPPORTED;
-    if (nin > 3 && in[3] && onnx_const_scalar(c, in[3], "frame_length", &fl_d) < 0) return CN_EUNSUPPORTED;
+    int rc = onnx_const_scalar(c, in[1], "frame_step", &step_d);
+    if (rc == 0 && nin > 3 && in[3]) rc = onnx_const_scalar(c, in[3], "frame_length", &fl_d);
+    if (rc < 0) return rc;
     if (window && cn_ndim(window) != 1) return onnx_bad(c, "window must be 1-D");
     int64_t wl = window ? cn_dim(window, 0) : -1;
     if (fl_d < 0 && wl < 0) return onnx_bad(c, "neither a window nor frame_length");

@@ -401,3 +401,49 @@ save("scan11", [helper.make_node("Scan", ["s0", "sx", "sy"], ["final", "sums"], 
      [helper.make_tensor_value_info(k, F, None) for k in scan_want], opset=11)
 for k, v in (("s0", s0), ("sx", sx), ("sy", sy)) + tuple(scan_want.items()):
     np.save(os.path.join(out, "scan11_%s.npy" % k), v.astype(np.float32))
+
+# Control flow around values that run eagerly (numpy's results are simple
+# enough to state): an If in a Loop's body (its branch's names defined
+# again each iteration), an If whose branch starts with a static node and
+# then needs values (the prefix program must not take the branch's
+# half-made values), and a branch whose output is an outer value no later
+# node reads (it must live until the If).
+ctrue = numpy_helper.from_array(np.array(True), "ctrue")
+three = numpy_helper.from_array(np.array(3, np.int64), "three")
+vi = helper.make_tensor_value_info
+ibody = helper.make_graph([
+    helper.make_node("Identity", ["ctrue"], ["c_out"]),
+    helper.make_node("If", ["ctrue"], ["v_out"],
+                     then_branch=helper.make_graph([helper.make_node("Neg", ["v_in"], ["tb"])], "t", [],
+                                                   [vi("tb", F, [2])]),
+                     else_branch=helper.make_graph([helper.make_node("Abs", ["v_in"], ["eb"])], "e", [],
+                                                   [vi("eb", F, [2])]))],
+    "ibody", [vi("it", I64, []), vi("c_in", TensorProto.BOOL, []), vi("v_in", F, [2])],
+    [vi("c_out", TensorProto.BOOL, []), vi("v_out", F, [2])])
+partial = helper.make_graph([helper.make_node("Relu", ["x1"], ["t1"]), helper.make_node("NonZero", ["t1"], ["t2"])],
+                            "p", [], [vi("t2", I64, None)])
+partial_else = helper.make_graph([helper.make_node("NonZero", ["x1"], ["e2"])], "pe", [], [vi("e2", I64, None)])
+outer = helper.make_graph([], "o", [], [vi("a", F, [3])])
+save("control_eager", [
+    helper.make_node("Loop", ["three", "", "v"], ["looped"], body=ibody),
+    helper.make_node("Identity", ["x"], ["x1"]),
+    helper.make_node("If", ["ctrue"], ["nz_pos"], then_branch=partial, else_branch=partial_else),
+    helper.make_node("Relu", ["x"], ["a"]),
+    helper.make_node("Neg", ["a"], ["na"]),  # a's last top-level reader, before the If returns it
+    helper.make_node("If", ["ctrue"], ["a_out"], then_branch=outer, else_branch=outer),
+], [vi("v", F, [2]), vi("x", F, [3])],
+    [vi("looped", F, [2]), vi("nz_pos", I64, None), vi("a_out", F, [3]), vi("na", F, [3])],
+    [ctrue, three], opset=13)
+
+# GridSample on an f16 image of 300 x 300: positions past f16's exact
+# integers (its flat index once went past f16's range), against numpy's
+# bilinear loop in double.
+img16 = rng.standard_normal((1, 1, 300, 300)).astype(np.float16)
+g16 = rng.uniform(-1, 1, (1, 2, 3, 2)).astype(np.float16)
+g16[0, 0, 0] = [0.995, 0.99]
+# Constants, so that the load computes it eagerly, op by op in f16 (a
+# program would fuse the arithmetic in f32).
+save("grid16", [helper.make_node("GridSample", ["img", "g"], ["y"])], [],
+     [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)],
+     [numpy_helper.from_array(img16, "img"), numpy_helper.from_array(g16, "g")], opset=16)
+np.save(os.path.join(out, "grid16_y.npy"), grid_sample_ref(img16.astype(np.float64), g16.astype(np.float64)).astype(np.float32))
