@@ -373,6 +373,25 @@ static void test_scan(void) {
     cn_onnx_free(m);
 }
 
+/* f16 in, f16 out through a compiled program, each op's result rounded to
+ * f16 as eagerly (the rounding checked on values that need it). */
+static void test_half_static(void) {
+    cn_onnx_model *m = cn_onnx_load(model("half_ops"), NULL);
+    CHECK_MSG(m != NULL, "%s", cn_last_error());
+    if (!m) return;
+    CHECK(cn_tensor_dtype(cn_onnx_output(m, 0)) == CN_F16);
+    float av[5] = {1.5f, -2, 0.1f, 3.3f, 1000}, bv[5] = {0.25f, 1, -0.2f, 0.0009765625f, 1};
+    cn_tensor *in[2] = {cn_cast(cn_from_data(CN_F32, 1, (int64_t[]){5}, av), CN_F16),
+                        cn_cast(cn_from_data(CN_F32, 1, (int64_t[]){5}, bv), CN_F16)};
+    cn_tensor *y = NULL;
+    CHECK_EQ_INT(cn_onnx_run(m, in, &y), 0);
+    if (!y) return;
+    CHECK(cn_tensor_dtype(y) == CN_F16);
+    cn_tensor *want = cn_mul(cn_relu(cn_add(in[0], in[1])), in[0]); /* eagerly, in f16 */
+    for (int64_t i = 0; i < 5; i++) CHECK_CLOSE(cn_get(y, &i), cn_get(want, &i), 0, 0);
+    cn_onnx_free(m);
+}
+
 static void test_dynamic_shapes(void) {
     CHECK_ERROR(cn_onnx_load(model("dyn"), NULL),
                 "unsupported: Shape (opset 13): the shape of a tensor with unknown sizes");
@@ -536,6 +555,7 @@ int main(void) {
     RUN(test_data_dependent);
     RUN(test_affine_grid);
     RUN(test_scan);
+    RUN(test_half_static);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);
     RUN(test_value_files);

@@ -375,6 +375,15 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
             goto done;
         }
         out = cn_graph_symbolic_hook(id, in, nin, &a, &m, NULL);
+        /* As eagerly (step 8 below): a half op's value is half in a graph
+         * too, so a program's outputs have the dtypes eager mode gives. */
+        if (out && half_dt != CN_DTYPE_COUNT && !autocast && out->dtype == CN_F32) {
+            cn_tensor *o = out;
+            cn_attrs ca = {0};
+            ca.i[0] = half_dt;
+            out = cn_op_run(CN_OP_cast, &o, 1, &ca);
+            cn_release(o);
+        }
         goto done;
     }
 

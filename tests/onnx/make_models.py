@@ -447,3 +447,11 @@ save("grid16", [helper.make_node("GridSample", ["img", "g"], ["y"])], [],
      [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)],
      [numpy_helper.from_array(img16, "img"), numpy_helper.from_array(g16, "g")], opset=16)
 np.save(os.path.join(out, "grid16_y.npy"), grid_sample_ref(img16.astype(np.float64), g16.astype(np.float64)).astype(np.float32))
+
+# Half-precision arithmetic in a static graph keeps the half dtype, as eagerly
+# (the outputs' declared dtypes): y = relu(a + b) * a in f16.
+save("half_ops", [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
+                  helper.make_node("Mul", ["r", "a"], ["y"])],
+     [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [5]),
+      helper.make_tensor_value_info("b", TensorProto.FLOAT16, [5])],
+     [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [5])])
