@@ -297,81 +297,54 @@ static void test_data_dependent(void) {
     cn_onnx_free(m);
 }
 
-/* AffineGrid and GridSample (opset 20's "linear") against numpy's loops
- * (make_models.py, affine20_*.npy). */
-static void test_affine_grid(void) {
-    static const char *outs[] = {"g0", "g1", "ys"};
-    cn_onnx_model *m = cn_onnx_load(model("affine20"), NULL);
-    CHECK_MSG(m != NULL, "%s", cn_last_error());
+/* Model NAME run on NAME_<input>.npy for each of its inputs, each output
+ * against NAME_<output>.npy (saved by make_models.py from numpy's loops):
+ * the same shape, values within rtol/atol. */
+static void check_against_npy(const char *name, double rtol, double atol) {
+    cn_onnx_model *m = cn_onnx_load(model(name), NULL);
+    CHECK_MSG(m != NULL, "%s: %s", name, cn_last_error());
     if (!m) return;
-    CHECK(cn_onnx_eager_reason(m) == NULL);
     char p[1200];
-    cn_tensor *in[2] = {0}, *out[3] = {0};
-    for (int i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s/affine20_%s.npy", dir, cn_onnx_input_name(m, i));
-        CHECK((in[i] = cn_load_npy(p)) != NULL);
+    int nin = cn_onnx_num_inputs(m), nout = cn_onnx_num_outputs(m);
+    cn_tensor *in[8] = {0}, *out[8] = {0};
+    CHECK(nin <= 8 && nout <= 8);
+    for (int i = 0; i < nin && i < 8; i++) {
+        snprintf(p, sizeof p, "%s/%s_%s.npy", dir, name, cn_onnx_input_name(m, i));
+        CHECK_MSG((in[i] = cn_load_npy(p)) != NULL, "%s", p);
     }
-    int rc = cn_onnx_run(m, in, out);
-    CHECK_MSG(rc == 0, "%s", cn_last_error());
-    for (int i = 0; rc == 0 && i < 3; i++) {
-        snprintf(p, sizeof p, "%s/affine20_%s.npy", dir, outs[i]);
+    int rc = nin <= 8 && nout <= 8 ? cn_onnx_run(m, in, out) : -1;
+    CHECK_MSG(rc == 0, "%s: %s", name, cn_last_error());
+    for (int i = 0; rc == 0 && i < nout; i++) {
+        snprintf(p, sizeof p, "%s/%s_%s.npy", dir, name, cn_onnx_output_name(m, i));
         cn_tensor *want = cn_load_npy(p);
-        CHECK(want && out[i] && cn_numel(want) == cn_numel(out[i]) && cn_ndim(want) == cn_ndim(out[i]));
-        if (!want || !out[i] || cn_numel(want) != cn_numel(out[i])) continue;
+        bool same = want && out[i] && cn_ndim(want) == cn_ndim(out[i]);
+        for (int d = 0; same && d < cn_ndim(want); d++) same = cn_dim(out[i], d) == cn_dim(want, d);
+        CHECK_MSG(same, "%s: output %s's shape", name, cn_onnx_output_name(m, i));
+        if (!same) continue;
         int64_t nel = cn_numel(want);
         cn_tensor *a = cn_reshape(cn_contiguous(out[i]), 1, &nel), *b = cn_reshape(want, 1, &nel);
-        for (int64_t e = 0; e < nel; e++) CHECK_CLOSE(cn_get(a, &e), cn_get(b, &e), 1e-5, 1e-6);
-    }
-    cn_onnx_free(m);
-    /* f16, computed while loading: positions past its exact integers,
-     * against numpy in double. */
-    m = cn_onnx_load(model("grid16"), NULL);
-    CHECK_MSG(m != NULL, "%s", cn_last_error());
-    if (!m) return;
-    cn_tensor *gy = NULL;
-    snprintf(p, sizeof p, "%s/grid16_y.npy", dir);
-    cn_tensor *want = cn_load_npy(p);
-    rc = cn_onnx_run(m, NULL, &gy);
-    CHECK_MSG(rc == 0, "%s", cn_last_error());
-    if (rc == 0 && want && cn_numel(gy) == cn_numel(want)) {
-        CHECK(cn_tensor_dtype(gy) == CN_F16);
-        int64_t nel = cn_numel(want);
-        cn_tensor *a = cn_reshape(cn_contiguous(gy), 1, &nel), *b = cn_reshape(want, 1, &nel);
-        for (int64_t e = 0; e < nel; e++) CHECK_CLOSE(cn_get(a, &e), cn_get(b, &e), 2e-3, 2e-3);
-    } else {
-        CHECK(rc == 0 && want && gy && cn_numel(gy) == cn_numel(want));
+        for (int64_t e = 0; e < nel; e++) CHECK_CLOSE(cn_get(a, &e), cn_get(b, &e), rtol, atol);
     }
     cn_onnx_free(m);
 }
 
+/* AffineGrid and GridSample (opset 20's "linear"), and GridSample on an
+ * f16 image computed while loading (positions past f16's exact integers),
+ * against numpy's loops in double. */
+static void test_affine_grid(void) {
+    cn_onnx_model *m = cn_onnx_load(model("affine20"), NULL);
+    CHECK(m && cn_onnx_eager_reason(m) == NULL);
+    cn_onnx_free(m);
+    check_against_npy("affine20", 1e-5, 1e-6);
+    m = cn_onnx_load(model("grid16"), NULL);
+    CHECK(m && cn_tensor_dtype(cn_onnx_output(m, 0)) == CN_F16);
+    cn_onnx_free(m);
+    check_against_npy("grid16", 2e-3, 2e-3);
+}
+
 /* Scan with a reversed input on axis 1, a forward one on axis 0 and a
  * reversed output on axis 1, against numpy's loop (scan11_*.npy). */
-static void test_scan(void) {
-    static const char *outs[] = {"final", "sums"};
-    cn_onnx_model *m = cn_onnx_load(model("scan11"), NULL);
-    CHECK_MSG(m != NULL, "%s", cn_last_error());
-    if (!m) return;
-    char p[1200];
-    cn_tensor *in[3] = {0}, *out[2] = {0};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/scan11_%s.npy", dir, cn_onnx_input_name(m, i));
-        CHECK((in[i] = cn_load_npy(p)) != NULL);
-    }
-    int rc = cn_onnx_run(m, in, out);
-    CHECK_MSG(rc == 0, "%s", cn_last_error());
-    for (int i = 0; rc == 0 && i < 2; i++) {
-        snprintf(p, sizeof p, "%s/scan11_%s.npy", dir, outs[i]);
-        cn_tensor *want = cn_load_npy(p);
-        CHECK(want && out[i] && cn_numel(want) == cn_numel(out[i]) && cn_ndim(want) == cn_ndim(out[i]));
-        for (int d = 0; want && out[i] && d < cn_ndim(want) && d < cn_ndim(out[i]); d++)
-            CHECK_EQ_INT(cn_dim(out[i], d), cn_dim(want, d));
-        if (!want || !out[i] || cn_numel(want) != cn_numel(out[i])) continue;
-        int64_t nel = cn_numel(want);
-        cn_tensor *a = cn_reshape(cn_contiguous(out[i]), 1, &nel), *b = cn_reshape(want, 1, &nel);
-        for (int64_t e = 0; e < nel; e++) CHECK_CLOSE(cn_get(a, &e), cn_get(b, &e), 1e-5, 1e-6);
-    }
-    cn_onnx_free(m);
-}
+static void test_scan(void) { check_against_npy("scan11", 1e-5, 1e-6); }
 
 /* f16 in, f16 out through a compiled program, each op's result rounded to
  * f16 as eagerly (the rounding checked on values that need it). */

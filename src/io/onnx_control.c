@@ -9,6 +9,25 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+/* The iterations all Loops and Scans together may run while a model loads (their
+ * values then become a static graph, or fold), and in one run of a model
+ * that runs eagerly: a file cannot make either run for ever. */
+#define LOOP_MAX_AT_LOAD 4096
+#define LOOP_MAX_IN_RUN (INT64_C(1) << 20)
+
+/* Counts one more iteration of a Loop or Scan (all of them together, in a
+ * load or a run, are bounded) and gives it, in a run, a node's element
+ * budget of its own: 0, or < 0 after the message. */
+static int next_iteration(onnx_ctx *c, const Onnx__NodeProto *n) {
+    if (++c->loop_iters > (c->running ? LOOP_MAX_IN_RUN : LOOP_MAX_AT_LOAD)) {
+        c->node = n;
+        return c->running ? onnx_bad(c, "more than %" PRId64 " loop iterations in one run", LOOP_MAX_IN_RUN)
+                          : onnx_unsup(c, "more than %d loop iterations while the model loads", LOOP_MAX_AT_LOAD);
+    }
+    if (c->running) cn_t_budget.left = c->budget;
+    return 0;
+}
+
 /* The names a branch or body defines (its inputs, initializers and nodes'
  * outputs), released once it has run: a loop's next iteration defines them
  * again, and nothing outside may read them (an If's outputs are taken
@@ -64,11 +83,6 @@ H(h_if) {
     return rc;
 }
 
-/* The iterations all Loops together may run while a model loads (their
- * values then become a static graph, or fold), and in one run of a model
- * that runs eagerly: a file cannot make either run for ever. */
-#define LOOP_MAX_AT_LOAD 4096
-#define LOOP_MAX_IN_RUN (INT64_C(1) << 20)
 
 
 /* Loop: the body run while the trip count and the condition allow, both
@@ -112,13 +126,7 @@ H(h_loop) {
     int rc = carried && scans ? 0 : cn_failc(CN_ENOMEM, "onnx: out of memory");
     for (int k = 0; k < nv && rc == 0; k++) carried[k] = cn_retain(in[2 + k]);
     for (; rc == 0 && nit < trips && cond; nit++) {
-        if (++c->loop_iters > (c->running ? LOOP_MAX_IN_RUN : LOOP_MAX_AT_LOAD)) {
-            c->node = n;
-            rc = c->running ? onnx_bad(c, "more than %" PRId64 " loop iterations in one run", LOOP_MAX_IN_RUN)
-                            : onnx_unsup(c, "more than %d loop iterations while the model loads", LOOP_MAX_AT_LOAD);
-            break;
-        }
-        if (c->running) cn_t_budget.left = c->budget; /* each iteration as a node of its own */
+        if ((rc = next_iteration(c, n)) < 0) break;
         cn_scope_begin();
         rc = vmap_put(vals, b->input[0]->name ? b->input[0]->name : "", cn_scalar(CN_I64, (double)nit));
         if (rc == 0) rc = vmap_put(vals, b->input[1]->name ? b->input[1]->name : "", cn_scalar(CN_BOOL, cond));
@@ -238,13 +246,7 @@ H(h_scan) {
         rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
     for (int k = 0; k < ns; k++) state[k] = cn_retain(in[k]);
     for (int64_t t = 0; rc == 0 && t < len; t++) {
-        if (++c->loop_iters > (c->running ? LOOP_MAX_IN_RUN : LOOP_MAX_AT_LOAD)) {
-            c->node = n;
-            rc = c->running ? onnx_bad(c, "more than %" PRId64 " loop iterations in one run", LOOP_MAX_IN_RUN)
-                            : onnx_unsup(c, "more than %d loop iterations while the model loads", LOOP_MAX_AT_LOAD);
-            break;
-        }
-        if (c->running) cn_t_budget.left = c->budget; /* each iteration as a node of its own */
+        if ((rc = next_iteration(c, n)) < 0) break;
         cn_scope_begin();
         for (int k = 0; k < ns && rc == 0; k++) rc = vmap_put(vals, b->input[k]->name ? b->input[k]->name : "", state[k]);
         for (int k = 0; k < m && rc == 0; k++) {

@@ -804,6 +804,16 @@ cn_onnx_model *cn_onnx_load_buffer(const void *data, size_t size, const char *ba
     return load(data ? data : "", size, base_dir, opts, "onnx_load_buffer");
 }
 
+/* A list of names and the tensors they hold (retained), and the lists. */
+static void free_named(char **names, cn_tensor **vals, int n) {
+    for (int i = 0; i < n; i++) {
+        cn_release(vals[i]);
+        free(names[i]);
+    }
+    free(names);
+    free(vals);
+}
+
 void cn_onnx_free(cn_onnx_model *m) {
     if (!m) return;
     cn_program_free(m->prog);
@@ -815,26 +825,11 @@ void cn_onnx_free(cn_onnx_model *m) {
         cn_release(m->outputs[i]);
         free(m->out_names[i]);
     }
-    for (int i = 0; i < m->nconsts; i++) {
-        cn_release(m->consts[i]);
-        free(m->const_names[i]);
-    }
-    free(m->consts);
-    free(m->const_names);
+    free_named(m->const_names, m->consts, m->nconsts);
+    free_named(m->prefix_names, m->prefix_vals, m->nprefix);
+    free_named(m->folded_names, m->folded, m->nfolded);
     free(m->eager_reason);
     free(m->drops);
-    for (int i = 0; i < m->nprefix; i++) {
-        cn_release(m->prefix_vals[i]);
-        free(m->prefix_names[i]);
-    }
-    for (int i = 0; i < m->nfolded; i++) {
-        cn_release(m->folded[i]);
-        free(m->folded_names[i]);
-    }
-    free(m->prefix_vals);
-    free(m->prefix_names);
-    free(m->folded);
-    free(m->folded_names);
     cn_program_free(m->prefix);
     free(m->base_dir);
     if (m->mp) onnx__model_proto__free_unpacked(m->mp, NULL);
