@@ -1,8 +1,9 @@
-/* ONNX control flow: If, on a condition known when the node is imported
+/* ONNX control flow. If, on a condition known when the node is imported
  * (a constant, or data in a model that runs eagerly), becomes the nodes of
- * the branch it takes. A condition computed at run time in a static graph
- * makes the model run eagerly (onnx_needs_values): Chutney's programs have
- * no branches. */
+ * the branch it takes; Loop and Scan are unrolled, their bodies imported
+ * once per iteration. A condition or trip count computed at run time in a
+ * static graph makes the model run eagerly (onnx_needs_values): Chutney's
+ * programs have no branches. */
 #include "onnx_internal.h"
 
 #ifdef CN_HAVE_ONNX
@@ -82,8 +83,6 @@ H(h_if) {
     drop_body(vals, b);
     return rc;
 }
-
-
 
 /* Loop: the body run while the trip count and the condition allow, both
  * known when the node is imported (a computed one makes the model run
