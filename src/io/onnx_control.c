@@ -43,6 +43,34 @@ static void drop_body(vmap *vals, const Onnx__GraphProto *b) {
             if (b->node[i]->output[k] && *b->node[i]->output[k]) vmap_drop(vals, b->node[i]->output[k]);
 }
 
+/* A branch's or body's initializers and nodes imported in place: they
+ * see every value defined so far. */
+static int import_body(onnx_ctx *c, vmap *vals, const Onnx__GraphProto *b) {
+    int rc = 0;
+    for (size_t i = 0; i < b->n_initializer && rc == 0; i++) {
+        const Onnx__TensorProto *tp = b->initializer[i];
+        cn_tensor *t = onnx_tensor_from_proto(tp, c->base_dir);
+        rc = !t ? (cn_last_error()[0] ? CN_EFORMAT : CN_ENOMEM) : vmap_put(vals, tp->name ? tp->name : "", t);
+    }
+    for (size_t i = 0; i < b->n_node && rc == 0; i++) rc = onnx_import_node(c, vals, b->node[i]);
+    return rc;
+}
+
+/* A scan output: the n steps' values, in order or reversed, stacked on a
+ * new axis `axis` (counted in the result's rank); NULL after a message. */
+static cn_tensor *stack_steps(onnx_ctx *c, cn_tensor *const *steps, int64_t n, int64_t axis, bool reverse) {
+    if (n == 0) return onnx_unsup(c, "a scan output of no iterations (its shape is unknown)"), NULL;
+    if (n > ONNX_MAX_INPUTS) return onnx_unsup(c, "a scan output of more than %d iterations", ONNX_MAX_INPUTS), NULL;
+    int ax = onnx_axis(c, axis, cn_ndim(steps[0]) + 1, "scan output axis");
+    if (ax < 0) return NULL;
+    cn_tensor **parts = malloc(sizeof *parts * (size_t)n);
+    if (!parts) return cn_fail("onnx: out of memory");
+    for (int64_t t = 0; t < n; t++) parts[t] = cn_unsqueeze(steps[reverse ? n - 1 - t : t], ax);
+    cn_tensor *y = cn_concat(parts, (int)n, ax);
+    free(parts);
+    return y;
+}
+
 H(h_if) {
     UNUSED;
     cn_tensor *cond = in[0];
@@ -62,13 +90,7 @@ H(h_if) {
      * matched inside it (they count a value's readers over one graph). */
     const Onnx__GraphProto *outer = c->graph;
     c->graph = NULL;
-    int rc = 0;
-    for (size_t i = 0; i < b->n_initializer && rc == 0; i++) {
-        const Onnx__TensorProto *tp = b->initializer[i];
-        cn_tensor *t = onnx_tensor_from_proto(tp, c->base_dir);
-        rc = !t ? (cn_last_error()[0] ? CN_EFORMAT : CN_ENOMEM) : vmap_put(vals, tp->name ? tp->name : "", t);
-    }
-    for (size_t i = 0; i < b->n_node && rc == 0; i++) rc = onnx_import_node(c, vals, b->node[i]);
+    int rc = import_body(c, vals, b);
     c->graph = outer;
     c->node = n;
     c->opset_of_node = c->opset;
@@ -131,12 +153,7 @@ H(h_loop) {
         if (rc == 0) rc = vmap_put(vals, b->input[1]->name ? b->input[1]->name : "", cn_scalar(CN_BOOL, cond));
         for (int k = 0; k < nv && rc == 0; k++)
             rc = vmap_put(vals, b->input[2 + k]->name ? b->input[2 + k]->name : "", carried[k]);
-        for (size_t i = 0; i < b->n_initializer && rc == 0; i++) {
-            cn_tensor *t = onnx_tensor_from_proto(b->initializer[i], c->base_dir);
-            rc = !t ? (cn_last_error()[0] ? CN_EFORMAT : CN_ENOMEM)
-                    : vmap_put(vals, b->initializer[i]->name ? b->initializer[i]->name : "", t);
-        }
-        for (size_t i = 0; i < b->n_node && rc == 0; i++) rc = onnx_import_node(c, vals, b->node[i]);
+        if (rc == 0) rc = import_body(c, vals, b);
         cn_tensor *res[1 + 64 + 16] = {0};
         if (rc == 0 && b->n_output > sizeof res / sizeof *res) rc = onnx_unsup(c, "a body of more than 80 outputs");
         for (size_t k = 0; k < b->n_output && rc == 0; k++) {
@@ -175,22 +192,8 @@ H(h_loop) {
     c->opset_of_node = c->opset;
     c->vals = vals;
     for (int k = 0; k < nv && k < nout && rc == 0; k++) out[k] = cn_scope_add(cn_retain(carried[k]));
-    for (int j = 0; j < nscan && nv + j < nout && rc == 0; j++) {
-        if (nit == 0) {
-            rc = onnx_unsup(c, "scan output %d of a loop that ran no iteration (its shape is unknown)", j);
-            break;
-        }
-        cn_tensor **parts = malloc(sizeof *parts * (size_t)nit);
-        if (!parts) {
-            rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
-            break;
-        }
-        for (int64_t i = 0; i < nit; i++) parts[i] = cn_unsqueeze(scans[j][i], 0);
-        out[nv + j] = nit <= ONNX_MAX_INPUTS ? cn_concat(parts, (int)nit, 0) : NULL;
-        if (nit > ONNX_MAX_INPUTS) rc = onnx_unsup(c, "a scan output of more than %d iterations", ONNX_MAX_INPUTS);
-        else if (!out[nv + j]) rc = CN_EINVAL;
-        free(parts);
-    }
+    for (int j = 0; j < nscan && nv + j < nout && rc == 0; j++)
+        if (!(out[nv + j] = stack_steps(c, scans[j], nit, 0, false))) rc = CN_EINVAL;
     for (int k = 0; carried && k < nv; k++) cn_release(carried[k]);
     for (int j = 0; scans && j < nscan; j++) {
         for (int64_t i = 0; scans[j] && i < nit && i < cap_scans; i++) cn_release(scans[j][i]);
@@ -254,12 +257,7 @@ H(h_scan) {
             cn_tensor *sl = cn_squeeze(cn_narrow(x, (int)in_ax[k], at, 1), (int)in_ax[k]);
             rc = sl ? vmap_put(vals, b->input[ns + k]->name ? b->input[ns + k]->name : "", sl) : CN_EINVAL;
         }
-        for (size_t i = 0; i < b->n_initializer && rc == 0; i++) {
-            cn_tensor *it = onnx_tensor_from_proto(b->initializer[i], c->base_dir);
-            rc = !it ? (cn_last_error()[0] ? CN_EFORMAT : CN_ENOMEM)
-                     : vmap_put(vals, b->initializer[i]->name ? b->initializer[i]->name : "", it);
-        }
-        for (size_t i = 0; i < b->n_node && rc == 0; i++) rc = onnx_import_node(c, vals, b->node[i]);
+        if (rc == 0) rc = import_body(c, vals, b);
         for (int k = 0; k < ns + nk && rc == 0; k++) {
             const char *name = b->output[k]->name ? b->output[k]->name : "";
             cn_tensor *v = vmap_get(vals, name);
@@ -282,28 +280,8 @@ H(h_scan) {
     c->opset_of_node = c->opset;
     c->vals = vals;
     for (int k = 0; k < ns && rc == 0; k++) out[k] = cn_scope_add(cn_retain(state[k]));
-    for (int j = 0; j < nk && rc == 0; j++) {
-        if (len == 0) {
-            rc = onnx_unsup(c, "scan output %d of a scan of no steps (its shape is unknown)", j);
-            break;
-        }
-        if (len > ONNX_MAX_INPUTS) {
-            rc = onnx_unsup(c, "a scan of more than %d steps", ONNX_MAX_INPUTS);
-            break;
-        }
-        cn_tensor **parts = malloc(sizeof *parts * (size_t)len);
-        if (!parts) {
-            rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
-            break;
-        }
-        int r = cn_ndim(steps[j * len]) + 1;
-        int ax = onnx_axis(c, out_ax[j], r, "scan_output_axes");
-        for (int64_t t = 0; ax >= 0 && t < len; t++)
-            parts[t] = cn_unsqueeze(steps[j * len + (out_dir[j] ? len - 1 - t : t)], ax);
-        out[ns + j] = ax >= 0 ? cn_concat(parts, (int)len, ax) : NULL;
-        free(parts);
-        if (!out[ns + j]) rc = CN_EINVAL;
-    }
+    for (int j = 0; j < nk && rc == 0; j++)
+        if (!(out[ns + j] = stack_steps(c, steps ? steps + j * len : NULL, len, out_ax[j], out_dir[j] != 0))) rc = CN_EINVAL;
     for (int k = 0; k < ns; k++) cn_release(state[k]);
     for (int64_t i = 0; steps && i < nk * len; i++) cn_release(steps[i]);
     free(steps);

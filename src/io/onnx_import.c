@@ -626,48 +626,36 @@ static int build(cn_onnx_model *m, const Onnx__ModelProto *mp, const char *base_
         }
     }
     cn_t_budget = saved;
-    if (rc == 0 && m->eager_reason) {
-        /* The outputs' declared types, for inspection. */
+    if (rc == 0) {
         m->out_names = calloc(g->n_output + 1, sizeof *m->out_names);
         m->outputs = calloc(g->n_output + 1, sizeof *m->outputs);
         if (!m->out_names || !m->outputs) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
         if (rc == 0 && g->n_output == 0) rc = cn_failc(CN_EFORMAT, "onnx: the graph has no outputs");
-        for (size_t i = 0; i < g->n_output && rc == 0; i++) {
-            const char *name = g->output[i]->name ? g->output[i]->name : "";
-            int dt = 0, ndim = 0;
-            int64_t shape[CN_MAX_DIMS];
-            cn_scope_begin();
-            cn_tensor *t = vmap_get(&vals, name);
+    }
+    for (size_t i = 0; i < g->n_output && rc == 0; i++) {
+        const char *name = g->output[i]->name ? g->output[i]->name : "";
+        cn_scope_begin();
+        cn_tensor *t = vmap_get(&vals, name);
+        if (!t && !m->eager_reason) {
+            rc = cn_failc(CN_EFORMAT, "onnx: graph output '%s' is not computed by any node", name);
+        } else if (!t) {
+            /* A model that runs eagerly: the declared type, for inspection
+             * (NULL when declared without a shape: known once it runs). */
             const Onnx__TypeProto *ty = g->output[i]->type;
             bool shapeless = ty && ty->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
                              ty->tensor_type && !ty->tensor_type->shape;
-            if (!t && !shapeless && (rc = onnx_value_type(g->output[i], &dt, &ndim, shape)) == 0)
-                t = cn_placeholder(m->g, name, (cn_dtype)dt, ndim, shape);
-            if (t || (shapeless && rc == 0)) { /* NULL: known once it runs */
-                m->outputs[m->nout] = t ? cn_retain(t) : NULL;
-                m->out_names[m->nout] = strdup(name);
-                if (!m->out_names[m->nout++]) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
-            } else if (rc == 0) {
+            int dt = 0, ndim = 0;
+            int64_t shape[CN_MAX_DIMS];
+            if (!shapeless && (rc = onnx_value_type(g->output[i], &dt, &ndim, shape)) == 0 &&
+                !(t = cn_placeholder(m->g, name, (cn_dtype)dt, ndim, shape)))
                 rc = CN_EINVAL;
-            }
-            cn_scope_end();
         }
-    } else if (rc == 0) {
-        m->out_names = calloc(g->n_output + 1, sizeof *m->out_names);
-        m->outputs = calloc(g->n_output + 1, sizeof *m->outputs);
-        if (!m->out_names || !m->outputs) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
-        if (rc == 0 && g->n_output == 0) rc = cn_failc(CN_EFORMAT, "onnx: the graph has no outputs");
-        for (size_t i = 0; i < g->n_output && rc == 0; i++) {
-            const char *name = g->output[i]->name ? g->output[i]->name : "";
-            cn_tensor *t = vmap_get(&vals, name);
-            if (!t) {
-                rc = cn_failc(CN_EFORMAT, "onnx: graph output '%s' is not computed by any node", name);
-                break;
-            }
-            m->outputs[m->nout] = cn_retain(t);
+        if (rc == 0) {
+            m->outputs[m->nout] = t ? cn_retain(t) : NULL;
             m->out_names[m->nout] = strdup(name);
             if (!m->out_names[m->nout++]) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
         }
+        cn_scope_end();
     }
     vmap_free(&vals);
     return rc;

@@ -280,22 +280,11 @@ H(h_unique) {
     }
     int64_t *pos = tmp; /* group (sorted order) -> output position */
     if (rc == 0 && !sorted) {
-        /* By first occurrence: groups ordered by their first index. */
-        int64_t *by = malloc(sizeof *by * (size_t)(nu + 1));
-        if (!by) rc = cn_failc(CN_ENOMEM, "onnx: out of memory");
-        for (int64_t g = 0; rc == 0 && g < nu; g++) by[g] = g;
-        /* insertion by first[]: the groups are few in practice, but keep it n log n */
-        for (int64_t w = 1; rc == 0 && w < nu; w *= 2)
-            for (int64_t lo = 0; lo < nu - w; lo += 2 * w) {
-                int64_t mid = lo + w, hi = lo + 2 * w < nu ? lo + 2 * w : nu, a = lo, b = mid, k = 0;
-                int64_t *m = ord; /* free again: reuse as scratch */
-                while (a < mid && b < hi) m[k++] = first[by[b]] < first[by[a]] ? by[b++] : by[a++];
-                while (a < mid) m[k++] = by[a++];
-                while (b < hi) m[k++] = by[b++];
-                memcpy(by + lo, m, sizeof *by * (size_t)k);
-            }
-        for (int64_t g = 0; rc == 0 && g < nu; g++) pos[by[g]] = g;
-        free(by);
+        /* By first occurrence: the groups in the order the input meets them. */
+        int64_t next = 0;
+        for (int64_t g = 0; g < nu; g++) pos[g] = -1;
+        for (int64_t k = 0; k < d; k++)
+            if (pos[inv[k]] < 0) pos[inv[k]] = next++;
     } else {
         for (int64_t g = 0; g < nu; g++) pos[g] = g;
     }
