@@ -346,6 +346,10 @@ static void test_affine_grid(void) {
  * reversed output on axis 1, against numpy's loop (scan11_*.npy). */
 static void test_scan(void) { check_against_npy("scan11", 1e-5, 1e-6); }
 
+/* ScatterND with constant indices (runs of rows, distinct rows in any
+ * order, a repeated row, replacing and adding) against numpy's loops. */
+static void test_scatter_const(void) { check_against_npy("scatter_const", 1e-6, 1e-6); }
+
 /* f16 in, f16 out through a compiled program, each op's result rounded to
  * f16 as eagerly (the rounding checked on values that need it). */
 static void test_half_static(void) {
@@ -528,6 +532,7 @@ int main(void) {
     RUN(test_data_dependent);
     RUN(test_affine_grid);
     RUN(test_scan);
+    RUN(test_scatter_const);
     RUN(test_half_static);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);

@@ -402,6 +402,31 @@ save("scan11", [helper.make_node("Scan", ["s0", "sx", "sy"], ["final", "sums"], 
 for k, v in (("s0", s0), ("sx", sx), ("sy", sy)) + tuple(scan_want.items()):
     np.save(os.path.join(out, "scan11_%s.npy" % k), v.astype(np.float32))
 
+# ScatterND with constant indices, as exporters write slice assignments:
+# a run of rows replaced, a run added to (2-d indices), distinct rows out
+# of order replaced and added to (one negative), a repeated row added to
+# twice, and every row replaced; against numpy's loops.
+sd_x = rng.standard_normal((6, 3, 2)).astype(np.float32)
+sd_cases = [("none", [[1], [2], [3]]), ("add", [[[2, 0]], [[2, 1]]]), ("none", [[4], [0], [5]]),
+            ("add", [[-1], [1]]), ("add", [[2], [2], [0]]), ("none", [[0], [1], [2], [3], [4], [5]])]
+sd_nodes, sd_inits, sd_in, sd_want = [], [], {"sdx": sd_x}, {}
+for i, (red, ix) in enumerate(sd_cases):
+    ix = np.array(ix, np.int64)
+    ushape = ix.shape[:-1] + sd_x.shape[ix.shape[-1]:]
+    u = rng.standard_normal(ushape).astype(np.float32)
+    y = sd_x.astype(np.float64).copy()
+    for pos in np.ndindex(*ix.shape[:-1]):
+        at = tuple(int(v) for v in ix[pos])
+        y[at] = y[at] + u[pos] if red == "add" else u[pos]
+    sd_inits.append(numpy_helper.from_array(ix, "sdi%d" % i))
+    sd_in["sdu%d" % i] = u
+    sd_want["sdy%d" % i] = y
+    sd_nodes.append(helper.make_node("ScatterND", ["sdx", "sdi%d" % i, "sdu%d" % i], ["sdy%d" % i], reduction=red))
+save("scatter_const", sd_nodes, [helper.make_tensor_value_info(k, F, list(v.shape)) for k, v in sd_in.items()],
+     [helper.make_tensor_value_info(k, F, None) for k in sd_want], sd_inits, opset=16)
+for k, v in list(sd_in.items()) + list(sd_want.items()):
+    np.save(os.path.join(out, "scatter_const_%s.npy" % k), v.astype(np.float32))
+
 # Control flow around values that run eagerly (numpy's results are simple
 # enough to state): an If in a Loop's body (its branch's names defined
 # again each iteration), an If whose branch starts with a static node and
