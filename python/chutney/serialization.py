@@ -46,3 +46,31 @@ def load(f, map_location=None, with_metadata=False):
     for name, t in items:
         out[name] = t.to(map_location) if map_location is not None else t
     return (out, meta) if with_metadata else out
+
+
+# ---- pickle and copy.deepcopy of tensors ----
+#
+# A tensor pickles as a NumPy copy of its values, its dtype's name, its
+# device and requires_grad (bfloat16 through float32, which holds it
+# exactly). That is what copy.deepcopy(model), multiprocessing and
+# DataLoader-style code need; it keeps no autograd history, as PyTorch's
+# deepcopy of a leaf.
+
+import copyreg as _copyreg
+
+
+def _rebuild_tensor(values, dtype_name, device, requires_grad):
+    t = _C.from_numpy(values).to(getattr(_C, dtype_name))
+    if device != "cpu":
+        t = t.to(device)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _reduce_tensor(t):
+    d = t.detach().cpu()
+    name = str(t.dtype).split(".")[-1]
+    values = (d.float() if t.dtype == _C.bfloat16 else d).contiguous().numpy().copy()
+    return (_rebuild_tensor, (values, name, str(t.device), t.requires_grad))
+
+
+_copyreg.pickle(_C.Tensor, _reduce_tensor)

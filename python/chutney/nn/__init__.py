@@ -1,10 +1,22 @@
-"""torch.nn: Module, layers, containers and losses (chutney.nn.modules),
-functional and init."""
+"""torch.nn: Module, layers, containers and losses (chutney.nn.modules,
+normalization, transformer), functional and init."""
 
 from chutney.nn import functional, init, utils  # noqa: F401
 from chutney.nn.modules import (  # noqa: F401
-    ELU, GELU, GRU, LSTM, RNN, AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
-    BCEWithLogitsLoss, Conv1d, Conv2d, ConvTranspose2d, CrossEntropyLoss, Dropout, Embedding,
-    Flatten, Hardtanh, Identity, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MaxPool2d,
-    Module, ModuleDict, ModuleList, MSELoss, NLLLoss, Parameter, ReLU, Sequential, Sigmoid, SiLU,
-    Softmax, Softplus, Tanh, Unflatten)
+    CELU, ELU, GELU, GLU, GRU, LSTM, RNN, SELU, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
+    BCEWithLogitsLoss, ConstantPad1d, ConstantPad2d, ConstantPad3d, Conv1d, Conv2d,
+    ConvTranspose2d, CosineEmbeddingLoss, CosineSimilarity, CrossEntropyLoss, Dropout, Dropout1d,
+    Dropout2d, Dropout3d, Embedding, Flatten, GaussianNLLLoss, Hardsigmoid, Hardswish, Hardtanh,
+    HuberLoss, Identity, KLDivLoss, L1Loss, LayerNorm, LeakyReLU, Linear, LocalResponseNorm,
+    LogSigmoid, LogSoftmax, MarginRankingLoss, MaxPool1d, MaxPool2d, Mish, Module, ModuleDict,
+    ModuleList, MSELoss, NLLLoss, PairwiseDistance, Parameter, PixelShuffle, PixelUnshuffle,
+    PoissonNLLLoss, PReLU, ReflectionPad1d, ReflectionPad2d, ReLU, ReLU6, ReplicationPad1d,
+    ReplicationPad2d, ReplicationPad3d, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softmin,
+    Softplus, SoftMarginLoss, Softsign, Tanh, Tanhshrink, TripletMarginLoss, Unflatten, Upsample,
+    UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
+from chutney.nn.normalization import (  # noqa: F401
+    GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, RMSNorm)
+from chutney.nn.transformer import (  # noqa: F401
+    MultiheadAttention, Transformer, TransformerDecoder, TransformerDecoderLayer,
+    TransformerEncoder, TransformerEncoderLayer)

@@ -2,7 +2,10 @@
 normalisation, losses, pad, one_hot. All are the library's ops, so they
 differentiate like any other."""
 
+import struct as _struct
+
 from chutney import _C
+from chutney.autograd import no_grad
 
 Tensor = _C.Tensor
 
@@ -165,3 +168,464 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     d = (input - target).abs()
     loss = _C.where(d < beta, d.square() * (0.5 / beta), d - 0.5 * beta) if beta > 0 else d
     return _reduce(loss, reduction)
+
+
+# ---- more activations (compositions of the library's ops) ----
+
+def hardsigmoid(input, inplace=False):
+    return (input * (1.0 / 6) + 0.5).clamp(0.0, 1.0)
+
+
+def hardswish(input, inplace=False):
+    return input * (input + 3.0).clamp(0.0, 6.0) * (1.0 / 6)
+
+
+def mish(input, inplace=False):
+    return input * input.softplus().tanh()
+
+
+def selu(input, inplace=False):
+    return 1.0507009873554804934193349852946 * input.elu(1.6732632423543772848170429916717)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    # elu with the exponent's argument scaled: max(0,x) + min(0, alpha*(exp(x/alpha)-1))
+    return (input * (1.0 / alpha)).elu(1.0) * alpha if alpha != 1.0 else input.elu(1.0)
+
+
+def logsigmoid(input):
+    return -((-input).softplus())
+
+
+def softsign(input):
+    return input / (input.abs() + 1.0)
+
+
+def tanhshrink(input):
+    return input - input.tanh()
+
+
+def softmin(input, dim=None, dtype=None):
+    return (-input).softmax(dim, dtype=dtype)
+
+
+def glu(input, dim=-1):
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def prelu(input, weight):
+    """max(0, x) + weight * min(0, x), weight one value or one per channel
+    (axis 1)."""
+    w = weight
+    if w.numel() > 1 and input.dim() >= 2:
+        w = w.reshape((1, -1) + (1,) * (input.dim() - 2))
+    return _C.where(input >= 0, input, input * w)
+
+
+# ---- normalisation ----
+
+def _channel_shape(input):
+    return (1, -1) + (1,) * (input.dim() - 2)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalise each of num_groups groups of channels of input [N, C, ...]
+    over its channels and positions; weight and bias [C]."""
+    shape = tuple(input.shape)
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
+        raise ValueError(f"group_norm: num_groups must be a positive int, not {num_groups!r}")
+    if len(shape) < 2 or shape[1] % num_groups:
+        raise RuntimeError(f"group_norm: {shape[1] if len(shape) > 1 else shape} channels do not "
+                           f"split into {num_groups} groups")
+    x = input.reshape(shape[0], num_groups, -1)
+    mean = x.mean(dim=2, keepdim=True)
+    var = x.var(dim=2, unbiased=False, keepdim=True)
+    y = ((x - mean) * (var + eps).rsqrt()).reshape(shape)
+    if weight is not None:
+        y = y * weight.reshape(_channel_shape(input))
+    if bias is not None:
+        y = y + bias.reshape(_channel_shape(input))
+    return y
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Each channel of each item normalised over its positions (input
+    [N, C, ...]); with use_input_stats=False, by running_mean/var."""
+    dims = tuple(range(2, input.dim()))
+    if not dims:
+        raise RuntimeError("instance_norm: the input needs positions after [N, C]")
+    if use_input_stats:
+        mean = input.mean(dim=dims, keepdim=True)
+        var = input.var(dim=dims, unbiased=False, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            n = 1
+            for d in dims:
+                n *= input.shape[d]
+            with no_grad():
+                m = mean.detach().mean(dim=0).reshape(-1)
+                v = input.detach().var(dim=dims, unbiased=n > 1, keepdim=True).mean(dim=0)
+                if running_mean is not None:
+                    running_mean.mul_(1 - momentum).add_(m * momentum)
+                if running_var is not None:
+                    running_var.mul_(1 - momentum).add_(v.reshape(-1) * momentum)
+    else:
+        mean = running_mean.reshape(_channel_shape(input))
+        var = running_var.reshape(_channel_shape(input))
+    y = (input - mean) * (var + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(_channel_shape(input))
+    if bias is not None:
+        y = y + bias.reshape(_channel_shape(input))
+    return y
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2 over the last len(normalized_shape) axes) + eps)
+    * weight; eps None is the dtype's machine epsilon, as PyTorch 2.4."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    n = len(normalized_shape)
+    shape = tuple(input.shape)
+    if n < 1 or n > len(shape) or tuple(shape[-n:]) != tuple(normalized_shape):
+        raise RuntimeError("rms_norm: normalized_shape %s is not the end of the input's shape %s"
+                           % (tuple(normalized_shape), shape))
+    if eps is None:
+        eps = {_C.float64: 2.220446049250313e-16, _C.float16: 0.0009765625,
+               _C.bfloat16: 0.0078125}.get(input.dtype, 1.1920928955078125e-07)
+    dims = tuple(range(len(shape) - n, len(shape)))
+    y = input * (input.square().mean(dim=dims, keepdim=True) + eps).rsqrt()
+    return y * weight if weight is not None else y
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """x / (k + alpha/size * sum of x^2 over `size` neighbouring channels)^beta."""
+    sq = input.square().unsqueeze(1)  # [N, 1, C, ...]
+    sq = pad(sq.reshape(sq.shape[0], 1, sq.shape[2], -1), (0, 0, size // 2, (size - 1) // 2))
+    div = avg_pool2d(sq, (size, 1), stride=1).squeeze(1).reshape(tuple(input.shape))
+    return input / (div * alpha + k).pow(beta)
+
+
+# ---- pooling in one dimension (the 2-d kernels on a [N, C, 1, L] view) ----
+
+def _single(v):
+    return v[0] if isinstance(v, (tuple, list)) else v
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    stride = kernel_size if stride is None else stride
+    r = max_pool2d(input.unsqueeze(-2), (1, _single(kernel_size)), (1, _single(stride)),
+                   (0, _single(padding)), (1, _single(dilation)), ceil_mode, return_indices)
+    if return_indices:
+        return r[0].squeeze(-2), r[1].squeeze(-2)
+    return r.squeeze(-2)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    stride = kernel_size if stride is None else stride
+    return avg_pool2d(input.unsqueeze(-2), (1, _single(kernel_size)), (1, _single(stride)),
+                      (0, _single(padding)), ceil_mode, count_include_pad).squeeze(-2)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return adaptive_avg_pool2d(input.unsqueeze(-2), (1, _single(output_size))).squeeze(-2)
+
+
+_MAX_AXIS = 1 << 24
+
+
+def _positions(v, what):
+    """An output size along one axis: a positive int, and at most 2^24 (the
+    index lists of the resampling functions are built in Python)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{what}: output sizes are ints, not {type(v).__name__}")
+    if v < 1 or v > _MAX_AXIS:
+        raise ValueError(f"{what}: output size {v} (1 to {_MAX_AXIS} supported)")
+    return v
+
+
+def _adaptive_windows(n_in, n_out):
+    return [((i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)) for i in range(n_out)]
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """The largest value of each of PyTorch's adaptive windows (start
+    floor(i*in/out), end ceil((i+1)*in/out)): one strided max_pool2d when the
+    windows are uniform, else one max per window."""
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not supported")
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    h, w = input.shape[-2], input.shape[-1]
+    oh = h if oh is None else _positions(oh, "adaptive_max_pool2d")
+    ow = w if ow is None else _positions(ow, "adaptive_max_pool2d")
+    if h % oh == 0 and w % ow == 0:
+        return max_pool2d(input, (h // oh, w // ow), (h // oh, w // ow))
+    rows = []
+    for a, b in _adaptive_windows(h, oh):
+        band = input.narrow(-2, a, b - a).amax(dim=-2)
+        rows.append(_C.stack([band.narrow(-1, c, d - c).amax(dim=-1)
+                              for c, d in _adaptive_windows(w, ow)], -1))
+    return _C.stack(rows, -2)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    return adaptive_max_pool2d(input.unsqueeze(-2), (1, _single(output_size)),
+                               return_indices).squeeze(-2)
+
+
+# ---- resampling ----
+
+def pixel_shuffle(input, upscale_factor):
+    """[N, C*r*r, H, W] to [N, C, H*r, W*r]."""
+    r = upscale_factor
+    *lead, c, h, w = tuple(input.shape)
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle: {c} channels are not divisible by {r}*{r}")
+    x = input.reshape(-1, c // (r * r), r, r, h, w).permute(0, 1, 4, 2, 5, 3)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """[N, C, H*r, W*r] to [N, C*r*r, H, W]."""
+    r = downscale_factor
+    *lead, c, h, w = tuple(input.shape)
+    if h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle: {h}x{w} is not divisible by {r}")
+    x = input.reshape(-1, c, h // r, r, w // r, r).permute(0, 1, 3, 5, 2, 4)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def _f32(v):
+    return _struct.unpack("f", _struct.pack("f", v))[0]
+
+
+def _source_positions(x, n_in, n_out, scale, align_corners, cubic=False):
+    """PyTorch's source position of each output index along one axis
+    (area_pixel_compute_source_index), in the arithmetic PyTorch's kernels
+    use: float for float32/16 inputs, so that ties fall as there."""
+    r = (lambda v: v) if x.dtype == _C.float64 else _f32
+    if align_corners:
+        sc = r((n_in - 1) / (n_out - 1)) if n_out > 1 else 0.0
+        return [r(sc * o) for o in range(n_out)]
+    sc = r(scale)
+    pos = [r(r(sc * r(o + 0.5)) - 0.5) for o in range(n_out)]
+    return pos if cubic else [max(v, 0.0) for v in pos]
+
+
+def _linear_axis(x, axis, n_out, scale, align_corners):
+    """x resampled linearly along axis to n_out positions, as PyTorch's
+    upsample_linear kernels."""
+    n_in = x.shape[axis]
+    i0, i1, w1 = [], [], []
+    for src in _source_positions(x, n_in, n_out, scale, align_corners):
+        a = min(int(src), n_in - 1)
+        i0.append(a)
+        i1.append(min(a + 1, n_in - 1))
+        w1.append(src - a)
+    shape = [1] * x.dim()
+    shape[axis] = n_out
+    w = _C.tensor(w1, dtype=x.dtype, device=x.device).reshape(shape)
+    lo = x.index_select(axis, _C.tensor(i0, device=x.device))
+    hi = x.index_select(axis, _C.tensor(i1, device=x.device))
+    return lo * (1.0 - w) + hi * w
+
+
+def _cubic_axis(x, axis, n_out, scale, align_corners, A=-0.75):
+    """x resampled along axis with PyTorch's bicubic kernel (A = -0.75,
+    indices clamped to the edge)."""
+    n_in = x.shape[axis]
+
+    def k1(t):  # |t| <= 1
+        return ((A + 2) * t - (A + 3)) * t * t + 1
+
+    def k2(t):  # 1 < |t| < 2
+        return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A
+
+    idx = [[], [], [], []]
+    wts = [[], [], [], []]
+    for src in _source_positions(x, n_in, n_out, scale, align_corners, cubic=True):
+        f = int(src // 1)
+        t = src - f
+        for j, (d, wt) in enumerate(((-1, k2(t + 1)), (0, k1(t)), (1, k1(1 - t)), (2, k2(2 - t)))):
+            idx[j].append(min(max(f + d, 0), n_in - 1))
+            wts[j].append(wt)
+    shape = [1] * x.dim()
+    shape[axis] = n_out
+    y = None
+    for j in range(4):
+        term = x.index_select(axis, _C.tensor(idx[j], device=x.device)) * \
+            _C.tensor(wts[j], dtype=x.dtype, device=x.device).reshape(shape)
+        y = term if y is None else y + term
+    return y
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """torch.nn.functional.interpolate over the last 1-3 axes: nearest,
+    nearest-exact, linear/bilinear/trilinear, bicubic and area, with PyTorch's
+    source positions (a given scale_factor is used as is unless
+    recompute_scale_factor)."""
+    nsp = input.dim() - 2
+    if nsp < 1 or nsp > 3:
+        raise ValueError(f"interpolate: input of {input.dim()} dimensions (3 to 5 expected)")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    lin_modes = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
+    if mode in lin_modes and lin_modes[mode] != nsp:
+        raise ValueError(f"interpolate: mode '{mode}' needs {lin_modes[mode] + 2}-d input, "
+                         f"got {input.dim()}-d")
+    if mode not in ("nearest", "nearest-exact", "area") and mode not in lin_modes:
+        raise NotImplementedError(f"interpolate: mode '{mode}'")
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    in_sizes = [input.shape[2 + i] for i in range(nsp)]
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    if size is not None:
+        out = [size] * nsp if isinstance(size, int) else list(size)
+        scales = [None] * nsp
+    else:
+        sf = [scale_factor] * nsp if isinstance(scale_factor, (int, float)) else list(scale_factor)
+        for s in sf:
+            if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 < s < float("inf"):
+                raise ValueError(f"interpolate: scale_factor {s!r} (a positive number expected)")
+        out = [int(n * s // 1) for n, s in zip(in_sizes, sf)]
+        scales = [None] * nsp if recompute_scale_factor else [1.0 / s for s in sf]
+    if len(out) != nsp:
+        raise ValueError(f"interpolate: {len(out)} sizes for {nsp} spatial axes")
+    out = [_positions(n, "interpolate") for n in out]
+    if mode == "area":
+        if nsp == 1:
+            return adaptive_avg_pool1d(input, out[0])
+        if nsp == 2:
+            return adaptive_avg_pool2d(input, tuple(out))
+        raise NotImplementedError("interpolate: mode 'area' on 3 spatial axes")
+    x = input
+    for i in range(nsp):
+        axis, n_in, n_out = 2 + i, in_sizes[i], out[i]
+        scale = scales[i] if scales[i] is not None else n_in / n_out
+        if mode in ("nearest", "nearest-exact"):
+            # float arithmetic as PyTorch's nearest_idx (o * 1/3 can round up)
+            sc, off = _f32(scale), 0.5 if mode == "nearest-exact" else 0.0
+            if n_out == 2 * n_in and mode == "nearest":
+                idx = [o >> 1 for o in range(n_out)]
+            else:
+                idx = [min(int(_f32(sc * (o + off)) // 1), n_in - 1) for o in range(n_out)]
+            x = x.index_select(axis, _C.tensor(idx, device=x.device))
+        elif mode == "bicubic":
+            x = _cubic_axis(x, axis, n_out, scale, bool(align_corners))
+        else:
+            x = _linear_axis(x, axis, n_out, scale, bool(align_corners))
+    return x
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+# ---- dropout of whole channels ----
+
+def _channel_dropout(input, p, training, lead):
+    if p < 0 or p > 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return input * 0.0
+    shape = tuple(input.shape[:lead]) + (1,) * (input.dim() - lead)
+    keep = (_C.rand(*shape, device=input.device) >= p).to(input.dtype)
+    return input * keep * (1.0 / (1 - p))
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout(input, p, training, input.dim() - 1)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout(input, p, training, input.dim() - 2)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout(input, p, training, input.dim() - 3)
+
+
+# ---- more losses and distances ----
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    d = (input - target).abs()
+    return _reduce(_C.where(d < delta, d.square() * 0.5, (d - 0.5 * delta) * delta), reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target * (log(target) - input), input being log-probabilities; 0
+    where target is 0. reduction 'batchmean' divides the sum by the batch."""
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        safe = _C.where(target > 0, target, _C.ones_like(target))
+        loss = _C.where(target > 0, target * (safe.log() - input), _C.zeros_like(input))
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.dim() else 1)
+    return _reduce(loss, reduction)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """x1.x2 / (max(|x1|, eps) * max(|x2|, eps)) along dim (PyTorch 2)."""
+    n1 = x1.norm(2, dim, keepdim=True).clamp(min=eps)
+    n2 = x2.norm(2, dim, keepdim=True).clamp(min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return (x1 - x2 + eps).norm(p, -1, keepdim=keepdim)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    cos = cosine_similarity(input1, input2, dim=-1, eps=1e-12)
+    loss = _C.where(target > 0, 1.0 - cos, (cos - margin).clamp(min=0.0))
+    return _reduce(loss, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    return _reduce((-target * (input1 - input2) + margin).clamp(min=0.0), reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _reduce((-target * input).softplus(), reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    v = var.clamp(min=eps)
+    loss = 0.5 * (v.log() + (input - target).square() / v)
+    if full:
+        loss = loss + 0.5 * 1.8378770664093453  # log(2 pi)
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        t = target
+        stirling = t * _C.where(t > 1, t, _C.ones_like(t)).log() - t + \
+            0.5 * (t * 6.283185307179586).clamp(min=1.0).log()
+        loss = loss + _C.where(t > 1, stirling, _C.zeros_like(t))
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    dp = pairwise_distance(anchor, positive, p, eps)
+    dn = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        dn = dn.minimum(pairwise_distance(positive, negative, p, eps))
+    return _reduce((dp - dn + margin).clamp(min=0.0), reduction)

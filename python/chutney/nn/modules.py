@@ -11,6 +11,7 @@ state_dict() and load_state_dict() reach the same memory the layer
 computes with. Layers without parameters call nn.functional.
 """
 
+import copy
 from collections import OrderedDict
 
 from chutney import _C, _compile
@@ -32,8 +33,15 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        new = Parameter(self.detach().clone(), self.requires_grad)
+        memo[id(self)] = new
+        return new
+
     def __reduce_ex__(self, proto):
-        raise TypeError("Parameter objects cannot be pickled; save a state_dict with chutney.save")
+        return (Parameter, (self.detach(), self.requires_grad))
 
 
 def _addindent(s, n):
@@ -395,6 +403,50 @@ class Module:
 class _CLayer(Module):
     """A layer of the C library: forward is the library's, its parameters and
     buffers are registered under the library's names (PyTorch's)."""
+
+    def __init_subclass__(cls, **kwargs):
+        # The C module cannot be copied, so copy.deepcopy makes the layer
+        # again from its constructor's arguments and copies the state in:
+        # remember the arguments of the outermost __init__ (the first to run).
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__init__")
+        if own is None:
+            return
+
+        def __init__(self, *args, **kw):
+            if "_ctor_args" not in self.__dict__:
+                object.__setattr__(self, "_ctor_args", (args, kw))
+            own(self, *args, **kw)
+
+        __init__.__doc__ = own.__doc__
+        cls.__init__ = __init__
+
+    def __deepcopy__(self, memo):
+        args, kw = self.__dict__.get("_ctor_args", ((), {}))
+        new = type(self)(*copy.deepcopy(args, memo), **copy.deepcopy(kw, memo))
+        memo[id(self)] = new
+        mine = dict(self.named_parameters(recurse=False))
+        mine.update(self.named_buffers(recurse=False))
+        theirs = dict(new.named_parameters(recurse=False))
+        theirs.update(new.named_buffers(recurse=False))
+        if set(mine) != set(theirs):
+            raise TypeError(f"copy.deepcopy: {type(self).__name__} has tensors {sorted(mine)}, "
+                            f"a new one {sorted(theirs)} (an int8-quantised layer cannot be "
+                            f"copied)")
+        dev = next((t.device for t in mine.values() if t is not None), None)
+        if dev is not None and str(dev) != "cpu":
+            new.to(dev)
+        with no_grad():
+            for name, t in mine.items():
+                if t is not None:
+                    theirs[name].copy_(t)
+                    if isinstance(t, Parameter):
+                        theirs[name].requires_grad_(t.requires_grad)
+        new.train(self.training)
+        for name, v in self.__dict__.items():
+            if name not in new.__dict__:
+                object.__setattr__(new, name, copy.deepcopy(v, memo))
+        return new
 
     def _init_c(self, c, device=None, dtype=None):
         object.__setattr__(self, "_c", c)
@@ -973,3 +1025,282 @@ class BCEWithLogitsLoss(_Loss):
         return F.binary_cross_entropy_with_logits(input, target, self.weight,
                                                   reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
+
+
+# ---- more activations, pools, resampling, dropout and losses ----
+
+def _simple(name, fn, doc, args=()):
+    """A parameterless module whose forward is fn(x, *its arguments)."""
+
+    def __init__(self, *a, **k):
+        Module.__init__(self)
+        vals = dict(zip(args, a))
+        for key in list(k):
+            if key == "inplace":
+                k.pop(key)
+        vals.update(k)
+        for key, default in args.items() if isinstance(args, dict) else ():
+            vals.setdefault(key, default)
+        for key, v in vals.items():
+            object.__setattr__(self, key, v)
+
+    def forward(self, x):
+        return fn(x, *[getattr(self, key) for key in args])
+
+    def extra_repr(self):
+        return ", ".join(f"{key}={getattr(self, key)}" for key in args)
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward,
+                                  "extra_repr": extra_repr, "__doc__": doc})
+
+
+ReLU6 = _simple("ReLU6", F.relu6, "min(max(0, x), 6)")
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "clamp(x/6 + 1/2, 0, 1)")
+Hardswish = _simple("Hardswish", F.hardswish, "x * hardsigmoid(x)")
+Mish = _simple("Mish", F.mish, "x * tanh(softplus(x))")
+SELU = _simple("SELU", F.selu, "scale * elu(x, alpha) with SELU's constants")
+CELU = _simple("CELU", F.celu, "max(0,x) + min(0, alpha*(exp(x/alpha)-1))", {"alpha": 1.0})
+LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "log(sigmoid(x))")
+Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|)")
+Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "x - tanh(x)")
+Softmin = _simple("Softmin", F.softmin, "softmax(-x)", {"dim": None})
+GLU = _simple("GLU", F.glu, "a * sigmoid(b), the halves of x along dim", {"dim": -1})
+PixelShuffle = _simple("PixelShuffle", F.pixel_shuffle, "[N, C*r*r, H, W] to [N, C, H*r, W*r]",
+                       {"upscale_factor": None})
+PixelUnshuffle = _simple("PixelUnshuffle", F.pixel_unshuffle,
+                         "[N, C, H*r, W*r] to [N, C*r*r, H, W]", {"downscale_factor": None})
+AdaptiveAvgPool1d = _simple("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, "", {"output_size": None})
+AdaptiveMaxPool1d = _simple("AdaptiveMaxPool1d", F.adaptive_max_pool1d, "", {"output_size": None})
+AdaptiveMaxPool2d = _simple("AdaptiveMaxPool2d", F.adaptive_max_pool2d, "", {"output_size": None})
+LocalResponseNorm = _simple("LocalResponseNorm", F.local_response_norm, "",
+                            {"size": None, "alpha": 1e-4, "beta": 0.75, "k": 1.0})
+
+
+class CosineSimilarity(Module):
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+class PReLU(Module):
+    """max(0, x) + weight * min(0, x); weight [num_parameters], one per
+    channel (axis 1) or one for all, initialised to init."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = Parameter(_C.full((num_parameters,), float(init), device=device,
+                                        dtype=dtype or _C.float32))
+
+    def forward(self, x):
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+class MaxPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, x):
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def forward(self, x):
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+
+class Upsample(Module):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, x):
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             self.recompute_scale_factor)
+
+    def extra_repr(self):
+        what = f"scale_factor={self.scale_factor}" if self.size is None else f"size={self.size}"
+        return f"{what}, mode='{self.mode}'"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "bilinear", True)
+
+
+class _ChannelDropout(Dropout):
+    _fn = None
+
+    def forward(self, x):
+        return type(self)._fn(x, self.p, self.training)
+
+
+class Dropout1d(_ChannelDropout):
+    _fn = staticmethod(F.dropout1d)
+
+
+class Dropout2d(_ChannelDropout):
+    _fn = staticmethod(F.dropout2d)
+
+
+class Dropout3d(_ChannelDropout):
+    _fn = staticmethod(F.dropout3d)
+
+
+class _Pad(Module):
+    _mode, _dims = "constant", 2
+
+    def __init__(self, padding, value=0.0):
+        super().__init__()
+        self.padding = (padding,) * (2 * self._dims) if isinstance(padding, int) else \
+            tuple(padding)
+        self.value = value
+
+    def forward(self, x):
+        if self._mode == "constant":
+            return F.pad(x, self.padding, "constant", self.value)
+        return F.pad(x, self.padding, self._mode)
+
+    def extra_repr(self):
+        return f"{self.padding}" + (f", value={self.value}" if self._mode == "constant" else "")
+
+
+def _pad_class(name, mode, dims):
+    if mode == "constant" and name.startswith("Zero"):
+        def __init__(self, padding):
+            _Pad.__init__(self, padding, 0.0)
+    elif mode == "constant":
+        def __init__(self, padding, value):
+            _Pad.__init__(self, padding, value)
+    else:
+        def __init__(self, padding):
+            _Pad.__init__(self, padding)
+    return type(name, (_Pad,), {"_mode": mode, "_dims": dims, "__init__": __init__})
+
+
+ZeroPad1d = _pad_class("ZeroPad1d", "constant", 1)
+ZeroPad2d = _pad_class("ZeroPad2d", "constant", 2)
+ConstantPad1d = _pad_class("ConstantPad1d", "constant", 1)
+ConstantPad2d = _pad_class("ConstantPad2d", "constant", 2)
+ConstantPad3d = _pad_class("ConstantPad3d", "constant", 3)
+ReflectionPad1d = _pad_class("ReflectionPad1d", "reflect", 1)
+ReflectionPad2d = _pad_class("ReflectionPad2d", "reflect", 2)
+ReplicationPad1d = _pad_class("ReplicationPad1d", "replicate", 1)
+ReplicationPad2d = _pad_class("ReplicationPad2d", "replicate", 2)
+ReplicationPad3d = _pad_class("ReplicationPad3d", "replicate", 3)
+
+
+class SmoothL1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, self.reduction, self.delta)
+
+
+class KLDivLoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        super().__init__(reduction)
+        self.log_target = log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class CosineEmbeddingLoss(_Loss):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, self.margin,
+                                       reduction=self.reduction)
+
+
+class MarginRankingLoss(_Loss):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, self.margin,
+                                     reduction=self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    def forward(self, input, target):
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None,
+                 reduction="mean"):
+        super().__init__(reduction)
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(anchor, positive, negative, self.margin, self.p, self.eps,
+                                     self.swap, reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    def __init__(self, full=False, eps=1e-6, reduction="mean"):
+        super().__init__(reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                 reduction="mean"):
+        super().__init__(reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, input, target):
+        return F.poisson_nll_loss(input, target, self.log_input, self.full, eps=self.eps,
+                                  reduction=self.reduction)
