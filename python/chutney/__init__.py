@@ -79,6 +79,10 @@ from chutney import onnx  # noqa: F401  (chutney.onnx.load)
 from chutney._compile import compile  # noqa: F401,A001  (torch.compile)
 from chutney import _compile as compiler  # noqa: F401  (compiler.is_compiling())
 
+from chutney import _tensor_extras  # noqa: E402
+
+_tensor_extras.install(globals())  # einsum, sort, topk, roll, isnan, ... (and their methods)
+
 # The dtypes under PyTorch's names and aliases. Assigned last: they shadow the
 # builtins float, int and bool in this module, as in torch.
 float32 = _C.float32

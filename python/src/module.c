@@ -33,8 +33,33 @@ static PyObject *f_version(PyObject *m, PyObject *u) { return PyUnicode_FromStri
 
 static PyObject *f_scope_depth(PyObject *m, PyObject *u) { return PyLong_FromLong(cn_scope_depth()); }
 
+/* Python-written Tensor methods (chutney/_tensor_extras.py) go into the
+ * type's dict, where a function binds as a method; the C methods are
+ * never replaced. */
+static PyObject *f_add_tensor_methods(PyObject *m, PyObject *d) {
+    if (!PyDict_Check(d)) {
+        PyErr_SetString(PyExc_TypeError, "_add_tensor_methods: a dict of name -> function");
+        return NULL;
+    }
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!PyUnicode_Check(k)) {
+            PyErr_SetString(PyExc_TypeError, "_add_tensor_methods: names are strings");
+            return NULL;
+        }
+        int has = PyDict_Contains(Tensor_Type.tp_dict, k);
+        if (has < 0) return NULL;
+        if (!has && PyDict_SetItem(Tensor_Type.tp_dict, k, v) < 0) return NULL;
+    }
+    PyType_Modified(&Tensor_Type);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef misc_functions[] = {
     {"version", f_version, METH_NOARGS, "the library's version"},
+    {"_add_tensor_methods", f_add_tensor_methods, METH_O,
+     "adds Python functions as Tensor methods (never replacing the library's)"},
     {"_scope_depth", f_scope_depth, METH_NOARGS, "open cn scopes on this thread (0 between calls)"},
     {NULL, NULL, 0, NULL},
 };
