@@ -11,6 +11,7 @@ method, tensor.NAME(...); the library's own methods are never replaced.
 
 import math
 import string
+from collections import namedtuple
 
 from chutney import _C
 from chutney.autograd import no_grad
@@ -447,8 +448,9 @@ def logcumsumexp(input, dim):
 @_export()
 def aminmax(input, *, dim=None, keepdim=False):
     if dim is None:
-        return input.amin(), input.amax()
-    return input.amin(dim=dim, keepdim=keepdim), input.amax(dim=dim, keepdim=keepdim)
+        return _aminmax_result(input.amin(), input.amax())
+    return _aminmax_result(input.amin(dim=dim, keepdim=keepdim),
+                           input.amax(dim=dim, keepdim=keepdim))
 
 
 @_export(method=False)
@@ -586,6 +588,13 @@ def tensordot(a, b, dims=2):
 
 # ---- sorting, selection and counting (indices from the host) ----
 
+# (values, indices) pairs with PyTorch's field names (torch.return_types)
+_sort_result = namedtuple("sort", ["values", "indices"])
+_topk_result = namedtuple("topk", ["values", "indices"])
+_kthvalue_result = namedtuple("kthvalue", ["values", "indices"])
+_median_result = namedtuple("median", ["values", "indices"])
+_aminmax_result = namedtuple("aminmax", ["min", "max"])
+
 def _gather_values(input, dim, idx):
     return input.gather(dim, _index_tensor(idx, input.device))
 
@@ -596,7 +605,7 @@ def sort(input, dim=-1, descending=False, stable=False):
     dim = _dim(dim, input.dim())
     a = _np(input)
     if input.dim() == 0:
-        return input.clone(), _C.zeros((), dtype=_C.int64, device=input.device)
+        return _sort_result(input.clone(), _C.zeros((), dtype=_C.int64, device=input.device))
     if not descending:
         idx = numpy.argsort(a, axis=dim, kind="stable")  # NaN last, as PyTorch
     elif a.dtype.kind == "f":
@@ -606,7 +615,7 @@ def sort(input, dim=-1, descending=False, stable=False):
         idx = numpy.take_along_axis(idx, numpy.argsort(nan_last, axis=dim, kind="stable"), dim)
     else:
         idx = numpy.argsort(~a, axis=dim, kind="stable")  # ~x decreases, without overflow
-    return _gather_values(input, dim, idx), _index_tensor(idx, input.device)
+    return _sort_result(_gather_values(input, dim, idx), _index_tensor(idx, input.device))
 
 
 @_export()
@@ -626,7 +635,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     if k < 0 or k > n:
         raise RuntimeError(f"selected index k out of range (k={k}, size {n})")
     v, i = sort(input, dim, descending=largest)
-    return v.narrow(dim, 0, k), i.narrow(dim, 0, k)
+    return _topk_result(v.narrow(dim, 0, k), i.narrow(dim, 0, k))
 
 
 @_export()
@@ -634,7 +643,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     dim = _dim(dim, input.dim())
     v, i = sort(input, dim)
     v, i = v.narrow(dim, k - 1, 1), i.narrow(dim, k - 1, 1)
-    return (v, i) if keepdim else (v.squeeze(dim), i.squeeze(dim))
+    return _kthvalue_result(*((v, i) if keepdim else (v.squeeze(dim), i.squeeze(dim))))
 
 
 @_export()
@@ -644,7 +653,7 @@ def median(input, dim=None, keepdim=False):
         flat = input.reshape(-1)
         return sort(flat)[0][(flat.numel() - 1) // 2]
     dim = _dim(dim, input.dim())
-    return kthvalue(input, (input.shape[dim] + 1) // 2, dim, keepdim)
+    return _median_result(*kthvalue(input, (input.shape[dim] + 1) // 2, dim, keepdim))
 
 
 @_export()

@@ -238,6 +238,21 @@ def test_random_functions():
     np.testing.assert_array_equal(m.numpy(), torch.zeros(3, 4).fill_diagonal_(5.0).numpy())
 
 
+def test_named_results_and_cuda_queries():
+    x = chutney.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    t = x.topk(2)
+    assert t.values.tolist() == [[3, 2], [5, 4]] and t.indices.tolist() == [[0, 2], [1, 2]]
+    s = chutney.sort(x, dim=1, descending=True)
+    assert s.indices.tolist() == [[0, 2, 1], [1, 2, 0]]
+    assert x.median(1).values.tolist() == [2, 4] and x.kthvalue(1, 1).indices.tolist() == [1, 0]
+    assert chutney.aminmax(x).max.item() == 5
+    n = chutney.cuda.device_count()
+    assert chutney.cuda.is_available() == (n > 0) and n == chutney.device_count("cuda")
+    if n == 0:
+        with pytest.raises(RuntimeError):
+            chutney.cuda.current_device()
+
+
 def test_new_methods():
     x = chutney.ones(2, dtype=chutney.float64)
     assert x.new_zeros(3, 2).dtype == chutney.float64 and tuple(x.new_zeros((3, 2)).shape) == (3, 2)

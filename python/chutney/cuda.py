@@ -1,0 +1,51 @@
+"""torch.cuda's queries over the library's CUDA devices (the CUDA backend
+is built when the toolkit is found; docs/devices.md). Scripts that pick a
+device with `"cuda" if torch.cuda.is_available() else "cpu"` run on the CPU
+where no GPU or no CUDA build is there. Random numbers come from the
+library's one generator for every device, so manual_seed and
+manual_seed_all both seed it (chutney.manual_seed)."""
+
+from chutney import _C
+
+
+def device_count():
+    return _C.device_count("cuda")
+
+
+def is_available():
+    return device_count() > 0
+
+
+def current_device():
+    if not is_available():
+        raise RuntimeError("no CUDA device (chutney.cuda.is_available() is False)")
+    return 0
+
+
+def synchronize(device=None):
+    if is_available():
+        _C.synchronize(device if device is not None else "cuda")
+
+
+def empty_cache():
+    _C.empty_cache()
+
+
+def manual_seed(seed):
+    _C.manual_seed(seed)
+
+
+manual_seed_all = manual_seed
+
+
+def memory_allocated(device=None):
+    return _C.memory_stats(device if device is not None else "cuda")["allocated_bytes"]
+
+
+def max_memory_allocated(device=None):
+    return _C.memory_stats(device if device is not None else "cuda")["peak_allocated_bytes"]
+
+
+def memory_reserved(device=None):
+    s = _C.memory_stats(device if device is not None else "cuda")
+    return s["allocated_bytes"] + s["cached_bytes"]
