@@ -66,7 +66,7 @@ from chutney._functions import __all__ as _function_names
 from chutney.autograd import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: F401
 from chutney.serialization import save, load  # noqa: F401
 from chutney import autograd, nn, optim, utils  # noqa: F401
-from chutney import amp, ao, cuda  # noqa: F401  (mixed precision, int8, torch.cuda)
+from chutney import amp, ao, backends, cuda  # noqa: F401  (mixed precision, int8, torch.cuda)
 from chutney.amp import (  # noqa: F401  (torch.autocast and its queries)
     autocast,
     is_autocast_enabled,
@@ -116,3 +116,61 @@ def is_floating_point(t):
 
 def numel(t):
     return t.numel()
+
+
+_float32_matmul_precision = "highest"
+
+
+def set_float32_matmul_precision(precision):
+    """Accepted and remembered ("highest", "high", "medium"): float32
+    products are always computed in float32 here (use chutney.autocast for
+    bfloat16)."""
+    global _float32_matmul_precision
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(f"Invalid precision {precision!r}: highest, high or medium")
+    _float32_matmul_precision = precision
+
+
+def get_float32_matmul_precision():
+    return _float32_matmul_precision
+
+
+class finfo:
+    """torch.finfo of a floating dtype: bits, eps, max, min, tiny
+    (smallest_normal), resolution."""
+
+    _TABLE = {"float32": (32, 2.0 ** -23, 3.4028234663852886e38, 2.0 ** -126, 1e-6),
+              "float64": (64, 2.0 ** -52, 1.7976931348623157e308, 2.0 ** -1022, 1e-15),
+              "float16": (16, 2.0 ** -10, 65504.0, 2.0 ** -14, 1e-3),
+              "bfloat16": (16, 2.0 ** -7, 3.3895313892515355e38, 2.0 ** -126, 1e-2)}
+
+    def __init__(self, type=None):  # noqa: A002 (PyTorch's name)
+        name = str(type if type is not None else _C.float32).split(".")[-1]
+        if name not in self._TABLE:
+            raise TypeError(f"finfo: {name} is not a floating dtype")
+        self.dtype = name
+        self.bits, self.eps, self.max, self.tiny, self.resolution = self._TABLE[name]
+        self.min = -self.max
+        self.smallest_normal = self.tiny
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution}, min={self.min}, max={self.max}, "
+                f"eps={self.eps}, smallest_normal={self.tiny}, tiny={self.tiny}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:
+    """torch.iinfo of an integer dtype: bits, min, max."""
+
+    _TABLE = {"int64": 64, "int32": 32, "int8": 8, "uint8": 8}
+
+    def __init__(self, type):  # noqa: A002
+        name = str(type).split(".")[-1]
+        if name not in self._TABLE:
+            raise TypeError(f"iinfo: {name} is not an integer dtype")
+        self.dtype, self.bits = name, self._TABLE[name]
+        self.min, self.max = (0, 255) if name == "uint8" else \
+            (-(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

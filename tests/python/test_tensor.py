@@ -248,10 +248,34 @@ def test_save_and_load(tmp_path):
     chutney.save(sd, p, metadata={"epoch": "3"})
     back, meta = chutney.load(p, with_metadata=True)
     assert meta == {"epoch": "3"}
-    assert sorted(back) == ["a", "b", "nested.c"]
+    assert sorted(back) == ["a", "b", "nested"] and sorted(back["nested"]) == ["c"]
     assert back["a"].tolist() == sd["a"].tolist() and back["b"].dtype == chutney.int64
+    assert back["nested"]["c"].dtype == chutney.float64
+    # the file itself holds the tensors under their dotted paths
+    from chutney import _C
+    assert sorted(n for n, _ in _C._load_safetensors(str(p))[0]) == ["a", "b", "nested.c"]
+    # a flat state_dict is stored as just that, and comes back as it went
+    chutney.save({"w.x": sd["a"]}, p)
+    back, meta = chutney.load(p, with_metadata=True)
+    assert list(back) == ["w.x"] and meta == {}
+    # what training checkpoints hold, the same object back
+    ck = {"epoch": 7, "best": 0.91, "name": "run", "done": False, "none": None,
+          "inf": float("inf"), "model": {"fc.weight": sd["a"]}, "history": [1.5, sd["b"]],
+          "pair": (sd["b"], 2), 3: "int key"}
+    chutney.save(ck, p)
+    got = chutney.load(p)
+    assert list(got) == list(ck)
+    assert {k: got[k] for k in ("epoch", "best", "name", "done", "none", "inf", 3)} == \
+        {k: ck[k] for k in ("epoch", "best", "name", "done", "none", "inf", 3)}
+    assert got["model"]["fc.weight"].tolist() == sd["a"].tolist()
+    assert got["history"][0] == 1.5 and got["history"][1].tolist() == [1, 2, 3]
+    assert isinstance(got["pair"], tuple) and got["pair"][1] == 2
+    chutney.save(sd["a"], p)
+    assert chutney.load(p).tolist() == sd["a"].tolist()
     with pytest.raises(TypeError):
-        chutney.save({"a": 1}, p)
+        chutney.save({"a": object()}, p)
+    with pytest.raises(ValueError):
+        chutney.save({"a.b": sd["a"], "a": {"b": sd["a"]}}, p)
     with pytest.raises(FileNotFoundError):
         chutney.load(tmp_path / "missing.safetensors")
     (tmp_path / "bad").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")

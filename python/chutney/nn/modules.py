@@ -44,6 +44,27 @@ class Parameter(Tensor):
         return (Parameter, (self.detach(), self.requires_grad))
 
 
+class RemovableHandle:
+    """What register_forward_hook returns: remove() takes the hook out
+    (also as a context manager)."""
+
+    _next_id = 0
+
+    def __init__(self, hooks):
+        self.hooks = hooks
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self):
+        self.hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
 def _addindent(s, n):
     lines = s.split("\n")
     if len(lines) == 1:
@@ -67,7 +88,41 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+        if pre:
+            for hook in list(pre.values()):
+                r = hook(self, args)
+                if r is not None:
+                    args = r if isinstance(r, tuple) else (r,)
+        out = self.forward(*args, **kwargs)
+        if post:
+            for hook in list(post.values()):
+                r = hook(self, args, out)
+                if r is not None:
+                    out = r
+        return out
+
+    def _add_hook(self, store, hook, prepend):
+        hooks = self.__dict__.get(store)
+        if hooks is None:
+            hooks = OrderedDict()
+            object.__setattr__(self, store, hooks)
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(self, hook, *, prepend=False):
+        """hook(module, args, output) after each forward; a result that is
+        not None replaces the output. Returns a handle with remove()."""
+        return self._add_hook("_forward_hooks", hook, prepend)
+
+    def register_forward_pre_hook(self, hook, *, prepend=False):
+        """hook(module, args) before each forward; a result that is not
+        None replaces the positional arguments."""
+        return self._add_hook("_forward_pre_hooks", hook, prepend)
 
     # ---- registration through attributes ----
 

@@ -45,8 +45,18 @@ class Subset(Dataset):
         return len(self.indices)
 
 
-def random_split(dataset, lengths):
+def random_split(dataset, lengths, generator=None):
+    """Subsets of the given lengths, or of fractions of len(dataset) summing
+    to 1 (floor of each, the remainder spread one by one from the first, as
+    PyTorch), from chutney.manual_seed's generator."""
     n = len(dataset)
+    lengths = list(lengths)
+    if lengths and all(isinstance(k, float) and 0 <= k <= 1 for k in lengths) and \
+            abs(sum(lengths) - 1) < 1e-9:
+        sizes = [int(n * k) for k in lengths]
+        for i in range(n - sum(sizes)):
+            sizes[i % len(sizes)] += 1
+        lengths = sizes
     if sum(lengths) != n:
         raise ValueError("sum of input lengths does not equal the length of the input dataset")
     perm = _C.randperm(n).tolist()
