@@ -346,6 +346,51 @@ static void test_affine_grid(void) {
  * reversed output on axis 1, against numpy's loop (scan11_*.npy). */
 static void test_scan(void) { check_against_npy("scan11", 1e-5, 1e-6); }
 
+/* ONNX Runtime's com.microsoft quantized ops and MaxPool on int8 against
+ * numpy's dequantize -> float op -> quantize in double: quantized results
+ * within one step (a value within f32 rounding of a half step may round
+ * the other way) and nearly all equal; the float QGemm within 1e-5. */
+static void test_ms_quant(void) {
+    cn_onnx_model *m = cn_onnx_load(model("ms_quant"), NULL);
+    CHECK_MSG(m != NULL, "%s", cn_last_error());
+    if (!m) return;
+    char p[1200];
+    int nin = cn_onnx_num_inputs(m), nout = cn_onnx_num_outputs(m);
+    cn_tensor *in[8] = {0}, *out[16] = {0};
+    CHECK(nin <= 8 && nout <= 16);
+    for (int i = 0; i < nin && i < 8; i++) {
+        snprintf(p, sizeof p, "%s/ms_quant_%s.npy", dir, cn_onnx_input_name(m, i));
+        CHECK_MSG((in[i] = cn_load_npy(p)) != NULL, "%s", p);
+    }
+    int rc = nin <= 8 && nout <= 16 ? cn_onnx_run(m, in, out) : -1;
+    CHECK_MSG(rc == 0, "%s", cn_last_error());
+    int64_t total = 0, differ = 0;
+    for (int i = 0; rc == 0 && i < nout; i++) {
+        const char *name = cn_onnx_output_name(m, i);
+        snprintf(p, sizeof p, "%s/ms_quant_%s.npy", dir, name);
+        cn_tensor *want = cn_load_npy(p);
+        CHECK_MSG(want && cn_tensor_dtype(want) == cn_tensor_dtype(out[i]) &&
+                      cn_numel(want) == cn_numel(out[i]),
+                  "%s: type or size", name);
+        if (!want || cn_numel(want) != cn_numel(out[i])) continue;
+        int64_t nel = cn_numel(want);
+        bool fl = cn_dtype_is_float(cn_tensor_dtype(want));
+        cn_tensor *a = cn_reshape(cn_contiguous(out[i]), 1, &nel), *b = cn_reshape(want, 1, &nel);
+        for (int64_t e = 0; e < nel; e++) {
+            double x = cn_get(a, &e), y = cn_get(b, &e);
+            if (fl) CHECK_CLOSE(x, y, 1e-5, 1e-6);
+            else {
+                CHECK_MSG(fabs(x - y) <= 1, "%s[%lld]: %g, numpy %g", name, (long long)e, x, y);
+                total++;
+                differ += x != y;
+            }
+        }
+    }
+    CHECK_MSG(total > 900 && differ * 100 <= total, "%lld of %lld quantized values differ", (long long)differ,
+              (long long)total);
+    cn_onnx_free(m);
+}
+
 /* ScatterND with constant indices (runs of rows, distinct rows in any
  * order, a repeated row, replacing and adding) against numpy's loops. */
 static void test_scatter_const(void) { check_against_npy("scatter_const", 1e-6, 1e-6); }
@@ -533,6 +578,7 @@ int main(void) {
     RUN(test_affine_grid);
     RUN(test_scan);
     RUN(test_scatter_const);
+    RUN(test_ms_quant);
     RUN(test_half_static);
     RUN(test_bound_inputs);
     RUN(test_corrupt_files);

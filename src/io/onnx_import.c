@@ -136,7 +136,18 @@ const onnx_op_entry *const *cn_onnx_families(void) {
     return f;
 }
 
-static const onnx_op_entry *find_op(const char *name) {
+static bool default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
+
+static bool ms_domain(const char *d) { return d && !strcmp(d, "com.microsoft"); }
+
+const onnx_op_entry *onnx_find_op(const char *domain, const char *name) {
+    if (!name) return NULL;
+    if (ms_domain(domain)) {
+        for (const onnx_op_entry *e = cn_onnx_ops_ms; e->name; e++)
+            if (!strcmp(e->name, name)) return e;
+        return NULL;
+    }
+    if (!default_domain(domain)) return NULL;
     for (const onnx_op_entry *const *f = cn_onnx_families(); *f; f++)
         for (const onnx_op_entry *e = *f; e->name; e++)
             if (!strcmp(e->name, name)) return e;
@@ -155,8 +166,6 @@ static bool attr_known(const char *list, const char *name) {
 }
 
 /* ---- loading ---- */
-
-static bool default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
 
 /* ONNX graphs are in SSA form: a value has one producer. A second one
  * (another node, or a node writing over an initializer or a graph input)
@@ -182,12 +191,14 @@ int onnx_check_node(onnx_ctx *c, const Onnx__NodeProto *n) {
     c->opset_of_node = c->opset;
     const char *op = n->op_type ? n->op_type : "";
     int rc = 0;
-    const onnx_op_entry *e = default_domain(n->domain) ? find_op(op) : NULL;
-    if (!default_domain(n->domain))
-        rc = cn_failc(CN_EUNSUPPORTED, "unsupported: %s (domain %s): only the default domain is supported",
+    const onnx_op_entry *e = onnx_find_op(n->domain, op);
+    if (!default_domain(n->domain) && !ms_domain(n->domain))
+        rc = cn_failc(CN_EUNSUPPORTED,
+                      "unsupported: %s (domain %s): only the default domain and com.microsoft's "
+                      "quantized ops are supported",
                       op, n->domain);
     else if (!e)
-        rc = onnx_unsup(c, "no importer for this op");
+        rc = onnx_unsup(c, ms_domain(n->domain) ? "no importer for this com.microsoft op" : "no importer for this op");
     for (size_t i = 0; rc == 0 && i < n->n_attribute; i++) {
         const Onnx__AttributeProto *a = n->attribute[i];
         if (!a->name || !attr_known(e->attrs, a->name))
@@ -206,7 +217,7 @@ int onnx_import_node(onnx_ctx *c, vmap *vals, const Onnx__NodeProto *n) {
     c->node = n;
     c->opset_of_node = c->opset;
     c->vals = vals;
-    const onnx_op_entry *e = find_op(n->op_type);
+    const onnx_op_entry *e = onnx_find_op(n->domain, n->op_type);
     int nin = (int)n->n_input, nout = (int)n->n_output;
     if (nin < e->min_in || nin > e->max_in)
         return onnx_bad(c, "%d inputs (expects %d to %d)", nin, e->min_in, e->max_in);

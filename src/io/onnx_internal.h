@@ -159,6 +159,12 @@ extern const onnx_op_entry cn_onnx_ops_control[];
 extern const onnx_op_entry cn_onnx_ops_detect[];
 extern const onnx_op_entry cn_onnx_ops_grid[];
 extern const onnx_op_entry cn_onnx_ops_spectral[];
+/* ONNX Runtime's com.microsoft quantized ops (onnx_ops_ms.c); not in the
+ * families, which are the default domain's. */
+extern const onnx_op_entry cn_onnx_ops_ms[];
+/* The entry of op name in domain (NULL or "" or "ai.onnx": the default;
+ * "com.microsoft"), or NULL. */
+const onnx_op_entry *onnx_find_op(const char *domain, const char *name);
 
 /* Conv's import (1 to 3 spatial axes, n's window attributes) of x with
  * weights wt and bias b (may be NULL), into *out; ConvInteger and

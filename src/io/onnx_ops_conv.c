@@ -287,7 +287,11 @@ static bool fits_builtin(const win *w, int from) {
 H(h_max_pool) {
     UNUSED;
     cn_tensor *x = in[0];
-    if (!cn_dtype_is_float(cn_tensor_dtype(x))) return onnx_unsup(c, "non-float input");
+    /* uint8 and int8 (opset 12): the maxima of their values, exact in f32 */
+    cn_dtype qdt = cn_tensor_dtype(x);
+    bool q8 = qdt == CN_U8 || qdt == CN_I8;
+    if (q8) x = cn_cast(x, CN_F32);
+    if (!cn_dtype_is_float(cn_tensor_dtype(x))) return onnx_unsup(c, "input of type %s", cn_dtype_name(qdt));
     win w;
     int rc = pool_window(c, n, x, &w);
     if (rc < 0) return rc;
@@ -340,7 +344,7 @@ H(h_max_pool) {
         if (one) out[1] = cn_squeeze(out[1], 2);
     }
     if (one) y = cn_squeeze(y, 2);
-    DONE(y);
+    DONE(q8 ? cn_cast(y, qdt) : y);
 }
 
 /* Sums over windows (an average with divisor 1). */

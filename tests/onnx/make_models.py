@@ -427,6 +427,92 @@ save("scatter_const", sd_nodes, [helper.make_tensor_value_info(k, F, list(v.shap
 for k, v in list(sd_in.items()) + list(sd_want.items()):
     np.save(os.path.join(out, "scatter_const_%s.npy" % k), v.astype(np.float32))
 
+# ONNX Runtime's com.microsoft quantized ops (the QOperator format of its
+# quantizer), against numpy's dequantize -> float op -> quantize (round
+# half to even, saturate), and MaxPool on uint8.
+def q8(v, scale, zp, dt):
+    lo, hi = (0, 255) if dt == np.uint8 else (-128, 127)
+    return np.clip(np.round(v / scale) + zp, lo, hi).astype(dt)
+
+
+def dq(x, scale, zp):
+    return (x.astype(np.float64) - zp) * scale
+
+
+U8, I8 = TensorProto.UINT8, TensorProto.INT8
+qa = rng.integers(0, 256, (2, 3, 4, 5)).astype(np.uint8)
+qb = rng.integers(0, 256, (2, 3, 4, 5)).astype(np.uint8)
+qc = rng.integers(-128, 128, (2, 3, 4, 5)).astype(np.int8)
+sc = {"sa": 0.02, "sb": 0.03, "sy": 0.05, "sy2": 0.004, "sc": 0.01}
+zp = {"za": 120, "zb": 7, "zy": 128, "zy2": 100}
+ms_inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in sc.items()]
+ms_inits += [numpy_helper.from_array(np.array(v, np.uint8), k) for k, v in zp.items()]
+ms_inits += [numpy_helper.from_array(np.array(-3, np.int8), "zc")]
+A, B = dq(qa, sc["sa"], zp["za"]), dq(qb, sc["sb"], zp["zb"])
+C = dq(qc, sc["sc"], -3)
+ms_want = {
+    "add": q8(A + B, sc["sy"], zp["zy"], np.uint8),
+    "mul": q8(A * B, sc["sy"], zp["zy"], np.uint8),
+    "cat": q8(np.concatenate([A, B], 1), sc["sy"], zp["zy"], np.uint8),
+    "gap": q8(A.mean((2, 3), keepdims=True), sc["sy2"], zp["zy2"], np.uint8),
+    "gapl": q8(A.mean((1, 2), keepdims=True), sc["sy2"], zp["zy2"], np.uint8),
+    "sig": q8(1 / (1 + np.exp(-C)), sc["sy2"], zp["zy2"], np.uint8),
+    "lrelu": q8(np.where(C > 0, C, 0.1 * C), sc["sy"], zp["zy"], np.uint8),
+    "mpool": np.maximum.reduce([qc[:, :, i::2, j::2][:, :, :2, :2] for i in (0, 1) for j in (0, 1)]),
+}
+e = np.exp(A - A.max(1, keepdims=True))  # opset 13's Softmax: axis 1 alone
+ms_want["smax"] = q8(e / e.sum(1, keepdims=True), sc["sy2"], 0, np.uint8)
+ap = np.pad(A, ((0, 0), (0, 0), (1, 1), (1, 1)))
+cnt = np.pad(np.ones_like(A), ((0, 0), (0, 0), (1, 1), (1, 1)))
+# QLinearAveragePool: kernel 2x2, stride 2, pads 1, padding not counted
+win = lambda t: np.stack([t[:, :, i::2, j::2][:, :, :3, :3] for i in (0, 1) for j in (0, 1)]).sum(0)
+ms_want["apool"] = q8(win(ap) / win(cnt), sc["sy"], zp["zy"], np.uint8)
+# QGemm: per-tensor B, with y quantized; per-column B (transB), float out
+ga = rng.integers(0, 256, (3, 4)).astype(np.uint8)
+gb = rng.integers(-128, 128, (4, 5)).astype(np.int8)
+gbt = rng.integers(-128, 128, (5, 4)).astype(np.int8)
+gbias = rng.integers(-500, 500, (5,)).astype(np.int32)
+gcs = (rng.random(5) * 0.01 + 0.001).astype(np.float32)
+ms_inits += [numpy_helper.from_array(gb, "gb"), numpy_helper.from_array(gbt, "gbt"),
+             numpy_helper.from_array(gbias, "gbias"), numpy_helper.from_array(gcs, "gcs"),
+             numpy_helper.from_array(np.array(0, np.int8), "gzb"),
+             numpy_helper.from_array(np.zeros(5, np.int8), "gzbt")]
+GA = dq(ga, sc["sa"], zp["za"])
+y1 = 0.5 * GA @ dq(gb, sc["sb"], 0) + gbias * sc["sa"] * sc["sb"]
+ms_want["gemm"] = q8(y1, sc["sy"], zp["zy"], np.uint8)
+ms_want["gemmf"] = GA @ (gbt.astype(np.float64) * gcs[:, None]).T + gbias * sc["sa"] * gcs.astype(np.float64)
+M = "com.microsoft"
+ms_nodes = [
+    helper.make_node("QLinearAdd", ["qa", "sa", "za", "qb", "sb", "zb", "sy", "zy"], ["add"], domain=M),
+    helper.make_node("QLinearMul", ["qa", "sa", "za", "qb", "sb", "zb", "sy", "zy"], ["mul"], domain=M),
+    helper.make_node("QLinearConcat", ["sy", "zy", "qa", "sa", "za", "qb", "sb", "zb"], ["cat"], axis=1,
+                     domain=M),
+    helper.make_node("QLinearGlobalAveragePool", ["qa", "sa", "za", "sy2", "zy2"], ["gap"], domain=M),
+    helper.make_node("QLinearGlobalAveragePool", ["qa", "sa", "za", "sy2", "zy2"], ["gapl"], channels_last=1,
+                     domain=M),
+    helper.make_node("QLinearSigmoid", ["qc", "sc", "zc", "sy2", "zy2"], ["sig"], domain=M),
+    helper.make_node("QLinearLeakyRelu", ["qc", "sc", "zc", "sy", "zy"], ["lrelu"], alpha=0.1, domain=M),
+    helper.make_node("QLinearSoftmax", ["qa", "sa", "za", "sy2"], ["smax"], axis=1, opset=13, domain=M),
+    helper.make_node("QLinearAveragePool", ["qa", "sa", "za", "sy", "zy"], ["apool"], kernel_shape=[2, 2],
+                     strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0, domain=M),
+    helper.make_node("QGemm", ["ga", "sa", "za", "gb", "sb", "gzb", "gbias", "sy", "zy"], ["gemm"], alpha=0.5,
+                     domain=M),
+    helper.make_node("QGemm", ["ga", "sa", "za", "gbt", "gcs", "gzbt", "gbias"], ["gemmf"], transB=1, domain=M),
+    helper.make_node("MaxPool", ["qc"], ["mpool"], kernel_shape=[2, 2], strides=[2, 2]),
+]
+ms_in = {"qa": qa, "qb": qb, "qc": qc, "ga": ga}
+tp = {np.uint8: U8, np.int8: I8}
+g = helper.make_graph(ms_nodes, "ms_quant",
+                      [helper.make_tensor_value_info(k, tp[v.dtype.type], list(v.shape)) for k, v in ms_in.items()],
+                      [helper.make_tensor_value_info(k, F if k == "gemmf" else tp[v.dtype.type], None)
+                       for k, v in ms_want.items()], ms_inits)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(M, 1)])
+m.ir_version = 8
+with open(os.path.join(out, "ms_quant.onnx"), "wb") as f:
+    f.write(m.SerializeToString())
+for k, v in list(ms_in.items()) + list(ms_want.items()):
+    np.save(os.path.join(out, "ms_quant_%s.npy" % k), v.astype(np.float32) if k == "gemmf" else v)
+
 # Control flow around values that run eagerly (numpy's results are simple
 # enough to state): an If in a Loop's body (its branch's names defined
 # again each iteration), an If whose branch starts with a static node and
