@@ -269,3 +269,22 @@ def test_pickle_and_deepcopy():
     for p in ema.parameters():
         p.requires_grad_(False)
     assert all(p.requires_grad for p in model.parameters())
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_and_affine_grid(mode, padding_mode, align):
+    x = rng.standard_normal((2, 3, 5, 7))
+    # no sampling position on a whole pixel, where bilinear's gradient jumps
+    theta = np.array([[[1.31, 0.23, 0.11], [-0.29, 0.93, -0.17]],
+                      [[0.71, -0.47, 0.43], [0.41, 1.37, 0.31]]])
+    grid = rng.uniform(-1.6, 1.6, (2, 4, 6, 2))
+    grid[0, 0, 0] = [1.0, -1.0]  # the corners themselves
+    both(lambda lib, F, t: F.affine_grid(t, (2, 3, 4, 6), align_corners=align), theta)
+    tol = 1e-5 if mode == "bilinear" else 0
+    both(lambda lib, F, x, g: F.grid_sample(x, g, mode, padding_mode, align), x,
+         grid if mode == "bilinear" else Const(grid), tol=tol or 1e-6)
+    both(lambda lib, F, x, t: F.grid_sample(x, F.affine_grid(t, (2, 3, 4, 6), align_corners=align),
+                                            mode, padding_mode, align), x,
+         theta if mode == "bilinear" else Const(theta))

@@ -629,3 +629,97 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     if swap:
         dn = dn.minimum(pairwise_distance(positive, negative, p, eps))
     return _reduce((dp - dn + margin).clamp(min=0.0), reduction)
+
+
+# ---- affine_grid and grid_sample ----
+
+def affine_grid(theta, size, align_corners=False):
+    """Sampling positions in [-1, 1] for grid_sample: theta [N, 2, 3] applied
+    to the output's normalised pixel centres (size [N, C, H, W])."""
+    n, _, h, w = tuple(size)
+    if theta.dim() != 3 or tuple(theta.shape[1:]) != (2, 3) or theta.shape[0] != n:
+        raise ValueError(f"affine_grid: theta must be [{n}, 2, 3] for size {tuple(size)}, "
+                         f"not {tuple(theta.shape)}")
+
+    def axis(k):
+        if align_corners:
+            return [(-1.0 + 2.0 * i / (k - 1)) if k > 1 else 0.0 for i in range(k)]
+        return [(2.0 * i + 1) / k - 1 for i in range(k)]
+    xs, ys = axis(w), axis(h)
+    base = _C.tensor([[x, y, 1.0] for y in ys for x in xs], dtype=theta.dtype,
+                     device=theta.device)  # [H*W, 3]
+    return base.matmul(theta.transpose(1, 2)).reshape(n, h, w, 2)
+
+
+def _unnormalize(g, size, align_corners):
+    return (g + 1) * (0.5 * (size - 1)) if align_corners else ((g + 1) * size - 1) * 0.5
+
+
+def _reflect(x, lo2, hi2):
+    """PyTorch's reflect_coordinates over [lo2/2, hi2/2]."""
+    if lo2 == hi2:
+        return x * 0.0
+    lo, span = lo2 / 2.0, (hi2 - lo2) / 2.0
+    d = (x - lo).abs()
+    flips = (d / span).floor()
+    extra = d - flips * span
+    even = (flips % 2.0) == 0
+    return _C.where(even, extra + lo, (extra * -1.0) + (span + lo))
+
+
+def _clip(x, size):
+    """x clamped to [0, size-1], its gradient 0 on and past the bounds (as
+    PyTorch's clip_coordinates_set_grad)."""
+    inside = (x > 0).logical_and(x < size - 1)
+    return _C.where(inside, x, x.clamp(0.0, float(size - 1)).detach())
+
+
+def _source(g, size, padding_mode, align_corners):
+    x = _unnormalize(g, size, align_corners)
+    if padding_mode == "border":
+        return _clip(x, size)
+    if padding_mode == "reflection":
+        x = _reflect(x, 0, 2 * (size - 1)) if align_corners else _reflect(x, -1, 2 * size - 1)
+        return _clip(x, size)
+    return x
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """input [N, C, H, W] sampled at grid [N, Ho, Wo, 2] ((x, y) in [-1, 1]):
+    bilinear or nearest, with zeros, border or reflection padding, as
+    PyTorch's (gradients for input and grid)."""
+    if mode not in ("bilinear", "nearest"):
+        raise NotImplementedError(f"grid_sample: mode '{mode}' (bilinear and nearest are "
+                                  "supported)")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"grid_sample: padding_mode '{padding_mode}'")
+    if input.dim() != 4 or grid.dim() != 4 or grid.shape[-1] != 2 or \
+            grid.shape[0] != input.shape[0]:
+        raise ValueError(f"grid_sample: input [N, C, H, W] and grid [N, Ho, Wo, 2] expected, got "
+                         f"{tuple(input.shape)} and {tuple(grid.shape)}")
+    align = bool(align_corners)
+    n, c, h, w = tuple(input.shape)
+    ho, wo = grid.shape[1], grid.shape[2]
+    ix = _source(grid.narrow(3, 0, 1).reshape(n, 1, ho * wo), w, padding_mode, align)
+    iy = _source(grid.narrow(3, 1, 1).reshape(n, 1, ho * wo), h, padding_mode, align)
+    flat = input.reshape(n, c, h * w)
+
+    def tap(xi, yi, weight):
+        valid = (xi >= 0).logical_and(xi <= w - 1).logical_and(yi >= 0).logical_and(yi <= h - 1)
+        xc, yc = xi.clamp(0.0, float(w - 1)), yi.clamp(0.0, float(h - 1))
+        idx = (yc * w + xc).to(_C.int64).expand(n, c, ho * wo)
+        v = flat.gather(2, idx)
+        return v * (weight * valid.to(weight.dtype))
+
+    if mode == "nearest":
+        # round half to even, as PyTorch's nearbyint
+        rx, ry = ix.round(), iy.round()
+        out = tap(rx, ry, _C.ones_like(rx))
+    else:
+        x0, y0 = ix.floor().detach(), iy.floor().detach()
+        x1, y1 = x0 + 1, y0 + 1
+        wx1, wy1 = ix - x0, iy - y0
+        wx0, wy0 = 1.0 - wx1, 1.0 - wy1
+        out = (tap(x0, y0, wx0 * wy0) + tap(x1, y0, wx1 * wy0) + tap(x0, y1, wx0 * wy1) +
+               tap(x1, y1, wx1 * wy1))
+    return out.reshape(n, c, ho, wo)
