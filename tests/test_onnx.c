@@ -392,8 +392,13 @@ static void test_ms_quant(void) {
 }
 
 /* ScatterND with constant indices (runs of rows, distinct rows in any
- * order, a repeated row, replacing and adding) against numpy's loops. */
-static void test_scatter_const(void) { check_against_npy("scatter_const", 1e-6, 1e-6); }
+ * order, a repeated row, replacing and adding) against numpy's loops; a
+ * coordinate past its axis refused at load. */
+static void test_scatter_const(void) {
+    check_against_npy("scatter_const", 1e-6, 1e-6);
+    CHECK(cn_onnx_load(model("scatter_bad"), NULL) == NULL);
+    CHECK_MSG(strstr(cn_last_error(), "index 5 on axis 1 of size 4") != NULL, "%s", cn_last_error());
+}
 
 /* f16 in, f16 out through a compiled program, each op's result rounded to
  * f16 as eagerly (the rounding checked on values that need it). */

@@ -59,6 +59,22 @@ static cn_tensor *linear_rows(onnx_ctx *c, cn_tensor *x, cn_tensor *idx, int *k_
         onnx_bad(c, "indices' last axis %" PRId64 " for data of rank %d", k, r);
         return NULL;
     }
+    /* Constant indices (what exporters write) are checked axis by axis: a
+     * coordinate past its axis would otherwise land in another row. */
+    if (!cn_is_symbolic_tensor(idx)) {
+        cn_tensor *ic = cn_contiguous(cn_cast(idx, CN_I64));
+        if (!ic) return NULL;
+        const int64_t *p = cn_data(ic);
+        int64_t rows = cn_numel(ic) / k;
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < k; j++) {
+                int64_t v = p[i * k + j], d = cn_dim(x, (int)j);
+                if (v < -d || v >= d) {
+                    onnx_bad(c, "index %" PRId64 " on axis %" PRId64 " of size %" PRId64, v, j, d);
+                    return NULL;
+                }
+            }
+    }
     cn_tensor *lin = NULL;
     int64_t stride = 1;
     for (int64_t j = k - 1; j >= 0; j--) {

@@ -32,6 +32,15 @@ static cn_tensor *deq(cn_tensor *x, cn_tensor *scale, cn_tensor *zp) {
     return cn_mul(v, cn_cast(scale, CN_F32));
 }
 
+/* A result's scale (required) and zero point (uint8 or int8, optional). */
+static int check_out(onnx_ctx *c, cn_tensor *scale, cn_tensor *zp, const char *what) {
+    if (!scale) return onnx_bad(c, "%s's scale is missing", what);
+    if (zp && !is_q8(zp))
+        return onnx_unsup(c, "%s's zero point of type %s (uint8 and int8 are supported)", what,
+                          cn_dtype_name(cn_tensor_dtype(zp)));
+    return 0;
+}
+
 /* round(v / scale) + zp saturated to zp's type (uint8 without a zp). */
 static cn_tensor *quant(cn_tensor *v, cn_tensor *scale, cn_tensor *zp) {
     cn_dtype dt = zp ? cn_tensor_dtype(zp) : CN_U8;
@@ -41,6 +50,7 @@ static cn_tensor *quant(cn_tensor *v, cn_tensor *scale, cn_tensor *zp) {
 }
 
 static int check(onnx_ctx *c, cn_tensor *x, cn_tensor *zp, const char *what) {
+    if (!x) return onnx_bad(c, "%s is missing", what);
     if (!is_q8(x))
         return onnx_unsup(c, "%s of type %s (uint8 and int8 are supported)", what,
                           cn_dtype_name(cn_tensor_dtype(x)));
@@ -76,10 +86,15 @@ static cn_tensor *to_channels_last(cn_tensor *x) {
 
 /* A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp */
 static int binary(onnx_ctx *c, cn_tensor **in, int nin, cn_tensor **out, bool mul) {
-    cn_tensor *a = in[0], *b = in[3], *azp = opt(in, nin, 2), *bzp = opt(in, nin, 5);
+    cn_tensor *a = in[0], *b = opt(in, nin, 3), *azp = opt(in, nin, 2), *bzp = opt(in, nin, 5);
     cn_tensor *czp = opt(in, nin, 7);
-    if (check(c, a, azp, "A") < 0 || check(c, b, bzp, "B") < 0) return CN_EUNSUPPORTED;
-    cn_tensor *fa = deq(a, in[1], azp), *fb = deq(b, in[4], bzp);
+    int rc;
+    if ((rc = check(c, a, azp, "A")) < 0 || (rc = check(c, opt(in, nin, 3), bzp, "B")) < 0 ||
+        (rc = check_out(c, opt(in, nin, 6), czp, "C")) < 0)
+        return rc;
+    cn_tensor *as = opt(in, nin, 1), *bs = opt(in, nin, 4);
+    if (!as || !bs) return onnx_bad(c, "A's or B's scale is missing");
+    cn_tensor *fa = deq(a, as, azp), *fb = deq(b, bs, bzp);
     DONE(quant(mul ? cn_mul(fa, fb) : cn_add(fa, fb), in[6], czp));
 }
 
@@ -97,12 +112,14 @@ H(h_qlinear_mul) {
 static int unary(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin, cn_tensor **out,
                  const char *op, bool channels) {
     cn_tensor *x = in[0], *xzp = opt(in, nin, 2), *yzp = opt(in, nin, 4);
-    if (check(c, x, xzp, "X") < 0) return CN_EUNSUPPORTED;
+    int rc;
+    if ((rc = check(c, x, xzp, "X")) < 0 || (rc = check_out(c, opt(in, nin, 3), yzp, "Y")) < 0)
+        return rc;
     bool last = channels && onnx_attr_int(n, "channels_last", 0);
     if (last && cn_ndim(x) < 3) return onnx_bad(c, "channels_last on a tensor of rank %d", cn_ndim(x));
     cn_tensor *f = deq(x, in[1], xzp), *y;
     if (last) f = to_channels_first(f);
-    int rc = float_op(c, n, op, &f, 1, &y);
+    rc = float_op(c, n, op, &f, 1, &y);
     if (rc < 0) return rc;
     if (last) y = to_channels_last(y);
     DONE(quant(y, in[3], yzp));
@@ -129,16 +146,26 @@ H(h_qlinear_leaky_relu) {
 }
 
 /* The "opset" attribute says which Softmax it is (before 13: the input
- * flattened to 2-D at axis). */
+ * flattened to 2-D at axis); axis defaults to -1 whatever the opset, as
+ * ONNX Runtime's schema says. */
 H(h_qlinear_softmax) {
     UNUSED;
+    cn_tensor *x = in[0], *xzp = opt(in, nin, 2), *yzp = opt(in, nin, 4);
+    int rc;
+    if ((rc = check(c, x, xzp, "X")) < 0 || (rc = check_out(c, opt(in, nin, 3), yzp, "Y")) < 0)
+        return rc;
     int64_t v = onnx_attr_int(n, "opset", 0);
     if (v < 1 || v > 1000) return onnx_bad(c, "attribute 'opset' %lld (the Softmax version it follows)", (long long)v);
-    int saved = c->opset_of_node;
-    c->opset_of_node = (int)v;
-    int rc = unary(c, n, in, nin, out, "Softmax", false);
-    c->opset_of_node = saved;
-    return rc;
+    int r = cn_ndim(x), axis = onnx_axis(c, onnx_attr_int(n, "axis", -1), r, "axis");
+    if (axis == INT_MIN) return CN_EINVAL;
+    cn_tensor *f = deq(x, in[1], xzp), *y;
+    if (v < 13) {
+        int64_t rows = 1;
+        for (int i = 0; i < axis; i++) rows *= cn_dim(x, i);
+        y = cn_reshape(cn_softmax(cn_reshape(f, 2, (int64_t[]){rows, -1}), 1), r, cn_shape(x));
+    } else
+        y = cn_softmax(f, axis);
+    DONE(quant(y, in[3], yzp));
 }
 
 /* Y_scale, Y_zp, then (X, X_scale, X_zp) for each input. */
@@ -152,9 +179,10 @@ H(h_qlinear_concat) {
     for (int i = 0; i < k && rc == 0; i++) {
         cn_tensor *x = in[2 + 3 * i], *zp = in[4 + 3 * i];
         if (!x || !in[3 + 3 * i]) rc = onnx_bad(c, "input %d or its scale is missing", i);
-        else if ((rc = check(c, x, zp, "X")) == 0) f[i] = deq(x, in[3 + 3 * i], zp);
+        else if ((rc = check(c, x, zp, "X")) == 0 && !(f[i] = deq(x, in[3 + 3 * i], zp))) rc = CN_EINVAL;
     }
     cn_tensor *y = NULL;
+    if (rc == 0) rc = check_out(c, in[0], in[1], "Y");
     if (rc == 0) rc = float_op(c, n, "Concat", f, k, &y);
     free(f);
     if (rc < 0) return rc;
@@ -165,9 +193,15 @@ H(h_qlinear_concat) {
  * y_scale, y_zp: alpha * A' B' + C, quantized when y_scale is given. */
 H(h_qgemm) {
     UNUSED;
-    cn_tensor *a = in[0], *b = in[3], *azp = opt(in, nin, 2), *bzp = opt(in, nin, 5);
+    cn_tensor *a = in[0], *b = opt(in, nin, 3), *azp = opt(in, nin, 2), *bzp = opt(in, nin, 5);
     cn_tensor *bias = opt(in, nin, 6), *ys = opt(in, nin, 7), *yzp = opt(in, nin, 8);
-    if (check(c, a, azp, "A") < 0 || check(c, b, bzp, "B") < 0) return CN_EUNSUPPORTED;
+    int rc;
+    if ((rc = check(c, a, azp, "A")) < 0 || (rc = check(c, b, bzp, "B")) < 0 ||
+        (ys && (rc = check_out(c, ys, yzp, "Y")) < 0))
+        return rc;
+    if (!opt(in, nin, 1) || !opt(in, nin, 4)) return onnx_bad(c, "a_scale or b_scale is missing");
+    if (bias && cn_tensor_dtype(bias) != CN_I32)
+        return onnx_bad(c, "C must be int32, not %s", cn_dtype_name(cn_tensor_dtype(bias)));
     if (cn_ndim(a) != 2 || cn_ndim(b) != 2) return onnx_bad(c, "A and B must be matrices");
     /* a per-column scale and zero point of B index N: B's columns, or
      * its rows when transB */
@@ -178,11 +212,13 @@ H(h_qgemm) {
     cn_tensor *fa = deq(a, in[1], azp), *fb = deq(b, bs, bz);
     if (onnx_attr_int(n, "transA", 0)) fa = cn_transpose(fa, 0, 1);
     if (onnx_attr_int(n, "transB", 0)) fb = cn_transpose(fb, 0, 1);
-    cn_tensor *y = cn_mul_scalar(cn_matmul(fa, fb), onnx_attr_float(n, "alpha", 1.0f));
+    /* alpha scales the bias too: alpha (A'B' + C a_scale b_scale) */
+    cn_tensor *y = cn_matmul(fa, fb);
     if (bias) {
         cn_tensor *bs = cn_mul(cn_cast(in[1], CN_F32), cn_cast(in[4], CN_F32));
         y = cn_add(y, cn_mul(cn_cast(bias, CN_F32), bs));
     }
+    y = cn_mul_scalar(y, onnx_attr_float(n, "alpha", 1.0));
     DONE(ys ? quant(y, ys, yzp) : y);
 }
 
@@ -200,15 +236,15 @@ H(h_ms_dequantize) {
 #define POOL_ATTRS "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides,channels_last"
 
 const onnx_op_entry cn_onnx_ops_ms[] = {
-    {"QLinearAdd", h_qlinear_add, "", 7, 8, 1, "uint8 and int8"},
-    {"QLinearMul", h_qlinear_mul, "", 7, 8, 1, "uint8 and int8"},
+    {"QLinearAdd", h_qlinear_add, "", 2, 8, 1, "uint8 and int8"},
+    {"QLinearMul", h_qlinear_mul, "", 2, 8, 1, "uint8 and int8"},
     {"QLinearConcat", h_qlinear_concat, "axis", 5, ONNX_MAX_INPUTS, 1, "uint8 and int8"},
-    {"QLinearGlobalAveragePool", h_qlinear_global_average_pool, "channels_last", 4, 5, 1, "uint8 and int8"},
-    {"QLinearAveragePool", h_qlinear_average_pool, POOL_ATTRS, 4, 5, 1, "as AveragePool; uint8 and int8"},
-    {"QLinearSigmoid", h_qlinear_sigmoid, "", 4, 5, 1, "uint8 and int8"},
-    {"QLinearLeakyRelu", h_qlinear_leaky_relu, "alpha", 4, 5, 1, "uint8 and int8"},
-    {"QLinearSoftmax", h_qlinear_softmax, "axis,opset", 4, 5, 1, "uint8 and int8"},
-    {"QGemm", h_qgemm, "alpha,transA,transB", 6, 9, 1, "uint8 and int8; 2-D"},
+    {"QLinearGlobalAveragePool", h_qlinear_global_average_pool, "channels_last", 2, 5, 1, "uint8 and int8"},
+    {"QLinearAveragePool", h_qlinear_average_pool, POOL_ATTRS, 2, 5, 1, "as AveragePool; uint8 and int8"},
+    {"QLinearSigmoid", h_qlinear_sigmoid, "", 2, 5, 1, "uint8 and int8"},
+    {"QLinearLeakyRelu", h_qlinear_leaky_relu, "alpha", 2, 5, 1, "uint8 and int8"},
+    {"QLinearSoftmax", h_qlinear_softmax, "axis,opset", 2, 5, 1, "uint8 and int8"},
+    {"QGemm", h_qgemm, "alpha,transA,transB", 2, 9, 1, "uint8 and int8; 2-D"},
     {"QuantizeLinear", h_ms_quantize, "axis", 2, 3, 1, "as the default domain's"},
     {"DequantizeLinear", h_ms_dequantize, "axis", 2, 3, 1, "as the default domain's"},
     {NULL, NULL, NULL, 0, 0, 0, NULL},

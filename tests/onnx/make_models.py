@@ -426,6 +426,11 @@ save("scatter_const", sd_nodes, [helper.make_tensor_value_info(k, F, list(v.shap
      [helper.make_tensor_value_info(k, F, None) for k in sd_want], sd_inits, opset=16)
 for k, v in list(sd_in.items()) + list(sd_want.items()):
     np.save(os.path.join(out, "scatter_const_%s.npy" % k), v.astype(np.float32))
+# a coordinate past its axis (5 on an axis of 4) whose flat row is in range
+save("scatter_bad", [helper.make_node("ScatterND", ["sbx", "sbi", "sbu"], ["sby"])],
+     [helper.make_tensor_value_info("sbx", F, [3, 4]), helper.make_tensor_value_info("sbu", F, [1])],
+     [helper.make_tensor_value_info("sby", F, None)],
+     [numpy_helper.from_array(np.array([[0, 5]], np.int64), "sbi")], opset=16)
 
 # ONNX Runtime's com.microsoft quantized ops (the QOperator format of its
 # quantizer), against numpy's dequantize -> float op -> quantize (round
@@ -447,7 +452,9 @@ sc = {"sa": 0.02, "sb": 0.03, "sy": 0.05, "sy2": 0.004, "sc": 0.01}
 zp = {"za": 120, "zb": 7, "zy": 128, "zy2": 100}
 ms_inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in sc.items()]
 ms_inits += [numpy_helper.from_array(np.array(v, np.uint8), k) for k, v in zp.items()]
-ms_inits += [numpy_helper.from_array(np.array(-3, np.int8), "zc")]
+ms_inits += [numpy_helper.from_array(np.array(-3, np.int8), "zc"),
+             numpy_helper.from_array(np.array(-10, np.int8), "zi"),
+             numpy_helper.from_array(np.array(0, np.uint8), "z0")]
 A, B = dq(qa, sc["sa"], zp["za"]), dq(qb, sc["sb"], zp["zb"])
 C = dq(qc, sc["sc"], -3)
 ms_want = {
@@ -456,12 +463,17 @@ ms_want = {
     "cat": q8(np.concatenate([A, B], 1), sc["sy"], zp["zy"], np.uint8),
     "gap": q8(A.mean((2, 3), keepdims=True), sc["sy2"], zp["zy2"], np.uint8),
     "gapl": q8(A.mean((1, 2), keepdims=True), sc["sy2"], zp["zy2"], np.uint8),
-    "sig": q8(1 / (1 + np.exp(-C)), sc["sy2"], zp["zy2"], np.uint8),
-    "lrelu": q8(np.where(C > 0, C, 0.1 * C), sc["sy"], zp["zy"], np.uint8),
+    "sig": q8(1 / (1 + np.exp(-C)), sc["sy2"], -10, np.int8),
+    "lrelu": q8(np.where(C > 0, C, 0.1 * C), sc["sy"], -10, np.int8),
+    "sig0": q8(1 / (1 + np.exp(-dq(qa, sc["sa"], 0))), sc["sy2"], 0, np.uint8),
+    "msdq": A,
+    "msq": q8(A, sc["sy"], zp["zy"], np.uint8),
     "mpool": np.maximum.reduce([qc[:, :, i::2, j::2][:, :, :2, :2] for i in (0, 1) for j in (0, 1)]),
 }
 e = np.exp(A - A.max(1, keepdims=True))  # opset 13's Softmax: axis 1 alone
 ms_want["smax"] = q8(e / e.sum(1, keepdims=True), sc["sy2"], 0, np.uint8)
+e = np.exp(A - A.max(3, keepdims=True))  # no axis: -1, whatever the opset
+ms_want["smax11"] = q8(e / e.sum(3, keepdims=True), sc["sy2"], 0, np.uint8)
 ap = np.pad(A, ((0, 0), (0, 0), (1, 1), (1, 1)))
 cnt = np.pad(np.ones_like(A), ((0, 0), (0, 0), (1, 1), (1, 1)))
 # QLinearAveragePool: kernel 2x2, stride 2, pads 1, padding not counted
@@ -478,7 +490,7 @@ ms_inits += [numpy_helper.from_array(gb, "gb"), numpy_helper.from_array(gbt, "gb
              numpy_helper.from_array(np.array(0, np.int8), "gzb"),
              numpy_helper.from_array(np.zeros(5, np.int8), "gzbt")]
 GA = dq(ga, sc["sa"], zp["za"])
-y1 = 0.5 * GA @ dq(gb, sc["sb"], 0) + gbias * sc["sa"] * sc["sb"]
+y1 = 0.5 * (GA @ dq(gb, sc["sb"], 0) + gbias * sc["sa"] * sc["sb"])  # alpha scales the bias too
 ms_want["gemm"] = q8(y1, sc["sy"], zp["zy"], np.uint8)
 ms_want["gemmf"] = GA @ (gbt.astype(np.float64) * gcs[:, None]).T + gbias * sc["sa"] * gcs.astype(np.float64)
 M = "com.microsoft"
@@ -490,9 +502,13 @@ ms_nodes = [
     helper.make_node("QLinearGlobalAveragePool", ["qa", "sa", "za", "sy2", "zy2"], ["gap"], domain=M),
     helper.make_node("QLinearGlobalAveragePool", ["qa", "sa", "za", "sy2", "zy2"], ["gapl"], channels_last=1,
                      domain=M),
-    helper.make_node("QLinearSigmoid", ["qc", "sc", "zc", "sy2", "zy2"], ["sig"], domain=M),
-    helper.make_node("QLinearLeakyRelu", ["qc", "sc", "zc", "sy", "zy"], ["lrelu"], alpha=0.1, domain=M),
-    helper.make_node("QLinearSoftmax", ["qa", "sa", "za", "sy2"], ["smax"], axis=1, opset=13, domain=M),
+    helper.make_node("QLinearSigmoid", ["qc", "sc", "zc", "sy2", "zi"], ["sig"], domain=M),
+    helper.make_node("QLinearLeakyRelu", ["qc", "sc", "zc", "sy", "zi"], ["lrelu"], alpha=0.1, domain=M),
+    helper.make_node("QLinearSigmoid", ["qa", "sa", "", "sy2", "z0"], ["sig0"], domain=M),
+    helper.make_node("DequantizeLinear", ["qa", "sa", "za"], ["msdq"], domain=M),
+    helper.make_node("QuantizeLinear", ["msdq", "sy", "zy"], ["msq"], domain=M),
+    helper.make_node("QLinearSoftmax", ["qa", "sa", "za", "sy2", "z0"], ["smax11"], opset=11, domain=M),
+    helper.make_node("QLinearSoftmax", ["qa", "sa", "za", "sy2", "z0"], ["smax"], axis=1, opset=13, domain=M),
     helper.make_node("QLinearAveragePool", ["qa", "sa", "za", "sy", "zy"], ["apool"], kernel_shape=[2, 2],
                      strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0, domain=M),
     helper.make_node("QGemm", ["ga", "sa", "za", "gb", "sb", "gzb", "gbias", "sy", "zy"], ["gemm"], alpha=0.5,
@@ -504,14 +520,14 @@ ms_in = {"qa": qa, "qb": qb, "qc": qc, "ga": ga}
 tp = {np.uint8: U8, np.int8: I8}
 g = helper.make_graph(ms_nodes, "ms_quant",
                       [helper.make_tensor_value_info(k, tp[v.dtype.type], list(v.shape)) for k, v in ms_in.items()],
-                      [helper.make_tensor_value_info(k, F if k == "gemmf" else tp[v.dtype.type], None)
+                      [helper.make_tensor_value_info(k, F if v.dtype.kind == "f" else tp[v.dtype.type], None)
                        for k, v in ms_want.items()], ms_inits)
 m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(M, 1)])
 m.ir_version = 8
 with open(os.path.join(out, "ms_quant.onnx"), "wb") as f:
     f.write(m.SerializeToString())
 for k, v in list(ms_in.items()) + list(ms_want.items()):
-    np.save(os.path.join(out, "ms_quant_%s.npy" % k), v.astype(np.float32) if k == "gemmf" else v)
+    np.save(os.path.join(out, "ms_quant_%s.npy" % k), v.astype(np.float32) if v.dtype.kind == "f" else v)
 
 # Control flow around values that run eagerly (numpy's results are simple
 # enough to state): an If in a Loop's body (its branch's names defined
