@@ -34,8 +34,13 @@ def _export(method=True, function=True, names=()):
 
 
 def _np(t):
+    """t's values as a NumPy array (bfloat16, which NumPy lacks, as float32:
+    exact, and only indices are taken from it)."""
     import numpy
-    return numpy.asarray(t.detach().cpu().contiguous().numpy())
+    d = t.detach().cpu()
+    if d.dtype == _C.bfloat16:
+        d = d.float()
+    return numpy.asarray(d.contiguous().numpy())
 
 
 def _dim(d, n):
@@ -107,6 +112,8 @@ def lerp(input, end, weight):
 @_export()
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     prod = mat1.matmul(mat2)
+    if beta == 0:  # input ignored, NaN and inf in it too (PyTorch)
+        return prod * alpha if alpha != 1 else prod
     return (input * beta if beta != 1 else input) + (prod * alpha if alpha != 1 else prod)
 
 
@@ -197,8 +204,10 @@ def signbit(input):
 
 @_export()
 def xlogy(input, other):
+    """input * log(other), 0 where input is 0 (unless other is NaN)."""
     safe = _C.where(input == 0, _C.ones_like(other), other)
-    return _C.where(input == 0, _C.zeros_like(input * safe), input * safe.log())
+    y = _C.where(input == 0, _C.zeros_like(input * safe), input * safe.log())
+    return _C.where(other != other, other * 1.0, y)
 
 
 @_export()
@@ -238,6 +247,8 @@ def tile(input, dims):
 
 @_export()
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    if repeats is None:  # repeat_interleave(counts): 0 counts[0] times, 1 counts[1] times...
+        return repeat_interleave(_C.arange(input.numel(), device=input.device), input, 0)
     if dim is None:
         input, dim = input.reshape(-1), 0
     dim = _dim(dim, input.dim())
@@ -440,9 +451,15 @@ def cumprod(input, dim, *, dtype=None):
 
 @_export()
 def logcumsumexp(input, dim):
-    m = input.amax(dim=dim, keepdim=True).detach()
-    m = _C.where(m.abs() == math.inf, _C.zeros_like(m), m)
-    return (input - m).exp().cumsum(dim).log() + m
+    """A running logaddexp along dim (one step per position): exact where
+    the values differ by more than exp's range, unlike shifting by one max."""
+    dim = _dim(dim, input.dim())
+    parts, acc = [], None
+    for i in range(input.shape[dim]):
+        s = input.narrow(dim, i, 1)
+        acc = s if acc is None else logaddexp(acc, s)
+        parts.append(acc)
+    return _C.cat(parts, dim) if parts else input.clone()
 
 
 @_export()
@@ -641,6 +658,9 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
 @_export()
 def kthvalue(input, k, dim=-1, keepdim=False):
     dim = _dim(dim, input.dim())
+    n = input.shape[dim] if input.dim() else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
     v, i = sort(input, dim)
     v, i = v.narrow(dim, k - 1, 1), i.narrow(dim, k - 1, 1)
     return _kthvalue_result(*((v, i) if keepdim else (v.squeeze(dim), i.squeeze(dim))))
@@ -651,9 +671,19 @@ def median(input, dim=None, keepdim=False):
     """The lower median, as PyTorch (no averaging of the middle two)."""
     if dim is None:
         flat = input.reshape(-1)
-        return sort(flat)[0][(flat.numel() - 1) // 2]
+        v = sort(flat)[0]  # NaN sort last: the last is NaN when any is
+        return v[-1] if input.is_floating_point() and bool(v[-1] != v[-1]) else \
+            v[(flat.numel() - 1) // 2]
     dim = _dim(dim, input.dim())
-    return _median_result(*kthvalue(input, (input.shape[dim] + 1) // 2, dim, keepdim))
+    v, i = kthvalue(input, (input.shape[dim] + 1) // 2, dim, True)
+    if input.is_floating_point():
+        nan = input != input
+        has = nan.any(dim=dim, keepdim=True)
+        if bool(has.any()):  # NaN, at the first NaN's index (PyTorch)
+            first = nan.to(_C.int64).argmax(dim=dim, keepdim=True)
+            v = _C.where(has, input.gather(dim, first), v)
+            i = _C.where(has, first, i)
+    return _median_result(*((v, i) if keepdim else (v.squeeze(dim), i.squeeze(dim))))
 
 
 @_export()
@@ -685,8 +715,11 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
         else:
             raise ValueError(f"quantile() interpolation must be one of linear, lower, higher, "
                              f"midpoint or nearest. Got {interpolation}")
+        if input.is_floating_point():  # NaN anywhere in a slice makes its quantile NaN
+            has = (x != x).any(dim=d, keepdim=True)
+            r = _C.where(has, _C.full_like(r, math.nan), r)
         if dim is None:
-            r = r.reshape(())
+            r = r.reshape((1,) * input.dim() if keepdim else ())
         elif not keepdim:
             r = r.squeeze(d)
         outs.append(r)
@@ -698,10 +731,11 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
 @_export()
 def nonzero(input, *, as_tuple=False):
     import numpy
-    nz = numpy.argwhere(_np(input))
+    a = _np(input)
     if as_tuple:
-        return tuple(_index_tensor(nz[:, i], input.device) for i in range(max(input.dim(), 1)))
-    return _index_tensor(nz.reshape(-1, max(input.dim(), 0)), input.device)
+        nz = numpy.nonzero(numpy.atleast_1d(a))
+        return tuple(_index_tensor(i, input.device) for i in nz)
+    return _index_tensor(numpy.argwhere(a), input.device)
 
 
 @_export()
@@ -758,10 +792,13 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     s = _np(sorted_sequence)
     v = _np(input) if isinstance(input, Tensor) else numpy.asarray(input)
     sd = side or ("right" if right else "left")
+    so = None if sorter is None else _np(sorter) if isinstance(sorter, Tensor) else \
+        numpy.asarray(sorter)
     if s.ndim == 1:
-        r = numpy.searchsorted(s, v, side=sd)
+        r = numpy.searchsorted(s, v, side=sd, sorter=so)
     else:
-        r = numpy.stack([numpy.searchsorted(s[i], v[i], side=sd)
+        r = numpy.stack([numpy.searchsorted(s[i], v[i], side=sd,
+                                            sorter=None if so is None else so[i])
                          for i in numpy.ndindex(*s.shape[:-1])]).reshape(v.shape)
     t = _index_tensor(numpy.asarray(r), sorted_sequence.device)
     return t.to(_C.int32) if out_int32 else t
@@ -855,7 +892,12 @@ def fill_diagonal_(self, fill_value, wrap=False):
     if self.dim() < 2 or (self.dim() > 2 and len(set(self.shape)) != 1):
         raise RuntimeError("fill_diagonal_: all dimensions of input must be of equal length "
                            "(or the tensor 2-d)")
-    step = sum(self.stride())
+    # along the logical (row-major) layout: flat below is a copy in that order
+    strides, acc = [], 1
+    for d in reversed(self.shape):
+        strides.append(acc)
+        acc *= d
+    step = sum(strides)
     with no_grad():
         flat = self.reshape(-1)
         idx = list(range(0, n * step, step))

@@ -288,3 +288,18 @@ def test_grid_sample_and_affine_grid(mode, padding_mode, align):
     both(lambda lib, F, x, t: F.grid_sample(x, F.affine_grid(t, (2, 3, 4, 6), align_corners=align),
                                             mode, padding_mode, align), x,
          theta if mode == "bilinear" else Const(theta))
+
+
+def test_loss_shape_rules_and_targets():
+    x, t = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    var = np.abs(rng.standard_normal(4)) + 0.1
+    both(lambda lib, F, x, t, v: F.gaussian_nll_loss(x, t, v), x, t, var)
+    both(lambda lib, F, x, t, v: F.gaussian_nll_loss(x, t, v), x, t, var[:, None])
+    with pytest.raises(ValueError):
+        CF.gaussian_nll_loss(chutney.ones(4, 3), chutney.ones(4, 3), chutney.ones(3))
+    y = np.array([1.0, 0.0, -1.0, 0.0])
+    both(lambda lib, F, a, b, y: F.cosine_embedding_loss(a, b, y, 0.1, reduction="none"), x, t,
+         Const(y))
+    with pytest.raises(TypeError):
+        chutney.nn.Softmin(dimm=1)
+    assert chutney.nn.ReLU6(True)(chutney.tensor([7.0])).item() == 6.0

@@ -83,3 +83,34 @@ def test_finfo_iinfo_and_switches():
     with pytest.raises(RuntimeError):
         chutney.set_float32_matmul_precision("fast")
     chutney.set_float32_matmul_precision("highest")
+
+
+def test_scheduler_state_through_a_checkpoint(tmp_path):
+    w = chutney.zeros(1, requires_grad=True)
+    opt = chutney.optim.SGD([w], lr=1.0)
+    s = chutney.optim.lr_scheduler.MultiStepLR(opt, [2, 4, 4], 0.5)
+    for _ in range(3):
+        opt.step()
+        s.step()
+    chutney.save({"sched": s.state_dict(), "opt": opt.state_dict(), "epoch": 3},
+                 tmp_path / "ck.safetensors")
+    back = chutney.load(tmp_path / "ck.safetensors")
+    opt2 = chutney.optim.SGD([w], lr=1.0)
+    s2 = chutney.optim.lr_scheduler.MultiStepLR(opt2, [9], 0.5)
+    opt2.load_state_dict(back["opt"])  # the lr the chained schedule goes on from
+    s2.load_state_dict(back["sched"])
+    for _ in range(2):
+        s.step()
+        s2.step()
+    assert s2.get_last_lr() == s.get_last_lr() == [0.125] and back["epoch"] == 3
+
+
+def test_attention_weights_are_returned_after_dropout():
+    chutney.manual_seed(3)
+    m = nn.MultiheadAttention(8, 2, dropout=0.5)
+    q = chutney.randn(4, 1, 8)
+    out, w = m(q, q, q, average_attn_weights=False)
+    wn = w.detach().numpy()
+    assert (wn == 0).mean() > 0.2  # dropped entries
+    kept = wn[wn != 0]
+    assert kept.min() > 0  # the rest scaled by 1/(1-p), still positive

@@ -264,3 +264,40 @@ def test_new_methods():
     # the library's own methods stay
     assert chutney.Tensor.sum is not None and chutney.ones(3).sum().item() == 3
     assert math.isclose(chutney.tensor([0.5]).logit().item(), 0.0, abs_tol=1e-7)
+
+
+def test_review_cases():
+    # fill_diagonal_ on a transposed (non-contiguous) tensor
+    m = chutney.zeros(3, 4).t().fill_diagonal_(1.0)
+    np.testing.assert_array_equal(m.numpy(), torch.zeros(3, 4).t().fill_diagonal_(1.0).numpy())
+    # NaN propagates through median and quantile, as PyTorch
+    x = [3.0, math.nan, 1.0, 3.0, math.nan, 2.0]
+    assert math.isnan(chutney.median(chutney.tensor(x)).item())
+    v = chutney.tensor([[1.0, 5.0, 2.0], [4.0, math.nan, 0.0]]).median(1)
+    w = torch.tensor([[1.0, 5.0, 2.0], [4.0, math.nan, 0.0]]).median(1)
+    assert v.values[0].item() == w.values[0].item() and math.isnan(v.values[1].item())
+    assert v.indices.tolist() == w.indices.tolist()
+    assert math.isnan(chutney.quantile(chutney.tensor([1.0, math.nan, 3.0]), 0.0).item())
+    assert tuple(chutney.quantile(chutney.ones(2, 3), 0.5, keepdim=True).shape) == \
+        tuple(torch.quantile(torch.ones(2, 3), 0.5, keepdim=True).shape)
+    # logcumsumexp across values far apart
+    a = [-1000.0, 0.0, -2000.0, 1.0]
+    np.testing.assert_allclose(chutney.logcumsumexp(chutney.tensor(a, dtype=chutney.float64), 0).numpy(),
+                               torch.logcumsumexp(torch.tensor(a, dtype=torch.float64), 0).numpy())
+    # searchsorted with a sorter
+    r = chutney.searchsorted(chutney.tensor([3.0, 1.0, 2.0]), chutney.tensor([2.5]),
+                             sorter=chutney.tensor([1, 2, 0]))
+    assert r.tolist() == torch.searchsorted(torch.tensor([3.0, 1, 2]), torch.tensor([2.5]),
+                                            sorter=torch.tensor([1, 2, 0])).tolist()
+    # sort and topk of bfloat16
+    b = chutney.tensor([3.0, -1.0, 2.0]).to(chutney.bfloat16)
+    assert b.sort().indices.tolist() == [1, 2, 0] and b.topk(1).values.float().tolist() == [3.0]
+    # the small ones
+    nan = chutney.full((2, 2), math.nan)
+    assert not chutney.isnan(chutney.addmm(nan, chutney.ones(2, 3), chutney.ones(3, 2),
+                                           beta=0)).any().item()
+    assert math.isnan(chutney.xlogy(chutney.tensor([0.0]), chutney.tensor([math.nan])).item())
+    assert tuple(chutney.nonzero(chutney.tensor(2.0)).shape) == (1, 0)
+    assert chutney.repeat_interleave(chutney.tensor([2, 0, 1])).tolist() == [0, 0, 2]
+    with pytest.raises(RuntimeError):
+        chutney.kthvalue(chutney.ones(3), 4)

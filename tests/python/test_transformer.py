@@ -195,5 +195,40 @@ def test_deepcopy_of_library_layers_and_python_modules():
         c[0].weight.add_(1.0)
     assert not np.allclose(c[0].weight.detach().numpy(), m[0].weight.detach().numpy())
     x = chutney.randn(2, 4)
-    np.testing.assert_allclose(m[1](m[0](x)).detach().numpy(),
-                               nn.LayerNorm(3)(m[0](x)).detach().numpy(), atol=1e-6)
+    with chutney.no_grad():
+        m[1].weight.mul_(3.0)  # the copy keeps its own values
+    np.testing.assert_allclose(c[1](m[0](x)).detach().numpy() * 3, m[1](m[0](x)).detach().numpy(),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_deepcopy_keeps_children_attributes_and_ties():
+    class Wide(nn.Linear):
+        def __init__(self, n):
+            super().__init__(n, n)
+            self.extra = nn.Linear(n, 2)
+            self.note = "made"
+
+    w = Wide(3)
+    w.note = "changed"
+    c = copy.deepcopy(w)
+    assert c.note == "changed" and c.extra is not w.extra
+    np.testing.assert_array_equal(c.extra.weight.detach().numpy(), w.extra.weight.detach().numpy())
+    np.testing.assert_array_equal(c.weight.detach().numpy(), w.weight.detach().numpy())
+    w.extra = nn.Identity()  # a child replaced after construction
+    assert isinstance(copy.deepcopy(w).extra, nn.Identity)
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(5, 3)
+            self.w = self.emb.weight
+
+    t = Tied()
+    u = copy.deepcopy(t)
+    assert len(list(t.parameters())) == len(list(u.parameters())) == 1
+    assert u.w is u.emb.weight and u.w is not t.w
+    lin = nn.Linear(2, 2)
+    seen = []
+    lin.register_forward_hook(lambda m, a, o: seen.append(1))
+    copy.deepcopy(lin)(chutney.ones(1, 2))
+    assert seen == [1]

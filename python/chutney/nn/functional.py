@@ -587,7 +587,9 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                           reduction="mean"):
     cos = cosine_similarity(input1, input2, dim=-1, eps=1e-12)
-    loss = _C.where(target > 0, 1.0 - cos, (cos - margin).clamp(min=0.0))
+    zero = _C.zeros_like(cos)
+    loss = _C.where(target == 1, 1.0 - cos,
+                    _C.where(target == -1, (cos - margin).clamp(min=0.0), zero))
     return _reduce(loss, reduction)
 
 
@@ -601,6 +603,19 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """PyTorch's shape rules for var: input's shape, or input's without its
+    last axis (one variance per item), or that with a last axis of 1."""
+    if not isinstance(var, Tensor):
+        var = _C.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    if bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
     v = var.clamp(min=eps)
     loss = 0.5 * (v.log() + (input - target).square() / v)
     if full:

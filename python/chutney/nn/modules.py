@@ -12,6 +12,7 @@ computes with. Layers without parameters call nn.functional.
 """
 
 import copy
+import functools
 from collections import OrderedDict
 
 from chutney import _C, _compile
@@ -86,6 +87,19 @@ class Module:
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __deepcopy__(self, memo):
+        """Children first: a library layer's copy registers its new tensors
+        in memo, so a parameter this module shares with it (weight tying)
+        stays shared in the copy."""
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        d = self.__dict__
+        for key in ["_modules"] + [k for k in d if k != "_modules"]:
+            if key in d:
+                object.__setattr__(new, key, copy.deepcopy(d[key], memo))
+        return new
 
     def __call__(self, *args, **kwargs):
         d = self.__dict__
@@ -468,22 +482,22 @@ class _CLayer(Module):
         if own is None:
             return
 
+        @functools.wraps(own)
         def __init__(self, *args, **kw):
             if "_ctor_args" not in self.__dict__:
                 object.__setattr__(self, "_ctor_args", (args, kw))
             own(self, *args, **kw)
 
-        __init__.__doc__ = own.__doc__
         cls.__init__ = __init__
 
     def __deepcopy__(self, memo):
         args, kw = self.__dict__.get("_ctor_args", ((), {}))
         new = type(self)(*copy.deepcopy(args, memo), **copy.deepcopy(kw, memo))
         memo[id(self)] = new
-        mine = dict(self.named_parameters(recurse=False))
-        mine.update(self.named_buffers(recurse=False))
-        theirs = dict(new.named_parameters(recurse=False))
-        theirs.update(new.named_buffers(recurse=False))
+        mine = dict(self._parameters)
+        mine.update(self._buffers)
+        theirs = dict(new._parameters)
+        theirs.update(new._buffers)
         if set(mine) != set(theirs):
             raise TypeError(f"copy.deepcopy: {type(self).__name__} has tensors {sorted(mine)}, "
                             f"a new one {sorted(theirs)} (an int8-quantised layer cannot be "
@@ -493,14 +507,20 @@ class _CLayer(Module):
             new.to(dev)
         with no_grad():
             for name, t in mine.items():
-                if t is not None:
-                    theirs[name].copy_(t)
-                    if isinstance(t, Parameter):
-                        theirs[name].requires_grad_(t.requires_grad)
-        new.train(self.training)
+                if t is None or theirs[name] is None:
+                    continue
+                theirs[name].copy_(t)
+                if isinstance(t, Parameter):
+                    theirs[name].requires_grad_(t.requires_grad)
+                memo[id(t)] = theirs[name]  # ties to this tensor elsewhere follow
+        # Everything else as it is now, not as the constructor made it:
+        # children (replaced or added since), hooks, flags, attributes.
+        own = {"_c", "_c_names", "_parameters", "_buffers", "_ctor_args"}
         for name, v in self.__dict__.items():
-            if name not in new.__dict__:
+            if name not in own:
                 object.__setattr__(new, name, copy.deepcopy(v, memo))
+        if new._c is not None:
+            new._c.train(self.training)
         return new
 
     def _init_c(self, c, device=None, dtype=None):
@@ -1089,10 +1109,15 @@ def _simple(name, fn, doc, args=()):
 
     def __init__(self, *a, **k):
         Module.__init__(self)
+        k.pop("inplace", None)
+        if len(a) == len(args) + 1 and isinstance(a[-1], bool):
+            a = a[:-1]  # a positional inplace flag
+        if len(a) > len(args):
+            raise TypeError(f"{name}() takes {len(args)} arguments, {len(a)} given")
+        unknown = sorted(set(k) - set(args))
+        if unknown:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{unknown[0]}'")
         vals = dict(zip(args, a))
-        for key in list(k):
-            if key == "inplace":
-                k.pop(key)
         vals.update(k)
         for key, default in args.items() if isinstance(args, dict) else ():
             vals.setdefault(key, default)
@@ -1125,8 +1150,10 @@ PixelShuffle = _simple("PixelShuffle", F.pixel_shuffle, "[N, C*r*r, H, W] to [N,
 PixelUnshuffle = _simple("PixelUnshuffle", F.pixel_unshuffle,
                          "[N, C, H*r, W*r] to [N, C*r*r, H, W]", {"downscale_factor": None})
 AdaptiveAvgPool1d = _simple("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, "", {"output_size": None})
-AdaptiveMaxPool1d = _simple("AdaptiveMaxPool1d", F.adaptive_max_pool1d, "", {"output_size": None})
-AdaptiveMaxPool2d = _simple("AdaptiveMaxPool2d", F.adaptive_max_pool2d, "", {"output_size": None})
+AdaptiveMaxPool1d = _simple("AdaptiveMaxPool1d", F.adaptive_max_pool1d, "",
+                            {"output_size": None, "return_indices": False})
+AdaptiveMaxPool2d = _simple("AdaptiveMaxPool2d", F.adaptive_max_pool2d, "",
+                            {"output_size": None, "return_indices": False})
 LocalResponseNorm = _simple("LocalResponseNorm", F.local_response_norm, "",
                             {"size": None, "alpha": 1e-4, "beta": 0.75, "k": 1.0})
 

@@ -139,7 +139,9 @@ class MultiheadAttention(Module):
             if mask is not None:
                 scores = scores + mask
             weights = scores.softmax(-1)
-            attn = (F.dropout(weights, p, True) if p > 0 else weights).matmul(v)
+            if p > 0:
+                weights = F.dropout(weights, p, True)  # returned after dropout, as PyTorch
+            attn = weights.matmul(v)
             if average_attn_weights:
                 weights = weights.mean(dim=1)
         else:

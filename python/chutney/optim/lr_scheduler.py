@@ -299,6 +299,11 @@ class MultiStepLR(LRScheduler):
             return [g["lr"] for g in groups]
         return [g["lr"] * self.gamma ** self.milestones[self.last_epoch] for g in groups]
 
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        # a checkpoint gives the milestones back as a plain dict (int keys)
+        self.milestones = Counter({int(k): v for k, v in dict(self.milestones).items()})
+
     def _get_closed_form_lr(self):
         milestones = sorted(self.milestones.elements())
         return [base * self.gamma ** bisect_right(milestones, self.last_epoch)
