@@ -66,7 +66,7 @@ from chutney._functions import __all__ as _function_names
 from chutney.autograd import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: F401
 from chutney.serialization import save, load  # noqa: F401
 from chutney import autograd, nn, optim, utils  # noqa: F401
-from chutney import amp, ao, backends, cuda  # noqa: F401  (mixed precision, int8, torch.cuda)
+from chutney import amp, ao, backends, cuda, linalg  # noqa: F401  (mixed precision, int8, torch.cuda)
 from chutney.amp import (  # noqa: F401  (torch.autocast and its queries)
     autocast,
     is_autocast_enabled,
@@ -82,6 +82,8 @@ from chutney import _compile as compiler  # noqa: F401  (compiler.is_compiling()
 from chutney import _tensor_extras  # noqa: E402
 
 _tensor_extras.install(globals())  # einsum, sort, topk, roll, isnan, ... (and their methods)
+_C._add_tensor_methods({"inverse": linalg.inv, "det": linalg.det})
+inverse, det = linalg.inv, linalg.det
 
 # The dtypes under PyTorch's names and aliases. Assigned last: they shadow the
 # builtins float, int and bool in this module, as in torch.
