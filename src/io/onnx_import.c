@@ -143,8 +143,9 @@ static bool ms_domain(const char *d) { return d && !strcmp(d, "com.microsoft"); 
 const onnx_op_entry *onnx_find_op(const char *domain, const char *name) {
     if (!name) return NULL;
     if (ms_domain(domain)) {
+        size_t pre = strlen("com.microsoft.");
         for (const onnx_op_entry *e = cn_onnx_ops_ms; e->name; e++)
-            if (!strcmp(e->name, name)) return e;
+            if (!strcmp(e->name + pre, name)) return e;
         return NULL;
     }
     if (!default_domain(domain)) return NULL;

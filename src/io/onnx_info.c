@@ -13,6 +13,9 @@ static const onnx_op_entry *entry(int i, int *n) {
     for (const onnx_op_entry *const *f = cn_onnx_families(); *f; f++)
         for (const onnx_op_entry *e = *f; e->name; e++, k++)
             if (k == i) return e;
+    /* then com.microsoft's, named with their domain */
+    for (const onnx_op_entry *e = cn_onnx_ops_ms; e->name; e++, k++)
+        if (k == i) return e;
     *n = k;
     return NULL;
 }

@@ -159,8 +159,9 @@ extern const onnx_op_entry cn_onnx_ops_control[];
 extern const onnx_op_entry cn_onnx_ops_detect[];
 extern const onnx_op_entry cn_onnx_ops_grid[];
 extern const onnx_op_entry cn_onnx_ops_spectral[];
-/* ONNX Runtime's com.microsoft quantized ops (onnx_ops_ms.c); not in the
- * families, which are the default domain's. */
+/* ONNX Runtime's com.microsoft quantized ops (onnx_ops_ms.c), named
+ * "com.microsoft.<op>"; not in the families, which are the default
+ * domain's (the op table lists them after those). */
 extern const onnx_op_entry cn_onnx_ops_ms[];
 /* The entry of op name in domain (NULL or "" or "ai.onnx": the default;
  * "com.microsoft"), or NULL. */

@@ -233,20 +233,23 @@ H(h_ms_dequantize) {
     return float_op(c, n, "DequantizeLinear", in, nin, out);
 }
 
+/* Names carry the domain, so that the op table (`chutney info
+ * --supported-ops`) tells them from the default domain's. */
+#define MS "com.microsoft."
 #define POOL_ATTRS "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides,channels_last"
 
 const onnx_op_entry cn_onnx_ops_ms[] = {
-    {"QLinearAdd", h_qlinear_add, "", 2, 8, 1, "uint8 and int8"},
-    {"QLinearMul", h_qlinear_mul, "", 2, 8, 1, "uint8 and int8"},
-    {"QLinearConcat", h_qlinear_concat, "axis", 5, ONNX_MAX_INPUTS, 1, "uint8 and int8"},
-    {"QLinearGlobalAveragePool", h_qlinear_global_average_pool, "channels_last", 2, 5, 1, "uint8 and int8"},
-    {"QLinearAveragePool", h_qlinear_average_pool, POOL_ATTRS, 2, 5, 1, "as AveragePool; uint8 and int8"},
-    {"QLinearSigmoid", h_qlinear_sigmoid, "", 2, 5, 1, "uint8 and int8"},
-    {"QLinearLeakyRelu", h_qlinear_leaky_relu, "alpha", 2, 5, 1, "uint8 and int8"},
-    {"QLinearSoftmax", h_qlinear_softmax, "axis,opset", 2, 5, 1, "uint8 and int8"},
-    {"QGemm", h_qgemm, "alpha,transA,transB", 2, 9, 1, "uint8 and int8; 2-D"},
-    {"QuantizeLinear", h_ms_quantize, "axis", 2, 3, 1, "as the default domain's"},
-    {"DequantizeLinear", h_ms_dequantize, "axis", 2, 3, 1, "as the default domain's"},
+    {MS "QLinearAdd", h_qlinear_add, "", 2, 8, 1, "uint8 and int8"},
+    {MS "QLinearMul", h_qlinear_mul, "", 2, 8, 1, "uint8 and int8"},
+    {MS "QLinearConcat", h_qlinear_concat, "axis", 5, ONNX_MAX_INPUTS, 1, "uint8 and int8"},
+    {MS "QLinearGlobalAveragePool", h_qlinear_global_average_pool, "channels_last", 2, 5, 1, "uint8 and int8"},
+    {MS "QLinearAveragePool", h_qlinear_average_pool, POOL_ATTRS, 2, 5, 1, "as AveragePool; uint8 and int8"},
+    {MS "QLinearSigmoid", h_qlinear_sigmoid, "", 2, 5, 1, "uint8 and int8"},
+    {MS "QLinearLeakyRelu", h_qlinear_leaky_relu, "alpha", 2, 5, 1, "uint8 and int8"},
+    {MS "QLinearSoftmax", h_qlinear_softmax, "axis,opset", 2, 5, 1, "uint8 and int8"},
+    {MS "QGemm", h_qgemm, "alpha,transA,transB", 2, 9, 1, "uint8 and int8; 2-D"},
+    {MS "QuantizeLinear", h_ms_quantize, "axis", 2, 3, 1, "as the default domain's"},
+    {MS "DequantizeLinear", h_ms_dequantize, "axis", 2, 3, 1, "as the default domain's"},
     {NULL, NULL, NULL, 0, 0, 0, NULL},
 };
 
