@@ -199,6 +199,9 @@ def test_channel_dropout():
     kept = per_channel[:, :, 0]
     assert set(np.unique(kept)) <= {0.0, np.float32(1 / 0.75)}
     assert 0.2 < (kept == 0).mean() < 0.3
+    y3 = CF.dropout2d(chutney.ones(16, 8, 5), 0.5, True).numpy()  # (N, C, L), as PyTorch
+    assert np.all(y3.min(-1) == y3.max(-1)) and 0 < (y3[:, :, 0] == 0).mean() < 1
+    assert not np.all(y3.min((1, 2)) == y3.max((1, 2)))  # not whole samples
     d = chutney.nn.Dropout1d(0.5)
     d.eval()
     np.testing.assert_array_equal(d(chutney.ones(2, 3, 4)).numpy(), np.ones((2, 3, 4)))

@@ -546,7 +546,8 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    return _channel_dropout(input, p, training, input.dim() - 2)
+    # a 3-d input is (N, C, L), as PyTorch reads it (with a warning there)
+    return _channel_dropout(input, p, training, 2 if input.dim() == 3 else input.dim() - 2)
 
 
 def dropout3d(input, p=0.5, training=True, inplace=False):
