@@ -267,6 +267,14 @@ def test_pickle_and_deepcopy():
         twin[1].running_mean.add_(1.0)
     assert not np.allclose(model(x).detach().numpy(), twin(x).detach().numpy())
     assert float(model[1].running_mean.abs().sum()) == 0
+    p = nn.Parameter(chutney.ones(2))
+    p.grad = chutney.tensor([3.0, 4.0])
+    for q in (copy.deepcopy(p), pickle.loads(pickle.dumps(chutney.ones(2).requires_grad_()))):
+        assert q.requires_grad
+    assert copy.deepcopy(p).grad.tolist() == [3.0, 4.0]
+    t = chutney.ones(2, requires_grad=True)
+    t.sum().backward()
+    assert copy.deepcopy(t).grad.tolist() == [1.0, 1.0]
     # an exponential moving average of a model, the usual reason to copy one
     ema = copy.deepcopy(model)
     for p in ema.parameters():

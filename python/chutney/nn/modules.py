@@ -38,6 +38,8 @@ class Parameter(Tensor):
         if id(self) in memo:
             return memo[id(self)]
         new = Parameter(self.detach().clone(), self.requires_grad)
+        if self.grad is not None:
+            new.grad = self.grad.detach().clone()
         memo[id(self)] = new
         return new
 
