@@ -561,16 +561,20 @@ def einsum(equation, *operands):
         letters = "".join(full)
         out = ell_letters + "".join(sorted(c for c in set(letters) if letters.count(c) == 1
                                            and c not in ell_letters))
-    # broadcast '...' sizes of 1 against each other
+    # sizes of 1 broadcast against the letter's size elsewhere (as PyTorch)
     sizes = {}
     for s, t in zip(full, operands):
         for c, n in zip(s, t.shape):
             if n != 1:
+                if sizes.get(c, n) != n:
+                    raise RuntimeError(f"einsum(): subscript {c} has size {n} for an operand "
+                                       f"which does not broadcast with previously seen size "
+                                       f"{sizes[c]}")
                 sizes[c] = n
     ops = []
     for s, t in zip(full, operands):
         target = [sizes.get(c, 1) for c in s]
-        if list(t.shape) != target and any(c in ell_letters for c in s):
+        if list(t.shape) != target:
             t = t.expand(*target)
         ops.append(t)
     x, sx = None, None

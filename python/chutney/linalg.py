@@ -53,9 +53,9 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     if dtype is not None:
         x = x.to(dtype)
     if dim is None:
-        x, dim = x.reshape(-1), 0
         if keepdim:
-            raise NotImplementedError("vector_norm: keepdim with dim=None")
+            return vector_norm(x.reshape(-1), ord, 0).reshape((1,) * x.dim())
+        x, dim = x.reshape(-1), 0
     a = x.abs()
     if ord == math.inf:
         return a.amax(dim=dim, keepdim=keepdim)
@@ -67,7 +67,48 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         return a.sum(dim=dim, keepdim=keepdim)
     if ord == 2:
         return x.norm(2, dim, keepdim=keepdim)
-    return a.pow(ord).sum(dim=dim, keepdim=keepdim).pow(1.0 / ord)
+    return _PNorm.apply(x, float(ord), dim if isinstance(dim, int) else tuple(dim), keepdim)
+
+
+class _PNorm(Function):
+    """(sum |x|^p)^(1/p) with PyTorch's gradient, 0 where x or the norm is 0
+    (the composition's would be NaN there)."""
+
+    @staticmethod
+    def forward(ctx, x, p, dim, keepdim):
+        ctx.save_for_backward(x)
+        ctx.p, ctx.dim, ctx.keepdim = p, dim, keepdim
+        return _pnorm_value(x, p, dim, keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        p, dim, keepdim = ctx.p, ctx.dim, ctx.keepdim
+        n = _pnorm_value(x, p, dim, True)
+        if not keepdim:
+            g = g.unsqueeze(dim) if isinstance(dim, int) else _unsqueeze_all(g, dim, x.dim())
+        a = x.abs()
+        safe_a = _C.where(a == 0, _C.ones_like(a), a)
+        safe_n = _C.where(n == 0, _C.ones_like(n), n)
+        d = x.sign() * safe_a.pow(p - 1) * safe_n.pow(1 - p)
+        zero = (a == 0).logical_or((n == 0).expand_as(a))
+        return _C.where(zero, _C.zeros_like(x), d * g), None, None, None
+
+
+def _unsqueeze_all(t, dims, ndim):
+    for d in sorted(d % ndim for d in dims):
+        t = t.unsqueeze(d)
+    return t
+
+
+def _pnorm_value(x, p, dim, keepdim):
+    a = x.abs()
+    if p < 0:  # a zero entry makes the norm 0
+        has0 = (a == 0).any(dim=dim, keepdim=keepdim)
+        safe = _C.where(a == 0, _C.ones_like(a), a)
+        v = safe.pow(p).sum(dim=dim, keepdim=keepdim).pow(1.0 / p)
+        return _C.where(has0, _C.zeros_like(v), v)
+    return a.pow(p).sum(dim=dim, keepdim=keepdim).pow(1.0 / p)
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
@@ -135,13 +176,32 @@ class _Inv(Function):
         return -(_mT(inv_a).matmul(g).matmul(_mT(inv_a)))
 
 
+def _sum_to(t, shape):
+    """t summed down to shape (the broadcast's leading axes, and axes of 1)."""
+    while t.dim() > len(shape):
+        t = t.sum(dim=0)
+    for i, n in enumerate(shape):
+        if n == 1 and t.shape[i] != 1:
+            t = t.sum(dim=i, keepdim=True)
+    return t
+
+
+def _is_vector_rhs(A, B):
+    # PyTorch's rule: B is a vector when 1-d, or (batch..., n) against A's (batch..., n, n)
+    return B.dim() == 1 or (B.dim() == A.dim() - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+
+
 class _Solve(Function):
     @staticmethod
     def forward(ctx, A, B):
         import numpy
         a, b = _np(A), _np(B)
-        vec = b.ndim == a.ndim - 1
-        x = _lapack(lambda: numpy.linalg.solve(a, b[..., None] if vec else b), "solve")
+        vec = _is_vector_rhs(A, B)
+        bb = b[..., None] if vec else b
+        batch = numpy.broadcast_shapes(a.shape[:-2], bb.shape[:-2])
+        a = numpy.broadcast_to(a, batch + a.shape[-2:])
+        bb = numpy.broadcast_to(bb, batch + bb.shape[-2:])
+        x = _lapack(lambda: numpy.linalg.solve(a, bb), "solve")
         ctx.save_for_backward(A, B)
         ctx.vec = vec
         return _back(x[..., 0] if vec else x, B)
@@ -150,12 +210,15 @@ class _Solve(Function):
     def backward(ctx, g):
         A, B = ctx.saved_tensors
         X = solve(A, B)
-        gB = solve(_mT(A), g)  # A^-T g
+        At = _mT(A)
         if ctx.vec:
+            gB = solve(At, g.unsqueeze(-1) if g.dim() > 1 else g)
+            gB = gB.squeeze(-1) if g.dim() > 1 and gB.dim() == g.dim() + 1 else gB
             gA = -(gB.unsqueeze(-1) * X.unsqueeze(-2))
         else:
+            gB = solve(At, g)
             gA = -gB.matmul(_mT(X))
-        return gA, gB
+        return _sum_to(gA, tuple(A.shape)), _sum_to(gB, tuple(B.shape))
 
 
 class _Det(Function):
@@ -167,10 +230,24 @@ class _Det(Function):
 
     @staticmethod
     def backward(ctx, g):
+        import numpy
         (A,) = ctx.saved_tensors
-        d = det(A)
-        # d det / dA = det * A^-T (A invertible)
-        return (g * d).unsqueeze(-1).unsqueeze(-1) * _mT(inv(A))
+        try:
+            # d det / dA = det * A^-T (A invertible): recorded, so it differentiates again
+            return (g * det(A)).unsqueeze(-1).unsqueeze(-1) * _mT(inv(A))
+        except RuntimeError:
+            pass
+        # singular: the cofactor matrix from the SVD (A = U S V^T:
+        # adj(A) = det(U V^T) V diag(prod of the other s) U^T), no second order
+        a = _np(A).astype(numpy.float64)
+        u, sv, vh = numpy.linalg.svd(a)
+        n = sv.shape[-1]
+        others = numpy.stack([numpy.prod(numpy.delete(sv, i, axis=-1), axis=-1)
+                              for i in range(n)], -1)
+        sign = numpy.linalg.det(u) * numpy.linalg.det(vh)
+        adj = sign[..., None, None] * (numpy.swapaxes(vh, -1, -2) * others[..., None, :]) \
+            @ numpy.swapaxes(u, -1, -2)
+        return g.unsqueeze(-1).unsqueeze(-1) * _back(numpy.swapaxes(adj, -1, -2), A)
 
 
 def inv(A):
@@ -203,6 +280,10 @@ def slogdet(A):
 # ---- decompositions: values only ----
 
 def _no_grad_needed(what, *ts):
+    for t in ts:
+        if isinstance(t, Tensor) and not t.is_floating_point():
+            raise RuntimeError(f"linalg.{what}: Expected a floating point tensor as input. Got "
+                               f"{t.dtype}")
     if is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in ts):
         raise NotImplementedError(f"linalg.{what}: its gradient is not implemented; call it "
                                   "under chutney.no_grad() or on a detached tensor")

@@ -107,32 +107,26 @@ def load(f, map_location=None, with_metadata=False, weights_only=None, **_torch_
 #
 # A tensor pickles as a NumPy copy of its values, its dtype's name, its
 # device and requires_grad (bfloat16 through float32, which holds it
-# exactly), and a leaf's .grad with it. That is what copy.deepcopy(model),
-# multiprocessing and DataLoader-style code need; it keeps no autograd
-# history, as PyTorch's deepcopy of a leaf, and views of one storage come
-# back as separate tensors.
+# exactly). That is what copy.deepcopy(model), multiprocessing and
+# DataLoader-style code need; like PyTorch's pickles it keeps no .grad and
+# no autograd history, and views of one storage come back as separate
+# tensors.
 
 import copyreg as _copyreg
 
 
-def _rebuild_tensor(values, dtype_name, device, requires_grad, grad=None):
+def _rebuild_tensor(values, dtype_name, device, requires_grad):
     t = _C.from_numpy(values).to(getattr(_C, dtype_name))
     if device != "cpu":
         t = t.to(device)
-    if requires_grad:
-        t.requires_grad_(True)
-    if grad is not None:
-        t.grad = _rebuild_tensor(*grad)
-    return t
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def _reduce_tensor(t):
     d = t.detach().cpu()
     name = str(t.dtype).split(".")[-1]
     values = (d.float() if t.dtype == _C.bfloat16 else d).contiguous().numpy().copy()
-    g = t.grad if t.requires_grad else None
-    grad = _reduce_tensor(g)[1] if g is not None else None  # .grad comes along, as PyTorch
-    return (_rebuild_tensor, (values, name, str(t.device), t.requires_grad, grad))
+    return (_rebuild_tensor, (values, name, str(t.device), t.requires_grad))
 
 
 _copyreg.pickle(_C.Tensor, _reduce_tensor)

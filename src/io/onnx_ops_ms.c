@@ -35,6 +35,8 @@ static cn_tensor *deq(cn_tensor *x, cn_tensor *scale, cn_tensor *zp) {
 /* A result's scale (required) and zero point (uint8 or int8, optional). */
 static int check_out(onnx_ctx *c, cn_tensor *scale, cn_tensor *zp, const char *what) {
     if (!scale) return onnx_bad(c, "%s's scale is missing", what);
+    if (cn_numel(scale) != 1 || (zp && cn_numel(zp) != 1))
+        return onnx_bad(c, "%s's scale and zero point must be scalars", what);
     if (zp && !is_q8(zp))
         return onnx_unsup(c, "%s's zero point of type %s (uint8 and int8 are supported)", what,
                           cn_dtype_name(cn_tensor_dtype(zp)));
@@ -51,6 +53,7 @@ static cn_tensor *quant(cn_tensor *v, cn_tensor *scale, cn_tensor *zp) {
 
 static int check(onnx_ctx *c, cn_tensor *x, cn_tensor *zp, const char *what) {
     if (!x) return onnx_bad(c, "%s is missing", what);
+    if (zp && cn_numel(zp) != 1) return onnx_bad(c, "%s's zero point must be a scalar", what);
     if (!is_q8(x))
         return onnx_unsup(c, "%s of type %s (uint8 and int8 are supported)", what,
                           cn_dtype_name(cn_tensor_dtype(x)));
@@ -94,6 +97,7 @@ static int binary(onnx_ctx *c, cn_tensor **in, int nin, cn_tensor **out, bool mu
         return rc;
     cn_tensor *as = opt(in, nin, 1), *bs = opt(in, nin, 4);
     if (!as || !bs) return onnx_bad(c, "A's or B's scale is missing");
+    if (cn_numel(as) != 1 || cn_numel(bs) != 1) return onnx_bad(c, "A's and B's scales must be scalars");
     cn_tensor *fa = deq(a, as, azp), *fb = deq(b, bs, bzp);
     DONE(quant(mul ? cn_mul(fa, fb) : cn_add(fa, fb), in[6], czp));
 }
@@ -115,6 +119,7 @@ static int unary(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int nin,
     int rc;
     if ((rc = check(c, x, xzp, "X")) < 0 || (rc = check_out(c, opt(in, nin, 3), yzp, "Y")) < 0)
         return rc;
+    if (cn_numel(in[1]) != 1) return onnx_bad(c, "X's scale must be a scalar");
     bool last = channels && onnx_attr_int(n, "channels_last", 0);
     if (last && cn_ndim(x) < 3) return onnx_bad(c, "channels_last on a tensor of rank %d", cn_ndim(x));
     cn_tensor *f = deq(x, in[1], xzp), *y;
@@ -154,6 +159,7 @@ H(h_qlinear_softmax) {
     int rc;
     if ((rc = check(c, x, xzp, "X")) < 0 || (rc = check_out(c, opt(in, nin, 3), yzp, "Y")) < 0)
         return rc;
+    if (cn_numel(in[1]) != 1) return onnx_bad(c, "X's scale must be a scalar");
     int64_t v = onnx_attr_int(n, "opset", 0);
     if (v < 1 || v > 1000) return onnx_bad(c, "attribute 'opset' %lld (the Softmax version it follows)", (long long)v);
     int r = cn_ndim(x), axis = onnx_axis(c, onnx_attr_int(n, "axis", -1), r, "axis");
@@ -179,6 +185,7 @@ H(h_qlinear_concat) {
     for (int i = 0; i < k && rc == 0; i++) {
         cn_tensor *x = in[2 + 3 * i], *zp = in[4 + 3 * i];
         if (!x || !in[3 + 3 * i]) rc = onnx_bad(c, "input %d or its scale is missing", i);
+        else if (cn_numel(in[3 + 3 * i]) != 1) rc = onnx_bad(c, "input %d's scale must be a scalar", i);
         else if ((rc = check(c, x, zp, "X")) == 0 && !(f[i] = deq(x, in[3 + 3 * i], zp))) rc = CN_EINVAL;
     }
     cn_tensor *y = NULL;
@@ -196,16 +203,24 @@ H(h_qgemm) {
     cn_tensor *a = in[0], *b = opt(in, nin, 3), *azp = opt(in, nin, 2), *bzp = opt(in, nin, 5);
     cn_tensor *bias = opt(in, nin, 6), *ys = opt(in, nin, 7), *yzp = opt(in, nin, 8);
     int rc;
-    if ((rc = check(c, a, azp, "A")) < 0 || (rc = check(c, b, bzp, "B")) < 0 ||
+    if ((rc = check(c, a, azp, "A")) < 0 || (rc = check(c, b, NULL, "B")) < 0 ||
         (ys && (rc = check_out(c, ys, yzp, "Y")) < 0))
         return rc;
+    if (bzp && cn_tensor_dtype(bzp) != cn_tensor_dtype(b))
+        return onnx_bad(c, "B is %s but its zero point %s", cn_dtype_name(cn_tensor_dtype(b)),
+                        cn_dtype_name(cn_tensor_dtype(bzp)));
     if (!opt(in, nin, 1) || !opt(in, nin, 4)) return onnx_bad(c, "a_scale or b_scale is missing");
+    if (cn_numel(in[1]) != 1) return onnx_bad(c, "a_scale must be a scalar");
+    if (yzp && !ys) return onnx_bad(c, "y_zero_point without y_scale");
     if (bias && cn_tensor_dtype(bias) != CN_I32)
         return onnx_bad(c, "C must be int32, not %s", cn_dtype_name(cn_tensor_dtype(bias)));
     if (cn_ndim(a) != 2 || cn_ndim(b) != 2) return onnx_bad(c, "A and B must be matrices");
     /* a per-column scale and zero point of B index N: B's columns, or
      * its rows when transB */
     cn_tensor *bs = in[4], *bz = bzp;
+    int64_t ncols = cn_ndim(b) == 2 ? cn_dim(b, onnx_attr_int(n, "transB", 0) ? 0 : 1) : -1;
+    if ((cn_numel(bs) != 1 && cn_numel(bs) != ncols) || (bz && cn_numel(bz) != 1 && cn_numel(bz) != ncols))
+        return onnx_bad(c, "b_scale and b_zero_point hold one value or one per column of B");
     int64_t col[2] = {onnx_attr_int(n, "transB", 0) ? -1 : 1, onnx_attr_int(n, "transB", 0) ? 1 : -1};
     if (cn_numel(bs) > 1) bs = cn_reshape(bs, 2, col);
     if (bz && cn_numel(bz) > 1) bz = cn_reshape(bz, 2, col);

@@ -106,3 +106,26 @@ def test_decompositions_and_refusals():
         chutney.linalg.inv(chutney.zeros(3, 3, dtype=chutney.float64))
     with pytest.raises(RuntimeError, match="square"):
         chutney.linalg.det(chutney.ones(2, 3))
+
+
+def test_solve_broadcasting_singular_det_and_zero_norms():
+    for ashape, bshape in (((2, 3, 3), (3,)), ((2, 3, 3), (3, 4)), ((4, 3, 3), (3, 3)),
+                           ((2, 1, 3, 3), (5, 3, 4)), ((3, 3), (2, 3, 4)), ((2, 3, 3), (2, 3))):
+        a = rng.standard_normal(ashape) + 3 * np.eye(3)
+        both(lambda L, a, b: L.linalg.solve(a, b), a, rng.standard_normal(bshape))
+    # a singular matrix: det's gradient is the cofactor matrix (PyTorch 1.13 gives zeros)
+    for a in (np.array([[1.0, 2.0], [2.0, 4.0]]),
+              np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])):
+        A = chutney.tensor(a, requires_grad=True)
+        chutney.linalg.det(A).backward()
+        n = a.shape[0]
+        cof = np.array([[(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(a, i, 0), j, 1))
+                         for j in range(n)] for i in range(n)])
+        np.testing.assert_allclose(A.grad.numpy(), cof, atol=1e-12)
+    for ord in (3, 0.5, -1):
+        both(lambda L, x: L.linalg.vector_norm(x, ord), np.zeros(3))
+        both(lambda L, x: L.linalg.vector_norm(x, ord, dim=1), np.array([[0.0, 2.0], [1.0, 3.0]]))
+    k = chutney.linalg.vector_norm(chutney.ones(2, 3), keepdim=True)
+    assert tuple(k.shape) == (1, 1)
+    with pytest.raises(RuntimeError):
+        chutney.linalg.svdvals(chutney.tensor([[1, 2], [3, 4]]))

@@ -104,6 +104,8 @@ def test_products():
     ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
     ("ij,kj", [(3, 4), (5, 4)]),
     ("a...,a...->...", [(3, 2, 1), (3, 1, 4)]),
+    ("ij,ij->i", [(1, 3), (2, 3)]),
+    ("bij,bjk->bik", [(1, 3, 4), (2, 4, 5)]),
 ])
 def test_einsum(eq, shapes):
     arrays = [rng.standard_normal(s) for s in shapes]

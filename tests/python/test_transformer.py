@@ -227,6 +227,24 @@ def test_deepcopy_keeps_children_attributes_and_ties():
     u = copy.deepcopy(t)
     assert len(list(t.parameters())) == len(list(u.parameters())) == 1
     assert u.w is u.emb.weight and u.w is not t.w
+
+    class Head(nn.Module):
+        def __init__(self, w):
+            super().__init__()
+            self.weight = w
+
+    class TiedFirst(nn.Module):  # the sharer registered before the library layer
+        def __init__(self):
+            super().__init__()
+            emb = nn.Embedding(10, 4)
+            self.head = Head(emb.weight)
+            self.emb = emb
+
+    v = copy.deepcopy(TiedFirst())
+    assert v.head.weight is v.emb.weight and len(list(v.parameters())) == 1
+    lin = nn.Linear(2, 2)
+    lin.register_buffer("mask", chutney.tensor([[1.0, 0.0], [0.0, 1.0]]))
+    assert copy.deepcopy(lin).mask.tolist() == [[1.0, 0.0], [0.0, 1.0]]
     lin = nn.Linear(2, 2)
     seen = []
     lin.register_forward_hook(lambda m, a, o: seen.append(1))

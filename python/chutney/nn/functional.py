@@ -617,7 +617,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         raise ValueError(reduction + " is not valid")
     if bool((var < 0).any()):
         raise ValueError("var has negative entry/entries")
-    v = var.clamp(min=eps)
+    v = var + (var.clamp(min=eps) - var).detach()  # clamped, its gradient passing (PyTorch)
     loss = 0.5 * (v.log() + (input - target).square() / v)
     if full:
         loss = loss + 0.5 * 1.8378770664093453  # log(2 pi)
@@ -723,14 +723,15 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     def tap(xi, yi, weight):
         valid = (xi >= 0).logical_and(xi <= w - 1).logical_and(yi >= 0).logical_and(yi <= h - 1)
         xc, yc = xi.clamp(0.0, float(w - 1)), yi.clamp(0.0, float(h - 1))
-        idx = (yc * w + xc).to(_C.int64).expand(n, c, ho * wo)
+        idx = (yc.to(_C.int64) * w + xc.to(_C.int64)).expand(n, c, ho * wo)  # exact past 2^24
         v = flat.gather(2, idx)
         return v * (weight * valid.to(weight.dtype))
 
     if mode == "nearest":
         # round half to even, as PyTorch's nearbyint
-        rx, ry = ix.round(), iy.round()
-        out = tap(rx, ry, _C.ones_like(rx))
+        rx, ry = ix.round().detach(), iy.round().detach()
+        # the grid's gradient is zeros, as PyTorch's (not absent)
+        out = tap(rx, ry, _C.ones_like(rx) + (ix + iy) * 0.0)
     else:
         x0, y0 = ix.floor().detach(), iy.floor().detach()
         x1, y1 = x0 + 1, y0 + 1

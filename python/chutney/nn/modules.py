@@ -38,8 +38,6 @@ class Parameter(Tensor):
         if id(self) in memo:
             return memo[id(self)]
         new = Parameter(self.detach().clone(), self.requires_grad)
-        if self.grad is not None:
-            new.grad = self.grad.detach().clone()
         memo[id(self)] = new
         return new
 
@@ -91,12 +89,16 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __deepcopy__(self, memo):
-        """Children first: a library layer's copy registers its new tensors
-        in memo, so a parameter this module shares with it (weight tying)
-        stays shared in the copy."""
+        """Library layers first: their copies register their new tensors in
+        memo, so a parameter another module shares with one (weight tying)
+        stays shared in the copy, whichever was registered first."""
         cls = type(self)
         new = cls.__new__(cls)
         memo[id(self)] = new
+        # every library layer below first, wherever it is registered
+        for m in self.modules():
+            if isinstance(m, _CLayer) and id(m) not in memo:
+                copy.deepcopy(m, memo)
         d = self.__dict__
         for key in ["_modules"] + [k for k in d if k != "_modules"]:
             if key in d:
@@ -496,14 +498,15 @@ class _CLayer(Module):
         args, kw = self.__dict__.get("_ctor_args", ((), {}))
         new = type(self)(*copy.deepcopy(args, memo), **copy.deepcopy(kw, memo))
         memo[id(self)] = new
-        mine = dict(self._parameters)
-        mine.update(self._buffers)
+        lib = self.__dict__.get("_c_names", frozenset())
+        if lib != new.__dict__.get("_c_names", frozenset()):
+            raise TypeError(f"copy.deepcopy: {type(self).__name__}'s library tensors are "
+                            f"{sorted(lib)}, a new one's {sorted(new._c_names)} (an int8-quantised "
+                            f"layer cannot be copied)")
+        mine = {k: v for k, v in list(self._parameters.items()) + list(self._buffers.items())
+                if k in lib}
         theirs = dict(new._parameters)
         theirs.update(new._buffers)
-        if set(mine) != set(theirs):
-            raise TypeError(f"copy.deepcopy: {type(self).__name__} has tensors {sorted(mine)}, "
-                            f"a new one {sorted(theirs)} (an int8-quantised layer cannot be "
-                            f"copied)")
         dev = next((t.device for t in mine.values() if t is not None), None)
         if dev is not None and str(dev) != "cpu":
             new.to(dev)
@@ -516,7 +519,12 @@ class _CLayer(Module):
                     theirs[name].requires_grad_(t.requires_grad)
                 memo[id(t)] = theirs[name]  # ties to this tensor elsewhere follow
         # Everything else as it is now, not as the constructor made it:
-        # children (replaced or added since), hooks, flags, attributes.
+        # children (replaced or added since), the tensors a user registered,
+        # hooks, flags, attributes.
+        for store in ("_parameters", "_buffers"):
+            for k, v in getattr(self, store).items():
+                if k not in lib:
+                    getattr(new, store)[k] = copy.deepcopy(v, memo)
         own = {"_c", "_c_names", "_parameters", "_buffers", "_ctor_args"}
         for name, v in self.__dict__.items():
             if name not in own:
@@ -1120,6 +1128,9 @@ def _simple(name, fn, doc, args=()):
         if unknown:
             raise TypeError(f"{name}() got an unexpected keyword argument '{unknown[0]}'")
         vals = dict(zip(args, a))
+        dup = sorted(set(vals) & set(k))
+        if dup:
+            raise TypeError(f"{name}() got multiple values for argument '{dup[0]}'")
         vals.update(k)
         for key, default in args.items() if isinstance(args, dict) else ():
             vals.setdefault(key, default)
