@@ -43,17 +43,19 @@ def flat(o, acc):
         for x in o: flat(x, acc)
     return acc
 class Wrap(torch.nn.Module):
-    def __init__(self, m):
-        super().__init__(); self.m = m
+    def __init__(self, m, names=None):
+        super().__init__(); self.m = m; self.names = names
         self.kw = {"use_cache": False} if "use_cache" in inspect.signature(m.forward).parameters else {}
     def forward(self, *a):
+        if self.names:  # inputs by name, for models whose positions differ
+            return tuple(flat(self.m(**dict(zip(self.names, a)), **self.kw), []))
         return tuple(flat(self.m(*a, **self.kw), []))
-def hf(cls_cfg, cls_model, cfgkw, inputs):
+def hf(cls_cfg, cls_model, cfgkw, inputs, names=None):
     def f():
         import transformers as T
         cfg = getattr(T, cls_cfg)(**(cfgkw(T) if callable(cfgkw) else cfgkw))
         m = getattr(T, cls_model)(cfg).eval()
-        return Wrap(m), inputs()
+        return Wrap(m, names), inputs()
     return f
 
 ids = lambda *s: (lambda: (torch.randint(0, 100, s),))
@@ -69,7 +71,7 @@ MODELS = {
  
  "wav2vec2": hf("Wav2Vec2Config","Wav2Vec2Model", dict(hidden_size=64,num_hidden_layers=2,num_attention_heads=4,intermediate_size=128,conv_dim=(32,)*7,num_conv_pos_embeddings=16,num_conv_pos_embedding_groups=4), lambda:(torch.randn(1,16000),)),
  "hubert": hf("HubertConfig","HubertModel", dict(hidden_size=64,num_hidden_layers=2,num_attention_heads=4,intermediate_size=128,conv_dim=(32,)*7,num_conv_pos_embeddings=16,num_conv_pos_embedding_groups=4), lambda:(torch.randn(1,16000),)),
- "whisper_enc": hf("WhisperConfig","WhisperForConditionalGeneration", dict(d_model=64,encoder_layers=2,decoder_layers=2,encoder_attention_heads=4,decoder_attention_heads=4,encoder_ffn_dim=128,decoder_ffn_dim=128,vocab_size=100,max_source_positions=1500,pad_token_id=1,bos_token_id=0,eos_token_id=2,decoder_start_token_id=0), lambda:(torch.randn(1,80,3000), torch.randint(0,100,(1,8)))),
+ "whisper_enc": hf("WhisperConfig","WhisperForConditionalGeneration", dict(d_model=64,encoder_layers=2,decoder_layers=2,encoder_attention_heads=4,decoder_attention_heads=4,encoder_ffn_dim=128,decoder_ffn_dim=128,vocab_size=100,max_source_positions=1500,pad_token_id=1,bos_token_id=0,eos_token_id=2,decoder_start_token_id=0), lambda:(torch.randn(1,80,3000), torch.randint(0,100,(1,8))), ("input_features", "decoder_input_ids")),
  "clip": hf("CLIPConfig","CLIPModel", dict(text_config=dict(hidden_size=64,num_hidden_layers=2,num_attention_heads=4,intermediate_size=128,vocab_size=100), vision_config=dict(hidden_size=64,num_hidden_layers=2,num_attention_heads=4,intermediate_size=128,image_size=64,patch_size=16)), lambda:(torch.randint(0,100,(2,7)), torch.randn(2,3,64,64))),
  "segformer": hf("SegformerConfig","SegformerForSemanticSegmentation", dict(hidden_sizes=[16,32,64,128],num_attention_heads=[1,2,4,8],decoder_hidden_size=64), lambda:(torch.randn(1,3,128,128),)),
  "mobilevit": hf("MobileViTConfig","MobileViTForImageClassification", dict(image_size=128), lambda:(torch.randn(1,3,128,128),)),
