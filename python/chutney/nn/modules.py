@@ -1206,24 +1206,16 @@ class PReLU(Module):
         return f"num_parameters={self.num_parameters}"
 
 
-class MaxPool1d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
-                 ceil_mode=False):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
-
+class MaxPool1d(MaxPool2d):
     def forward(self, x):
         return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
                             self.ceil_mode, self.return_indices)
 
 
-class AvgPool1d(Module):
+class AvgPool1d(AvgPool2d):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
     def forward(self, x):
         return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
