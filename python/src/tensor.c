@@ -204,6 +204,19 @@ static PyObject *tensor_repr(PyObject *self) {
     }
     free(s);
     if (!head) return NULL;
+    if (dtype == CN_BOOL) {
+        /* Python's True and False, as PyTorch prints them (the same widths) */
+        static const char *const words[2][2] = {{"true", "True"}, {"false", "False"}};
+        for (int i = 0; i < 2 && head; i++) {
+            PyObject *from = PyUnicode_FromString(words[i][0]), *to = PyUnicode_FromString(words[i][1]);
+            PyObject *r = from && to ? PyUnicode_Replace(head, from, to, -1) : NULL;
+            Py_XDECREF(from);
+            Py_XDECREF(to);
+            Py_DECREF(head);
+            head = r;
+        }
+        if (!head) return NULL;
+    }
     PyObject *parts = PyList_New(0);
     if (!parts) {
         Py_DECREF(head);

@@ -182,7 +182,10 @@ def test_repr_like_torch():
     assert repr(chutney.tensor([1.0, 2.0])) == "tensor([1., 2.])"
     assert repr(chutney.tensor([1, 2])) == "tensor([1, 2])"
     assert repr(chutney.tensor([1.0], dtype=chutney.float64)) == "tensor([1.], dtype=chutney.float64)"
-    assert repr(chutney.tensor([True])) == "tensor([true])"
+    assert repr(chutney.tensor([True])) == "tensor([True])"
+    torch = pytest.importorskip("torch")
+    assert repr(chutney.tensor([True, False, True])) == repr(torch.tensor([True, False, True]))
+    assert repr(chutney.tensor(False)) == repr(torch.tensor(False))
     assert repr(chutney.ones(2, requires_grad=True)) == "tensor([1., 1.], requires_grad=True)"
     assert "grad_fn" in repr(chutney.ones(2, requires_grad=True) * 2)
     assert str(chutney.tensor(3.0)) == "tensor(3.)"
