@@ -950,9 +950,77 @@ for _fn in (new_zeros, new_ones, new_empty, new_full, new_tensor, uniform_, norm
 del _fn
 
 
+def where(condition, input=None, other=None):  # noqa: A002
+    """where(condition, input, other), or where(condition) = nonzero(condition,
+    as_tuple=True), as PyTorch."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    return _C.where(condition, input, other)
+
+
 def install(namespace):
     """Adds the methods to Tensor and the functions to namespace (chutney's
-    globals), leaving whatever is already there."""
+    globals), leaving whatever is already there but where (which gains its
+    one-argument form)."""
     _C._add_tensor_methods(METHODS)
     for name, fn in FUNCTIONS.items():
         namespace.setdefault(name, fn)
+    namespace["where"] = where
+
+
+# ---- in-place unary methods, legacy type names ----
+
+def _inplace(name):
+    def method(self, *args, **kwargs):
+        return self.copy_(getattr(self, name)(*args, **kwargs))
+    method.__name__ = name + "_"
+    method.__doc__ = f"{name} written into the tensor (not while recording its gradient)."
+    return method
+
+
+for _name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs", "neg", "sign", "sigmoid",
+              "tanh", "relu", "floor", "ceil", "round", "trunc", "sin", "cos", "reciprocal",
+              "square", "erf", "frac", "lerp", "addcmul", "addcdiv", "nan_to_num", "tril",
+              "triu", "masked_scatter", "logit", "hardtanh", "leaky_relu", "elu", "silu"):
+    METHODS[_name + "_"] = _inplace(_name)
+del _name
+
+_LEGACY = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+           "bfloat16": "BFloat16Tensor", "int32": "IntTensor", "int64": "LongTensor",
+           "uint8": "ByteTensor", "int8": "CharTensor", "bool": "BoolTensor"}
+
+
+def type_(self, dtype=None, non_blocking=False, **kwargs):
+    """No argument: the legacy type name ("chutney.FloatTensor"); a dtype (or
+    such a name): the tensor in that dtype."""
+    if dtype is None:
+        return "chutney." + _LEGACY[str(self.dtype).split(".")[-1]]
+    if isinstance(dtype, str):
+        names = {v: k for k, v in _LEGACY.items()}
+        key = dtype.split(".")[-1]
+        if key not in names:
+            raise ValueError(f"invalid type: {dtype!r}")
+        dtype = getattr(_C, names[key])
+    return self.to(dtype)
+
+
+METHODS["type"] = type_
+METHODS["is_cuda"] = property(lambda self: str(self.device).startswith("cuda"))
+METHODS["is_cpu"] = property(lambda self: str(self.device) == "cpu")
+
+
+def _legacy_ctor(dtype_name, legacy):
+    def ctor(*args, device=None):
+        dt = getattr(_C, dtype_name)
+        if len(args) == 1 and not isinstance(args[0], int):
+            return _C.tensor(args[0], dtype=dt, device=device)
+        return _C.empty(*args, dtype=dt, device=device) if args else _C.empty(0, dtype=dt)
+    ctor.__name__ = legacy
+    ctor.__doc__ = (f"chutney.{legacy}(data) or ({legacy}(*sizes)): a {dtype_name} tensor "
+                    "(PyTorch's legacy constructor)")
+    return ctor
+
+
+for _dt, _legacy_name in _LEGACY.items():
+    FUNCTIONS[_legacy_name] = _legacy_ctor(_dt, _legacy_name)
+del _dt, _legacy_name

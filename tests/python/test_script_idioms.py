@@ -114,3 +114,75 @@ def test_attention_weights_are_returned_after_dropout():
     assert (wn == 0).mean() > 0.2  # dropped entries
     kept = wn[wn != 0]
     assert kept.min() > 0  # the rest scaled by 1/(1-p), still positive
+
+
+def _copy_params(cm, tm):
+    cm.load_state_dict({k: chutney.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+
+
+def test_cells_bilinear_and_shrinks_match_torch():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    h = rng.standard_normal((3, 6)).astype(np.float32)
+    c0 = rng.standard_normal((3, 6)).astype(np.float32)
+    for name, args in (("LSTMCell", (4, 6)), ("GRUCell", (4, 6)), ("RNNCell", (4, 6))):
+        cm, tm = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
+        assert sorted(cm.state_dict()) == sorted(tm.state_dict())
+        _copy_params(cm, tm)
+        hx_c = (chutney.tensor(h), chutney.tensor(c0)) if name == "LSTMCell" else chutney.tensor(h)
+        hx_t = (torch.tensor(h), torch.tensor(c0)) if name == "LSTMCell" else torch.tensor(h)
+        co, to = cm(chutney.tensor(x), hx_c), tm(torch.tensor(x), hx_t)
+        for a, b in zip(co if isinstance(co, tuple) else (co,), to if isinstance(to, tuple) else (to,)):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    cb, tb = nn.Bilinear(4, 5, 3), torch.nn.Bilinear(4, 5, 3)
+    _copy_params(cb, tb)
+    y = rng.standard_normal((3, 5)).astype(np.float32)
+    np.testing.assert_allclose(cb(chutney.tensor(x), chutney.tensor(y)).detach().numpy(),
+                               tb(torch.tensor(x), torch.tensor(y)).detach().numpy(), rtol=1e-5,
+                               atol=1e-5)
+    for name, args in (("Threshold", (0.1, -2.0)), ("Hardshrink", (0.5,)), ("Softshrink", (0.3,)),
+                       ("Softmax2d", ())):
+        a = rng.standard_normal((2, 3, 2, 2)).astype(np.float32)
+        np.testing.assert_allclose(getattr(nn, name)(*args)(chutney.tensor(a)).numpy(),
+                                   getattr(torch.nn, name)(*args)(torch.tensor(a)).numpy(),
+                                   rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def test_legacy_names_inplace_methods_and_where():
+    x = chutney.tensor([[1.0, -2.0], [0.0, 3.0]])
+    t = torch.tensor([[1.0, -2.0], [0.0, 3.0]])
+    got, want = chutney.where(x > 0), torch.where(t > 0)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    assert chutney.where(x > 0, x, 0.0 * x).tolist() == torch.where(t > 0, t, 0.0 * t).tolist()
+    assert chutney.LongTensor([1, 2]).dtype == chutney.int64
+    assert chutney.FloatTensor(2, 3).shape == (2, 3)
+    assert x.type() == "chutney.FloatTensor" and x.type(chutney.float64).dtype == chutney.float64
+    assert x.type("chutney.LongTensor").dtype == chutney.int64 and not x.is_cuda
+    for name in ("abs_", "neg_", "sigmoid_", "tanh_", "relu_", "floor_", "exp_"):
+        a, b = x.clone(), t.clone()
+        getattr(a, name)()
+        getattr(b, name)()
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, err_msg=name)
+    with pytest.raises(RuntimeError):
+        chutney.ones(2, requires_grad=True).exp_()  # as PyTorch: a leaf that requires grad
+
+
+def test_gumbel_softmax_parameter_containers_and_inits():
+    chutney.manual_seed(0)
+    logits = chutney.tensor([[2.0, 0.0, -1.0]] * 4000, requires_grad=True)
+    y = nn.functional.gumbel_softmax(logits, tau=0.5, hard=True)
+    yn = y.detach().numpy()
+    assert set(np.unique(yn)) == {0.0, 1.0} and np.all(yn.sum(1) == 1)
+    p = np.exp([2.0, 0.0, -1.0]) / np.exp([2.0, 0.0, -1.0]).sum()
+    np.testing.assert_allclose(yn.mean(0), p, atol=0.03)  # Gumbel-max samples the softmax
+    (y * chutney.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert logits.grad is not None and float(logits.grad.abs().sum()) > 0  # straight-through
+    pl = nn.ParameterList([chutney.ones(2), chutney.zeros(3)])
+    m = nn.Module()
+    m.pl = pl
+    m.pd = nn.ParameterDict({"a": chutney.ones(1)})
+    assert [n for n, _ in m.named_parameters()] == ["pl.0", "pl.1", "pd.a"]
+    w = nn.init.trunc_normal_(chutney.empty(20000), std=1.0, a=-1.0, b=1.5)
+    assert float(w.min()) >= -1.0 and float(w.max()) <= 1.5 and float(w.std()) > 0.4
+    q = nn.init.orthogonal_(chutney.empty(3, 5), gain=2.0).numpy()
+    np.testing.assert_allclose(q @ q.T, 4 * np.eye(3), atol=1e-5)

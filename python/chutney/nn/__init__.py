@@ -14,7 +14,8 @@ from chutney.nn.modules import (  # noqa: F401
     PoissonNLLLoss, PReLU, ReflectionPad1d, ReflectionPad2d, ReLU, ReLU6, ReplicationPad1d,
     ReplicationPad2d, ReplicationPad3d, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softmin,
     Softplus, SoftMarginLoss, Softsign, Tanh, Tanhshrink, TripletMarginLoss, Unflatten, Upsample,
-    UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
+    UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, Threshold, Hardshrink,
+    Softshrink, Softmax2d, Bilinear, LSTMCell, GRUCell, RNNCell, ParameterList, ParameterDict)
 from chutney.nn.normalization import (  # noqa: F401
     GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, RMSNorm)
 from chutney.nn.transformer import (  # noqa: F401

@@ -740,3 +740,36 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         out = (tap(x0, y0, wx0 * wy0) + tap(x1, y0, wx1 * wy0) + tap(x0, y1, wx0 * wy1) +
                tap(x1, y1, wx1 * wy1))
     return out.reshape(n, c, ho, wo)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """softmax((logits + Gumbel noise) / tau) along dim; hard: the one-hot of
+    its argmax, with the soft sample's gradient (straight-through)."""
+    u = _C.rand(*logits.shape, device=logits.device).to(logits.dtype)
+    g = -((-(u.clamp(min=1e-20)).log()).clamp(min=1e-20).log())
+    y = ((logits + g) / tau).softmax(dim)
+    if not hard:
+        return y
+    idx = y.argmax(dim=dim, keepdim=True)
+    onehot = _C.zeros_like(y).scatter_add(dim, idx, _C.ones_like(idx).to(y.dtype))
+    return onehot - y.detach() + y
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _C.where(input > threshold, input, _C.full_like(input, float(value)))
+
+
+def hardshrink(input, lambd=0.5):
+    return _C.where(input.abs() > lambd, input, _C.zeros_like(input))
+
+
+def softshrink(input, lambd=0.5):
+    return _C.where(input > lambd, input - lambd,
+                    _C.where(input < -lambd, input + lambd, _C.zeros_like(input)))
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """x1^T W_k x2 (+ b_k) for each output k; weight [out, in1, in2]."""
+    from chutney import einsum
+    y = einsum("...i,kij,...j->...k", input1, weight, input2)
+    return y + bias if bias is not None else y

@@ -1391,3 +1391,175 @@ class PoissonNLLLoss(_Loss):
     def forward(self, input, target):
         return F.poisson_nll_loss(input, target, self.log_input, self.full, eps=self.eps,
                                   reduction=self.reduction)
+
+
+Threshold = _simple("Threshold", F.threshold, "x where x > threshold, else value",
+                    {"threshold": None, "value": None})
+Hardshrink = _simple("Hardshrink", F.hardshrink, "x where |x| > lambd, else 0", {"lambd": 0.5})
+Softshrink = _simple("Softshrink", F.softshrink, "x shrunk towards 0 by lambd", {"lambd": 0.5})
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of [N, C, H, W] (or [C, H, W])."""
+
+    def forward(self, x):
+        if x.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input of 3 or 4 dimensions, not {x.dim()}")
+        return x.softmax(-3)
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b; weight [out, in1, in2], bias [out], both
+    uniform(-1/sqrt(in1), 1/sqrt(in1)) as PyTorch."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        bound = 1 / in1_features ** 0.5
+        kw = dict(device=device, dtype=dtype)
+        self.weight = Parameter(_C.rand(out_features, in1_features, in2_features, **kw) *
+                                (2 * bound) - bound)
+        if bias:
+            self.bias = Parameter(_C.rand(out_features, **kw) * (2 * bound) - bound)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x1, x2):
+        return F.bilinear(x1, x2, self.weight, self.bias)
+
+
+class _CellBase(Module):
+    _gates = 1
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        g, k = self._gates * hidden_size, 1 / hidden_size ** 0.5
+        kw = dict(device=device, dtype=dtype)
+
+        def uniform(*shape):
+            return Parameter(_C.rand(*shape, **kw) * (2 * k) - k)
+        self.weight_ih = uniform(g, input_size)
+        self.weight_hh = uniform(g, hidden_size)
+        if bias:
+            self.bias_ih, self.bias_hh = uniform(g), uniform(g)
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+
+    def _gates_of(self, x, h):
+        gi = F.linear(x, self.weight_ih, self.bias_ih)
+        gh = F.linear(h, self.weight_hh, self.bias_hh)
+        return gi, gh
+
+    def _zeros(self, x):
+        return _C.zeros(*(tuple(x.shape[:-1]) + (self.hidden_size,)), dtype=x.dtype,
+                        device=x.device)
+
+
+class LSTMCell(_CellBase):
+    """One LSTM step, PyTorch's gate order (input, forget, cell, output) and
+    parameter names; returns (h', c')."""
+    _gates = 4
+
+    def forward(self, x, hx=None):
+        h, c = hx if hx is not None else (self._zeros(x), self._zeros(x))
+        gi, gh = self._gates_of(x, h)
+        i, f, g, o = (gi + gh).chunk(4, -1)
+        c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        return o.sigmoid() * c2.tanh(), c2
+
+
+class GRUCell(_CellBase):
+    """One GRU step, PyTorch's gate order (reset, update, new); returns h'."""
+    _gates = 3
+
+    def forward(self, x, hx=None):
+        h = hx if hx is not None else self._zeros(x)
+        gi, gh = self._gates_of(x, h)
+        ir, iz, in_ = gi.chunk(3, -1)
+        hr, hz, hn = gh.chunk(3, -1)
+        r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
+        n = (in_ + r * hn).tanh()
+        return (1 - z) * n + z * h
+
+
+class RNNCell(_CellBase):
+    """One Elman step: tanh or relu of W_ih x + b_ih + W_hh h + b_hh."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, device, dtype)
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'")
+        self.nonlinearity = nonlinearity
+
+    def forward(self, x, hx=None):
+        h = hx if hx is not None else self._zeros(x)
+        gi, gh = self._gates_of(x, h)
+        s = gi + gh
+        return s.tanh() if self.nonlinearity == "tanh" else s.relu()
+
+
+class ParameterList(Module):
+    """Parameters in a list, registered as "0", "1", ..."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        for p in values or ():
+            self.append(p)
+
+    def append(self, p):
+        if not isinstance(p, Parameter):
+            p = Parameter(p)
+        self.register_parameter(str(len(self._parameters)), p)
+        return self
+
+    def extend(self, values):
+        for p in values:
+            self.append(p)
+        return self
+
+    def __getitem__(self, i):
+        return list(self._parameters.values())[i]
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+
+class ParameterDict(Module):
+    """Parameters by name."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        for k, v in (parameters or {}).items():
+            self[k] = v
+
+    def __setitem__(self, k, v):
+        self.register_parameter(k, v if isinstance(v, Parameter) else Parameter(v))
+
+    def __getitem__(self, k):
+        return self._parameters[k]
+
+    def __contains__(self, k):
+        return k in self._parameters
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
