@@ -66,7 +66,7 @@ from chutney._functions import __all__ as _function_names
 from chutney.autograd import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: F401
 from chutney.serialization import save, load  # noqa: F401
 from chutney import autograd, nn, optim, utils  # noqa: F401
-from chutney import amp, ao, backends, cuda, linalg  # noqa: F401  (mixed precision, int8, torch.cuda)
+from chutney import amp, ao, backends, cuda, distributions, linalg  # noqa: F401  (mixed precision, int8, torch.cuda)
 from chutney.amp import (  # noqa: F401  (torch.autocast and its queries)
     autocast,
     is_autocast_enabled,

@@ -186,3 +186,42 @@ def test_gumbel_softmax_parameter_containers_and_inits():
     assert float(w.min()) >= -1.0 and float(w.max()) <= 1.5 and float(w.std()) > 0.4
     q = nn.init.orthogonal_(chutney.empty(3, 5), gain=2.0).numpy()
     np.testing.assert_allclose(q @ q.T, 4 * np.eye(3), atol=1e-5)
+
+
+def test_distributions_against_torch():
+    D, TD = chutney.distributions, torch.distributions
+    loc, scale = np.array([0.5, -1.0, 2.0]), np.array([1.0, 0.3, 2.5])
+    v = np.array([0.1, -0.7, 4.0])
+    cn = D.Normal(chutney.tensor(loc), chutney.tensor(scale))
+    tn = TD.Normal(torch.tensor(loc), torch.tensor(scale))
+    np.testing.assert_allclose(cn.log_prob(chutney.tensor(v)).numpy(), tn.log_prob(torch.tensor(v)).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(cn.entropy().numpy(), tn.entropy().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(cn.cdf(chutney.tensor(v)).numpy(), tn.cdf(torch.tensor(v)).numpy(), rtol=1e-6)
+    cq = D.Normal(chutney.tensor(v), chutney.tensor(scale * 2))
+    tq = TD.Normal(torch.tensor(v), torch.tensor(scale * 2))
+    np.testing.assert_allclose(D.kl_divergence(cn, cq).numpy(), TD.kl_divergence(tn, tq).numpy(), rtol=1e-12)
+    chutney.manual_seed(0)
+    mu = chutney.tensor([1.0], requires_grad=True)
+    s = D.Normal(mu, 2.0).rsample((20000,))
+    s.mean().backward()
+    assert abs(float(s.mean()) - 1.0) < 0.05 and abs(float(s.std()) - 2.0) < 0.05
+    assert abs(mu.grad.item() - 1.0) < 1e-6  # d mean(loc + eps*scale) / d loc
+    logits = np.array([[1.0, 0.0, -2.0], [0.5, 0.5, 0.5]])
+    cc, tc = D.Categorical(logits=chutney.tensor(logits)), TD.Categorical(logits=torch.tensor(logits))
+    a = np.array([0, 2])
+    np.testing.assert_allclose(cc.log_prob(chutney.tensor(a)).numpy(), tc.log_prob(torch.tensor(a)).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(cc.entropy().numpy(), tc.entropy().numpy(), rtol=1e-12)
+    cp = D.Categorical(probs=chutney.tensor([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]))
+    tp = TD.Categorical(probs=torch.tensor([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]))
+    np.testing.assert_allclose(D.kl_divergence(cc, cp).numpy(), TD.kl_divergence(tc, tp).numpy(), rtol=1e-6)
+    draws = cp.sample((5000,)).numpy()
+    assert draws.shape == (5000, 2)
+    np.testing.assert_allclose(np.bincount(draws[:, 0], minlength=3) / 5000, [0.2, 0.3, 0.5], atol=0.03)
+    bl = np.array([-3.0, 0.0, 40.0])
+    cb, tb = D.Bernoulli(logits=chutney.tensor(bl)), TD.Bernoulli(logits=torch.tensor(bl))
+    bv = np.array([1.0, 0.0, 1.0])
+    np.testing.assert_allclose(cb.log_prob(chutney.tensor(bv)).numpy(), tb.log_prob(torch.tensor(bv)).numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(cb.entropy().numpy(), tb.entropy().numpy(), rtol=1e-9, atol=1e-12)
+    cu, tu = D.Uniform(chutney.tensor(0.0), chutney.tensor(2.0)), TD.Uniform(torch.tensor(0.0), torch.tensor(2.0))
+    assert cu.log_prob(chutney.tensor(1.0)).item() == pytest.approx(tu.log_prob(torch.tensor(1.0)).item())
+    assert cu.entropy().item() == pytest.approx(tu.entropy().item())
