@@ -310,3 +310,27 @@ def test_loss_shape_rules_and_targets():
     with pytest.raises(TypeError):
         chutney.nn.Softmin(dimm=1)
     assert chutney.nn.ReLU6(True)(chutney.tensor([7.0])).item() == 6.0
+
+
+def test_3d_convolution_pooling_and_batch_norm():
+    x = rng.standard_normal((2, 4, 5, 6, 7))
+    w = rng.standard_normal((6, 2, 3, 2, 3)) * 0.3
+    b = rng.standard_normal(6)
+    both(lambda lib, F, x, w, b: F.conv3d(x, w, b, stride=(2, 1, 2), padding=(1, 1, 0),
+                                          dilation=(1, 2, 1), groups=2), x, w, b, tol=2e-5)
+    both(lambda lib, F, x, w: F.conv3d(x, w), x, rng.standard_normal((3, 4, 2, 2, 2)) * 0.3,
+         tol=2e-5)
+    both(lambda lib, F, x: F.max_pool3d(x, 2), x)
+    both(lambda lib, F, x: F.max_pool3d(x, (3, 2, 2), stride=(1, 2, 1), padding=1), x)
+    both(lambda lib, F, x: F.avg_pool3d(x, 2, padding=1), x)
+    both(lambda lib, F, x: F.adaptive_avg_pool3d(x, (2, 3, 4)), x)
+    cm, tm = chutney.nn.BatchNorm3d(4), torch.nn.BatchNorm3d(4)
+    xf = x.astype(np.float32)
+    for _ in range(2):
+        np.testing.assert_allclose(cm(chutney.tensor(xf)).detach().numpy(),
+                                   tm(torch.tensor(xf)).detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(cm.running_var.numpy(), tm.running_var.numpy(), rtol=1e-5)
+    conv = chutney.nn.Conv3d(4, 2, 3, padding=1)
+    assert tuple(conv.weight.shape) == (2, 4, 3, 3, 3)
+    assert tuple(conv(chutney.tensor(xf)).shape) == (2, 2, 5, 6, 7)
+    assert float(conv.weight.abs().max()) <= 1 / (4 * 27) ** 0.5

@@ -2,6 +2,7 @@
 normalisation, losses, pad, one_hot. All are the library's ops, so they
 differentiate like any other."""
 
+import math
 import struct as _struct
 
 from chutney import _C
@@ -773,3 +774,100 @@ def bilinear(input1, input2, weight, bias=None):
     from chutney import einsum
     y = einsum("...i,kij,...j->...k", input1, weight, input2)
     return y + bias if bias is not None else y
+
+
+# ---- 3-d convolution and pooling: 2-d ops over depth slices ----
+
+def _triple(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v, v)
+
+
+def _depth_windows(d_in, k, s, p, dil, ceil_mode=False):
+    span = dil * (k - 1) + 1
+    n = int(-(-(d_in + 2 * p - span) // s) + 1) if ceil_mode else int((d_in + 2 * p - span) // s + 1)
+    if ceil_mode and (n - 1) * s >= d_in + p:  # a window must start inside the input or padding
+        n -= 1
+    if n < 1:
+        raise RuntimeError(f"3-d window of depth {k} (dilation {dil}) larger than the padded "
+                           f"depth {d_in + 2 * p}")
+    return n
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """input [N, C, D, H, W], weight [O, C/groups, kD, kH, kW]: each output
+    depth the sum of kD 2-d convolutions of depth slices."""
+    if isinstance(padding, str):
+        raise NotImplementedError("conv3d: string padding ('same', 'valid')")
+    s, p, dl = _triple(stride), _triple(padding), _triple(dilation)
+    if input.dim() != 5 or weight.dim() != 5:
+        raise RuntimeError(f"conv3d: expected 5-d input and weight, got {input.dim()}-d and "
+                           f"{weight.dim()}-d")
+    x = pad(input, (0, 0, 0, 0, p[0], p[0])) if p[0] else input
+    kd = weight.shape[2]
+    od = _depth_windows(input.shape[2], kd, s[0], p[0], dl[0])
+    outs = []
+    for o in range(od):
+        acc = None
+        for k in range(kd):
+            t = conv2d(x.select(2, o * s[0] + k * dl[0]), weight.select(2, k), None, s[1:],
+                       p[1:], dl[1:], groups)
+            acc = t if acc is None else acc + t
+        outs.append(acc)
+    y = _C.stack(outs, 2)
+    return y + bias.reshape(1, -1, 1, 1, 1) if bias is not None else y
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    if return_indices:
+        raise NotImplementedError("max_pool3d: return_indices=True")
+    k = _triple(kernel_size)
+    s = _triple(stride if stride is not None else kernel_size)
+    p, dl = _triple(padding), _triple(dilation)
+    x = pad(input, (0, 0, 0, 0, p[0], p[0]), value=-math.inf) if p[0] else input
+    od = _depth_windows(input.shape[2], k[0], s[0], p[0], dl[0], ceil_mode)
+    outs = []
+    for o in range(od):
+        acc = None
+        for j in range(k[0]):
+            d = o * s[0] + j * dl[0]
+            if d >= x.shape[2]:
+                break
+            t = max_pool2d(x.select(2, d), k[1:], s[1:], p[1:], dl[1:], ceil_mode)
+            acc = t if acc is None else acc.maximum(t)
+        outs.append(acc)
+    return _C.stack(outs, 2)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    k = _triple(kernel_size)
+    s = _triple(stride if stride is not None else kernel_size)
+    p = _triple(padding)
+    if ceil_mode or divisor_override is not None or (any(p) and not count_include_pad):
+        raise NotImplementedError("avg_pool3d: ceil_mode, divisor_override and padding not "
+                                  "counted are not supported")
+    x = pad(input, (0, 0, 0, 0, p[0], p[0])) if p[0] else input
+    od = _depth_windows(input.shape[2], k[0], s[0], p[0], 1)
+    outs = []
+    for o in range(od):
+        acc = None
+        for j in range(k[0]):
+            t = avg_pool2d(x.select(2, o * s[0] + j), k[1:], s[1:], p[1:], False, True)
+            acc = t if acc is None else acc + t
+        outs.append(acc * (1.0 / k[0]))
+    return _C.stack(outs, 2)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """Means over PyTorch's adaptive windows along depth of the 2-d adaptive
+    pool of each slice."""
+    od, oh, ow = _triple(output_size)
+    d = input.shape[2]
+    od = d if od is None else _positions(od, "adaptive_avg_pool3d")
+    slices = []
+    for a, b in _adaptive_windows(d, od):
+        m = input.narrow(2, a, b - a).mean(dim=2)
+        slices.append(adaptive_avg_pool2d(m, (oh if oh is not None else m.shape[-2],
+                                              ow if ow is not None else m.shape[-1])))
+    return _C.stack(slices, 2)

@@ -1563,3 +1563,64 @@ class ParameterDict(Module):
 
     def items(self):
         return self._parameters.items()
+
+
+class Conv3d(Module):
+    """3-d convolution (F.conv3d: 2-d convolutions over depth slices), with
+    PyTorch's parameter shapes and initialisation (uniform with bound
+    1/sqrt(fan_in))."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"padding_mode='{padding_mode}' (only 'zeros' is supported)")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError("in_channels and out_channels must be divisible by groups")
+        k = F._triple(kernel_size)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
+        self.stride, self.padding = F._triple(stride), F._triple(padding)
+        self.dilation, self.groups = F._triple(dilation), groups
+        fan_in = in_channels // groups * k[0] * k[1] * k[2]
+        bound = 1 / fan_in ** 0.5
+        kw = dict(device=device, dtype=dtype)
+        self.weight = Parameter(_C.rand(out_channels, in_channels // groups, *k, **kw) *
+                                (2 * bound) - bound)
+        if bias:
+            self.bias = Parameter(_C.rand(out_channels, **kw) * (2 * bound) - bound)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.conv3d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+
+
+class BatchNorm3d(BatchNorm2d):
+    """BatchNorm2d's statistics over N, D, H and W, on [N, C, D, H, W] seen as
+    [N, C, D*H, W]."""
+
+    def forward(self, x):
+        if x.dim() != 5:
+            raise ValueError(f"expected 5D input (got {x.dim()}D input)")
+        n, c, d, h, w = tuple(x.shape)
+        return super().forward(x.reshape(n, c, d * h, w)).reshape(n, c, d, h, w)
+
+
+class MaxPool3d(MaxPool2d):
+    def forward(self, x):
+        return F.max_pool3d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+
+class AvgPool3d(AvgPool2d):
+    def forward(self, x):
+        return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
+AdaptiveAvgPool3d = _simple("AdaptiveAvgPool3d", F.adaptive_avg_pool3d, "", {"output_size": None})
