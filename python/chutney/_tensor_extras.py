@@ -1012,7 +1012,9 @@ METHODS["is_cpu"] = property(lambda self: str(self.device) == "cpu")
 def _legacy_ctor(dtype_name, legacy):
     def ctor(*args, device=None):
         dt = getattr(_C, dtype_name)
-        if len(args) == 1 and not isinstance(args[0], int):
+        if len(args) == 1 and isinstance(args[0], _C.Size):  # FloatTensor(x.shape)
+            args = tuple(args[0])
+        elif len(args) == 1 and not isinstance(args[0], int):
             return _C.tensor(args[0], dtype=dt, device=device)
         return _C.empty(*args, dtype=dt, device=device) if args else _C.empty(0, dtype=dt)
     ctor.__name__ = legacy

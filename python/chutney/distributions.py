@@ -108,7 +108,8 @@ class Categorical(Distribution):
             raise ValueError("Either `probs` or `logits` must be specified, but not both.")
         if probs is not None:
             self.probs = probs / probs.sum(-1, keepdim=True)
-            self.logits = self.probs.clamp(min=1e-38).log()
+            eps = _eps(self.probs)
+            self.logits = self.probs.clamp(eps, 1 - eps).log()  # as PyTorch's probs_to_logits
         else:
             self.logits = logits - logits.logsumexp(-1, keepdim=True)
             self.probs = self.logits.exp()
@@ -124,9 +125,12 @@ class Categorical(Distribution):
         return out
 
     def log_prob(self, value):
-        value = value.to(_C.int64)
-        logits = self.logits.expand(*(tuple(value.shape) + (self._num_events,)))
-        return logits.gather(-1, value.unsqueeze(-1)).squeeze(-1)
+        value = _t(value).to(_C.int64).unsqueeze(-1)
+        # value [..., 1] and the logits [..., K] broadcast together, as PyTorch
+        lead = _broadcast_shape(tuple(value.shape[:-1]), tuple(self.logits.shape[:-1]))
+        value = value.broadcast_to(lead + (1,))
+        logits = self.logits.broadcast_to(lead + (self._num_events,))
+        return logits.gather(-1, value).squeeze(-1)
 
     def entropy(self):
         p_log_p = _C.where(self.probs > 0, self.probs * self.logits, _C.zeros_like(self.probs))
@@ -143,7 +147,9 @@ class Bernoulli(Distribution):
             raise ValueError("Either `probs` or `logits` must be specified, but not both.")
         if probs is not None:
             self.probs = _t(probs)
-            self.logits = (self.probs / (1 - self.probs)).log()
+            eps = _eps(self.probs)
+            c = self.probs.clamp(eps, 1 - eps)  # finite logits at 0 and 1, as PyTorch
+            self.logits = c.log() - (-c).log1p()
         else:
             self.logits = _t(logits)
             self.probs = self.logits.sigmoid()
@@ -172,6 +178,26 @@ class Bernoulli(Distribution):
                  (1 - self.probs) * self.log_prob(_C.zeros_like(self.probs)))
 
 
+def _eps(t):
+    return {_C.float64: 2.220446049250313e-16, _C.float16: 0.0009765625,
+            _C.bfloat16: 0.0078125}.get(t.dtype, 1.1920928955078125e-07)
+
+
+def _broadcast_shape(a, b):
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def _softplus(x):
+    return x.softplus()
+
+
 def kl_divergence(p, q):
     """KL(p || q) for two distributions of the same kind (Normal, Categorical,
     Bernoulli, Uniform)."""
@@ -180,12 +206,19 @@ def kl_divergence(p, q):
         t1 = ((p.loc - q.loc) / q.scale).square()
         return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
     if isinstance(p, Categorical) and isinstance(q, Categorical):
-        t = _C.where(p.probs > 0, p.probs * (p.logits - q.logits), _C.zeros_like(p.probs))
+        t = p.probs * (p.logits - q.logits)
+        t = _C.where(q.probs == 0, _C.full_like(t, math.inf), t)
+        t = _C.where(p.probs == 0, _C.zeros_like(t), t)
         return t.sum(-1)
     if isinstance(p, Bernoulli) and isinstance(q, Bernoulli):
-        return p.probs * (p.log_prob(_C.ones_like(p.probs)) - q.log_prob(_C.ones_like(p.probs))) + \
-            (1 - p.probs) * (p.log_prob(_C.zeros_like(p.probs)) -
-                             q.log_prob(_C.zeros_like(p.probs)))
+        # PyTorch's: inf where q cannot give what p can, 0 where p cannot
+        t1 = p.probs * (_softplus(-q.logits) - _softplus(-p.logits))
+        t1 = _C.where(q.probs == 0, _C.full_like(t1, math.inf), t1)
+        t1 = _C.where(p.probs == 0, _C.zeros_like(t1), t1)
+        t2 = (1 - p.probs) * (_softplus(q.logits) - _softplus(p.logits))
+        t2 = _C.where(q.probs == 1, _C.full_like(t2, math.inf), t2)
+        t2 = _C.where(p.probs == 1, _C.zeros_like(t2), t2)
+        return t1 + t2
     if isinstance(p, Uniform) and isinstance(q, Uniform):
         inside = (q.low <= p.low).logical_and(p.high <= q.high)
         r = ((q.high - q.low) / (p.high - p.low)).log()

@@ -52,6 +52,9 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     0 (the count of non-zeros) too."""
     if dtype is not None:
         x = x.to(dtype)
+    if not x.is_floating_point():
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point tensor as input. Got "
+                           f"{x.dtype}")
     if dim is None:
         if keepdim:
             return vector_norm(x.reshape(-1), ord, 0).reshape((1,) * x.dim())

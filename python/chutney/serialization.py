@@ -130,3 +130,23 @@ def _reduce_tensor(t):
 
 
 _copyreg.pickle(_C.Tensor, _reduce_tensor)
+
+
+def _deepcopy_tensor(t, memo):
+    """copy.deepcopy of a tensor (not a Parameter, which has its own): a
+    detached copy with requires_grad and .grad, as PyTorch's (pickles
+    carry no .grad)."""
+    if id(t) in memo:
+        return memo[id(t)]
+    new = t.detach().clone()
+    if t.requires_grad:
+        new.requires_grad_(True)
+    if t.requires_grad and t.grad is not None:
+        new.grad = t.grad.detach().clone()
+    memo[id(t)] = new
+    return new
+
+
+import copy as _copy  # noqa: E402
+
+_copy._deepcopy_dispatch[_C.Tensor] = _deepcopy_tensor

@@ -182,8 +182,15 @@ def test_gumbel_softmax_parameter_containers_and_inits():
     m.pl = pl
     m.pd = nn.ParameterDict({"a": chutney.ones(1)})
     assert [n for n, _ in m.named_parameters()] == ["pl.0", "pl.1", "pd.a"]
-    w = nn.init.trunc_normal_(chutney.empty(20000), std=1.0, a=-1.0, b=1.5)
-    assert float(w.min()) >= -1.0 and float(w.max()) <= 1.5 and float(w.std()) > 0.4
+    w = nn.init.trunc_normal_(chutney.empty(40000), std=1.0, a=-1.0, b=1.5).numpy()
+    assert w.min() >= -1.0 and w.max() <= 1.5 and not np.any(w == -1.0) and not np.any(w == 1.5)
+    # the truncated normal's mean and standard deviation (not a clamped normal's)
+    import math as _m
+    phi = [_m.exp(-t * t / 2) / _m.sqrt(2 * _m.pi) for t in (-1.0, 1.5)]
+    z = 0.5 * (_m.erf(1.5 / _m.sqrt(2)) - _m.erf(-1.0 / _m.sqrt(2)))
+    mean = (phi[0] - phi[1]) / z
+    var = 1 + (-1.0 * phi[0] - 1.5 * phi[1]) / z - mean ** 2
+    assert abs(w.mean() - mean) < 0.02 and abs(w.std() - _m.sqrt(var)) < 0.02
     q = nn.init.orthogonal_(chutney.empty(3, 5), gain=2.0).numpy()
     np.testing.assert_allclose(q @ q.T, 4 * np.eye(3), atol=1e-5)
 
@@ -225,3 +232,38 @@ def test_distributions_against_torch():
     cu, tu = D.Uniform(chutney.tensor(0.0), chutney.tensor(2.0)), TD.Uniform(torch.tensor(0.0), torch.tensor(2.0))
     assert cu.log_prob(chutney.tensor(1.0)).item() == pytest.approx(tu.log_prob(torch.tensor(1.0)).item())
     assert cu.entropy().item() == pytest.approx(tu.entropy().item())
+
+
+def test_review_three_cases():
+    D, TD = chutney.distributions, torch.distributions
+    p = [0.0, 1.0, 0.3]
+    cb, tb = D.Bernoulli(probs=chutney.tensor(p)), TD.Bernoulli(probs=torch.tensor(p))
+    v = [0.0, 1.0, 1.0]
+    np.testing.assert_allclose(cb.log_prob(chutney.tensor(v)).numpy(),
+                               tb.log_prob(torch.tensor(v)).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(cb.entropy().numpy(), tb.entropy().numpy(), rtol=1e-5, atol=1e-6)
+    q = [0.5, 0.5, 0.0]
+    np.testing.assert_allclose(
+        D.kl_divergence(cb, D.Bernoulli(probs=chutney.tensor(q))).numpy(),
+        TD.kl_divergence(tb, TD.Bernoulli(probs=torch.tensor(q))).numpy(), rtol=1e-5)
+    cc = D.Categorical(probs=chutney.ones(3, 2))
+    assert tuple(cc.log_prob(chutney.tensor(1)).shape) == (3,)
+    kl = D.kl_divergence(D.Categorical(probs=chutney.tensor([0.5, 0.5])),
+                         D.Categorical(probs=chutney.tensor([0.0, 1.0])))
+    assert kl.item() == float("inf")
+    x = chutney.ones(1, 1, 2, 2, 2, requires_grad=True)
+    nn.functional.max_pool3d(x, 2).sum().backward()
+    xt = torch.ones(1, 1, 2, 2, 2, requires_grad=True)
+    torch.nn.functional.max_pool3d(xt, 2).sum().backward()
+    assert x.grad.flatten().tolist() == xt.grad.flatten().tolist()
+    assert tuple(nn.Conv3d(2, 3, 3, padding=1)(chutney.randn(2, 4, 4, 4)).shape) == (3, 4, 4, 4)
+    pl = nn.ParameterList([chutney.ones(2), chutney.ones(3)])
+    pl[0] = nn.Parameter(chutney.zeros(4))
+    assert tuple(pl[0].shape) == (4,) and isinstance(pl[1:], nn.ParameterList)
+    t = chutney.ones(2, requires_grad=True)
+    t.sum().backward()
+    import copy as _copy
+    import pickle as _pickle
+    assert _copy.deepcopy(t).grad.tolist() == [1.0, 1.0]  # deepcopy keeps .grad, as PyTorch
+    assert _pickle.loads(_pickle.dumps(t)).grad is None  # pickles do not
+    assert tuple(chutney.FloatTensor(chutney.ones(2, 3).shape).shape) == (2, 3)

@@ -798,6 +798,8 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     depth the sum of kD 2-d convolutions of depth slices."""
     if isinstance(padding, str):
         raise NotImplementedError("conv3d: string padding ('same', 'valid')")
+    if input.dim() == 4 and weight.dim() == 5:  # unbatched [C, D, H, W]
+        return conv3d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups)[0]
     s, p, dl = _triple(stride), _triple(padding), _triple(dilation)
     if input.dim() != 5 or weight.dim() != 5:
         raise RuntimeError(f"conv3d: expected 5-d input and weight, got {input.dim()}-d and "
@@ -834,7 +836,8 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
             if d >= x.shape[2]:
                 break
             t = max_pool2d(x.select(2, d), k[1:], s[1:], p[1:], dl[1:], ceil_mode)
-            acc = t if acc is None else acc.maximum(t)
+            # ties keep the earlier slice: its gradient goes to the first maximum, as PyTorch
+            acc = t if acc is None else _C.where(t > acc, t, acc)
         outs.append(acc)
     return _C.stack(outs, 2)
 

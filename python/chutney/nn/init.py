@@ -25,12 +25,14 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
     """Normal(mean, std) values, drawn again where they fall outside [a, b]."""
     from chutney.autograd import no_grad
     with no_grad():
-        out = _C.randn(*tensor.shape, device=tensor.device) * std + mean
+        def draw():
+            return _C.randn(*tensor.shape, device=tensor.device).to(tensor.dtype) * std + mean
+        out = draw()
         for _ in range(100):
             bad = (out < a).logical_or(out > b)
             if not bool(bad.any()):
                 break
-            out = _C.where(bad, _C.randn(*tensor.shape, device=tensor.device) * std + mean, out)
+            out = _C.where(bad, draw(), out)
         return tensor.copy_(out.clamp(a, b).to(tensor.dtype))
 
 

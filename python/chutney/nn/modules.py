@@ -1523,13 +1523,24 @@ class ParameterList(Module):
         return self
 
     def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ParameterList(list(self._parameters.values())[i])
         return list(self._parameters.values())[i]
+
+    def __setitem__(self, i, p):
+        i = range(len(self))[i]
+        self.register_parameter(str(i), p if isinstance(p, Parameter) else Parameter(p))
 
     def __len__(self):
         return len(self._parameters)
 
     def __iter__(self):
         return iter(self._parameters.values())
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype} of size "
+                         f"{'x'.join(str(d) for d in p.shape)}]"
+                         for k, p in self._parameters.items())
 
 
 class ParameterDict(Module):
@@ -1564,6 +1575,16 @@ class ParameterDict(Module):
     def items(self):
         return self._parameters.items()
 
+    def get(self, k, default=None):
+        return self._parameters.get(k, default)
+
+    def pop(self, k):
+        return self._parameters.pop(k)
+
+    def update(self, parameters):
+        for k, v in dict(parameters).items():
+            self[k] = v
+
 
 class Conv3d(Module):
     """3-d convolution (F.conv3d: 2-d convolutions over depth slices), with
@@ -1577,6 +1598,8 @@ class Conv3d(Module):
             raise NotImplementedError(f"padding_mode='{padding_mode}' (only 'zeros' is supported)")
         if in_channels % groups or out_channels % groups:
             raise ValueError("in_channels and out_channels must be divisible by groups")
+        if isinstance(padding, str):
+            raise NotImplementedError("Conv3d: string padding ('same', 'valid')")
         k = F._triple(kernel_size)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
         self.stride, self.padding = F._triple(stride), F._triple(padding)
@@ -1597,7 +1620,8 @@ class Conv3d(Module):
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"stride={self.stride}")
+                f"stride={self.stride}, padding={self.padding}"
+                + (", bias=False" if self.bias is None else ""))
 
 
 class BatchNorm3d(BatchNorm2d):
