@@ -334,3 +334,29 @@ def test_3d_convolution_pooling_and_batch_norm():
     assert tuple(conv.weight.shape) == (2, 4, 3, 3, 3)
     assert tuple(conv(chutney.tensor(xf)).shape) == (2, 2, 5, 6, 7)
     assert float(conv.weight.abs().max()) <= 1 / (4 * 27) ** 0.5
+
+
+def test_conv_transpose1d_and_embedding_bag():
+    x = rng.standard_normal((2, 4, 7))
+    w = rng.standard_normal((4, 3, 3)) * 0.3
+    b = rng.standard_normal(6)
+    both(lambda lib, F, x, w: F.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1), x, w)
+    both(lambda lib, F, x, w, b: F.conv_transpose1d(x, w, b, groups=2, dilation=2), x,
+         rng.standard_normal((4, 3, 2)) * 0.3, b)
+    cm, tm = chutney.nn.ConvTranspose1d(4, 6, 3, stride=2), torch.nn.ConvTranspose1d(4, 6, 3, stride=2)
+    assert sorted(cm.state_dict()) == sorted(tm.state_dict())
+    assert tuple(cm.weight.shape) == tuple(tm.weight.shape)
+    W = rng.standard_normal((10, 3))
+    idx2 = np.array([[1, 2, 4], [4, 3, 9]])
+    flat = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0])
+    offs = np.array([0, 2, 2, 5])
+    for mode in ("sum", "mean", "max"):
+        both(lambda lib, F, w: F.embedding_bag(lib.tensor(idx2), w, mode=mode), W)
+        both(lambda lib, F, w: F.embedding_bag(lib.tensor(flat), w, lib.tensor(offs), mode=mode), W)
+        both(lambda lib, F, w: F.embedding_bag(lib.tensor(flat), w, lib.tensor(offs), mode=mode,
+                                               padding_idx=4), W)
+    psw = rng.random(9)
+    both(lambda lib, F, w, p: F.embedding_bag(lib.tensor(flat), w, lib.tensor(offs), mode="sum",
+                                              per_sample_weights=p), W, psw)
+    both(lambda lib, F, w: F.embedding_bag(lib.tensor(flat), w, lib.tensor(np.array([0, 3, 9])),
+                                           mode="mean", include_last_offset=True), W)

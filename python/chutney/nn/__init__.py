@@ -16,7 +16,7 @@ from chutney.nn.modules import (  # noqa: F401
     Softplus, SoftMarginLoss, Softsign, Tanh, Tanhshrink, TripletMarginLoss, Unflatten, Upsample,
     UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, Threshold, Hardshrink,
     Softshrink, Softmax2d, Bilinear, LSTMCell, GRUCell, RNNCell, ParameterList, ParameterDict,
-    Conv3d, BatchNorm3d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d)
+    Conv3d, BatchNorm3d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d, ConvTranspose1d, EmbeddingBag)
 from chutney.nn.normalization import (  # noqa: F401
     GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, RMSNorm)
 from chutney.nn.transformer import (  # noqa: F401

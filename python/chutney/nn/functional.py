@@ -874,3 +874,70 @@ def adaptive_avg_pool3d(input, output_size):
         slices.append(adaptive_avg_pool2d(m, (oh if oh is not None else m.shape[-2],
                                               ow if ow is not None else m.shape[-1])))
     return _C.stack(slices, 2)
+
+
+# ---- transposed 1-d convolution, bags of embeddings ----
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """The 2-d transposed convolution on a [N, C, 1, L] view; weight
+    [C_in, C_out/groups, k] as PyTorch's."""
+    unbatched = input.dim() == 2
+    x = input.unsqueeze(0) if unbatched else input
+    y = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, _single(stride)),
+                         (0, _single(padding)), (0, _single(output_padding)), groups,
+                         (1, _single(dilation))).squeeze(2)
+    return y.squeeze(0) if unbatched else y
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+                  mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                  padding_idx=None):
+    """Sums, means or maxima of bags of embedding rows: input [B, n] (one bag
+    per row) or 1-d with offsets (each bag from its offset to the next)."""
+    if max_norm is not None:
+        raise NotImplementedError("embedding_bag: max_norm")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode '{mode}'")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError("embedding_bag: per_sample_weights only with mode='sum' "
+                                  "(as PyTorch)")
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None")
+        b, n = input.shape
+        bounds = [(i * n, (i + 1) * n) for i in range(b)]
+        flat = input.reshape(-1)
+        psw = per_sample_weights.reshape(-1) if per_sample_weights is not None else None
+    else:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        starts = [int(v) for v in offsets.tolist()]
+        ends = starts[1:] + ([] if include_last_offset else [input.numel()])
+        if include_last_offset:
+            starts = starts[:-1]
+        bounds = list(zip(starts, ends))
+        flat, psw = input, per_sample_weights
+    rows = weight.index_select(0, flat)  # [total, dim]
+    if psw is not None:
+        rows = rows * psw.unsqueeze(-1)
+    keep = None
+    if padding_idx is not None:
+        keep = (flat != padding_idx).to(weight.dtype).unsqueeze(-1)
+        rows = rows * keep
+    outs = []
+    for a, e in bounds:
+        seg = rows.narrow(0, a, e - a)
+        if e == a:
+            outs.append(_C.zeros(weight.shape[1], dtype=weight.dtype, device=weight.device))
+        elif mode == "sum":
+            outs.append(seg.sum(0))
+        elif mode == "mean":
+            count = keep.narrow(0, a, e - a).sum() if keep is not None else float(e - a)
+            outs.append(seg.sum(0) / (count.clamp(min=1.0) if keep is not None else count))
+        else:
+            if keep is not None:
+                seg = _C.where(keep.narrow(0, a, e - a) > 0, seg, _C.full_like(seg, -math.inf))
+            m = seg.amax(0)
+            outs.append(_C.where(m == -math.inf, _C.zeros_like(m), m))
+    return _C.stack(outs, 0)

@@ -1648,3 +1648,57 @@ class AvgPool3d(AvgPool2d):
 
 
 AdaptiveAvgPool3d = _simple("AdaptiveAvgPool3d", F.adaptive_avg_pool3d, "", {"output_size": None})
+
+
+class ConvTranspose1d(Module):
+    """A transposed 1-d convolution (F.conv_transpose1d), weight [C_in,
+    C_out/groups, k] and PyTorch's initialisation."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"padding_mode='{padding_mode}' (only 'zeros' is supported)")
+        k = F._single(kernel_size)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
+        self.stride, self.padding = (F._single(stride),), (F._single(padding),)
+        self.output_padding, self.groups = (F._single(output_padding),), groups
+        self.dilation = (F._single(dilation),)
+        fan_in = out_channels // groups * k  # PyTorch's fan_in of a transposed weight
+        bound = 1 / fan_in ** 0.5
+        kw = dict(device=device, dtype=dtype)
+        self.weight = Parameter(_C.rand(in_channels, out_channels // groups, k, **kw) *
+                                (2 * bound) - bound)
+        if bias:
+            self.bias = Parameter(_C.rand(out_channels, **kw) * (2 * bound) - bound)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.conv_transpose1d(x, self.weight, self.bias, self.stride[0], self.padding[0],
+                                  self.output_padding[0], self.groups, self.dilation[0])
+
+
+class EmbeddingBag(Module):
+    """Bags of embedding rows reduced by sum, mean or max; weight ~ N(0, 1)."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, mode="mean", sparse=False, _weight=None,
+                 include_last_offset=False, padding_idx=None, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.mode, self.include_last_offset = mode, include_last_offset
+        self.padding_idx, self.max_norm = padding_idx, max_norm
+        w = _weight if _weight is not None else _C.randn(num_embeddings, embedding_dim,
+                                                         device=device, dtype=dtype)
+        if padding_idx is not None and _weight is None:
+            with no_grad():
+                w[padding_idx] = 0.0
+        self.weight = Parameter(w)
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, mode=self.mode,
+                               per_sample_weights=per_sample_weights,
+                               include_last_offset=self.include_last_offset,
+                               padding_idx=self.padding_idx)
