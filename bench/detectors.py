@@ -28,6 +28,9 @@ import sys
 import time
 import warnings
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "onnx"))
+from detector_stats import calibrate_batch_norm  # noqa: E402  (shared with real_models.py)
+
 MODELS = {
     # name: (torchvision constructor, keywords)
     "ssdlite": ("ssdlite320_mobilenet_v3_large", {}),
@@ -52,20 +55,7 @@ def export(name, d):
         return path, image
     torch.manual_seed(0)
     model = getattr(torchvision.models.detection, tv)(weights=None, weights_backbone=None, **kw)
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.momentum = None
-            m.reset_running_stats()
-    model.train()
-    with torch.no_grad():
-        x = model.transform([torch.rand(3, 320, 320) for _ in range(4)])[0].tensors
-        features = model.backbone(x)
-        if tv.startswith("ssd"):
-            model.head(list(features.values()))
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.momentum = 0.1
-    model.eval()
+    calibrate_batch_norm(model, tv)
     img = torch.rand(3, 320, 320)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -230,8 +230,8 @@ H(h_qgemm) {
     /* alpha scales the bias too: alpha (A'B' + C a_scale b_scale) */
     cn_tensor *y = cn_matmul(fa, fb);
     if (bias) {
-        cn_tensor *bs = cn_mul(cn_cast(in[1], CN_F32), cn_cast(in[4], CN_F32));
-        y = cn_add(y, cn_mul(cn_cast(bias, CN_F32), bs));
+        cn_tensor *cs = cn_mul(cn_cast(in[1], CN_F32), cn_cast(in[4], CN_F32));
+        y = cn_add(y, cn_mul(cn_cast(bias, CN_F32), cs));
     }
     y = cn_mul_scalar(y, onnx_attr_float(n, "alpha", 1.0));
     DONE(ys ? quant(y, ys, yzp) : y);

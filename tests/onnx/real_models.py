@@ -212,24 +212,8 @@ def run_detection(chutney, d, name, tv_name, opset, kw):
     torch.manual_seed(0)
     model = getattr(torchvision.models.detection, tv_name)(weights=None, weights_backbone=None,
                                                            num_classes=5, **kw).eval()
-    # With the initial BatchNorm statistics (mean 0, variance 1) the
-    # activations saturate and most boxes get the same score, so ties
-    # would decide the detections (PyTorch breaks them otherwise than ONNX
-    # asks): the statistics are first measured on four random images.
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.momentum = None
-            m.reset_running_stats()
-    model.train()
-    with torch.no_grad():
-        x = model.transform([torch.rand(3, 320, 320) for _ in range(4)])[0].tensors
-        features = model.backbone(x)
-        if tv_name.startswith("ssd"):
-            model.head(list(features.values()))
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.momentum = 0.1
-    model.eval()
+    from detector_stats import calibrate_batch_norm
+    calibrate_batch_norm(model, tv_name)
     image = torch.rand(3, 320, 320)
     with torch.no_grad():
         want = model([image])[0]
