@@ -2079,6 +2079,14 @@ cn_module *cn_nn_gru(int64_t input_size, int64_t hidden_size, const cn_rnn_opts 
  * cn_module_forward gives the output alone. */
 int cn_rnn_forward(cn_module *m, cn_tensor *x, cn_tensor *h0, cn_tensor *c0, cn_tensor **output,
                    cn_tensor **h_n, cn_tensor **c_n);
+/* The same over a batch of sequences of their own lengths (n_lengths of them:
+ * one per sequence of the batch, each 1 to T; NULL: all T), padded at their ends to
+ * T: a step past a sequence's end keeps its state and outputs zeros, so h_n
+ * (c_n) holds each sequence's state after its last step, and the reverse
+ * direction starts there (PyTorch's packed sequences, ONNX's sequence_lens). */
+int cn_rnn_forward_lengths(cn_module *m, cn_tensor *x, const int64_t *lengths, int64_t n_lengths,
+                           cn_tensor *h0, cn_tensor *c0, cn_tensor **output, cn_tensor **h_n,
+                           cn_tensor **c_n);
 
 /* Multi-head attention, torch.nn.MultiheadAttention (PyTorch 2.x): the
  * same parameters, names and shapes — in_proj_weight [3E, E] (q, k, v

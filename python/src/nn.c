@@ -50,13 +50,33 @@ static PyObject *cm_forward(PyObject *self, PyObject *x) {
     return cnpy_wrap(CNPY_CALL_IF(long_run, cn_module_forward(m, t)));
 }
 
-/* rnn_forward(x, h0=None, c0=None) -> (output, h_n, c_n or None) */
+/* rnn_forward(x, h0=None, c0=None, lengths=None) -> (output, h_n, c_n or
+ * None); lengths: a sequence of ints, one per sequence of the batch. */
 static PyObject *cm_rnn_forward(PyObject *self, PyObject *args) {
-    PyObject *x, *h0 = Py_None, *c0 = Py_None;
-    if (!PyArg_ParseTuple(args, "O!|OO:rnn_forward", &Tensor_Type, &x, &h0, &c0)) return NULL;
+    PyObject *x, *h0 = Py_None, *c0 = Py_None, *plens = Py_None;
+    if (!PyArg_ParseTuple(args, "O!|OOO:rnn_forward", &Tensor_Type, &x, &h0, &c0, &plens))
+        return NULL;
     if ((h0 != Py_None && !Tensor_Check(h0)) || (c0 != Py_None && !Tensor_Check(c0))) {
         PyErr_SetString(PyExc_TypeError, "rnn: h0 and c0 must be Tensors or None");
         return NULL;
+    }
+    int64_t *lens = NULL, nlens = 0;
+    if (plens != Py_None) {
+        PyObject *seq = PySequence_Fast(plens, "rnn: lengths must be a sequence of ints");
+        if (!seq) return NULL;
+        nlens = PySequence_Fast_GET_SIZE(seq);
+        Py_ssize_t n = nlens;
+        lens = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+        for (Py_ssize_t i = 0; lens && i < n; i++) {
+            lens[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+            if (lens[i] == -1 && PyErr_Occurred()) break;
+        }
+        Py_DECREF(seq);
+        if (!lens) return PyErr_NoMemory();
+        if (PyErr_Occurred()) {
+            PyMem_Free(lens);
+            return NULL;
+        }
     }
     bool lstm = strcmp(cn_module_type(CM(self)), "LSTM") == 0;
     cn_tensor *out = NULL, *h = NULL, *c = NULL;
@@ -67,7 +87,7 @@ static PyObject *cm_rnn_forward(PyObject *self, PyObject *args) {
     if (long_run) cnpy_nogil_begin();
     else cnpy_wait_idle();
     cn_scope_begin();
-    rc = cn_rnn_forward(mod, xt, h0t, c0t, &out, &h, lstm ? &c : NULL);
+    rc = cn_rnn_forward_lengths(mod, xt, lens, nlens, h0t, c0t, &out, &h, lstm ? &c : NULL);
     if (rc >= 0) {
         cn_keep(out);
         cn_keep(h);
@@ -75,6 +95,7 @@ static PyObject *cm_rnn_forward(PyObject *self, PyObject *args) {
     }
     cn_scope_end();
     if (long_run) cnpy_nogil_end();
+    PyMem_Free(lens);
     if (rc < 0) return cnpy_raise(rc);
     PyObject *po = cnpy_wrap(out);
     PyObject *ph = cnpy_wrap(h);

@@ -12,7 +12,14 @@
  * then one lstm_seq op (src/ops/rnn.c: a GEMM and a fused pass per step,
  * forward and backward); RNN and GRU are unrolled into ops. A zero initial
  * state is never materialised: the first step just leaves out the terms it
- * would multiply away, so unknown batch sizes of static graphs need no zeros. */
+ * would multiply away, so unknown batch sizes of static graphs need no zeros.
+ *
+ * Sequences of their own lengths (cn_rnn_forward_lengths: PyTorch's packed
+ * sequences, ONNX's sequence_lens): a step at or past a sequence's end leaves
+ * its state as it was and outputs zeros, so the forward direction's final
+ * state is the one at the sequence's last step, and the reverse direction
+ * starts there. Those runs unroll the LSTM into ops too (the fused lstm_seq
+ * has no mask). */
 #include "nn.h"
 
 #include <inttypes.h>
@@ -59,10 +66,45 @@ static void cell_step(const rnn_mod *r, cn_tensor *gi, cn_tensor *whh, cn_tensor
     *h = r->kind == K_RNN_RELU ? cn_relu(g) : cn_tanh(g);
 }
 
+/* One LSTM step as ops (the masked runs); *h and *c (NULL: zero) are
+ * replaced by the new state. */
+static void lstm_step(cn_tensor *gi, cn_tensor *whh, cn_tensor **h, cn_tensor **c) {
+    cn_tensor *g = *h ? cn_add(gi, cn_matmul(*h, cn_mT(whh))) : gi;
+    cn_tensor *q[4] = {NULL, NULL, NULL, NULL};
+    if (!g || cn_chunk(g, 4, -1, q) < 0) {
+        *h = *c = NULL;
+        return;
+    }
+    cn_tensor *ig = cn_mul(cn_sigmoid(q[0]), cn_tanh(q[2]));
+    *c = *c ? cn_add(cn_mul(cn_sigmoid(q[1]), *c), ig) : ig;
+    *h = cn_mul(cn_sigmoid(q[3]), cn_tanh(*c));
+}
+
+/* Where step t is inside each sequence: a bool [N, 1] (for the state) and
+ * the same as 0/1 of x's dtype (for the output). */
+static int step_masks(cn_tensor *x, const int64_t *lens, int64_t t, cn_tensor **mb,
+                      cn_tensor **mf) {
+    int64_t N = x->shape[1], shape[2] = {N, 1};
+    uint8_t *b = malloc((size_t)N);
+    if (!b) return cn_failc(CN_ENOMEM, "rnn: out of memory");
+    for (int64_t i = 0; i < N; i++) b[i] = t < lens[i];
+    *mb = cn_from_data_on(cn_tensor_device(x), CN_BOOL, 2, shape, b);
+    *mf = cn_cast(*mb, x->dtype);
+    free(b);
+    return *mb && *mf ? CN_OK : CN_EINVAL;
+}
+
+/* The new state where the step is inside the sequence, the old elsewhere
+ * (old NULL: zero). */
+static cn_tensor *masked_state(cn_tensor *mb, cn_tensor *mf, cn_tensor *next, cn_tensor *old) {
+    return old ? cn_where(mb, next, old) : cn_mul(next, mf);
+}
+
 /* One direction of one layer over x [T, N, in]: outputs [T, N, H] and the
- * final state. */
-static cn_tensor *run_direction(const rnn_mod *r, int k, int d, cn_tensor *x, cn_tensor **h,
-                                cn_tensor **c) {
+ * final state. lens (NULL: every sequence is T long) gives each sequence's
+ * length. */
+static cn_tensor *run_direction(const rnn_mod *r, int k, int d, cn_tensor *x, const int64_t *lens,
+                                cn_tensor **h, cn_tensor **c) {
     int64_t T = x->shape[0];
     cn_tensor *wih = rp(r, k, d, 0), *whh = rp(r, k, d, 1);
     cn_tensor *bih = rp(r, k, d, 2), *bhh = rp(r, k, d, 3);
@@ -74,7 +116,11 @@ static cn_tensor *run_direction(const rnn_mod *r, int k, int d, cn_tensor *x, cn
      * as the optimiser moves them.) */
     if (bhh && r->kind != K_GRU) xp = cn_add(xp, bhh);
     if (!xp) return NULL;
-    if (r->kind == K_LSTM) return cn_lstm_seq_run(xp, whh, *h, *c, d, h, c);
+    /* Steps before the shortest sequence's end need no mask. */
+    int64_t full = T;
+    for (int64_t i = 0; lens && i < x->shape[1]; i++)
+        if (lens[i] < full) full = lens[i];
+    if (r->kind == K_LSTM && full == T) return cn_lstm_seq_run(xp, whh, *h, *c, d, h, c);
     cn_tensor **outs = malloc(sizeof(cn_tensor *) * (size_t)T);
     if (!outs) return cn_fail("%s: out of memory", r->base.vt->type);
     bool ok = true;
@@ -83,11 +129,25 @@ static cn_tensor *run_direction(const rnn_mod *r, int k, int d, cn_tensor *x, cn
         /* A scope per step frees what the step does not keep (eval mode). */
         cn_scope_begin();
         cn_tensor *gi = cn_squeeze(cn_narrow(xp, 0, t, 1), 0);
-        cell_step(r, gi, whh, r->kind == K_GRU ? bhh : NULL, h);
-        ok = *h != NULL;
-        cn_keep(*h);
+        cn_tensor *hn = *h, *cn = c ? *c : NULL;
+        if (r->kind == K_LSTM) lstm_step(gi, whh, &hn, &cn);
+        else cell_step(r, gi, whh, r->kind == K_GRU ? bhh : NULL, &hn);
+        cn_tensor *y = hn;
+        if (t >= full && hn) {
+            cn_tensor *mb = NULL, *mf = NULL;
+            ok = step_masks(x, lens, t, &mb, &mf) == CN_OK;
+            y = ok ? cn_mul(hn, mf) : NULL;
+            hn = ok ? masked_state(mb, mf, hn, *h) : NULL;
+            if (c) cn = ok && cn ? masked_state(mb, mf, cn, *c) : NULL;
+        }
+        ok = ok && y && hn && (!c || cn);
+        *h = hn;
+        if (c) *c = cn;
+        cn_keep(hn);
+        cn_keep(cn);
+        cn_keep(y);
         cn_scope_end();
-        outs[t] = *h;
+        outs[t] = y;
     }
     cn_tensor *y = ok ? cn_stack(outs, (int)T, 0) : NULL;
     free(outs);
@@ -104,8 +164,8 @@ static int check_state(const rnn_mod *r, const char *what, cn_tensor *s, int64_t
                     cn_fmt_shape(b1, sizeof b1, s->ndim, s->shape), cn_fmt_shape(b2, sizeof b2, 3, want));
 }
 
-static int rnn_impl(rnn_mod *r, cn_tensor *x, cn_tensor *h0, cn_tensor *c0, cn_tensor **out,
-                    cn_tensor **hn, cn_tensor **cn) {
+static int rnn_impl(rnn_mod *r, cn_tensor *x, const int64_t *lens, cn_tensor *h0, cn_tensor *c0,
+                    cn_tensor **out, cn_tensor **hn, cn_tensor **cn) {
     const char *type = r->base.vt->type;
     char buf[128];
     bool batched = x->ndim == 3;
@@ -136,7 +196,7 @@ static int rnn_impl(rnn_mod *r, cn_tensor *x, cn_tensor *h0, cn_tensor *c0, cn_t
             int i = k * r->D + d;
             cn_tensor *h = h0 ? cn_squeeze(cn_narrow(h0, 0, i, 1), 0) : NULL;
             cn_tensor *c = c0 ? cn_squeeze(cn_narrow(c0, 0, i, 1), 0) : NULL;
-            ys[d] = run_direction(r, k, d, layer_in, &h, r->kind == K_LSTM ? &c : NULL);
+            ys[d] = run_direction(r, k, d, layer_in, lens, &h, r->kind == K_LSTM ? &c : NULL);
             if (!ys[d]) return CN_EINVAL;
             hs[i] = h;
             cs[i] = c;
@@ -166,6 +226,33 @@ static int is_rnn(const cn_module *m);
 
 int cn_rnn_forward(cn_module *m, cn_tensor *x, cn_tensor *h0, cn_tensor *c0, cn_tensor **output,
                    cn_tensor **h_n, cn_tensor **c_n) {
+    return cn_rnn_forward_lengths(m, x, NULL, 0, h0, c0, output, h_n, c_n);
+}
+
+/* lengths must fit the batch: N values, each 1..T. */
+static int check_lengths(const rnn_mod *r, cn_tensor *x, const int64_t *lens, int64_t n) {
+    const char *type = r->base.vt->type;
+    bool batched = x->ndim == 3;
+    int64_t T = batched && r->batch_first ? x->shape[1] : x->shape[0];
+    int64_t N = !batched ? 1 : r->batch_first ? x->shape[0] : x->shape[1];
+    if (T < 0 || N < 0)
+        return cn_failc(CN_EINVAL, "%s: sequence lengths need the input's length and batch size "
+                                   "known (the input is [%" PRId64 ", %" PRId64 ", ...])",
+                        type, x->shape[0], x->ndim > 1 ? x->shape[1] : 1);
+    if (n != N)
+        return cn_failc(CN_EINVAL, "%s: %" PRId64 " sequence lengths for a batch of %" PRId64,
+                        type, n, N);
+    for (int64_t i = 0; i < N; i++)
+        if (lens[i] < 1 || lens[i] > T)
+            return cn_failc(CN_EINVAL, "%s: sequence %" PRId64 " has length %" PRId64
+                                       "; lengths must be 1 to the input's %" PRId64 " steps",
+                            type, i, lens[i], T);
+    return CN_OK;
+}
+
+int cn_rnn_forward_lengths(cn_module *m, cn_tensor *x, const int64_t *lengths, int64_t n_lengths,
+                           cn_tensor *h0, cn_tensor *c0, cn_tensor **output, cn_tensor **h_n,
+                           cn_tensor **c_n) {
     if (output) *output = NULL;
     if (h_n) *h_n = NULL;
     if (c_n) *c_n = NULL;
@@ -173,9 +260,12 @@ int cn_rnn_forward(cn_module *m, cn_tensor *x, cn_tensor *h0, cn_tensor *c0, cn_
         return cn_failc(CN_EINVAL, "rnn_forward: %s is not an RNN, LSTM or GRU module",
                         m ? cn_module_type(m) : "NULL");
     if (!x) return CN_EINVAL;
+    if (lengths && x->ndim >= 2 && x->ndim <= 3 &&
+        check_lengths((rnn_mod *)m, x, lengths, n_lengths) < 0)
+        return CN_EINVAL;
     cn_tensor *y = NULL, *h = NULL, *c = NULL;
     cn_scope_begin();
-    int rc = rnn_impl((rnn_mod *)m, x, h0, c0, &y, &h, &c);
+    int rc = rnn_impl((rnn_mod *)m, x, lengths, h0, c0, &y, &h, &c);
     cn_keep(y);
     cn_keep(h);
     cn_keep(c);
@@ -189,7 +279,7 @@ int cn_rnn_forward(cn_module *m, cn_tensor *x, cn_tensor *h0, cn_tensor *c0, cn_
 
 static cn_tensor *rnn_forward(cn_module *m, cn_tensor *x) {
     cn_tensor *y = NULL;
-    return rnn_impl((rnn_mod *)m, x, NULL, NULL, &y, NULL, NULL) < 0 ? NULL : y;
+    return rnn_impl((rnn_mod *)m, x, NULL, NULL, NULL, &y, NULL, NULL) < 0 ? NULL : y;
 }
 
 static const cn_module_vtable rnn_vt = {"RNN", rnn_forward, NULL};

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from chutney import _C, _compile
 from chutney.autograd import no_grad
 from chutney.nn import functional as F
+from chutney.nn.utils import rnn as rnn_utils
 
 Tensor = _C.Tensor
 
@@ -725,7 +726,10 @@ class _RNNBase(_CLayer):
         return s
 
     def forward(self, input, hx=None):
-        out, h, _ = self._c.rnn_forward(input, hx)
+        if isinstance(input, rnn_utils.PackedSequence):
+            out, h, _ = rnn_utils._run_packed(self, input, hx)
+        else:
+            out, h, _ = self._c.rnn_forward(input, hx)
         return out, h
 
 
@@ -752,7 +756,10 @@ class LSTM(_RNNBase):
 
     def forward(self, input, hx=None):
         h0, c0 = hx if hx is not None else (None, None)
-        out, h, c = self._c.rnn_forward(input, h0, c0)
+        if isinstance(input, rnn_utils.PackedSequence):
+            out, h, c = rnn_utils._run_packed(self, input, h0, c0)
+        else:
+            out, h, c = self._c.rnn_forward(input, h0, c0)
         return out, (h, c)
 
 

@@ -1,5 +1,6 @@
 """torch.nn.utils: gradient clipping (in place on the .grad of each
-parameter), parameters as one vector, and rnn.pad_sequence."""
+parameter), parameters as one vector, and rnn (packed and padded
+sequences)."""
 
 from chutney import _C
 from chutney.autograd import no_grad
@@ -33,21 +34,4 @@ def vector_to_parameters(vec, parameters):
             start += n
 
 
-class rnn:  # noqa: N801 (torch.nn.utils.rnn)
-    @staticmethod
-    def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
-        """[T_i, *] tensors padded to the longest: [T, B, *], or [B, T, *]
-        with batch_first."""
-        seqs = list(sequences)
-        if not seqs:
-            raise RuntimeError("pad_sequence: received an empty list of sequences")
-        longest = max(s.shape[0] for s in seqs)
-        out = []
-        for s in seqs:
-            k = longest - s.shape[0]
-            if k:
-                filler = _C.full((k,) + tuple(s.shape[1:]), padding_value, dtype=s.dtype,
-                                 device=s.device)
-                s = _C.cat([s, filler] if padding_side == "right" else [filler, s], 0)
-            out.append(s)
-        return _C.stack(out, 0 if batch_first else 1)
+from chutney.nn.utils import rnn  # noqa: E402 (torch.nn.utils.rnn)
