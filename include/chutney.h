@@ -1939,6 +1939,12 @@ int cn_module_add_child(cn_module *m, const char *name, cn_module *child);
 /* This module's own parameter / child by name (borrowed), or NULL. */
 cn_tensor *cn_module_param(const cn_module *m, const char *name);
 cn_module *cn_module_child(const cn_module *m, const char *name);
+/* Replace m's own parameter or buffer `name` by t (retained; the old one is
+ * released), as PyTorch's `layer.weight = other`: how weights are tied
+ * across layers (a language model's embedding and output projection). t
+ * must have the old one's dtype, shape and device; a parameter's must be a
+ * leaf with data (its requires_grad is left as it is). */
+int cn_module_set_tensor(cn_module *m, const char *name, cn_tensor *t);
 /* A parameter or buffer anywhere in the tree by its dotted state name
  * ("layers.1.weight"), borrowed; NULL and an error if absent. */
 cn_tensor *cn_module_find(const cn_module *m, const char *name);

@@ -115,6 +115,45 @@ static void test_module_tree(void) {
     cn_module_free(NULL);
 }
 
+/* cn_module_set_tensor: a layer's weight replaced by another layer's (tied
+ * weights): the forward reads the new one, gradients of both uses reach it,
+ * and a tensor of another shape, dtype or kind is refused. */
+static void test_set_tensor(void) {
+    cn_module *emb = cn_nn_embedding(5, 3, CN_NO_PADDING), *head = cn_nn_linear(3, 5, false);
+    cn_tensor *w = cn_module_param(head, "weight");
+    CHECK_EQ_INT(cn_module_set_tensor(emb, "weight", w), 0);
+    CHECK(cn_module_param(emb, "weight") == w);
+    cn_tensor *idx = cn_from_data(CN_I64, 1, (int64_t[]){2}, (int64_t[]){4, 1});
+    cn_tensor *e = cn_module_forward(emb, idx);
+    CHECK_CLOSE(cn_get(e, (int64_t[]){0, 2}), cn_get(w, (int64_t[]){4, 2}), 0, 0);
+    CHECK_CLOSE(cn_get(e, (int64_t[]){1, 0}), cn_get(w, (int64_t[]){1, 0}), 0, 0);
+    /* d/dw of sum(head(emb(idx))): the head's use adds sum(e) over the batch to
+     * every row, the embedding's adds each row's column sums of W to rows 4 and 1. */
+    CHECK_EQ_INT(cn_backward(cn_sum(cn_module_forward(head, e), NULL, 0, false), NULL), 0);
+    cn_tensor *g = cn_get_grad(w);
+    CHECK(g != NULL);
+    for (int r = 0; g && r < 5; r++)
+        for (int c = 0; c < 3; c++) {
+            double want = cn_get(e, (int64_t[]){0, c}) + cn_get(e, (int64_t[]){1, c});
+            double colsum = 0;
+            for (int k = 0; k < 5; k++) colsum += cn_get(w, (int64_t[]){k, c});
+            if (r == 4 || r == 1) want += colsum;
+            CHECK_CLOSE(cn_get(g, (int64_t[]){r, c}), want, 0, 1e-5);
+        }
+    CHECK_STATUS_ERROR(cn_module_set_tensor(emb, "weight", cn_zeros(CN_F32, CN_SHAPE(3, 5))),
+                       "Embedding.weight is f32 [5, 3]");
+    CHECK_STATUS_ERROR(cn_module_set_tensor(emb, "weight", cn_zeros(CN_F64, CN_SHAPE(5, 3))),
+                       "must agree");
+    CHECK_STATUS_ERROR(cn_module_set_tensor(emb, "bias", w), "no parameter or buffer \"bias\"");
+    cn_tensor *wr = cn_clone(w);
+    cn_set_requires_grad(wr, true);
+    CHECK_STATUS_ERROR(cn_module_set_tensor(emb, "weight", cn_mul_scalar(wr, 2)), "leaf");
+    cn_module_free(head);
+    CHECK(cn_module_param(emb, "weight") == w); /* still held by the embedding */
+    CHECK_CLOSE(cn_get(cn_module_forward(emb, idx), (int64_t[]){0, 0}), cn_get(w, (int64_t[]){4, 0}), 0, 0);
+    cn_module_free(emb);
+}
+
 static void test_sequential(void) {
     cn_module *inner[] = {cn_nn_linear(3, 4, true), cn_nn_relu()};
     cn_module *outer[] = {cn_nn_sequential(inner, 2), cn_nn_identity(), cn_nn_linear(4, 2, false)};
@@ -514,6 +553,7 @@ static void test_loss_errors(void) {
 
 int main(void) {
     RUN(test_module_tree);
+    RUN(test_set_tensor);
     RUN(test_sequential);
     RUN(test_dropout);
     RUN(test_batch_norm_steps);

@@ -34,6 +34,20 @@ def _check_device(device_type, what):
             "(use device_type='cpu')")
 
 
+def _cuda_missing(device_type, what):
+    """PyTorch's rule for device_type 'cuda' where CUDA is not there: warn
+    and turn the feature off (a script written for a GPU runs in float32 on
+    the CPU). Where it is, the library's autocast covers it (and the CPU)."""
+    if device_type != "cuda":
+        return False
+    from chutney import cuda
+    if cuda.is_available():
+        return False
+    warnings.warn(f"User provided device_type of 'cuda', but CUDA is not available. Disabling "
+                  f"{what}")
+    return True
+
+
 def is_autocast_available(device_type):
     return device_type == "cpu"
 
@@ -65,15 +79,24 @@ class autocast:
     warns and disables autocast, as PyTorch's CPU autocast does);
     enabled=False turns autocast off inside an enabled region. The outer
     state comes back on exit, exceptions included. cache_enabled has no
-    effect (the library keeps no cache of cast weights)."""
+    effect (the library keeps no cache of cast weights).
+
+    device_type="cuda" (and torch.cuda.amp.autocast) where CUDA is not
+    available warns and does nothing, as PyTorch; where it is, the region is
+    the library's one autocast (float16 by default), which also covers the
+    CPU's ops inside it."""
 
     def __init__(self, device_type="cpu", dtype=None, enabled=True, cache_enabled=None):
         if not isinstance(device_type, str):
             raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
-        _check_device(device_type, "autocast")
+        self._noop = bool(enabled) and _cuda_missing(device_type, "Autocast")
+        if device_type != "cuda":
+            _check_device(device_type, "autocast")
         self.device = device_type
-        self.fast_dtype = _dtype_setting() if dtype is None else dtype
-        self._enabled = bool(enabled)
+        if dtype is None:
+            dtype = _C.float16 if device_type == "cuda" else _dtype_setting()
+        self.fast_dtype = dtype
+        self._enabled = bool(enabled) and not self._noop
         self._cache_enabled = cache_enabled
         if self._enabled and self.fast_dtype not in (_C.bfloat16, _C.float16):
             warnings.warn(
@@ -83,12 +106,16 @@ class autocast:
         self._saved = []
 
     def __enter__(self):
+        if self._noop:
+            return self
         _C._autocast_begin(self.fast_dtype if self._enabled else _C.float32)
         self._saved.append(_dtype_setting())
         _tls.dtype = self.fast_dtype
         return self
 
     def __exit__(self, *exc):
+        if self._noop:
+            return False
         _C._autocast_end()
         _tls.dtype = self._saved.pop()
         return False
@@ -96,7 +123,8 @@ class autocast:
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with autocast(self.device, self.fast_dtype, self._enabled, self._cache_enabled):
+            with autocast(self.device, self.fast_dtype, self._enabled or self._noop,
+                          self._cache_enabled):
                 return fn(*args, **kwargs)
         return wrapper
 
@@ -117,6 +145,8 @@ class GradScaler:
 
     def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
+        if _cuda_missing(str(device).split(":")[0], "GradScaler") if enabled else False:
+            enabled, device = False, "cpu"
         self._device = str(_C.device(device))
         self._enabled = bool(enabled)
         self._init_scale = float(init_scale)

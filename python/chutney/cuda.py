@@ -49,3 +49,31 @@ def max_memory_allocated(device=None):
 def memory_reserved(device=None):
     s = _C.memory_stats(device if device is not None else "cuda")
     return s["allocated_bytes"] + s["cached_bytes"]
+
+
+def _make_amp():
+    """torch.cuda.amp: autocast and GradScaler for device 'cuda' (without
+    CUDA they warn and turn themselves off, as PyTorch's do)."""
+    import sys
+    import types
+
+    from chutney import amp as _amp
+
+    mod = types.ModuleType(__name__ + ".amp", _make_amp.__doc__)
+
+    class autocast(_amp.autocast):  # noqa: N801 (torch's name)
+        def __init__(self, enabled=True, dtype=None, cache_enabled=True):
+            super().__init__("cuda", dtype, enabled, cache_enabled)
+
+    class GradScaler(_amp.GradScaler):
+        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                     growth_interval=2000, enabled=True):
+            super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval,
+                             enabled)
+
+    mod.autocast, mod.GradScaler = autocast, GradScaler
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+amp = _make_amp()

@@ -150,6 +150,17 @@ static PyObject *cm_state(PyObject *self, PyObject *param_cls) {
     return lst;
 }
 
+/* set_tensor(name, tensor): cn_module_set_tensor (tying weights). */
+static PyObject *cm_set_tensor(PyObject *self, PyObject *args) {
+    const char *name;
+    PyObject *t;
+    if (!PyArg_ParseTuple(args, "sO!:set_tensor", &name, &Tensor_Type, &t)) return NULL;
+    int rc;
+    CNPY_INT(rc, cn_module_set_tensor(CM(self), name, TT(t)));
+    if (rc < 0) return cnpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
 static PyObject *cm_to(PyObject *self, PyObject *arg) {
     cn_device d = CN_CPU;
     if (!cnpy_device_conv(arg, &d)) return NULL;
@@ -181,6 +192,7 @@ static PyMethodDef cmodule_methods[] = {
     {"state", cm_state, METH_O, NULL},
     {"to", cm_to, METH_O, NULL},
     {"num_params", cm_num_params, METH_NOARGS, NULL},
+    {"set_tensor", cm_set_tensor, METH_VARARGS, "cn_module_set_tensor: replace a parameter or buffer"},
     {"quantize_int8", cm_quantize_int8, METH_NOARGS, "cn_module_quantize_int8: the count quantised"},
     {NULL, NULL, 0, NULL},
 };

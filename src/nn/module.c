@@ -192,6 +192,41 @@ cn_tensor *cn_module_find(const cn_module *m, const char *name) {
     return cn_fail("module_find: %s has no parameter or buffer \"%s\"", cn_module_type(m), name);
 }
 
+int cn_module_set_tensor(cn_module *m, const char *name, cn_tensor *t) {
+    const char *fn = "module_set_tensor";
+    if (!m || !name || !t) return cn_failc(CN_EINVAL, "%s: module, name or tensor is NULL", fn);
+    cn_named_tensor *slot = NULL;
+    bool param = false;
+    for (int i = 0; i < m->nparams && !slot; i++)
+        if (!strcmp(m->params[i].name, name)) slot = &m->params[i], param = true;
+    for (int i = 0; i < m->nbuffers && !slot; i++)
+        if (!strcmp(m->buffers[i].name, name)) slot = &m->buffers[i];
+    if (!slot)
+        return cn_failc(CN_EINVAL, "%s: %s has no parameter or buffer \"%s\"", fn,
+                        cn_module_type(m), name);
+    cn_tensor *old = slot->t;
+    if (t == old) return CN_OK;
+    char b1[128], b2[128], d1[32], d2[32];
+    /* The layer's forward reads the tensor as it read the old one. */
+    if (t->dtype != old->dtype || t->ndim != old->ndim ||
+        memcmp(t->shape, old->shape, sizeof(int64_t) * (size_t)t->ndim) ||
+        !cn_device_equal(cn_tensor_device(t), cn_tensor_device(old)))
+        return cn_failc(CN_EINVAL, "%s: %s.%s is %s %s on %s; the new tensor is %s %s on %s "
+                                   "(they must agree)",
+                        fn, cn_module_type(m), name, cn_dtype_name(old->dtype),
+                        cn_fmt_shape(b1, sizeof b1, old->ndim, old->shape),
+                        cn_device_str(cn_tensor_device(old), d1, sizeof d1), cn_dtype_name(t->dtype),
+                        cn_fmt_shape(b2, sizeof b2, t->ndim, t->shape),
+                        cn_device_str(cn_tensor_device(t), d2, sizeof d2));
+    if (cn_is_symbolic(t) || (param && t->node))
+        return cn_failc(CN_EINVAL, "%s: %s.%s must be replaced by a %s with data%s", fn,
+                        cn_module_type(m), name, param ? "leaf" : "tensor",
+                        param ? " (not made by an op or a placeholder)" : "");
+    slot->t = cn_retain(t);
+    cn_release(old);
+    return CN_OK;
+}
+
 /* ---- forward, mode, gradients ---- */
 
 cn_tensor *cn_module_forward(cn_module *m, cn_tensor *x) {

@@ -89,8 +89,22 @@ def test_autocast_state_nesting_exceptions_decorator_threads():
 
     assert f() == chutney.bfloat16 and not chutney.is_autocast_enabled()
 
-    with pytest.raises(RuntimeError, match="device_type 'cuda' is unsupported"):
-        chutney.autocast("cuda")
+    with pytest.raises(RuntimeError, match="device_type 'mps' is unsupported"):
+        chutney.autocast("mps")
+    if not chutney.cuda.is_available():
+        # PyTorch's rule without CUDA: a warning, and the region does
+        # nothing (an enclosing CPU region stays on).
+        for make in (lambda: chutney.autocast("cuda"), lambda: chutney.cuda.amp.autocast()):
+            with pytest.warns(UserWarning, match="CUDA is not available"):
+                region = make()
+            with chutney.autocast("cpu"):
+                with region:
+                    assert chutney._C._autocast_dtype() == chutney.bfloat16
+            with region:
+                assert not chutney.is_autocast_enabled()
+        with pytest.warns(UserWarning, match="CUDA is not available"):
+            scaler = chutney.cuda.amp.GradScaler()
+        assert not scaler.is_enabled() and scaler.get_scale() == 1.0
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with chutney.autocast("cpu", dtype=chutney.float64):

@@ -267,3 +267,65 @@ def test_review_three_cases():
     assert _copy.deepcopy(t).grad.tolist() == [1.0, 1.0]  # deepcopy keeps .grad, as PyTorch
     assert _pickle.loads(_pickle.dumps(t)).grad is None  # pickles do not
     assert tuple(chutney.FloatTensor(chutney.ones(2, 3).shape).shape) == (2, 3)
+
+
+def test_tied_weights_train_like_torch():
+    """A language model's embedding and output projection sharing one weight
+    (`lm_head.weight = wte.weight` and the reverse, as GPT-2 and nanoGPT
+    tie them): one parameter, gradients of both uses summed into it, two
+    Adam steps against PyTorch's; deepcopy keeps the tie."""
+    import copy
+
+    def make(lib, reverse):
+        class LM(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.wte = lib.nn.Embedding(11, 6)
+                self.ln = lib.nn.LayerNorm(6)
+                self.head = lib.nn.Linear(6, 11, bias=False)
+                if reverse:
+                    self.wte.weight = self.head.weight
+                else:
+                    self.head.weight = self.wte.weight
+
+            def forward(self, idx):
+                return self.head(self.ln(self.wte(idx)))
+        return LM()
+
+    rng = np.random.default_rng(4)
+    idx = rng.integers(0, 11, (3, 5))
+    tgt = rng.integers(0, 11, (15,))
+    for reverse in (False, True):
+        cm, tm = make(chutney, reverse), make(torch, reverse)
+        cm.load_state_dict({k: chutney.tensor(v.detach().numpy())
+                            for k, v in tm.state_dict().items()})
+        assert cm.wte.weight is cm.head.weight
+        assert len(list(cm.parameters())) == len(list(tm.parameters())) == 3
+        assert sorted(cm.state_dict()) == sorted(tm.state_dict())
+        for lib, m in ((chutney, cm), (torch, tm)):
+            opt = lib.optim.Adam(m.parameters(), lr=0.05)
+            for _ in range(2):
+                opt.zero_grad()
+                out = m(lib.tensor(idx))
+                lib.nn.functional.cross_entropy(out.reshape(15, 11), lib.tensor(tgt)).backward()
+                opt.step()
+        np.testing.assert_allclose(cm.wte.weight.detach().numpy(),
+                                   tm.wte.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(cm.head.weight.grad.numpy(), tm.head.weight.grad.numpy(),
+                                   rtol=1e-4, atol=1e-6)
+        twin = copy.deepcopy(cm)
+        assert twin.wte.weight is twin.head.weight and twin.wte.weight is not cm.wte.weight
+        np.testing.assert_array_equal(twin.head.weight.detach().numpy(),
+                                      cm.head.weight.detach().numpy())
+        np.testing.assert_array_equal(twin(chutney.tensor(idx)).detach().numpy(),
+                                      cm(chutney.tensor(idx)).detach().numpy())
+    lin = nn.Linear(3, 4)
+    with pytest.raises(Exception, match=r"\[4, 3\].*\[3, 4\]"):
+        lin.weight = nn.Parameter(chutney.zeros(3, 4))
+    with pytest.raises(RuntimeError, match="cannot be removed"):
+        lin.weight = None
+    w = nn.Parameter(chutney.ones(4, 3))
+    lin.weight = w
+    assert lin.weight is w
+    np.testing.assert_allclose(lin(chutney.ones(1, 3)).detach().numpy(),
+                               3 + lin.bias.detach().numpy()[None], rtol=1e-6)

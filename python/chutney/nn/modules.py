@@ -154,14 +154,19 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def _check_fixed(self, name, value):
+        """A library layer's own tensor is replaced in the layer too (tied
+        weights: `decoder.weight = encoder.weight`): same dtype, shape and
+        device; it cannot be removed."""
         fixed = self.__dict__.get("_c_names")
         if fixed and name in fixed:
             current = self._parameters.get(name, self._buffers.get(name))
-            if value is not current:
+            if value is current:
+                return
+            if value is None:
                 raise RuntimeError(
                     f"{type(self).__name__}.{name} is a tensor of the library's layer and cannot be "
-                    f"replaced; copy into it instead: with chutney.no_grad(): "
-                    f"layer.{name}.copy_(new)")
+                    f"removed")
+            self._c.set_tensor(name, value)
 
     def __setattr__(self, name, value):
         d = self.__dict__
@@ -514,6 +519,13 @@ class _CLayer(Module):
         with no_grad():
             for name, t in mine.items():
                 if t is None or theirs[name] is None:
+                    continue
+                tied = memo.get(id(t))
+                if isinstance(tied, Tensor) and tied is not theirs[name]:
+                    # A tensor this copy already made (weights tied to a
+                    # layer copied before): the copy shares it too.
+                    new._c.set_tensor(name, tied)
+                    (new._parameters if name in new._parameters else new._buffers)[name] = tied
                     continue
                 theirs[name].copy_(t)
                 if isinstance(t, Parameter):
