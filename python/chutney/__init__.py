@@ -85,6 +85,12 @@ _tensor_extras.install(globals())  # einsum, sort, topk, roll, isnan, ... (and t
 _C._add_tensor_methods({"inverse": linalg.inv, "det": linalg.det})
 inverse, det = linalg.inv, linalg.det
 
+from chutney._generator import Generator, with_generator as _with_generator  # noqa: E402
+
+# torch.Generator streams: the draws that take generator=.
+rand, randn, randint, randperm, normal = (
+    _with_generator(f) for f in (rand, randn, randint, randperm, normal))
+
 # The dtypes under PyTorch's names and aliases. Assigned last: they shadow the
 # builtins float, int and bool in this module, as in torch.
 float32 = _C.float32

@@ -13,7 +13,7 @@ import math
 import string
 from collections import namedtuple
 
-from chutney import _C
+from chutney import _C, _generator
 from chutney.autograd import no_grad
 
 Tensor = _C.Tensor
@@ -817,13 +817,14 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Samples of category indices with probabilities input ([C] or
     [N, C], non-negative, not normalised), from chutney.manual_seed's
-    generator: inverse CDF with replacement, Gumbel top-k without."""
+    generator (or a chutney.Generator): inverse CDF with replacement, Gumbel
+    top-k without."""
     p = input if input.dim() == 2 else input.unsqueeze(0)
     n, c = p.shape
     if not replacement and num_samples > c:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
-    with no_grad():
+    with no_grad(), _generator.drawing(generator):
         p = p.detach().to(_C.float64)
         if bool((p < 0).any()) or bool((p.sum(-1) <= 0).any()):
             raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0 or "

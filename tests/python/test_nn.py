@@ -43,8 +43,10 @@ def test_module_registration_and_state_dict():
         m.nothing
     with pytest.raises(TypeError):
         m.scale = chutney.ones(1)  # a parameter slot takes a Parameter
-    with pytest.raises(RuntimeError):
-        m.fc1.weight = nn.Parameter(chutney.zeros(16, 4))  # the library's tensor
+    with pytest.raises(ValueError, match=r"must agree"):
+        m.fc1.weight = nn.Parameter(chutney.zeros(4, 16))  # the library's: same shape only
+    with pytest.raises(RuntimeError, match="cannot be removed"):
+        m.fc1.weight = None
     m.scale = nn.Parameter(chutney.full((1,), 2.0))
     assert m.scale.item() == 2.0
     del m.scale
