@@ -289,7 +289,8 @@ def export(model, args, f, export_params=True, verbose=False, training=None, inp
 
     model is traced on args (a Tensor, or a tuple of them whose last item
     may be a dict of keyword arguments) into a static graph, which the
-    library writes as opset 17 (IR version 8): the module's parameters and
+    library writes as opset 17 (IR version 8; an older opset_version
+    asked for warns and gets 17, a newer one raises): the module's parameters and
     buffers become initializers under their state_dict names, each
     input's sizes are args' except the axes dynamic_axes names ({"input":
     {0: "batch"}} or {"input": [0]}), which become symbolic (named
@@ -303,8 +304,14 @@ def export(model, args, f, export_params=True, verbose=False, training=None, inp
     from chutney.autograd import no_grad
     from chutney.nn.modules import Module
 
-    if opset_version not in (None, 17):
+    if opset_version is not None and opset_version > 17:
         raise ValueError(f"export: opset_version {opset_version}: chutney writes opset 17")
+    if opset_version is not None and opset_version < 17:
+        # Scripts pass the opset of their tutorial more often than one their
+        # runtime needs: write 17, and say so.
+        import warnings
+        warnings.warn(f"export: opset_version {opset_version} asked for; chutney writes opset 17 "
+                      f"(ONNX Runtime reads it from 1.11)", stacklevel=2)
     if not export_params:
         raise NotImplementedError("export: export_params=False (parameters as graph inputs) is "
                                   "not supported")

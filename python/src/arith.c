@@ -140,18 +140,53 @@ static PyObject *binary_obj(binop op, PyObject *a, PyObject *b) {
 }
 
 /* In place: x op= other writes the result into x's memory (views of x see
- * it). Refused where it would have to be recorded for autograd: the library
- * has no in-place ops that rebase a tensor's history. */
+ * it). Where the op must be recorded for autograd (x or the operand
+ * requires grad), the library has no in-place op that rebases a tensor's
+ * history, so the Python object takes the out-of-place result instead
+ * (cnpy_rebase): the values and gradients are PyTorch's, but other views of
+ * x's memory do not see the new values. A leaf that requires grad is
+ * refused, as PyTorch does. */
 int cnpy_check_inplace(cn_tensor *x, PyObject *other) {
-    if (cn_is_grad_enabled() &&
-        (cn_requires_grad(x) || (other && Tensor_Check(other) && cn_requires_grad(TT(other))))) {
+    (void)other;
+    if (cn_is_grad_enabled() && cn_requires_grad(x) && cn_is_leaf(x)) {
         PyErr_SetString(PyExc_RuntimeError,
-                        "an in-place operation on a tensor that requires grad (or with an operand "
-                        "that does) is not supported: write x = x + y, or run it under "
-                        "chutney.no_grad()");
+                        "a leaf Variable that requires grad is being used in an in-place "
+                        "operation (write x = x + y, or change it under chutney.no_grad())");
         return -1;
     }
     return 0;
+}
+
+bool cnpy_records_inplace(cn_tensor *x, cn_tensor *r) {
+    /* A symbolic tensor (chutney.compile's and the ONNX export's tracing)
+     * has no memory to write into: the traced graph takes the result. */
+    if (cn_is_symbolic_tensor(x) || (r && cn_is_symbolic_tensor(r))) return true;
+    return cn_is_grad_enabled() && (cn_requires_grad(x) || (r && cn_requires_grad(r)));
+}
+
+/* self's object takes r (its reference is consumed): r broadcast to self's
+ * shape and cast to its dtype, as a copy into self would be; r is copied
+ * unless fresh (a result no one else holds). */
+PyObject *cnpy_rebase(PyObject *self, cn_tensor *r, bool fresh) {
+    cn_tensor *x = TT(self);
+    int nd = cn_ndim(x);
+    const int64_t *xs = cn_shape(x);
+    bool same = cn_ndim(r) == nd && !memcmp(cn_shape(r), xs, sizeof(int64_t) * (size_t)nd);
+    cn_tensor *y = r;
+    if (!same || cn_tensor_dtype(r) != cn_tensor_dtype(x) || !fresh) {
+        CNPY_SCOPE_BEGIN();
+        if (!same) y = cn_broadcast_to(y, nd, xs);
+        if (y && cn_tensor_dtype(y) != cn_tensor_dtype(x)) y = cn_cast(y, cn_tensor_dtype(x));
+        /* Never an operand itself: later writes into self must not reach it. */
+        if (y == r) y = cn_clone(y);
+        CNPY_SCOPE_END_KEEP(y);
+        cn_release(r);
+        if (!y) return cnpy_raise(0);
+    }
+    ((TensorObject *)self)->t = y;
+    cn_release(x);
+    Py_INCREF(self);
+    return self;
 }
 
 static PyObject *write_into(PyObject *self, cn_tensor *r) {
@@ -163,6 +198,7 @@ static PyObject *write_into(PyObject *self, cn_tensor *r) {
                      cn_dtype_name(rd), cn_dtype_name(xd));
         return NULL;
     }
+    if (cnpy_records_inplace(x, r)) return cnpy_rebase(self, r, true);
     int rc;
     CNPY_INT(rc, cn_copy_(x, r));
     cn_release(r);
@@ -609,6 +645,7 @@ static PyObject *m_copy_(PyObject *self, PyObject *src) {
     if (cnpy_check_inplace(TT(self), src) < 0) return NULL;
     cn_tensor *s = cnpy_as_tensor(src, TT(self));
     if (!s) return NULL;
+    if (cnpy_records_inplace(TT(self), s)) return cnpy_rebase(self, s, false);
     int rc;
     CNPY_INT(rc, cn_copy_(TT(self), s));
     cn_release(s);
@@ -626,6 +663,11 @@ static PyObject *m_fill_(PyObject *self, PyObject *value) {
         PyErr_SetString(PyExc_TypeError, "fill_: value must be a number");
         return NULL;
     }
+    if (cnpy_records_inplace(TT(self), NULL)) {
+        /* A constant from here on: its history ends. */
+        cn_tensor *c = CNPY_CALL(cn_full_like(TT(self), v));
+        return c ? cnpy_rebase(self, c, true) : cnpy_raise(0);
+    }
     int rc;
     CNPY_INT(rc, cn_fill_(TT(self), v));
     if (rc < 0) return cnpy_raise(rc);
@@ -635,6 +677,10 @@ static PyObject *m_fill_(PyObject *self, PyObject *value) {
 
 static PyObject *m_zero_(PyObject *self, PyObject *unused) {
     if (cnpy_check_inplace(TT(self), NULL) < 0) return NULL;
+    if (cnpy_records_inplace(TT(self), NULL)) {
+        cn_tensor *c = CNPY_CALL(cn_zeros_like(TT(self)));
+        return c ? cnpy_rebase(self, c, true) : cnpy_raise(0);
+    }
     int rc;
     CNPY_INT(rc, cn_fill_(TT(self), 0));
     if (rc < 0) return cnpy_raise(rc);

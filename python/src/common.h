@@ -171,6 +171,9 @@ int cnpy_setitem(PyObject *self, PyObject *key, PyObject *value);
  * other (the library cannot rebase a tensor's history): -1 with an
  * exception. */
 int cnpy_check_inplace(cn_tensor *x, PyObject *other);
+/* Must an in-place op on x with result r be recorded (then cnpy_rebase)? */
+bool cnpy_records_inplace(cn_tensor *x, cn_tensor *r);
+PyObject *cnpy_rebase(PyObject *self, cn_tensor *r, bool fresh);
 
 /* Types defined by nn.c and optim.c, readied by the module. */
 int cnpy_nn_init(PyObject *m);

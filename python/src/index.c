@@ -569,6 +569,55 @@ static int assign_advanced(indexed *r, cn_tensor *val) {
     return rc < 0 ? cnpy_raise_int(rc) : 0;
 }
 
+/* x[key] = value where autograd must record it: the object takes
+ * where(hit, scatter of value, x) over x's flattened positions (the key
+ * applied to their numbers says which ones it reaches), so gradients reach
+ * x outside the key and value inside it. A key that reaches one place twice
+ * is refused (which write wins is not defined). */
+static int setitem_recorded(PyObject *self, PyObject *key, cn_tensor *val) {
+    cn_tensor *x = TT(self);
+    int nd = cn_ndim(x);
+    int64_t N = cn_numel(x), flat[1] = {N};
+    cn_tensor *pos = CNPY_CALL(cn_reshape(cn_arange(0, (double)N, 1, CN_I64), nd, cn_shape(x)));
+    PyObject *po = pos ? cnpy_wrap(pos) : NULL;
+    PyObject *sel = po ? PyObject_GetItem(po, key) : NULL;
+    Py_XDECREF(po);
+    if (!sel) return -1;
+    cn_tensor *s = TT(sel), *r = NULL;
+    bool repeated = false;
+    CNPY_SCOPE_BEGIN();
+    cn_device dev = cn_tensor_device(x);
+    cn_tensor *idx = cn_to(cn_reshape(s, 1, (int64_t[]){-1}), dev);
+    cn_tensor *v = cn_cast(val, cn_tensor_dtype(x));
+    v = v ? cn_broadcast_to(v, cn_ndim(s), cn_shape(s)) : NULL;
+    v = v ? cn_reshape(cn_contiguous(v), 1, (int64_t[]){-1}) : NULL;
+    cn_tensor *zeros = cn_zeros_on(dev, cn_tensor_dtype(x), 1, flat);
+    cn_tensor *ones = idx ? cn_cast(cn_ones_like(idx), cn_tensor_dtype(x)) : NULL;
+    cn_tensor *counts = ones ? cn_scatter_add(zeros, 0, idx, ones) : NULL;
+    cn_tensor *most = counts && N ? cn_max(counts, NULL, 0, false) : NULL;
+    repeated = most && cn_item(most) > 1;
+    if (!repeated && counts && v) {
+        cn_tensor *hit = cn_gt(counts, cn_scalar(cn_tensor_dtype(counts), 0));
+        r = cn_where(hit, cn_scatter_add(zeros, 0, idx, v), cn_reshape(x, 1, flat));
+        r = cn_reshape(r, nd, cn_shape(x));
+    }
+    CNPY_SCOPE_END_KEEP(r);
+    Py_DECREF(sel);
+    if (repeated) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "assignment through a key that reaches one element more than once, "
+                        "recorded for autograd: not supported (which write wins is undefined)");
+        return -1;
+    }
+    if (!r) {
+        cnpy_raise(0);
+        return -1;
+    }
+    PyObject *out = cnpy_rebase(self, r, true);
+    Py_XDECREF(out);
+    return out ? 0 : -1;
+}
+
 int cnpy_setitem(PyObject *self, PyObject *key, PyObject *value) {
     if (!value) {
         PyErr_SetString(PyExc_TypeError, "tensor elements cannot be deleted");
@@ -576,6 +625,13 @@ int cnpy_setitem(PyObject *self, PyObject *key, PyObject *value) {
     }
     cn_tensor *x = TT(self);
     if (cnpy_check_inplace(x, value) < 0) return -1;
+    if (cnpy_records_inplace(x, Tensor_Check(value) ? TT(value) : NULL)) {
+        cn_tensor *val = cnpy_as_tensor(value, x);
+        if (!val) return -1;
+        int rc = setitem_recorded(self, key, val);
+        cn_release(val);
+        return rc;
+    }
     ix_key k;
     if (parse_key(key, &k) < 0) return -1;
     indexed r;

@@ -89,16 +89,21 @@ def test_requires_grad_rules():
     assert not x.requires_grad
 
 
-def test_inplace_refused_while_recording():
+def test_inplace_on_leaves_refused_while_recording():
+    """A leaf that requires grad cannot change in place while recording (as
+    PyTorch); other tensors can (tests/python/test_inplace_autograd.py)."""
     w = chutney.ones(2, requires_grad=True)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="leaf Variable"):
         w += 1
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        w.mul_(2)
     y = w * 2
-    with pytest.raises(RuntimeError):
-        y.mul_(2)
+    y.mul_(2)
     x = chutney.ones(2)
-    with pytest.raises(RuntimeError):
-        x += w
+    x += w
+    assert x.requires_grad and not x.is_leaf
+    (x + y).sum().backward()
+    assert w.grad.tolist() == [5, 5]
     with chutney.no_grad():
         w -= 0.5
     assert w.tolist() == [0.5, 0.5]

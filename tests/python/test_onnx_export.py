@@ -83,7 +83,11 @@ def test_export_errors_write_nothing(tmp_path):
     lin = nn.Linear(3, 2)
     x = chutney.ones(1, 3)
     with pytest.raises(ValueError, match="opset"):
-        chutney.onnx.export(lin, x, tmp_path / "a.onnx", opset_version=11)
+        chutney.onnx.export(lin, x, tmp_path / "a.onnx", opset_version=18)
+    assert not (tmp_path / "a.onnx").exists()
+    with pytest.warns(UserWarning, match="writes opset 17"):
+        chutney.onnx.export(lin, x, tmp_path / "b.onnx", opset_version=11)
+    assert (tmp_path / "b.onnx").exists()
     with pytest.raises(ValueError, match="neither an input"):
         chutney.onnx.export(lin, x, tmp_path / "a.onnx", dynamic_axes={"nope": [0]})
     with pytest.raises(ValueError, match="computed from the inputs"):
