@@ -543,7 +543,23 @@ static PyObject *m_format(PyObject *self, PyObject *spec) {
     return PyObject_Str(self);
 }
 
+/* _replace_(other): this object holds other's tensor from now on (the same
+ * memory and history), for the in-place forms of view ops written in Python
+ * (squeeze_, t_, ...): the object changes, as PyTorch's does. */
+static PyObject *m_replace_(PyObject *self, PyObject *other) {
+    if (!Tensor_Check(other)) {
+        PyErr_SetString(PyExc_TypeError, "_replace_: expected a Tensor");
+        return NULL;
+    }
+    cn_tensor *old = TT(self);
+    ((TensorObject *)self)->t = cn_retain(TT(other));
+    cn_release(old);
+    Py_INCREF(self);
+    return self;
+}
+
 PyMethodDef cnpy_tensor_methods[] = {
+    {"_replace_", m_replace_, METH_O, NULL},
     {"_make_subclass", (PyCFunction)(void (*)(void))tensor_make_subclass,
      METH_VARARGS | METH_KEYWORDS | METH_STATIC, NULL},
     {"_wrap_as", tensor_wrap_as, METH_VARARGS | METH_STATIC, NULL},
