@@ -846,6 +846,17 @@ enum {
  * averaging gradients from here). One hook per thread; NULL removes it. */
 typedef void (*cn_grad_ready_fn)(cn_tensor *leaf, void *ctx);
 void cn_set_grad_ready_hook(cn_grad_ready_fn fn, void *ctx);
+/* A gradient hook on tensor t (PyTorch's Tensor.register_hook): called by
+ * every backward pass (cn_backward*, cn_grad) with t's gradient once it is
+ * complete, before it flows into t's history (or into a leaf's .grad). It
+ * may set *replace to a gradient of the same shape and dtype (made by ops:
+ * the scope the hook runs in owns it, as any result), which is used
+ * instead; it returns < 0 (after cn_fail) to stop the pass. t must require grad. Hooks run in registration order; the hook
+ * goes with t, or with cn_remove_grad_hook; free_ctx (may be NULL) is
+ * called with ctx then. Returns the hook's id (> 0) or < 0. */
+typedef int (*cn_grad_hook_fn)(cn_tensor *grad, cn_tensor **replace, void *ctx);
+int cn_add_grad_hook(cn_tensor *t, cn_grad_hook_fn fn, void *ctx, void (*free_ctx)(void *));
+int cn_remove_grad_hook(cn_tensor *t, int id);
 int cn_backward(cn_tensor *root, cn_tensor *seed);
 int cn_backward_ex(cn_tensor *root, cn_tensor *seed, unsigned flags);
 

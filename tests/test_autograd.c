@@ -394,8 +394,82 @@ static void test_nodes_across_threads(void) {
     CHECK_EQ_INT(cn_node_arena_chunks(), base);
 }
 
+/* Gradient hooks (Tensor.register_hook): seen once complete, replaced,
+ * in order, on leaves and intermediates, in cn_backward and cn_grad; freed
+ * with their tensor or when removed. */
+typedef struct hook_log {
+    int calls, freed;
+    double seen, scale;
+} hook_log;
+
+static int scale_hook(cn_tensor *g, cn_tensor **replace, void *ctx) {
+    hook_log *l = ctx;
+    l->calls++;
+    l->seen = cn_get(g, (int64_t[]){0});
+    if (l->scale != 1) *replace = cn_mul_scalar(g, l->scale);
+    return 0;
+}
+static int failing_hook(cn_tensor *g, cn_tensor **replace, void *ctx) {
+    (void)g, (void)replace, (void)ctx;
+    return cn_failc(CN_EINVAL, "the hook says no");
+}
+static int wrong_shape_hook(cn_tensor *g, cn_tensor **replace, void *ctx) {
+    (void)g, (void)ctx;
+    *replace = cn_zeros(CN_F32, CN_SHAPE(3));
+    return 0;
+}
+static void count_free(void *ctx) { ((hook_log *)ctx)->freed++; }
+
+static void test_grad_hooks(void) {
+    cn_scope_begin();
+    cn_tensor *x = cn_full(CN_F32, CN_SHAPE(2), 3.0);
+    cn_set_requires_grad(x, true);
+    cn_tensor *y = cn_mul(x, x);   /* dy/dx = 2x = 6 */
+    cn_tensor *z = cn_sum(cn_mul_scalar(y, 5), NULL, 0, false);
+    hook_log ly = {.scale = 10}, lx = {.scale = 1}, lx2 = {.scale = 0.5};
+    int hy = cn_add_grad_hook(y, scale_hook, &ly, count_free);
+    CHECK(hy > 0);
+    CHECK(cn_add_grad_hook(x, scale_hook, &lx, count_free) > 0);
+    int hx2 = cn_add_grad_hook(x, scale_hook, &lx2, count_free);
+    CHECK_EQ_INT(cn_backward_ex(z, NULL, CN_GRAD_RETAIN_GRAPH), 0);
+    /* y's gradient 5 is seen, then made 50; x's 50 * 6 = 300 seen by the
+     * first hook, halved by the second. */
+    CHECK_EQ_INT(ly.calls, 1);
+    CHECK_CLOSE(ly.seen, 5, 0, 0);
+    CHECK_CLOSE(lx.seen, 300, 0, 1e-4);
+    CHECK_CLOSE(lx2.seen, 300, 0, 1e-4);
+    CHECK_CLOSE(cn_get(cn_get_grad(x), (int64_t[]){1}), 150, 0, 1e-4);
+    /* cn_grad runs them too; a removed hook does not run and is freed. */
+    CHECK_EQ_INT(cn_remove_grad_hook(x, hx2), 0);
+    CHECK_EQ_INT(lx2.freed, 1);
+    CHECK_STATUS_ERROR(cn_remove_grad_hook(x, hx2), "no hook");
+    cn_tensor *gx = NULL;
+    CHECK_EQ_INT(cn_grad(&z, NULL, 1, &x, 1, &gx, CN_GRAD_RETAIN_GRAPH), 0);
+    CHECK_CLOSE(cn_get(gx, (int64_t[]){0}), 300, 0, 1e-4);
+    CHECK_EQ_INT(ly.calls, 2);
+    CHECK_EQ_INT(lx2.calls, 1);
+    /* A failing hook stops the pass with its message; a result of another
+     * shape is refused. */
+    cn_tensor *w = cn_full(CN_F32, CN_SHAPE(2), 1.0);
+    cn_set_requires_grad(w, true);
+    cn_tensor *u = cn_sum(cn_mul(w, w), NULL, 0, false);
+    CHECK(cn_add_grad_hook(w, failing_hook, NULL, NULL) > 0);
+    CHECK_STATUS_ERROR(cn_backward_ex(u, NULL, CN_GRAD_RETAIN_GRAPH), "the hook says no");
+    cn_tensor *v = cn_full(CN_F32, CN_SHAPE(2), 1.0);
+    cn_set_requires_grad(v, true);
+    CHECK(cn_add_grad_hook(v, wrong_shape_hook, NULL, NULL) > 0);
+    CHECK_STATUS_ERROR(cn_backward(cn_sum(cn_mul(v, v), NULL, 0, false), NULL), "f32 [3] gradient");
+    cn_tensor *c = cn_full(CN_F32, CN_SHAPE(2), 1.0);
+    CHECK_STATUS_ERROR(cn_add_grad_hook(c, scale_hook, &lx, NULL), "doesn't require gradient");
+    cn_scope_end();
+    /* The hooks go with their tensors. */
+    CHECK_EQ_INT(ly.freed, 1);
+    CHECK_EQ_INT(lx.freed, 1);
+}
+
 int main(void) {
     RUN(test_square_sum);
+    RUN(test_grad_hooks);
     RUN(test_seed_example);
     RUN(test_accumulate_and_zero);
     RUN(test_broadcast_grad);

@@ -556,6 +556,91 @@ static PyObject *f_function_apply(PyObject *m, PyObject *args) {
     return cnpy_wrap(r);
 }
 
+/* ---- Tensor.register_hook: the library's gradient hooks calling Python ---- */
+
+static void pyhook_free(void *ctx) {
+    PyObject *fn = ctx;
+    if (Py_IsInitialized()) {
+        PyGILState_STATE st = PyGILState_Ensure();
+        Py_DECREF(fn);
+        PyGILState_Release(st);
+    }
+}
+
+/* Called from the backward walk, which may run without the GIL and inside
+ * the library's scopes (as fn_vjp_multi is). */
+static int pyhook_call(cn_tensor *grad, cn_tensor **replace, void *ctx) {
+    PyGILState_STATE st = PyGILState_Ensure();
+    void *saved = cn_scope_suspend();
+    if (!saved) {
+        PyGILState_Release(st);
+        return cn_failc(CN_ENOMEM, "hook: out of memory");
+    }
+    PyObject *g = cnpy_wrap_borrowed(grad);
+    PyObject *res = g ? PyObject_CallOneArg((PyObject *)ctx, g) : NULL;
+    Py_XDECREF(g);
+    cn_tensor *r = NULL;
+    char msg[512] = "";
+    if (!res) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *s = value ? PyObject_Str(value) : NULL;
+        const char *m = s ? PyUnicode_AsUTF8(s) : NULL;
+        snprintf(msg, sizeof msg, "a gradient hook raised %s: %s",
+                 type ? ((PyTypeObject *)type)->tp_name : "an error", m ? m : "");
+        PyErr_Clear();
+        Py_XDECREF(s);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    } else if (res != Py_None && !Tensor_Check(res)) {
+        snprintf(msg, sizeof msg, "a gradient hook returned %s, not a Tensor or None",
+                 Py_TYPE(res)->tp_name);
+    } else if (res != Py_None) {
+        r = cn_retain(TT(res));
+    }
+    Py_XDECREF(res);
+    cn_scope_resume(saved);
+    PyGILState_Release(st);
+    if (*msg) return cn_failc(CN_EINVAL, "%s", msg);
+    if (r) *replace = cn_scope_add(r);
+    return 0;
+}
+
+/* _add_grad_hook(tensor, fn) -> id */
+static PyObject *f_add_grad_hook(PyObject *m, PyObject *args) {
+    PyObject *t, *fn;
+    if (!PyArg_ParseTuple(args, "O!O:_add_grad_hook", &Tensor_Type, &t, &fn)) return NULL;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "register_hook: the hook must be callable");
+        return NULL;
+    }
+    if (!cn_requires_grad(TT(t))) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot register a hook on a tensor that doesn't require gradient");
+        return NULL;
+    }
+    Py_INCREF(fn);
+    cnpy_wait_idle();
+    int id = cn_add_grad_hook(TT(t), pyhook_call, fn, pyhook_free);
+    if (id < 0) {
+        Py_DECREF(fn);
+        return cnpy_raise(id);
+    }
+    return PyLong_FromLong(id);
+}
+
+/* _remove_grad_hook(tensor, id): False if it is gone already. */
+static PyObject *f_remove_grad_hook(PyObject *m, PyObject *args) {
+    PyObject *t;
+    int id;
+    if (!PyArg_ParseTuple(args, "O!i:_remove_grad_hook", &Tensor_Type, &t, &id)) return NULL;
+    cnpy_wait_idle();
+    int rc = cn_remove_grad_hook(TT(t), id);
+    if (rc < 0) cn_clear_error();
+    return PyBool_FromLong(rc >= 0);
+}
+
 PyMethodDef cnpy_autograd_functions[] = {
     {"_set_grad_enabled", f_set_grad_enabled, METH_O, "returns the previous setting"},
     {"is_grad_enabled", f_is_grad_enabled, METH_NOARGS, NULL},
@@ -571,6 +656,8 @@ PyMethodDef cnpy_autograd_functions[] = {
     {"clip_grad_norm_", FN(f_clip_grad_norm), KW, NULL},
     {"clip_grad_value_", FN(f_clip_grad_value), KW, NULL},
     {"_function_register", f_function_register, METH_VARARGS, "(name, ntensors) -> op id"},
+    {"_add_grad_hook", f_add_grad_hook, METH_VARARGS, "(tensor, fn) -> hook id"},
+    {"_remove_grad_hook", f_remove_grad_hook, METH_VARARGS, "(tensor, id) -> removed"},
     {"_function_apply", f_function_apply, METH_VARARGS, "(op, tensors, result, backward) -> Tensor"},
     {NULL, NULL, 0, NULL},
 };

@@ -121,7 +121,8 @@ enum {
     CN_TF_LEAF = 1 << 2,       /* created by the user, not by an op */
     /* State a compiled program writes on every run (BatchNorm's running
      * statistics, graph effects): never folded into a constant. */
-    CN_TF_STATE = 1 << 3
+    CN_TF_STATE = 1 << 3,
+    CN_TF_HOOKED = 1 << 4      /* has gradient hooks (grad_hooks.c) */
 };
 
 struct cn_tensor {

@@ -1,5 +1,6 @@
 /* Tensor structs: allocation, reference counts, metadata, element access. */
 #include "core.h"
+#include "grad_hooks.h"
 #include "budget.h"
 #include "thread_state.h"
 
@@ -228,6 +229,7 @@ void cn_release(cn_tensor *t) {
     release_push(&l, t);
     while (l.n > 0) {
         cn_tensor *x = l.items[--l.n];
+        if (CN_UNLIKELY(cn_has_grad_hooks(x))) cn_drop_grad_hooks(x);
         cn_storage_release(x->storage);
         cn_node *node = x->node;
         cn_tensor *grad = x->grad, *tangent = x->tangent;

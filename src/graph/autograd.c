@@ -12,6 +12,7 @@
  * numbers (eager), records a differentiable backward pass (create_graph), or
  * appends gradient nodes to a static graph (symbolic values). */
 #include "../ops/op.h"
+#include "../core/grad_hooks.h"
 #include "../core/profiler.h"
 
 #include <inttypes.h>
@@ -122,6 +123,7 @@ typedef struct value {
     cn_tensor *grad;  /* accumulated gradient (owned), or NULL */
     bool needed;      /* on a path to a target */
     bool target;
+    bool hooked;      /* its tensor's gradient hooks have run on grad */
     int32_t last_use; /* the walk index of the last node reading it (-1: none) */
 } value;
 
@@ -342,8 +344,17 @@ static int walk_vjp_multi(walk *w, const cn_op_def *op, const cn_node *n, value 
     return CN_OK;
 }
 
+/* v's gradient is complete: its tensor's hooks (Tensor.register_hook) may
+ * look at it and replace it, once. */
+static int run_hooks(value *v) {
+    if (v->hooked || !v->grad || !cn_has_grad_hooks(v->t)) return CN_OK;
+    v->hooked = true;
+    return cn_run_grad_hooks(v->t, &v->grad);
+}
+
 /* Move v's gradient into its leaf's .grad (adding to one it has). */
 static int deliver_leaf(value *v, bool create) {
+    if (run_hooks(v) < 0) return CN_EINVAL;
     cn_tensor *g = v->grad;
     v->grad = NULL;
     if (v->t->grad) {
@@ -515,6 +526,7 @@ static int run_engine(const engine_args *e) {
         value *v = &w.v[k];
         cn_node *n = v->t->node;
         if (!n || !v->grad || !v->needed) continue;
+        if (run_hooks(v) < 0) goto fail;
         const cn_op_def *op = cn_ops[n->op];
         bool any = false;
         for (int i = 0; i < n->nin; i++) {
@@ -584,6 +596,10 @@ static int run_engine(const engine_args *e) {
     if (e->inputs) {
         for (int i = 0; i < e->ninputs; i++) {
             int32_t k = map_get(&w.map, e->inputs[i]);
+            if (k >= 0 && run_hooks(&w.v[k]) < 0) {
+                for (int q = 0; q < i; q++) e->grads[q] = NULL;
+                goto fail;
+            }
             cn_tensor *g = k >= 0 ? w.v[k].grad : NULL;
             if (!g && !(e->flags & CN_GRAD_ALLOW_UNUSED)) {
                 rc = cn_failc(CN_EINVAL,

@@ -15,7 +15,7 @@ import copy
 import functools
 from collections import OrderedDict
 
-from chutney import _C, _compile
+from chutney import _C, _compile, _hooks  # noqa: F401 (_hooks: Tensor.register_hook)
 from chutney.autograd import no_grad
 from chutney.nn import functional as F
 from chutney.nn.utils import rnn as rnn_utils
@@ -44,6 +44,83 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, proto):
         return (Parameter, (self.detach(), self.requires_grad))
+
+
+class _BackwardHooks:
+    """One call's module backward hooks, on tensor gradient hooks: each input
+    that needs a gradient enters the module as a view of itself, whose
+    gradient is the module's grad_input; the outputs' gradients are its
+    grad_output. A module with several tensor outputs takes no pre-hook, and
+    one with several such inputs gets its hooks' grad_input only to read."""
+
+    def __init__(self, module):
+        self.module = module
+        self.n_in, self.grad_in, self.grad_out = 0, [], None
+        self.pending = 0
+
+    def wrap_inputs(self, args):
+        out = []
+        for a in args:
+            if isinstance(a, Tensor) and a.requires_grad:
+                a = a.view_as(a)
+                slot = self.n_in
+                a.register_hook(lambda g, slot=slot: self._input_grad(slot, g))
+                self.n_in += 1
+            out.append(a)
+        self.grad_in, self.pending = [None] * self.n_in, self.n_in
+        return tuple(out)
+
+    def watch_outputs(self, out):
+        outs = [out] if isinstance(out, Tensor) else [
+            o for o in (out if isinstance(out, (tuple, list)) else ()) if isinstance(o, Tensor)]
+        outs = [o for o in outs if o.requires_grad]
+        if not outs:
+            return
+        if len(outs) > 1 and self.module.__dict__.get("_backward_pre_hooks"):
+            raise NotImplementedError(
+                f"{type(self.module).__name__}: a full backward pre-hook on a module with "
+                f"{len(outs)} tensor outputs is not supported")
+        self.grad_out = [None] * len(outs)
+        self.outs_left = len(outs)
+        for k, o in enumerate(outs):
+            o.register_hook(lambda g, k=k: self._output_grad(k, g))
+
+    def _output_grad(self, k, g):
+        self.grad_out[k] = g
+        self.outs_left -= 1
+        if self.outs_left:
+            return None
+        replaced = None
+        for hook in list(self.module.__dict__.get("_backward_pre_hooks", {}).values()):
+            r = hook(self.module, tuple(self.grad_out))
+            if r is not None:
+                self.grad_out = list(r if isinstance(r, (tuple, list)) else (r,))
+                replaced = self.grad_out[k]
+        if self.n_in == 0:
+            self._call((None,))
+        return replaced
+
+    def _input_grad(self, slot, g):
+        self.grad_in[slot] = g
+        self.pending -= 1
+        if self.pending:
+            return None
+        r = self._call(tuple(self.grad_in))
+        if r is None:
+            return None
+        if self.n_in > 1:
+            raise NotImplementedError(
+                f"{type(self.module).__name__}: a backward hook replacing the grad_input of a "
+                f"module with {self.n_in} tensor inputs is not supported")
+        return r[slot]
+
+    def _call(self, grad_in):
+        result = None
+        for hook in list(self.module.__dict__.get("_backward_hooks", {}).values()):
+            r = hook(self.module, grad_in, tuple(self.grad_out or ()))
+            if r is not None:
+                result = grad_in = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+        return result
 
 
 class RemovableHandle:
@@ -114,13 +191,36 @@ class Module:
                 r = hook(self, args)
                 if r is not None:
                     args = r if isinstance(r, tuple) else (r,)
+        bw = None
+        if (d.get("_backward_hooks") or d.get("_backward_pre_hooks")) and _C.is_grad_enabled():
+            bw = _BackwardHooks(self)
+            args = bw.wrap_inputs(args)
         out = self.forward(*args, **kwargs)
         if post:
             for hook in list(post.values()):
                 r = hook(self, args, out)
                 if r is not None:
                     out = r
+        if bw is not None:
+            bw.watch_outputs(out)
         return out
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) once the gradients of the
+        module's tensor inputs are computed (grad_input is (None, ...) where
+        no input needs one); a tuple it returns replaces grad_input."""
+        return self._add_hook("_backward_hooks", hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) before the gradients flow into the
+        module; a tuple it returns replaces grad_output."""
+        return self._add_hook("_backward_pre_hooks", hook, prepend)
+
+    def register_backward_hook(self, hook):
+        """PyTorch's deprecated form, whose grad_input is that of the
+        module's last op; here it is register_full_backward_hook's (the
+        gradients of the module's inputs)."""
+        return self.register_full_backward_hook(hook)
 
     def _add_hook(self, store, hook, prepend):
         hooks = self.__dict__.get(store)
