@@ -124,14 +124,15 @@ _CLOSED_FORMS = {
 
 class _LibrarySchedule(LRScheduler):
     """One library schedule per param group (the library's optimisers are
-    one per group); the library computes the lr."""
+    one per group; a Python optimiser lends one that only holds each
+    group's lr); the library computes the lr."""
 
     _kind = None
 
     def __init__(self, optimizer, *args):
         self.optimizer = optimizer
         optimizer._push_lr()
-        for g, c in zip(optimizer.param_groups, optimizer._c):
+        for g, c in zip(optimizer.param_groups, optimizer._lr_holders()):
             init = g.setdefault("initial_lr", g["lr"])
             if init != c.lr:
                 # The library takes the lr at its first schedule as the
@@ -142,11 +143,11 @@ class _LibrarySchedule(LRScheduler):
                 c.lr = init
                 _C.LRScheduler("ExponentialLR", c, 1.0)
                 c.lr = lr
-        self._c = [_C.LRScheduler(self._kind, c, *args) for c in optimizer._c]
+        self._c = [_C.LRScheduler(self._kind, c, *args) for c in optimizer._lr_holders()]
         self._pull_lr()
 
     def _pull_lr(self):
-        for g, c in zip(self.optimizer.param_groups, self.optimizer._c):
+        for g, c in zip(self.optimizer.param_groups, self.optimizer._lr_holders()):
             g["lr"] = c.lr
 
     def _initial_step(self):
@@ -168,7 +169,7 @@ class _LibrarySchedule(LRScheduler):
         if epoch is None:
             self.step()
             return
-        for g, c, s in zip(self.optimizer.param_groups, self.optimizer._c, self._c):
+        for g, c, s in zip(self.optimizer.param_groups, self.optimizer._lr_holders(), self._c):
             st = {k: bytes(v.tolist()).decode() if k == "kind" else v.item()
                   for k, v in s.state()}
             lr = _CLOSED_FORMS[st["kind"]](st, epoch)
@@ -532,8 +533,13 @@ class OneCycleLR(LRScheduler):
             self._push_momentum()
 
     def _push_momentum(self):
+        # A Python optimiser reads group["betas"] / ["momentum"] at each
+        # step; a library one has them in its state.
+        cs = getattr(self.optimizer, "_c", None)
+        if not cs:
+            return
         name = "beta1" if self.use_beta1 else "momentum"
-        for i, (g, c) in enumerate(zip(self.optimizer.param_groups, self.optimizer._c)):
+        for i, (g, c) in enumerate(zip(self.optimizer.param_groups, cs)):
             m = g["betas"][0] if self.use_beta1 else g["momentum"]
             if m != self._pushed_momentum[i]:
                 _edit_state(c, **{name: m})
