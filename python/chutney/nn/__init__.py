@@ -1,5 +1,6 @@
 """torch.nn: Module, layers, containers and losses (chutney.nn.modules,
-normalization, transformer), functional and init."""
+normalization, transformer, and the smaller files named for what they hold),
+functional and init."""
 
 from chutney.nn import functional, init, utils  # noqa: F401
 from chutney.nn.modules import (  # noqa: F401
@@ -17,6 +18,16 @@ from chutney.nn.modules import (  # noqa: F401
     UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, Threshold, Hardshrink,
     Softshrink, Softmax2d, Bilinear, LSTMCell, GRUCell, RNNCell, ParameterList, ParameterDict,
     Conv3d, BatchNorm3d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d, ConvTranspose1d, EmbeddingBag)
+from chutney.nn.channel_shuffle import ChannelShuffle  # noqa: F401
+from chutney.nn.conv_transpose3d import ConvTranspose3d  # noqa: F401
+from chutney.nn.fold import Fold, Unfold  # noqa: F401
+from chutney.nn.lazy import LazyConv1d, LazyConv2d, LazyLinear  # noqa: F401
+from chutney.nn.losses_more import (  # noqa: F401
+    CTCLoss, HingeEmbeddingLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
+    TripletMarginWithDistanceLoss)
+from chutney.nn.pooling_more import LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d  # noqa: F401
+from chutney.nn.stochastic import AlphaDropout, FeatureAlphaDropout, RReLU  # noqa: F401
+from chutney.nn.sync_batchnorm import SyncBatchNorm  # noqa: F401
 from chutney.nn.normalization import (  # noqa: F401
     GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, RMSNorm)
 from chutney.nn.transformer import (  # noqa: F401

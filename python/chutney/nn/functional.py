@@ -525,6 +525,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    import warnings
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
@@ -941,3 +944,578 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             m = seg.amax(0)
             outs.append(_C.where(m == -math.inf, _C.zeros_like(m), m))
     return _C.stack(outs, 0)
+
+
+# ---- sliding blocks, batch norm, stochastic layers, more losses, pools, 3-d transposed
+# convolution, channel shuffle, pdist (compositions of the library's ops) ----
+
+def _legacy_reduction(size_average, reduce, reduction):
+    """PyTorch's deprecated size_average/reduce flags, when given, decide."""
+    if size_average is None and reduce is None:
+        return reduction
+    if not (True if reduce is None else reduce):
+        return "none"
+    return "mean" if (True if size_average is None else size_average) else "sum"
+
+
+def _ints(v, n, what):
+    t = tuple(int(e) for e in v) if isinstance(v, (tuple, list)) else (int(v),) * n
+    if len(t) != n:
+        raise ValueError(f"{what}: expected {n} values, got {len(v)}")
+    return t
+
+
+def _block_args(fn, kernel_size, dilation, padding, stride):
+    k, d = _ints(kernel_size, 2, fn), _ints(dilation, 2, fn)
+    p, s = _ints(padding, 2, fn), _ints(stride, 2, fn)
+    for vals, name, ok in ((k, "kernel size", "greater than zero"), (d, "dilation", "greater than "
+                           "zero"), (s, "stride", "greater than zero"), (p, "padding",
+                                                                        "non-negative")):
+        if any(v < 0 if name == "padding" else v <= 0 for v in vals):
+            raise RuntimeError(f"{fn}: {name} should be {ok}, but got {vals}")
+    return k, d, p, s
+
+
+def _blocks(fn, size, k, d, p, s):
+    n = [(size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    if n[0] < 1 or n[1] < 1:
+        raise RuntimeError(f"{fn}: given spatial size {tuple(size)}, kernel_size={k}, "
+                           f"dilation={d}, padding={p}, stride={s}, the array of sliding blocks "
+                           f"would be {tuple(n)}, but its components must be at least one")
+    return n
+
+
+def _block_rows(k, d, s, n, device):
+    # one index list per axis: every kernel tap's positions, so one index_select
+    # per axis gathers all blocks (its gradient is the scatter-add fold needs)
+    return _C.tensor([i * d + o * s for i in range(k) for o in range(n)], dtype=_C.int64,
+                     device=device)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding blocks of input [N, C, H, W] (or [C, H, W]) as columns:
+    [N, C*kh*kw, L], channel-major as PyTorch's im2col."""
+    k, d, p, s = _block_args("unfold", kernel_size, dilation, padding, stride)
+    if input.dim() not in (3, 4):
+        raise RuntimeError(f"unfold: expected a 3-d or 4-d (batched) input, got "
+                           f"{tuple(input.shape)}")
+    x = input if input.dim() == 4 else input.unsqueeze(0)
+    n, c, h, w = tuple(x.shape)
+    oh, ow = _blocks("unfold", (h, w), k, d, p, s)
+    if p[0] or p[1]:
+        x = pad(x, (p[1], p[1], p[0], p[0]))
+    x = x.index_select(2, _block_rows(k[0], d[0], s[0], oh, x.device))
+    x = x.index_select(3, _block_rows(k[1], d[1], s[1], ow, x.device))
+    y = x.reshape(n, c, k[0], oh, k[1], ow).permute(0, 1, 2, 4, 3, 5)
+    y = y.reshape(n, c * k[0] * k[1], oh * ow)
+    return y if input.dim() == 4 else y.squeeze(0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """unfold's adjoint: columns [N, C*kh*kw, L] (or [C*kh*kw, L]) summed
+    back into [N, C, H, W], overlapping blocks adding up."""
+    k, d, p, s = _block_args("fold", kernel_size, dilation, padding, stride)
+    size = _ints(output_size, 2, "fold")
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"fold: expected a 2-d or 3-d (batched) input, got "
+                           f"{tuple(input.shape)}")
+    x = input if input.dim() == 3 else input.unsqueeze(0)
+    n, ck, nl = tuple(x.shape)
+    if ck % (k[0] * k[1]):
+        raise RuntimeError(f"fold: the input's dimension 1 ({ck}) is not divisible by the "
+                           f"product of kernel_size {k}")
+    oh, ow = _blocks("fold", size, k, d, p, s)
+    if nl != oh * ow:
+        raise RuntimeError(f"fold: output_size={size}, kernel_size={k}, dilation={d}, "
+                           f"padding={p}, stride={s} give {oh * ow} blocks, but the input's "
+                           f"dimension 2 is {nl}")
+    c = ck // (k[0] * k[1])
+    hp, wp = size[0] + 2 * p[0], size[1] + 2 * p[1]
+    x = x.reshape(n, c, k[0], k[1], oh, ow).permute(0, 1, 2, 4, 3, 5)
+    x = x.reshape(n, c, k[0] * oh, k[1] * ow)
+    z = dict(dtype=x.dtype, device=x.device)
+    y = _C.zeros(n, c, k[0] * oh, wp, **z).index_add(3, _block_rows(k[1], d[1], s[1], ow,
+                                                                      x.device), x)
+    y = _C.zeros(n, c, hp, wp, **z).index_add(2, _block_rows(k[0], d[0], s[0], oh, x.device), y)
+    y = y.narrow(2, p[0], size[0]).narrow(3, p[1], size[1])
+    return y if input.dim() == 3 else y.squeeze(0)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Each channel (axis 1) normalised over every other axis: by the batch's
+    statistics when training (running_mean/var, if given, updated in place:
+    (1-momentum)*old + momentum*new, the variance unbiased), else by the
+    running statistics."""
+    if input.dim() < 2:
+        raise RuntimeError(f"batch_norm: expected an input [N, C, ...], got {tuple(input.shape)}")
+    c = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
+    shape = _channel_shape(input)
+    if training:
+        count = input.numel() // max(c, 1)
+        if count == 1:
+            raise ValueError("Expected more than 1 value per channel when training, got input "
+                             f"size {tuple(input.shape)}")
+        dims = (0,) + tuple(range(2, input.dim()))
+        mean = input.mean(dim=dims, keepdim=True)
+        var = input.var(dim=dims, unbiased=False, keepdim=True)
+        with no_grad():
+            if running_mean is not None:
+                running_mean.mul_(1 - momentum).add_(mean.detach().reshape(-1) * momentum)
+            if running_var is not None:
+                running_var.mul_(1 - momentum).add_(
+                    var.detach().reshape(-1) * (momentum * count / (count - 1)))
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean must be defined in evaluation mode")
+        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+    y = (input - mean) * (var + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+def _check_p(p):
+    if p < 0 or p > 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+# SELU's alpha * scale: alpha dropout sets dropped units to SELU's negative saturation
+_ALPHA_PRIME = 1.7580993408473766
+
+
+def _alpha_dropout(input, p, training, feature):
+    _check_p(p)
+    if feature and input.dim() < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        return input * 0.0
+    shape = (tuple(input.shape[:2]) + (1,) * (input.dim() - 2)) if feature else \
+        tuple(input.shape)
+    keep = (_C.rand(*shape, device=input.device) >= p).to(input.dtype)
+    # a and the shift keep zero mean and unit variance of SELU-normalised inputs
+    a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1) * (1 - p))
+    return (input * keep + (keep - 1.0) * _ALPHA_PRIME + _ALPHA_PRIME * p) * a
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    return _alpha_dropout(input, p, training, False)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Alpha dropout of whole channels (input [N, C, ...])."""
+    return _alpha_dropout(input, p, training, True)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """x where x > 0, else a * x: a ~ U(lower, upper) per element when
+    training, (lower + upper) / 2 otherwise."""
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    if not training:
+        return input.leaky_relu((lower + upper) / 2)
+    a = _C.rand(*input.shape, device=input.device).to(input.dtype) * (upper - lower) + lower
+    return input * _C.where(input > 0, _C.ones_like(a), a)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    """x where target is 1, max(0, margin - x) where it is -1 (a target that
+    is neither takes both terms, as PyTorch)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    zero = _C.zeros_like(input)
+    loss = _C.where(target != 1, (margin - input).clamp(min=0.0), zero) + \
+        _C.where(target != -1, input, zero)
+    return _reduce(loss, reduction)
+
+
+def _class_rows(input, fn):
+    """input [N, C] (a 1-d input one row, a 0-d one [1, 1]) and its target
+    shape for the per-item losses."""
+    if input.dim() > 2:
+        raise RuntimeError(f"{fn}: expected a 0-d, 1-d or 2-d input, got {tuple(input.shape)}")
+    x = input.reshape(1, -1) if input.dim() < 2 else input
+    return x, x.shape[0], x.shape[1]
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """sum over target classes j and non-target classes i of
+    max(0, 1 - (x[j] - x[i])) / C; each row of target lists class indices,
+    ended by the first -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    x, n, c = _class_rows(input, "multilabel_margin_loss")
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"multilabel_margin_loss: inconsistent size {tuple(target.shape)} for "
+                           f"target, input {tuple(input.shape)}")
+    rows = target.reshape(n, c).tolist()
+    count = [[0.0] * c for _ in range(n)]
+    for r, row in enumerate(rows):
+        for j in row:
+            if j == -1:
+                break
+            if j < -1 or j >= c:
+                raise RuntimeError("multilabel_margin_loss: target is out of range")
+            count[r][j] += 1.0  # a class listed twice counts twice, as PyTorch
+    z = dict(dtype=x.dtype, device=x.device)
+    cnt = _C.tensor(count, **z)
+    others = (cnt == 0).to(x.dtype)
+    hinge = (1.0 - x.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0.0)  # [N, j, i]
+    loss = (hinge * cnt.unsqueeze(2) * others.unsqueeze(1)).sum(dim=(1, 2)) * (1.0 / c)
+    if input.dim() < 2:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    """Binary cross-entropy with logits of each class, averaged over the
+    classes (the last axis)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = target * (-input).softplus() + (1 - target) * input.softplus()
+    if weight is not None:
+        loss = loss * weight
+    c = input.shape[-1] if input.dim() else 1
+    loss = loss.sum(dim=input.dim() - 1) * (1.0 / c) if input.dim() else loss
+    return _reduce(loss, reduction)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    """sum over classes i != y of w[y] * max(0, margin - x[y] + x[i])^p / C."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.dim() != 1:
+        raise ValueError("weight must be one-dimensional")
+    x, n, c = _class_rows(input, "multi_margin_loss")
+    if target.numel() != n or target.dim() > 1:
+        raise RuntimeError(f"multi_margin_loss: inconsistent target size, got "
+                           f"{tuple(target.shape)} for input {tuple(input.shape)}")
+    y = target.reshape(n, 1)
+    if n and (bool((y < 0).any()) or bool((y >= c).any())):
+        raise RuntimeError("multi_margin_loss: target out of range")
+    m = (x - x.gather(1, y) + margin).clamp(min=0.0)
+    if p == 2:
+        m = m.square()
+    not_y = 1.0 - one_hot(y.reshape(-1), c).to(x.dtype)
+    m = m * not_y
+    if weight is not None:
+        m = m * weight.index_select(0, y.reshape(-1)).unsqueeze(1)
+    loss = m.sum(dim=1) * (1.0 / c)
+    return _reduce(loss.reshape(tuple(target.shape)) if input.dim() < 2 else loss, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    """max(0, d(a, p) - d(a, n) + margin), d pairwise_distance unless given
+    (swap: d(a, n) replaced by d(p, n) where smaller)."""
+    dist = distance_function if distance_function is not None else pairwise_distance
+    dp, dn = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        dn = dn.minimum(dist(positive, negative))
+    return _reduce((dp - dn + margin).clamp(min=0.0), reduction)
+
+
+def _lengths(v):
+    if isinstance(v, Tensor):
+        v = v.tolist()
+    return [int(e) for e in v] if isinstance(v, (list, tuple)) else [int(v)]
+
+
+# A finite stand-in for log(0) in the CTC recursion: logsumexp over entries
+# that are all -inf has NaN gradients, and -1e30 + anything finite stays -1e30.
+_LOG_ZERO = -1e30
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False):
+    """Connectionist temporal classification: -log of the total probability
+    of the alignments of each target, log_probs [T, N, C] (or [T, C]),
+    targets padded [N, S] or concatenated 1-d. The forward (alpha)
+    recursion in log space, over the library's ops: autograd differentiates
+    it (the exact derivative; PyTorch's ctc_loss returns exp(log_probs) minus
+    it, which agrees after a log_softmax)."""
+    unbatched = log_probs.dim() == 2
+    lp = log_probs.unsqueeze(1) if unbatched else log_probs
+    if lp.dim() != 3:
+        raise RuntimeError(f"ctc_loss: log_probs must be [T, N, C] or [T, C], got "
+                           f"{tuple(log_probs.shape)}")
+    t_max, n, c = tuple(lp.shape)
+    if not 0 <= blank < c:
+        raise RuntimeError("ctc_loss: blank must be in label range")
+    in_len = _lengths(input_lengths)
+    tg_len = _lengths(target_lengths)
+    if len(in_len) != n:
+        raise RuntimeError(f"ctc_loss: input_lengths must be of size batch_size {n}")
+    if len(tg_len) != n:
+        raise RuntimeError(f"ctc_loss: target_lengths must be of size batch_size {n}")
+    if any(v > t_max or v < 0 for v in in_len):
+        raise RuntimeError(f"ctc_loss: expected input_lengths to have values in [0, {t_max}], "
+                           f"got {in_len}")
+    tg = targets.unsqueeze(0) if unbatched else targets
+    flat = tg.reshape(-1).tolist()
+    if tg.dim() == 1:  # concatenated
+        if sum(tg_len) > len(flat):
+            raise RuntimeError(f"ctc_loss: targets has {len(flat)} labels, target_lengths sum to "
+                               f"{sum(tg_len)}")
+        starts = [sum(tg_len[:i]) for i in range(n)]
+        labels = [flat[a:a + m] for a, m in zip(starts, tg_len)]
+    else:
+        s_cap = tg.shape[1]
+        if any(m > s_cap or m < 0 for m in tg_len):
+            raise RuntimeError(f"ctc_loss: target_lengths {tg_len} exceed the targets' size "
+                               f"{s_cap} at dimension 1")
+        labels = [flat[i * s_cap:i * s_cap + m] for i, m in enumerate(tg_len)]
+    width = 2 * max(tg_len + [0]) + 1
+    ext, skip, start, feasible = [], [], [], []
+    for lab in labels:
+        e = [blank]
+        for v in lab:
+            e += [v, blank]
+        ext.append(e + [blank] * (width - len(e)))
+        # a label may be reached from two back when it differs from the one
+        # two back (that is, from the previous label, across a blank)
+        skip.append([s >= 2 and s < len(e) and e[s] != blank and e[s] != e[s - 2]
+                     for s in range(width)])
+        start.append([s == 0 or (s == 1 and len(lab) > 0) for s in range(width)])
+        repeats = sum(1 for a, b in zip(lab, lab[1:]) if a == b)
+        feasible.append(len(lab) + repeats)
+    dev = lp.device
+    ext_t = _C.tensor(ext, dtype=_C.int64, device=dev)
+    emit = lp.gather(2, ext_t.unsqueeze(0).expand(t_max, n, width)).clamp(min=_LOG_ZERO)
+    log_zero = _C.full((n, width), _LOG_ZERO, dtype=lp.dtype, device=dev)
+    skip_t = _C.tensor(skip, dtype=_C.bool, device=dev)
+    alpha = _C.where(_C.tensor(start, dtype=_C.bool, device=dev), emit[0], log_zero)
+    pad1 = log_zero.narrow(1, 0, 1)
+    pad2 = log_zero.narrow(1, 0, min(2, width))
+    for t in range(1, t_max):
+        live = [t < v for v in in_len]
+        if not any(live):
+            break
+        a1 = _C.cat([pad1, alpha.narrow(1, 0, width - 1)], 1)
+        a2 = _C.cat([pad2, alpha.narrow(1, 0, width - 2)], 1) if width > 2 else log_zero
+        a2 = _C.where(skip_t, a2, log_zero)
+        new = _C.stack([alpha, a1, a2], 0).logsumexp(0) + emit[t]
+        if all(live):
+            alpha = new
+        else:
+            alpha = _C.where(_C.tensor(live, dtype=_C.bool, device=dev).unsqueeze(1), new, alpha)
+    last = _C.tensor([[2 * m] for m in tg_len], dtype=_C.int64, device=dev)
+    prev = _C.tensor([[max(2 * m - 1, 0)] for m in tg_len], dtype=_C.int64, device=dev)
+    has_prev = _C.tensor([[m > 0] for m in tg_len], dtype=_C.bool, device=dev)
+    ends = _C.cat([alpha.gather(1, last),
+                   _C.where(has_prev, alpha.gather(1, prev), log_zero.narrow(1, 0, 1))], 1)
+    loss = -ends.logsumexp(1)
+    # no alignment fits in the input: PyTorch's loss is inf (0 with zero_infinity)
+    ok = _C.tensor([in_len[i] >= feasible[i] for i in range(n)], dtype=_C.bool, device=dev)
+    if in_len and min(in_len) == 0:  # an empty input: probability 1 of the empty target
+        loss = _C.where(_C.tensor([v == 0 for v in in_len], dtype=_C.bool, device=dev),
+                        _C.zeros_like(loss), loss)
+    loss = _C.where(ok, loss, _C.full_like(loss, 0.0 if zero_infinity else math.inf))
+    if reduction == "mean":
+        div = _C.tensor([float(max(m, 1)) for m in tg_len], dtype=loss.dtype, device=dev)
+        return (loss / div).mean()
+    if unbatched and reduction == "none":
+        return loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+def _lp_norm_of_sum(total, norm_type):
+    """total^(1/p), its gradient 0 where total is 0 (PyTorch's)."""
+    nz = total != 0
+    safe = _C.where(nz, total, _C.ones_like(total))
+    return _C.where(nz, safe.pow(1.0 / norm_type), _C.zeros_like(total))
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """(sum of x^p over each window)^(1/p)."""
+    k = _single(kernel_size)
+    total = avg_pool1d(input.pow(norm_type), k, k if stride is None else stride, 0,
+                       ceil_mode) * float(k)
+    return _lp_norm_of_sum(total, norm_type)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    kh, kw = _pair_ints(kernel_size)
+    total = avg_pool2d(input.pow(norm_type), (kh, kw),
+                       (kh, kw) if stride is None else stride, 0, ceil_mode) * float(kh * kw)
+    return _lp_norm_of_sum(total, norm_type)
+
+
+def _pair_ints(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nsp, name):
+    k = _ints(kernel_size, nsp, name)
+    s = k if stride is None else _ints(stride, nsp, name)
+    p = _ints(padding, nsp, name)
+    if tuple(indices.shape) != tuple(input.shape):
+        raise RuntimeError(f"{name}: expected shape of indices to be same as that of the input "
+                           f"tensor ({tuple(input.shape)}) but got indices tensor with shape: "
+                           f"{tuple(indices.shape)}")
+    if input.dim() not in (nsp + 1, nsp + 2):
+        raise RuntimeError(f"{name}: input should be a {nsp + 1}d or {nsp + 2}d tensor, but got "
+                           f"a tensor with {input.dim()} dimensions")
+    in_sp = tuple(input.shape[-nsp:])
+    default = [(in_sp[i] - 1) * s[i] + k[i] - 2 * p[i] for i in range(nsp)]
+    if output_size is None:
+        out_sp = default
+    else:
+        out_sp = list(output_size)
+        if len(out_sp) == nsp + 2:
+            out_sp = out_sp[2:]
+        if len(out_sp) != nsp:
+            raise ValueError(f"output_size should be a sequence containing {nsp} or {nsp + 2} "
+                             f"elements, but it has a length of '{len(out_sp)}'")
+        for i in range(nsp):
+            lo, hi = default[i] - s[i], default[i] + s[i]
+            if not lo < out_sp[i] < hi:
+                raise ValueError(f'invalid output_size "{tuple(output_size)}" (dim {i} must be '
+                                 f'between {lo} and {hi})')
+    plane = math.prod(int(v) for v in out_sp)
+    lead = tuple(input.shape[:-nsp])
+    x = input.reshape(math.prod(lead), math.prod(in_sp))
+    idx = indices.reshape(tuple(x.shape))
+    flat = idx.reshape(-1).tolist()
+    bad = [v for v in flat if v < 0 or v >= plane]
+    if bad:
+        raise RuntimeError(f"{name}: found an invalid max index: {bad[0]} (output volumes are "
+                           f"of size {'x'.join(str(v) for v in out_sp)})")
+    zero = _C.zeros(x.shape[0], plane, dtype=x.dtype, device=x.device)
+    # overlapping windows can name one position twice (the same maximum): it
+    # takes one value (the last written, as PyTorch), yet every input gets
+    # the gradient there, as PyTorch's backward gathers it for each
+    width = x.shape[1]
+    seen, keep = set(), [1.0] * len(flat)
+    for j in range(len(flat) - 1, -1, -1):
+        key = (j // max(width, 1), flat[j])
+        if key in seen:
+            keep[j] = 0.0
+        seen.add(key)
+    out = zero.scatter_add(1, idx, x if all(keep) else
+                           x * _C.tensor(keep, dtype=x.dtype, device=x.device).reshape(x.shape))
+    if not all(keep):
+        dropped = 1.0 - _C.tensor(keep, dtype=x.dtype, device=x.device).reshape(x.shape)
+        extra = zero.scatter_add(1, idx, x * dropped)
+        out = out + (extra - extra.detach())
+    return out.reshape(lead + tuple(int(v) for v in out_sp))
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """max_pool1d's inverse: each value put back at its index, zeros
+    elsewhere; input [N, C, L] or [C, L]."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1,
+                       "max_unpool1d")
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """max_pool2d's inverse; indices flat over each H*W plane."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2,
+                       "max_unpool2d")
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    import warnings
+    warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Bilinear with align_corners=True, as PyTorch's."""
+    import warnings
+    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """input [N, C_in, D, H, W], weight [C_in, C_out/groups, kD, kH, kW]:
+    output depth q (before padding is cut) sums the 2-d transposed
+    convolutions of input slice i by kernel slice k wherever
+    i*stride + k*dilation = q."""
+    if input.dim() == 4 and weight.dim() == 5:  # unbatched [C, D, H, W]
+        return conv_transpose3d(input.unsqueeze(0), weight, bias, stride, padding,
+                                output_padding, groups, dilation)[0]
+    if input.dim() != 5 or weight.dim() != 5:
+        raise RuntimeError(f"conv_transpose3d: expected 5-d input and weight, got "
+                           f"{input.dim()}-d and {weight.dim()}-d")
+    s, p, op, dl = _triple(stride), _triple(padding), _triple(output_padding), _triple(dilation)
+    if input.shape[1] != weight.shape[0]:
+        raise RuntimeError(f"conv_transpose3d: input has {input.shape[1]} channels, weight "
+                           f"expects {weight.shape[0]}")
+    if any(o >= max(a, b) or o < 0 for o, a, b in zip(op, s, dl)):
+        raise RuntimeError("conv_transpose3d: output padding must be smaller than either stride "
+                           "or dilation")
+    d_in, kd = input.shape[2], weight.shape[2]
+    d_out = (d_in - 1) * s[0] - 2 * p[0] + dl[0] * (kd - 1) + op[0] + 1
+    if d_out < 1:
+        raise RuntimeError(f"conv_transpose3d: output depth {d_out} is too small")
+    terms = {}
+    for i in range(d_in):
+        for k in range(kd):
+            q = i * s[0] + k * dl[0] - p[0]
+            if 0 <= q < d_out:
+                terms.setdefault(q, []).append((i, k))
+    slices, blank = [], None
+    for q in range(d_out):
+        acc = None
+        for i, k in terms.get(q, ()):
+            t = conv_transpose2d(input.select(2, i), weight.select(2, k), None, s[1:], p[1:],
+                                 op[1:], groups, dl[1:])
+            acc = t if acc is None else acc + t
+        slices.append(acc)
+    for t in slices:
+        if t is not None:
+            blank = _C.zeros_like(t)
+            break
+    if blank is None:  # no slice of the input reaches the output: its shape from one
+        blank = _C.zeros_like(conv_transpose2d(input.select(2, 0), weight.select(2, 0), None,
+                                               s[1:], p[1:], op[1:], groups, dl[1:]))
+    y = _C.stack([t if t is not None else blank for t in slices], 2)
+    return y + bias.reshape(1, -1, 1, 1, 1) if bias is not None else y
+
+
+def channel_shuffle(input, groups):
+    """[N, g*k, ...] to [N, k*g, ...]: channel j of group i goes to j*g + i."""
+    if input.dim() <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with "
+                           f"sizes {list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of "
+                           f"groups:{groups}")
+    shape = tuple(input.shape)
+    if shape[1] % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {shape[1]} "
+                           f"channels and {groups} groups.")
+    x = input.reshape((shape[0], groups, shape[1] // groups) + shape[2:]).transpose(1, 2)
+    return x.reshape(shape)
+
+
+def pdist(input, p=2):
+    """The p-norm distances between the rows of input [N, M], pairs i < j in
+    row-major order: [N*(N-1)/2]."""
+    if input.dim() != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    n = input.shape[0]
+    ii = [i for i in range(n) for _ in range(i + 1, n)]
+    jj = [j for i in range(n) for j in range(i + 1, n)]
+    if not ii:
+        return _C.zeros(0, dtype=input.dtype, device=input.device) + input.sum() * 0.0
+    diff = input.index_select(0, _C.tensor(ii, dtype=_C.int64, device=input.device)) - \
+        input.index_select(0, _C.tensor(jj, dtype=_C.int64, device=input.device))
+    if p == 0:  # a count: its gradient is zero, as PyTorch's
+        return (diff != 0).to(input.dtype).sum(1) + diff.sum(1) * 0.0
+    return diff.norm(p, 1)
