@@ -1,12 +1,12 @@
 """Mixed precision (torch.amp): autocast regions and dynamic loss scaling.
 
-Both are the C library's. Inside an autocast region matmul (and the linear
-layers), conv2d, conv_transpose2d and scaled_dot_product_attention round
-their float32 inputs to the region's dtype and return float32 (PyTorch
-returns the low precision); parameters and gradients stay float32. The
-region is per thread. GradScaler hooks the library's scaler into one
-optimiser's step, which unscales the gradients, skips the update when one
-is inf or NaN, and changes the scale.
+autocast is the C library's. Inside an autocast region matmul (and the
+linear layers), conv2d, conv_transpose2d and scaled_dot_product_attention
+round their float32 inputs to the region's dtype and return float32
+(PyTorch returns the low precision); parameters and gradients stay float32.
+The region is per thread. GradScaler is PyTorch's algorithm in Python over
+any optimiser (the C library's own scaler, cn_grad_scaler, serves its
+training loops).
 """
 
 import functools
@@ -14,6 +14,7 @@ import threading
 import warnings
 
 from chutney import _C, _compile
+from chutney.autograd import no_grad
 
 __all__ = ["autocast", "GradScaler", "is_autocast_available"]
 
@@ -130,18 +131,18 @@ class autocast:
 
 
 class GradScaler:
-    """torch.amp.GradScaler over the library's scaler (cn_grad_scaler).
+    """torch.amp.GradScaler: dynamic loss scaling, PyTorch's algorithm.
 
-    The library's scaler hooks into one optimiser's step: optimizer.step()
-    (through scaler.step) divides the gradients by the scale, skips the
-    update if any is inf or NaN, and then changes the scale (backoff on a
-    skip, growth after growth_interval finite steps in a row). PyTorch
-    changes the scale in update(); here update() only closes the iteration,
-    so get_scale() between step() and update() already shows the next scale.
-    The scaler binds to the first optimiser given to step(); until then
-    scale() multiplies by init_scale. What the library's scaler cannot do
-    raises NotImplementedError: unscale_ (the step unscales), and several
-    optimisers or parameter groups."""
+    scale(loss) multiplies by the scale; unscale_(optimizer) divides that
+    optimiser's gradients by it in place (once per step, so they can be
+    clipped before the step) and notes whether any is inf or NaN; step()
+    unscales if that has not been done and skips optimizer.step() when a
+    gradient was not finite; update() moves the scale (backoff after a
+    skipped step, growth after growth_interval finite ones in a row) or sets
+    new_scale. Any optimiser works, several of them and several parameter
+    groups too. Disabled (enabled=False), every call passes through."""
+
+    _READY, _UNSCALED, _STEPPED = 0, 1, 2
 
     def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
@@ -149,110 +150,124 @@ class GradScaler:
             enabled, device = False, "cpu"
         self._device = str(_C.device(device))
         self._enabled = bool(enabled)
-        self._init_scale = float(init_scale)
+        if self._enabled:
+            if growth_factor <= 1.0:
+                raise AssertionError("The growth factor must be > 1.0.")
+            if backoff_factor >= 1.0:
+                raise AssertionError("The backoff factor must be < 1.0.")
+        self._scale = float(init_scale)
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = int(growth_interval)
-        self._c = None
-        self._optimizer = None
-        self._stepped = False
-        self._tracker = 0  # the count of finite steps, until bound
-        self._tracker_before_step = 0
+        self._growth_tracker = 0
+        self._per_optimizer = {}  # id(optimizer) -> {"stage", "found_inf"}
 
     def is_enabled(self):
         return self._enabled
-
-    def _bind(self, optimizer):
-        cs = self._check(optimizer)
-        if self._optimizer is optimizer:
-            return
-        c = _C.GradScaler(cs[0], self._init_scale, self._growth_factor, self._backoff_factor,
-                          self._growth_interval)
-        c.set_state(self._init_scale, self._tracker, 0)
-        self._c = c
-        self._optimizer = optimizer
-
-    def _check(self, optimizer):
-        """The optimizer's library optimisers, when this scaler can hook into it."""
-        if self._optimizer is not None and self._optimizer is not optimizer:
-            raise NotImplementedError(
-                "GradScaler.step: a second optimizer: the library's scaler hooks into one "
-                "optimiser's step (use one GradScaler per optimizer)")
-        # Checked at every step: a group added later would go unscaled.
-        cs = getattr(optimizer, "_c", None)
-        if not isinstance(cs, list) or len(cs) != 1:
-            n = len(cs) if isinstance(cs, list) else "no"
-            raise NotImplementedError(
-                f"GradScaler.step: an optimizer with {n} parameter groups (library optimisers); "
-                "the library's scaler hooks into one (use one parameter group)")
-        return cs
 
     def scale(self, outputs):
         """outputs * scale (a tensor, or tensors in lists and tuples)."""
         if not self._enabled:
             return outputs
-        if _compile.is_compiling():
-            raise _compile._Unsupported("GradScaler inside a compiled function")
         if isinstance(outputs, _C.Tensor):
-            return outputs * self._init_scale if self._c is None else self._c.scale(outputs)
+            return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
         raise ValueError("outputs must be a Tensor or an iterable of Tensors")
 
+    def _state(self, optimizer):
+        return self._per_optimizer.setdefault(id(optimizer), {"stage": self._READY,
+                                                              "found_inf": False})
+
     def unscale_(self, optimizer):
+        """Divide optimizer's gradients by the scale, in place."""
         if not self._enabled:
             return
-        raise NotImplementedError(
-            "GradScaler.unscale_: the library's scaler divides the gradients inside "
-            "optimizer.step(), so they cannot be unscaled (and clipped) before it")
+        if _compile.is_compiling():
+            raise _compile._Unsupported("GradScaler.unscale_ inside a compiled function")
+        st = self._state(optimizer)
+        if st["stage"] == self._UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the "
+                               "last update().")
+        if st["stage"] == self._STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        # PyTorch rounds 1/scale from float64 to the gradients' float32.
+        inv = 1.0 / self._scale
+        flags = []
+        with no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    g = p.grad
+                    if g is None:
+                        continue
+                    if g.dtype == _C.float16:
+                        raise ValueError("Attempting to unscale FP16 gradients.")
+                    g.mul_(_C.tensor(inv, dtype=_C.float32).to(g.dtype))
+                    flags.append((~g.isfinite()).any())
+        st["found_inf"] = bool(_C.stack(flags).any().item()) if flags else False
+        st["stage"] = self._UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
-        """optimizer.step(), which unscales and skips the update on inf/NaN."""
+        """optimizer.step(*args, **kwargs), unless a gradient was inf or NaN."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
-        if "closure" in kwargs or args:
+        if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
-        self._bind(optimizer)
-        if self._stepped:
+        st = self._state(optimizer)
+        if st["stage"] == self._STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
-        self._tracker_before_step = self._c.get_state()[1]
-        ret = optimizer.step()
-        self._stepped = True
+        if st["stage"] == self._READY:
+            self.unscale_(optimizer)
+        ret = None if st["found_inf"] else optimizer.step(*args, **kwargs)
+        st["stage"] = self._STEPPED
         return ret
 
     def update(self, new_scale=None):
         if not self._enabled:
             return
-        if not self._stepped:
-            raise AssertionError("No inf checks were recorded prior to update.")
         if new_scale is not None:
-            # As torch: this iteration's own update is replaced, the count
-            # of finite steps left where it was before the step.
-            value = float(new_scale.item() if isinstance(new_scale, _C.Tensor) else new_scale)
-            self._c.set_state(value, self._tracker_before_step, self._c.get_state()[2])
-        self._stepped = False
+            self._scale = float(new_scale.item() if isinstance(new_scale, _C.Tensor)
+                                else new_scale)
+        else:
+            if not self._per_optimizer:
+                raise AssertionError("No inf checks were recorded prior to update.")
+            if any(st["found_inf"] for st in self._per_optimizer.values()):
+                self._scale *= self._backoff_factor
+                self._growth_tracker = 0
+            else:
+                self._growth_tracker += 1
+                if self._growth_tracker == self._growth_interval:
+                    self._scale *= self._growth_factor
+                    self._growth_tracker = 0
+        self._per_optimizer = {}
 
     def get_scale(self):
-        if not self._enabled:
-            return 1.0
-        return self._init_scale if self._c is None else self._c.scale_value
+        return self._scale if self._enabled else 1.0
 
     def get_growth_factor(self):
         return self._growth_factor
 
+    def set_growth_factor(self, new_factor):
+        self._growth_factor = float(new_factor)
+
     def get_backoff_factor(self):
         return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor):
+        self._backoff_factor = float(new_factor)
 
     def get_growth_interval(self):
         return self._growth_interval
 
+    def set_growth_interval(self, new_interval):
+        self._growth_interval = int(new_interval)
+
     def state_dict(self):
         if not self._enabled:
             return {}
-        tracker = self._tracker if self._c is None else self._c.get_state()[1]
-        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
+        return {"scale": self._scale, "growth_factor": self._growth_factor,
                 "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
-                "_growth_tracker": tracker}
+                "_growth_tracker": self._growth_tracker}
 
     def load_state_dict(self, state_dict):
         if not self._enabled:
@@ -260,17 +275,8 @@ class GradScaler:
         if len(state_dict) == 0:
             raise RuntimeError("The source state dict is empty, possibly because it was saved "
                                "from a disabled instance of GradScaler.")
-        self._init_scale = float(state_dict["scale"])
+        self._scale = float(state_dict["scale"])
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        self._tracker = int(state_dict.get("_growth_tracker", 0))
-        if self._c is not None:
-            # The factors are fixed when the library's scaler is made: a
-            # new one on the same optimiser, with the state put back (checked
-            # first, so that a refusal leaves this one bound).
-            self._check(self._optimizer)
-            skipped = self._c.get_state()[2]
-            optimizer, self._c, self._optimizer = self._optimizer, None, None
-            self._bind(optimizer)
-            self._c.set_state(self._init_scale, self._tracker, skipped)
+        self._growth_tracker = int(state_dict.get("_growth_tracker", 0))

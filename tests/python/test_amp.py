@@ -186,10 +186,10 @@ def test_grad_scaler_state_dict_resumes_exactly():
     fresh.load_state_dict(saved)
     assert run(fresh, chutney.optim.SGD(lin.parameters(), lr=0.0), bad[3:5]) == want[3:5]
     bound = chutney.amp.GradScaler(**opts)
-    run(bound, chutney.optim.SGD(lin.parameters(), lr=0.0), bad[:1])
+    opt = chutney.optim.SGD(lin.parameters(), lr=0.0)
+    run(bound, opt, bad[:1])
     bound.load_state_dict(fresh.state_dict())
-    assert got + run(bound, bound._optimizer, bad[5:]) == want[:3] + want[5:]
-    opt = bound._optimizer
+    assert got + run(bound, opt, bad[5:]) == want[:3] + want[5:]
     opt.zero_grad()
     bound.scale(lin(x).sum()).backward()
     tracker = bound.state_dict()["_growth_tracker"]
@@ -198,30 +198,54 @@ def test_grad_scaler_state_dict_resumes_exactly():
     assert bound.get_scale() == 3.0 and bound.state_dict()["_growth_tracker"] == tracker
 
 
-def test_grad_scaler_what_the_library_cannot_do():
+def test_grad_scaler_unscale_clip_and_several_optimizers():
+    """PyTorch's protocol: unscale_ before clipping, one skip for all
+    optimisers of a step when any had an inf gradient, Python optimisers and
+    several param groups; the misuses PyTorch refuses."""
     lin = nn.Linear(2, 1)
-    opt = chutney.optim.SGD(lin.parameters(), lr=0.1)
-    scaler = chutney.amp.GradScaler()
+    opt = chutney.optim.SGD([{"params": [lin.weight]}, {"params": [lin.bias], "lr": 0.5}], lr=0.1)
+    scaler = chutney.amp.GradScaler(init_scale=1024.0)
     with pytest.raises(AssertionError, match="No inf checks"):
         scaler.update()
-    scaler.load_state_dict({"scale": 2.0, "growth_factor": 2.0, "backoff_factor": 0.5,
-                            "growth_interval": 3, "_growth_tracker": 0})
-    assert scaler.get_scale() == 2.0 and scaler.get_growth_interval() == 3
-    scaler.scale(lin(chutney.ones(1, 2)).sum()).backward()
-    with pytest.raises(NotImplementedError, match="unscale_"):
+    x = chutney.tensor([[3.0, 4.0]])
+    scaler.scale(lin(x).sum()).backward()
+    assert lin.weight.grad.tolist() == [[3072.0, 4096.0]]
+    scaler.unscale_(opt)
+    assert lin.weight.grad.tolist() == [[3.0, 4.0]]
+    with pytest.raises(RuntimeError, match="already been called"):
         scaler.unscale_(opt)
+    norm = chutney.nn.utils.clip_grad_norm_(lin.parameters(), 1.0)
+    assert abs(norm.item() - (9 + 16 + 1) ** 0.5) < 1e-5
+    w0, b0 = lin.weight.tolist(), lin.bias.tolist()
     scaler.step(opt)
     with pytest.raises(RuntimeError, match="already been called"):
         scaler.step(opt)
     scaler.update()
-    with pytest.raises(NotImplementedError, match="second optimizer"):
-        scaler.step(chutney.optim.SGD(lin.parameters(), lr=0.1))
-    two = chutney.optim.SGD([{"params": [lin.weight]}, {"params": [lin.bias]}], lr=0.1)
-    with pytest.raises(NotImplementedError, match="2 parameter groups"):
-        chutney.amp.GradScaler().step(two)
+    k = 1 / 26 ** 0.5  # the clipped gradients
+    assert close(lin.weight, [[w0[0][0] - 0.1 * 3 * k, w0[0][1] - 0.1 * 4 * k]], rtol=1e-5)
+    assert close(lin.bias, [b0[0] - 0.5 * k], rtol=1e-5)
+    assert scaler.get_scale() == 1024.0
+    # Two optimisers, one of them written in Python: the one with an inf
+    # gradient skips its step, the other steps; the scale backs off.
+    a, b = nn.Linear(2, 1), nn.Linear(2, 1)
+    oa, ob = chutney.optim.SGD(a.parameters(), lr=0.1), chutney.optim.Adamax(b.parameters())
+    s2 = chutney.amp.GradScaler(init_scale=4.0, growth_interval=1)
+    for bad in (False, True):
+        oa.zero_grad()
+        ob.zero_grad()
+        wa, wb = a.weight.tolist(), b.weight.tolist()
+        loss = a(x).sum() + b(x).sum() * (float("inf") if bad else 1.0)
+        s2.scale(loss).backward()
+        s2.step(oa)
+        s2.step(ob)
+        s2.update()
+        assert a.weight.tolist() != wa and (b.weight.tolist() == wb) == bad
+    assert s2.get_scale() == 4.0 * 2 * 0.5
+    with pytest.raises(RuntimeError, match="Closure"):
+        s2.step(oa, closure=lambda: 0)
     off = chutney.amp.GradScaler(enabled=False)
     loss = lin(chutney.ones(1, 2)).sum()
-    assert off.scale(loss) is loss and off.get_scale() == 1.0
+    assert off.scale(loss) is loss and off.get_scale() == 1.0 and off.state_dict() == {}
 
 
 def test_quantize_dynamic_linear_and_conv2d_close_to_float():
