@@ -545,6 +545,20 @@ cn_tensor *cn_reciprocal(cn_tensor *x);
 cn_tensor *cn_sin(cn_tensor *x);
 cn_tensor *cn_cos(cn_tensor *x);
 cn_tensor *cn_tanh(cn_tensor *x);
+/* The rest of the trigonometric and hyperbolic functions, composed of ops
+ * (differentiable; float accuracy for f32): tan, the inverses (asin and
+ * atanh NaN outside [-1, 1], acosh below 1), atan2(y, x) over the four
+ * quadrants (0 at the origin), sinh, cosh. */
+cn_tensor *cn_tan(cn_tensor *x);
+cn_tensor *cn_asin(cn_tensor *x);
+cn_tensor *cn_acos(cn_tensor *x);
+cn_tensor *cn_atan(cn_tensor *x);
+cn_tensor *cn_atan2(cn_tensor *y, cn_tensor *x);
+cn_tensor *cn_sinh(cn_tensor *x);
+cn_tensor *cn_cosh(cn_tensor *x);
+cn_tensor *cn_asinh(cn_tensor *x);
+cn_tensor *cn_acosh(cn_tensor *x);
+cn_tensor *cn_atanh(cn_tensor *x);
 cn_tensor *cn_sigmoid(cn_tensor *x);
 cn_tensor *cn_relu(cn_tensor *x); /* relu'(0) = 0 */
 cn_tensor *cn_leaky_relu(cn_tensor *x, double negative_slope);

@@ -43,6 +43,18 @@ GCU(clamp_lo, cn_clamp(x[0], -0.3, INFINITY))
 GCU(clamp_hi, cn_clamp(x[0], -INFINITY, 0.2))
 GCU(clamp_none, cn_clamp(x[0], -INFINITY, INFINITY))
 GCU(clamp_crossed, cn_clamp(x[0], 0.5, -0.5)) /* lo > hi: constant hi */
+/* the compositions of src/ops/trig.c (atan's three branches: |x| below
+ * 0.41, to 2.41, above) */
+GCU(tan, cn_tan(x[0]))
+GCU(asin, cn_asin(x[0]))
+GCU(acos, cn_acos(x[0]))
+GCU(atan, cn_atan(x[0]))
+GCU(atan2, cn_atan2(x[0], x[1]))
+GCU(sinh, cn_sinh(x[0]))
+GCU(cosh, cn_cosh(x[0]))
+GCU(asinh, cn_asinh(x[0]))
+GCU(acosh, cn_acosh(x[0]))
+GCU(atanh, cn_atanh(x[0]))
 
 #undef GCU
 
@@ -93,6 +105,16 @@ static const grad_case grad_cases_unary[] = {
     {"clamp", "hi only", 1, GCU_IN(-1, 1), gcf_clamp_hi},
     {"clamp", "no bound", 1, GCU_IN(-1, 1), gcf_clamp_none},
     {"clamp", "lo > hi", 1, GCU_IN(-1, 1), gcf_clamp_crossed},
+    {"tan", "3x4", 1, GCU_IN(-1.2, 1.2), gcf_tan},
+    {"asin", "3x4", 1, GCU_IN(-0.9, 0.9), gcf_asin},
+    {"acos", "3x4", 1, GCU_IN(-0.9, 0.9), gcf_acos},
+    {"atan", "3x4", 1, GCU_IN(-5, 5), gcf_atan},
+    {"atan2", "x away from 0", 2, {{GC_SHAPE(3, 4), -2, 2}, {GC_SHAPE(3, 4), -2, 2, 0.1}}, gcf_atan2},
+    {"sinh", "3x4", 1, GCU_IN(-2, 2), gcf_sinh},
+    {"cosh", "3x4", 1, GCU_IN(-2, 2), gcf_cosh},
+    {"asinh", "3x4", 1, GCU_IN(-3, 3), gcf_asinh},
+    {"acosh", "x > 1", 1, GCU_IN(1.2, 4), gcf_acosh},
+    {"atanh", "3x4", 1, GCU_IN(-0.9, 0.9), gcf_atanh},
 };
 
 #undef GCU_IN

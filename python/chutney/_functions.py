@@ -8,6 +8,8 @@ from chutney._C import Tensor
 _METHOD_FUNCTIONS = """
 abs absolute neg negative sign exp log log2 log10 log1p expm1 sqrt rsqrt square
 reciprocal sin cos tan tanh sigmoid relu silu erf floor ceil round trunc
+asin acos atan sinh cosh asinh acosh atanh atan2
+arcsin arccos arctan arcsinh arccosh arctanh arctan2
 logical_not logical_and logical_or logical_xor
 add sub subtract mul multiply div divide true_divide floor_divide remainder rsub
 maximum minimum eq ne lt le gt ge greater less

@@ -4,6 +4,8 @@
  * chutney/__init__.py from these methods. */
 #include "common.h"
 
+#include <stdarg.h>
+
 #include <math.h>
 #include <string.h>
 
@@ -39,6 +41,54 @@ UNARY(ceil, cn_ceil)
 UNARY(round, cn_round)
 UNARY(logical_not, cn_logical_not)
 UNARY(detach, cn_detach)
+UNARY(tan, cn_tan)
+UNARY(asin, cn_asin)
+UNARY(acos, cn_acos)
+UNARY(atan, cn_atan)
+UNARY(sinh, cn_sinh)
+UNARY(cosh, cn_cosh)
+UNARY(asinh, cn_asinh)
+UNARY(acosh, cn_acosh)
+UNARY(atanh, cn_atanh)
+
+/* atan2(other): atan(self / other) in the quadrant of (other, self), the
+ * operands broadcast (and promoted) as in a binary op. */
+static PyObject *m_atan2(PyObject *self, PyObject *other) {
+    cn_tensor *o = cnpy_as_tensor(other, TT(self));
+    if (!o) return NULL;
+    cn_tensor *y = TT(self), *r;
+    CNPY_SCOPE_BEGIN();
+    cn_dtype dt = cn_result_type(y, o);
+    if (!cn_dtype_is_float(dt)) dt = CN_F32;
+    r = cn_atan2(cn_cast(y, dt), cn_cast(o, dt));
+    CNPY_SCOPE_END_KEEP(r);
+    cn_release(o);
+    return cnpy_wrap(r);
+}
+
+/* PyArg_ParseTupleAndKeywords taking NumPy's names as PyTorch does: axis for
+ * dim, keepdims for keepdim. (Parsed objects stay alive: the renamed dict
+ * holds the caller's values.) */
+static int parse_kw(PyObject *args, PyObject *kw, const char *fmt, char **kwlist, ...) {
+    static const char *const alias[2][2] = {{"axis", "dim"}, {"keepdims", "keepdim"}};
+    PyObject *renamed = NULL;
+    for (int a = 0; kw && a < 2; a++) {
+        PyObject *v = PyDict_GetItemString(kw, alias[a][0]);
+        if (!v || PyDict_GetItemString(kw, alias[a][1])) continue;
+        if (!renamed && !(renamed = PyDict_Copy(kw))) return 0;
+        if (PyDict_SetItemString(renamed, alias[a][1], v) < 0 ||
+            PyDict_DelItemString(renamed, alias[a][0]) < 0) {
+            Py_DECREF(renamed);
+            return 0;
+        }
+    }
+    va_list va;
+    va_start(va, kwlist);
+    int ok = PyArg_VaParseTupleAndKeywords(args, renamed ? renamed : kw, fmt, kwlist, va);
+    va_end(va);
+    Py_XDECREF(renamed);
+    return ok;
+}
 
 /* log2 and log10 from log. */
 static PyObject *log_base(PyObject *self, double base) {
@@ -51,14 +101,6 @@ static PyObject *log_base(PyObject *self, double base) {
 static PyObject *m_log2(PyObject *self, PyObject *u) { return log_base(self, 2.0); }
 static PyObject *m_log10(PyObject *self, PyObject *u) { return log_base(self, 10.0); }
 
-static PyObject *m_tan(PyObject *self, PyObject *u) {
-    cn_tensor *r;
-    CNPY_SCOPE_BEGIN();
-    r = cn_div(cn_sin(TT(self)), cn_cos(TT(self)));
-    CNPY_SCOPE_END_KEEP(r);
-    return cnpy_wrap(r);
-}
-
 static PyObject *m_trunc(PyObject *self, PyObject *u) {
     cn_tensor *r;
     CNPY_SCOPE_BEGIN();
@@ -70,21 +112,21 @@ static PyObject *m_trunc(PyObject *self, PyObject *u) {
 static PyObject *m_leaky_relu(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"negative_slope", NULL};
     double s = 0.01;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|d:leaky_relu", kwlist, &s)) return NULL;
+    if (!parse_kw(args, kw, "|d:leaky_relu", kwlist, &s)) return NULL;
     return cnpy_wrap(CNPY_CALL(cn_leaky_relu(TT(self), s)));
 }
 
 static PyObject *m_elu(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"alpha", NULL};
     double a = 1.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|d:elu", kwlist, &a)) return NULL;
+    if (!parse_kw(args, kw, "|d:elu", kwlist, &a)) return NULL;
     return cnpy_wrap(CNPY_CALL(cn_elu(TT(self), a)));
 }
 
 static PyObject *m_gelu(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"approximate", NULL};
     const char *ap = "none";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|s:gelu", kwlist, &ap)) return NULL;
+    if (!parse_kw(args, kw, "|s:gelu", kwlist, &ap)) return NULL;
     bool tanh_form;
     if (strcmp(ap, "none") == 0) tanh_form = false;
     else if (strcmp(ap, "tanh") == 0) tanh_form = true;
@@ -98,14 +140,14 @@ static PyObject *m_gelu(PyObject *self, PyObject *args, PyObject *kw) {
 static PyObject *m_softplus(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"beta", "threshold", NULL};
     double beta = 1, thr = 20;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dd:softplus", kwlist, &beta, &thr)) return NULL;
+    if (!parse_kw(args, kw, "|dd:softplus", kwlist, &beta, &thr)) return NULL;
     return cnpy_wrap(CNPY_CALL(cn_softplus(TT(self), beta, thr)));
 }
 
 static PyObject *m_hardtanh(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"min_val", "max_val", NULL};
     double lo = -1, hi = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dd:hardtanh", kwlist, &lo, &hi)) return NULL;
+    if (!parse_kw(args, kw, "|dd:hardtanh", kwlist, &lo, &hi)) return NULL;
     return cnpy_wrap(CNPY_CALL(cn_clamp(TT(self), lo, hi)));
 }
 
@@ -119,7 +161,7 @@ static PyObject *reduce(PyObject *self, PyObject *args, PyObject *kw, reduce_fn 
     int keepdim = 0;
     char fmt[32];
     snprintf(fmt, sizeof fmt, "|OpO:%s", name);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &dim, &keepdim, &dtype)) return NULL;
+    if (!parse_kw(args, kw, fmt, kwlist, &dim, &keepdim, &dtype)) return NULL;
     int dims[CN_MAX_DIMS], n;
     if (!cnpy_parse_dims(dim, dims, &n)) return NULL;
     cn_tensor *x = TT(self);
@@ -154,7 +196,7 @@ static PyObject *max_min(PyObject *self, PyObject *args, PyObject *kw, bool is_m
     static char *kwlist[] = {"dim", "keepdim", NULL};
     PyObject *dim = Py_None;
     int keepdim = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, is_max ? "|Op:max" : "|Op:min", kwlist, &dim, &keepdim))
+    if (!parse_kw(args, kw, is_max ? "|Op:max" : "|Op:min", kwlist, &dim, &keepdim))
         return NULL;
     cn_tensor *x = TT(self);
     if (dim != Py_None && Tensor_Check(dim))
@@ -186,7 +228,7 @@ static PyObject *arg_max_min(PyObject *self, PyObject *args, PyObject *kw, bool 
     static char *kwlist[] = {"dim", "keepdim", NULL};
     PyObject *dim = Py_None;
     int keepdim = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, is_max ? "|Op:argmax" : "|Op:argmin", kwlist, &dim,
+    if (!parse_kw(args, kw, is_max ? "|Op:argmax" : "|Op:argmin", kwlist, &dim,
                                      &keepdim))
         return NULL;
     cn_tensor *x = TT(self);
@@ -214,7 +256,7 @@ static PyObject *var_std(PyObject *self, PyObject *args, PyObject *kw, bool is_s
     static char *kwlist[] = {"dim", "unbiased", "keepdim", "correction", NULL};
     PyObject *dim = Py_None, *unbiased = Py_None, *corr = Py_None;
     int keepdim = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, is_std ? "|OOpO:std" : "|OOpO:var", kwlist, &dim,
+    if (!parse_kw(args, kw, is_std ? "|OOpO:std" : "|OOpO:var", kwlist, &dim,
                                      &unbiased, &keepdim, &corr))
         return NULL;
     /* var(True) is var(unbiased=True), as PyTorch's overload */
@@ -245,7 +287,7 @@ static PyObject *m_norm(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"p", "dim", "keepdim", NULL};
     PyObject *po = Py_None, *dim = Py_None;
     int keepdim = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOp:norm", kwlist, &po, &dim, &keepdim)) return NULL;
+    if (!parse_kw(args, kw, "|OOp:norm", kwlist, &po, &dim, &keepdim)) return NULL;
     double p = 2;
     if (po != Py_None) {
         if (PyUnicode_Check(po)) {
@@ -268,7 +310,7 @@ static PyObject *all_any(PyObject *self, PyObject *args, PyObject *kw, bool is_a
     static char *kwlist[] = {"dim", "keepdim", NULL};
     PyObject *dim = Py_None;
     int keepdim = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, is_all ? "|Op:all" : "|Op:any", kwlist, &dim, &keepdim))
+    if (!parse_kw(args, kw, is_all ? "|Op:all" : "|Op:any", kwlist, &dim, &keepdim))
         return NULL;
     int dims[CN_MAX_DIMS], n;
     if (!cnpy_parse_dims(dim, dims, &n)) return NULL;
@@ -286,7 +328,7 @@ static PyObject *m_any(PyObject *s, PyObject *a, PyObject *k) { return all_any(s
 static PyObject *m_count_nonzero(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dim", NULL};
     PyObject *dim = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:count_nonzero", kwlist, &dim)) return NULL;
+    if (!parse_kw(args, kw, "|O:count_nonzero", kwlist, &dim)) return NULL;
     int dims[CN_MAX_DIMS], n;
     if (!cnpy_parse_dims(dim, dims, &n)) return NULL;
     cn_tensor *r;
@@ -299,7 +341,7 @@ static PyObject *m_count_nonzero(PyObject *self, PyObject *args, PyObject *kw) {
 static PyObject *m_cumsum(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dim", NULL};
     int d;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i:cumsum", kwlist, &d)) return NULL;
+    if (!parse_kw(args, kw, "i:cumsum", kwlist, &d)) return NULL;
     return cnpy_wrap(CNPY_CALL(cn_cumsum(TT(self), d)));
 }
 
@@ -308,7 +350,7 @@ static PyObject *m_cumsum(PyObject *self, PyObject *args, PyObject *kw) {
 static PyObject *softmax(PyObject *self, PyObject *args, PyObject *kw, bool logf) {
     static char *kwlist[] = {"dim", "dtype", NULL};
     PyObject *dim = Py_None, *dtype = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, logf ? "|OO:log_softmax" : "|OO:softmax", kwlist, &dim,
+    if (!parse_kw(args, kw, logf ? "|OO:log_softmax" : "|OO:softmax", kwlist, &dim,
                                      &dtype))
         return NULL;
     cn_tensor *x = TT(self);
@@ -387,7 +429,7 @@ static PyObject *m_reshape_as(PyObject *self, PyObject *other) {
 static PyObject *m_flatten(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"start_dim", "end_dim", NULL};
     int s = 0, e = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ii:flatten", kwlist, &s, &e)) return NULL;
+    if (!parse_kw(args, kw, "|ii:flatten", kwlist, &s, &e)) return NULL;
     cn_tensor *x = TT(self);
     if (cn_ndim(x) == 0) return cnpy_wrap(CNPY_CALL(cn_reshape(x, 1, (int64_t[]){1})));
     return cnpy_wrap(CNPY_CALL(cn_flatten(x, s, e)));
@@ -550,14 +592,14 @@ static PyObject *m_repeat(PyObject *self, PyObject *args) {
 static PyObject *m_tril(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"diagonal", NULL};
     long long k = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|L:tril", kwlist, &k)) return NULL;
+    if (!parse_kw(args, kw, "|L:tril", kwlist, &k)) return NULL;
     return cnpy_wrap(CNPY_CALL(cn_tril(TT(self), k)));
 }
 
 static PyObject *m_triu(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"diagonal", NULL};
     long long k = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|L:triu", kwlist, &k)) return NULL;
+    if (!parse_kw(args, kw, "|L:triu", kwlist, &k)) return NULL;
     return cnpy_wrap(CNPY_CALL(cn_triu(TT(self), k)));
 }
 
@@ -606,7 +648,7 @@ static PyObject *join(PyObject *args, PyObject *kw, bool stack) {
     static char *kwlist[] = {"tensors", "dim", NULL};
     PyObject *seq;
     int d = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, stack ? "O|i:stack" : "O|i:cat", kwlist, &seq, &d))
+    if (!parse_kw(args, kw, stack ? "O|i:stack" : "O|i:cat", kwlist, &seq, &d))
         return NULL;
     cn_tensor **ts;
     Py_ssize_t n;
@@ -646,7 +688,7 @@ static PyObject *pieces_tuple(cn_tensor **out, int n) {
 static PyObject *m_chunk(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"chunks", "dim", NULL};
     int chunks, d = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|i:chunk", kwlist, &chunks, &d)) return NULL;
+    if (!parse_kw(args, kw, "i|i:chunk", kwlist, &chunks, &d)) return NULL;
     if (chunks <= 0) {
         PyErr_SetString(PyExc_ValueError, "chunk: chunks must be positive");
         return NULL;
@@ -672,7 +714,7 @@ static PyObject *m_split(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"split_size_or_sections", "dim", NULL};
     PyObject *spec;
     int d = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i:split", kwlist, &spec, &d)) return NULL;
+    if (!parse_kw(args, kw, "O|i:split", kwlist, &spec, &d)) return NULL;
     cn_tensor *x = TT(self);
     int nd = cn_ndim(x);
     if (d < -nd || d >= nd) {
@@ -741,7 +783,7 @@ static PyObject *m_split(PyObject *self, PyObject *args, PyObject *kw) {
 static PyObject *m_unbind(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dim", NULL};
     int d = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|i:unbind", kwlist, &d)) return NULL;
+    if (!parse_kw(args, kw, "|i:unbind", kwlist, &d)) return NULL;
     cn_tensor *x = TT(self);
     int nd = cn_ndim(x);
     if (d < -nd || d >= nd) {
@@ -773,7 +815,7 @@ static PyObject *m_gather(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dim", "index", NULL};
     int d;
     PyObject *idx;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO!:gather", kwlist, &d, &Tensor_Type, &idx)) return NULL;
+    if (!parse_kw(args, kw, "iO!:gather", kwlist, &d, &Tensor_Type, &idx)) return NULL;
     return cnpy_wrap(CNPY_CALL(cn_gather(TT(self), d, TT(idx))));
 }
 
@@ -781,7 +823,7 @@ static PyObject *m_index_select(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dim", "index", NULL};
     int d;
     PyObject *idx;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO:index_select", kwlist, &d, &idx)) return NULL;
+    if (!parse_kw(args, kw, "iO:index_select", kwlist, &d, &idx)) return NULL;
     cn_tensor *i = cnpy_as_tensor(idx, NULL);
     if (!i) return NULL;
     cn_tensor *r = CNPY_CALL(cn_index_select(TT(self), d, i));
@@ -793,7 +835,7 @@ static PyObject *m_scatter_add(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dim", "index", "src", NULL};
     int d;
     PyObject *idx, *src;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO!O!:scatter_add", kwlist, &d, &Tensor_Type, &idx,
+    if (!parse_kw(args, kw, "iO!O!:scatter_add", kwlist, &d, &Tensor_Type, &idx,
                                      &Tensor_Type, &src))
         return NULL;
     return cnpy_wrap(CNPY_CALL(cn_scatter_add(TT(self), d, TT(idx), TT(src))));
@@ -818,6 +860,22 @@ PyMethodDef cnpy_ops_methods[] = {
     {"sin", m_sin, METH_NOARGS, NULL},
     {"cos", m_cos, METH_NOARGS, NULL},
     {"tan", m_tan, METH_NOARGS, NULL},
+    {"asin", m_asin, METH_NOARGS, NULL},
+    {"acos", m_acos, METH_NOARGS, NULL},
+    {"atan", m_atan, METH_NOARGS, NULL},
+    {"sinh", m_sinh, METH_NOARGS, NULL},
+    {"cosh", m_cosh, METH_NOARGS, NULL},
+    {"asinh", m_asinh, METH_NOARGS, NULL},
+    {"acosh", m_acosh, METH_NOARGS, NULL},
+    {"atanh", m_atanh, METH_NOARGS, NULL},
+    {"arcsin", m_asin, METH_NOARGS, NULL},
+    {"arccos", m_acos, METH_NOARGS, NULL},
+    {"arctan", m_atan, METH_NOARGS, NULL},
+    {"arcsinh", m_asinh, METH_NOARGS, NULL},
+    {"arccosh", m_acosh, METH_NOARGS, NULL},
+    {"arctanh", m_atanh, METH_NOARGS, NULL},
+    {"atan2", m_atan2, METH_O, NULL},
+    {"arctan2", m_atan2, METH_O, NULL},
     {"tanh", m_tanh, METH_NOARGS, NULL},
     {"sigmoid", m_sigmoid, METH_NOARGS, NULL},
     {"relu", m_relu, METH_NOARGS, NULL},

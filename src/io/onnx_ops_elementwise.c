@@ -8,14 +8,6 @@
 #ifdef CN_HAVE_ONNX
 #include <math.h>
 
-#ifndef M_PI
-#define M_PI 3.14159265358979323846
-#endif
-#ifndef M_LN2
-#define M_LN2 0.69314718055994530942
-#endif
-
-
 static bool is_int(cn_dtype dt) { return dt == CN_I32 || dt == CN_I64 || dt == CN_U8; }
 static bool is_float(cn_dtype dt) { return cn_dtype_is_float(dt); }
 
@@ -51,68 +43,15 @@ UNARY_FLOAT(h_sqrt, cn_sqrt(x))
 UNARY_FLOAT(h_reciprocal, cn_reciprocal(x))
 UNARY_FLOAT(h_sin, cn_sin(x))
 UNARY_FLOAT(h_cos, cn_cos(x))
-UNARY_FLOAT(h_tan, cn_div(cn_sin(x), cn_cos(x)))
-
-/* The inverse functions, composed of ops (so they have gradients and run in
- * programs on any device). atan reduces |x| as Cephes' atanf does (above
- * tan(3 pi / 8) through -1/|x|, above tan(pi / 8) through
- * (|x| - 1) / (|x| + 1)) to an odd polynomial on |u| <= tan(pi / 8): float
- * accuracy. The branches not taken are given safe arguments, so that no
- * infinity reaches a gradient through a Where. */
-static cn_tensor *atan_of(cn_tensor *x) {
-    cn_tensor *a = cn_abs(x), *one = onnx_scalar_like(x, 1);
-    cn_tensor *big = cn_gt(a, onnx_scalar_like(x, 2.414213562373095)),
-              *mid = cn_gt(a, onnx_scalar_like(x, 0.4142135623730950));
-    cn_tensor *u_big = cn_neg(cn_reciprocal(cn_where(big, a, one)));
-    cn_tensor *u_mid = cn_div(cn_sub(a, one), cn_add(a, one));
-    cn_tensor *u = cn_where(big, u_big, cn_where(mid, u_mid, a));
-    cn_tensor *y0 = cn_where(big, onnx_scalar_like(x, M_PI / 2),
-                             cn_where(mid, onnx_scalar_like(x, M_PI / 4), onnx_scalar_like(x, 0)));
-    cn_tensor *z = cn_mul(u, u);
-    cn_tensor *p = cn_add_scalar(cn_mul_scalar(z, 8.05374449538e-2), -1.38776856032e-1);
-    p = cn_add_scalar(cn_mul(p, z), 1.99777106478e-1);
-    p = cn_add_scalar(cn_mul(p, z), -3.33329491539e-1);
-    cn_tensor *r = cn_add(y0, cn_add(cn_mul(cn_mul(p, z), u), u));
-    return cn_where(cn_lt(x, onnx_scalar_like(x, 0)), cn_neg(r), r);
-}
-/* asin x = atan(x / sqrt(1 - x^2)); acos x = 2 atan(sqrt((1 - x) / (1 + x))),
- * which keeps its precision near 1. */
-UNARY_FLOAT(h_atan, atan_of(x))
-UNARY_FLOAT(h_asin, atan_of(cn_div(x, cn_sqrt(cn_add_scalar(cn_neg(cn_mul(x, x)), 1)))))
-UNARY_FLOAT(h_acos, cn_mul_scalar(atan_of(cn_sqrt(cn_div(cn_add_scalar(cn_neg(x), 1), cn_add_scalar(x, 1)))), 2))
-/* asinh |x| = log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))), odd; acosh x =
- * log1p(t + sqrt(t (t + 2))) with t = x - 1; atanh x = (log1p(x) -
- * log1p(-x)) / 2. */
-/* Past 1 / sqrt(epsilon) of the dtype, x^2 would overflow long before the
- * result does, and log|x| + log 2 is exact to rounding there. */
-static cn_tensor *large(cn_tensor *x, bool odd, cn_tensor **small_arg, cn_tensor **big_val) {
-    cn_dtype dt = cn_tensor_dtype(x);
-    double t = dt == CN_F64 ? 0x1p26 : dt == CN_F32 ? 0x1p12 : dt == CN_F16 ? 32 : 16;
-    cn_tensor *a = odd ? cn_abs(x) : x, *one = onnx_scalar_like(x, 1);
-    cn_tensor *big = cn_gt(a, onnx_scalar_like(x, t));
-    *small_arg = cn_where(big, one, x);
-    *big_val = cn_add_scalar(cn_log(cn_where(big, a, one)), M_LN2);
-    return big;
-}
-static cn_tensor *asinh_of(cn_tensor *x) {
-    cn_tensor *xs, *bv, *big = large(x, true, &xs, &bv);
-    cn_tensor *a = cn_abs(xs), *x2 = cn_mul(xs, xs);
-    cn_tensor *r = cn_log1p(cn_add(a, cn_div(x2, cn_add_scalar(cn_sqrt(cn_add_scalar(x2, 1)), 1))));
-    r = cn_where(big, bv, r);
-    return cn_where(cn_lt(x, onnx_scalar_like(x, 0)), cn_neg(r), r);
-}
-UNARY_FLOAT(h_asinh, asinh_of(x))
-static cn_tensor *acosh_of(cn_tensor *x) {
-    cn_tensor *xs, *bv, *big = large(x, false, &xs, &bv);
-    cn_tensor *t = cn_add_scalar(xs, -1); /* exact near 1, where x^2 - 1 cancels */
-    cn_tensor *r = cn_where(big, bv, cn_log1p(cn_add(t, cn_sqrt(cn_mul(t, cn_add_scalar(t, 2))))));
-    /* below 1 it is not defined (t (t + 2) may overflow to +inf there) */
-    return cn_where(cn_lt(x, onnx_scalar_like(x, 1)), onnx_scalar_like(x, NAN), r);
-}
-UNARY_FLOAT(h_acosh, acosh_of(x))
-UNARY_FLOAT(h_atanh, cn_mul_scalar(cn_sub(cn_log1p(x), cn_log1p(cn_neg(x))), 0.5))
-UNARY_FLOAT(h_sinh, cn_mul_scalar(cn_sub(cn_exp(x), cn_exp(cn_neg(x))), 0.5))
-UNARY_FLOAT(h_cosh, cn_mul_scalar(cn_add(cn_exp(x), cn_exp(cn_neg(x))), 0.5))
+UNARY_FLOAT(h_tan, cn_tan(x))
+UNARY_FLOAT(h_atan, cn_atan(x))
+UNARY_FLOAT(h_asin, cn_asin(x))
+UNARY_FLOAT(h_acos, cn_acos(x))
+UNARY_FLOAT(h_asinh, cn_asinh(x))
+UNARY_FLOAT(h_acosh, cn_acosh(x))
+UNARY_FLOAT(h_atanh, cn_atanh(x))
+UNARY_FLOAT(h_sinh, cn_sinh(x))
+UNARY_FLOAT(h_cosh, cn_cosh(x))
 UNARY_FLOAT(h_tanh, cn_tanh(x))
 UNARY_FLOAT(h_sigmoid, cn_sigmoid(x))
 UNARY_FLOAT(h_erf, cn_erf(x))

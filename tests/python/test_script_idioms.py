@@ -329,3 +329,17 @@ def test_tied_weights_train_like_torch():
     assert lin.weight is w
     np.testing.assert_allclose(lin(chutney.ones(1, 3)).detach().numpy(),
                                3 + lin.bias.detach().numpy()[None], rtol=1e-6)
+
+
+def test_numpy_names_axis_and_keepdims():
+    """PyTorch takes NumPy's axis= and keepdims= for dim= and keepdim=."""
+    x = chutney.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+    t = torch.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+    for name in ("sum", "mean", "amax", "std", "logsumexp", "any"):
+        a = getattr(x, name)(axis=1, keepdims=True)
+        b = getattr(t, name)(axis=1, keepdims=True)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+    assert chutney.cat([x, x], axis=1).shape == (3, 8)
+    assert chutney.softmax(x, axis=0).shape == (3, 4)
+    with pytest.raises(TypeError):
+        x.sum(axis=1, dim=0)
