@@ -12,9 +12,15 @@ import functools
 from chutney import _C
 from chutney.autograd import functional  # noqa: F401
 from chutney.autograd.function import Function, FunctionCtx  # noqa: F401
+from chutney.autograd.anomaly_mode import (  # noqa: F401
+    detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly)
+from chutney.autograd.variable import Variable  # noqa: F401
+# The functions shadow their module's name, as in torch.autograd.
+from chutney.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401,E402
 
 __all__ = ["Function", "FunctionCtx", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-           "is_grad_enabled", "functional"]
+           "is_grad_enabled", "functional", "Variable", "detect_anomaly", "set_detect_anomaly",
+           "is_anomaly_enabled", "gradcheck", "gradgradcheck"]
 
 is_grad_enabled = _C.is_grad_enabled
 

@@ -1,6 +1,7 @@
 """torch.nn.utils: gradient clipping (in place on the .grad of each
-parameter), parameters as one vector, and rnn (packed and padded
-sequences)."""
+parameter), parameters as one vector, rnn (packed and padded sequences),
+weight_norm and spectral_norm (hook-based), parametrize and
+parametrizations, stateless.functional_call, skip_init and fusion."""
 
 from chutney import _C
 from chutney.autograd import no_grad
@@ -35,3 +36,10 @@ def vector_to_parameters(vec, parameters):
 
 
 from chutney.nn.utils import rnn  # noqa: E402 (torch.nn.utils.rnn)
+# After rnn: these import chutney.nn.modules, which imports rnn.
+from chutney.nn.utils import fusion, parametrizations, parametrize, stateless  # noqa: E402,F401
+from chutney.nn.utils.fusion import (  # noqa: E402,F401
+    fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights)
+from chutney.nn.utils.init import skip_init  # noqa: E402,F401
+from chutney.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm  # noqa: E402,F401
+from chutney.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: E402,F401
