@@ -80,6 +80,9 @@ from chutney._compile import compile  # noqa: F401,A001  (torch.compile)
 from chutney import _compile as compiler  # noqa: F401  (compiler.is_compiling())
 
 from chutney import _tensor_extras  # noqa: E402
+from chutney import _torch_functions  # noqa: E402,F401  (registers more functions and methods)
+from chutney import func, jit, testing  # noqa: E402,F401  (torch.func, torch.jit, torch.testing)
+from chutney.autograd import is_anomaly_enabled  # noqa: E402,F401
 
 _tensor_extras.install(globals())  # einsum, sort, topk, roll, isnan, ... (and their methods)
 _C._add_tensor_methods({"inverse": linalg.inv, "det": linalg.det})
@@ -182,3 +185,29 @@ class iinfo:
 
     def __repr__(self):
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+# Constants under torch's names.
+import math as _math  # noqa: E402 (float is the dtype in this module)
+
+inf, nan, pi, e = _math.inf, _math.nan, _math.pi, _math.e
+newaxis = None
+
+
+class memory_format:
+    """torch.channels_last & co. Tensors here are always row-major
+    (contiguous_format): `to(memory_format=)` and `contiguous(memory_format=)`
+    accept these and give the same values in that layout (PyTorch's only
+    changes the strides, for speed)."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __repr__(self):
+        return f"chutney.{self._name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+preserve_format = memory_format("preserve_format")

@@ -401,7 +401,12 @@ static PyObject *m_data_ptr(PyObject *self, PyObject *unused) {
     }
     return PyLong_FromVoidPtr(cn_data(t));
 }
-static PyObject *m_contiguous(PyObject *self, PyObject *unused) {
+/* contiguous(memory_format=...): row-major whatever the format asked for
+ * (the same values; chutney.channels_last is accepted for PyTorch's code). */
+static PyObject *m_contiguous(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"memory_format", NULL};
+    PyObject *layout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:contiguous", kwlist, &layout)) return NULL;
     return cnpy_wrap_self(self, CNPY_CALL(cn_contiguous(TT(self))));
 }
 static PyObject *m_clone(PyObject *self, PyObject *unused) { return cnpy_wrap(CNPY_CALL(cn_clone(TT(self)))); }
@@ -415,10 +420,13 @@ static PyObject *m_shares_storage(PyObject *self, PyObject *other) {
 
 /* t.to(device), t.to(dtype), t.to(other), t.to(device, dtype), with copy= */
 static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"device", "dtype", "non_blocking", "copy", NULL};
-    PyObject *a0 = Py_None, *a1 = Py_None;
+    static char *kwlist[] = {"device", "dtype", "non_blocking", "copy", "memory_format", NULL};
+    PyObject *a0 = Py_None, *a1 = Py_None, *layout = Py_None;
     int non_blocking = 0, copy = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOpp:to", kwlist, &a0, &a1, &non_blocking, &copy))
+    /* memory_format (chutney.channels_last, ...): tensors stay row-major,
+     * the values are the same. */
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOppO:to", kwlist, &a0, &a1, &non_blocking, &copy,
+                                     &layout))
         return NULL;
     cn_tensor *t = TT(self);
     cn_device dev = cn_tensor_device(t);
@@ -575,7 +583,7 @@ PyMethodDef cnpy_tensor_methods[] = {
     {"element_size", m_element_size, METH_NOARGS, NULL},
     {"is_floating_point", m_is_floating_point, METH_NOARGS, NULL},
     {"data_ptr", m_data_ptr, METH_NOARGS, NULL},
-    {"contiguous", m_contiguous, METH_NOARGS, NULL},
+    {"contiguous", (PyCFunction)(void (*)(void))m_contiguous, METH_VARARGS | METH_KEYWORDS, NULL},
     {"clone", m_clone, METH_NOARGS, NULL},
     {"is_set_to", m_shares_storage, METH_O, NULL},
     {"shares_storage", m_shares_storage, METH_O, "do both tensors share storage?"},

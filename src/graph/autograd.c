@@ -103,8 +103,24 @@ cn_tensor *cn_detach(cn_tensor *t) {
 
 static uint32_t walk_epoch_counter;
 
+/* A walk inside another (a custom op's backward that runs one, as a
+ * recomputing checkpoint does) overwrites the outer walk's index on the
+ * tensors both reach (the parameters): it logs what it overwrites and puts
+ * it back at its end. */
+typedef struct map_undo {
+    cn_tensor *t;
+    uint32_t epoch;
+    int32_t idx;
+} map_undo;
+
+static _Thread_local int walk_depth;
+
 typedef struct epoch_map {
     uint32_t epoch;
+    bool nested;
+    bool oom;
+    map_undo *log;
+    int nlog, cap_log;
 } epoch_map;
 
 static int32_t map_get(const epoch_map *m, const cn_tensor *t) {
@@ -112,8 +128,29 @@ static int32_t map_get(const epoch_map *m, const cn_tensor *t) {
 }
 
 static void map_put(epoch_map *m, cn_tensor *t, int32_t v) {
+    if (m->nested && t->walk_epoch != m->epoch) {
+        if (m->nlog == m->cap_log) {
+            int nc = m->cap_log ? 2 * m->cap_log : 64;
+            map_undo *nl = realloc(m->log, sizeof *nl * (size_t)nc);
+            if (!nl) {
+                m->oom = true;
+                return;
+            }
+            m->log = nl;
+            m->cap_log = nc;
+        }
+        m->log[m->nlog++] = (map_undo){t, t->walk_epoch, t->walk_idx};
+    }
     t->walk_epoch = m->epoch;
     t->walk_idx = v;
+}
+
+static void map_restore(epoch_map *m) {
+    for (int i = m->nlog - 1; i >= 0; i--) {
+        m->log[i].t->walk_epoch = m->log[i].epoch;
+        m->log[i].t->walk_idx = m->log[i].idx;
+    }
+    free(m->log);
 }
 
 /* ---- the backward walk ---- */
@@ -174,7 +211,7 @@ static int walk_add(walk *w, cn_tensor *t) {
         if (!push_value(&w->leaves, &w->nleaves, &w->leaves_cap, t)) return -1;
         map_put(&w->map, t, LEAF_MARK + w->nleaves - 1);
     }
-    return 0;
+    return w->map.oom ? -1 : 0;
 }
 
 /* Decreasing creation number; nodes of different threads may share one
@@ -386,6 +423,7 @@ static int run_engine(const engine_args *e) {
     /* Epoch 0 is never used: fresh tensors have walk_epoch 0. */
     do w.map.epoch = __atomic_add_fetch(&walk_epoch_counter, 1, __ATOMIC_RELAXED);
     while (w.map.epoch == 0);
+    w.map.nested = ++walk_depth > 1;
     bool create = e->flags & CN_GRAD_CREATE_GRAPH;
     bool prev_enabled = cn_set_grad_enabled(create);
 
@@ -631,6 +669,9 @@ fail:
     rc = CN_EINVAL;
 out:
     cn_set_grad_enabled(prev_enabled);
+    /* The values are still retained: put back what an outer walk had. */
+    map_restore(&w.map);
+    walk_depth--;
     for (int k = 0; k < w.n; k++) {
         cn_node *n = w.v[k].t->node;
         if (free_record && n && !n->freed && !cn_is_symbolic(w.v[k].t)) {

@@ -19,10 +19,20 @@
 #define M_LN2 0.69314718055994530942
 #endif
 
-/* A rank-0 constant of x's dtype. */
-static cn_tensor *sc(const cn_tensor *x, double v) { return cn_scalar((cn_dtype)x->dtype, v); }
+/* A rank-0 constant of x's dtype (NULL after an error upstream). */
+static cn_tensor *sc(const cn_tensor *x, double v) {
+    return x ? cn_scalar((cn_dtype)x->dtype, v) : NULL;
+}
 
-cn_tensor *cn_tan(cn_tensor *x) { return cn_div(cn_sin(x), cn_cos(x)); }
+/* Integer and bool inputs are computed in f32, as PyTorch's are. */
+static cn_tensor *flt(cn_tensor *x) {
+    return x && !cn_dtype_is_float((cn_dtype)x->dtype) ? cn_cast(x, CN_F32) : x;
+}
+
+cn_tensor *cn_tan(cn_tensor *x) {
+    x = flt(x);
+    return cn_div(cn_sin(x), cn_cos(x));
+}
 
 /* An odd function from its values on x >= 0: f(x) there, -f(-x) below 0,
  * each branch given a safe argument (0) where it is not taken. Not
@@ -48,15 +58,17 @@ static cn_tensor *atan_nonneg(cn_tensor *a) {
     return cn_add(y0, cn_add(cn_mul(cn_mul(p, z), u), u));
 }
 
-cn_tensor *cn_atan(cn_tensor *x) { return odd(x, atan_nonneg); }
+cn_tensor *cn_atan(cn_tensor *x) { return odd(flt(x), atan_nonneg); }
 
 /* asin x = atan(x / sqrt(1 - x^2)); acos x = 2 atan(sqrt((1 - x) / (1 + x))),
  * which keeps its precision near 1. */
 cn_tensor *cn_asin(cn_tensor *x) {
+    x = flt(x);
     return cn_atan(cn_div(x, cn_sqrt(cn_add_scalar(cn_neg(cn_mul(x, x)), 1))));
 }
 
 cn_tensor *cn_acos(cn_tensor *x) {
+    x = flt(x);
     return cn_mul_scalar(cn_atan(cn_sqrt(cn_div(cn_add_scalar(cn_neg(x), 1), cn_add_scalar(x, 1)))),
                          2);
 }
@@ -64,6 +76,8 @@ cn_tensor *cn_acos(cn_tensor *x) {
 /* atan2(y, x): atan(y / x) moved to the quadrant of (x, y); x = 0 gives
  * +-pi/2 (and 0 at the origin, as C's atan2). */
 cn_tensor *cn_atan2(cn_tensor *y, cn_tensor *x) {
+    y = flt(y);
+    x = flt(x);
     if (!y || !x) return NULL;
     cn_tensor *zero = sc(x, 0);
     cn_tensor *xz = cn_eq(x, zero);
@@ -83,6 +97,8 @@ cn_tensor *cn_atan2(cn_tensor *y, cn_tensor *x) {
  * long before the result does, and log|x| + log 2 is exact to rounding
  * there. */
 static cn_tensor *large(cn_tensor *x, cn_tensor **small_arg, cn_tensor **big_val) {
+    *small_arg = *big_val = NULL;
+    if (!x) return NULL;
     cn_dtype dt = (cn_dtype)x->dtype;
     double t = dt == CN_F64 ? 0x1p26 : dt == CN_F32 ? 0x1p12 : dt == CN_F16 ? 32 : 16;
     cn_tensor *one = sc(x, 1);
@@ -99,9 +115,10 @@ static cn_tensor *asinh_nonneg(cn_tensor *x) {
     return cn_where(big, bv, r);
 }
 
-cn_tensor *cn_asinh(cn_tensor *x) { return odd(x, asinh_nonneg); }
+cn_tensor *cn_asinh(cn_tensor *x) { return odd(flt(x), asinh_nonneg); }
 
 cn_tensor *cn_acosh(cn_tensor *x) {
+    x = flt(x);
     if (!x) return NULL;
     cn_tensor *xs, *bv, *big = large(x, &xs, &bv);
     cn_tensor *t = cn_add_scalar(xs, -1); /* exact near 1, where x^2 - 1 cancels */
@@ -111,9 +128,16 @@ cn_tensor *cn_acosh(cn_tensor *x) {
 }
 
 cn_tensor *cn_atanh(cn_tensor *x) {
+    x = flt(x);
     return cn_mul_scalar(cn_sub(cn_log1p(x), cn_log1p(cn_neg(x))), 0.5);
 }
 
-cn_tensor *cn_sinh(cn_tensor *x) { return cn_mul_scalar(cn_sub(cn_exp(x), cn_exp(cn_neg(x))), 0.5); }
+cn_tensor *cn_sinh(cn_tensor *x) {
+    x = flt(x);
+    return cn_mul_scalar(cn_sub(cn_exp(x), cn_exp(cn_neg(x))), 0.5);
+}
 
-cn_tensor *cn_cosh(cn_tensor *x) { return cn_mul_scalar(cn_add(cn_exp(x), cn_exp(cn_neg(x))), 0.5); }
+cn_tensor *cn_cosh(cn_tensor *x) {
+    x = flt(x);
+    return cn_mul_scalar(cn_add(cn_exp(x), cn_exp(cn_neg(x))), 0.5);
+}

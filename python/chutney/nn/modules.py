@@ -529,6 +529,7 @@ class Module:
         device = kwargs.pop("device", None)
         dtype = kwargs.pop("dtype", None)
         kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)  # layouts do not change values (chutney.channels_last)
         if kwargs:
             raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
         for a in args:

@@ -1,3 +1,4 @@
-"""torch.utils: data (datasets and a batching loader)."""
+"""torch.utils: data (datasets and a batching loader), checkpoint
+(recomputation in the backward pass) and tensorboard (event files)."""
 
-from chutney.utils import data  # noqa: F401
+from chutney.utils import checkpoint, data  # noqa: F401
