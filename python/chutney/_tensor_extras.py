@@ -9,6 +9,8 @@ Each function is chutney.NAME(tensor, ...) and, where PyTorch has the
 method, tensor.NAME(...); the library's own methods are never replaced.
 """
 
+import functools
+import inspect
 import math
 import string
 from collections import namedtuple
@@ -959,13 +961,33 @@ def where(condition, input=None, other=None):  # noqa: A002
     return _C.where(condition, input, other)
 
 
+def _numpy_names(fn):
+    """fn taking NumPy's axis= and keepdims= for its dim= and keepdim=, as
+    PyTorch's functions do (fn unchanged if it has neither)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn
+    if "dim" not in params and "keepdim" not in params:
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if "axis" in kwargs and "dim" not in kwargs:
+            kwargs["dim"] = kwargs.pop("axis")
+        if "keepdims" in kwargs and "keepdim" not in kwargs:
+            kwargs["keepdim"] = kwargs.pop("keepdims")
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def install(namespace):
     """Adds the methods to Tensor and the functions to namespace (chutney's
     globals), leaving whatever is already there but where (which gains its
     one-argument form)."""
-    _C._add_tensor_methods(METHODS)
+    _C._add_tensor_methods({name: _numpy_names(fn) for name, fn in METHODS.items()})
     for name, fn in FUNCTIONS.items():
-        namespace.setdefault(name, fn)
+        namespace.setdefault(name, _numpy_names(fn))
     namespace["where"] = where
 
 

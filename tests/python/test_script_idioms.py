@@ -340,6 +340,9 @@ def test_numpy_names_axis_and_keepdims():
         b = getattr(t, name)(axis=1, keepdims=True)
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
     assert chutney.cat([x, x], axis=1).shape == (3, 8)
+    np.testing.assert_allclose(chutney.cumprod(x + 1, axis=1).numpy(),
+                               torch.cumprod(t + 1, axis=1).numpy(), rtol=1e-6)
+    assert x.median(axis=0, keepdims=True).values.shape == (1, 4)
     assert chutney.softmax(x, axis=0).shape == (3, 4)
     with pytest.raises(TypeError):
         x.sum(axis=1, dim=0)
