@@ -127,3 +127,18 @@ def test_memory_formats_and_constants():
     chutney.nn.Conv2d(3, 3, 1).to(memory_format=chutney.channels_last)
     assert chutney.inf == float("inf") and chutney.pi == np.pi and chutney.e == np.e
     assert chutney.newaxis is None and chutney.nan != chutney.nan
+
+
+def test_data_parallel_and_distributed():
+    lin = chutney.nn.Linear(3, 2)
+    dp = chutney.nn.DataParallel(lin)
+    x = chutney.randn(4, 3)
+    np.testing.assert_array_equal(dp(x).detach().numpy(), lin(x).detach().numpy())
+    tdp = torch.nn.DataParallel(torch.nn.Linear(3, 2))
+    assert sorted(dp.state_dict()) == sorted(tdp.state_dict())  # module.weight, module.bias
+    assert dp.module is lin
+    assert not chutney.distributed.is_available() and not chutney.distributed.is_initialized()
+    with pytest.raises(NotImplementedError, match="MPI"):
+        chutney.nn.parallel.DistributedDataParallel(lin)
+    with pytest.raises(RuntimeError, match="not been initialized"):
+        chutney.distributed.get_rank()

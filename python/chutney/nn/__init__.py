@@ -28,6 +28,8 @@ from chutney.nn.losses_more import (  # noqa: F401
 from chutney.nn.pooling_more import LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d  # noqa: F401
 from chutney.nn.stochastic import AlphaDropout, FeatureAlphaDropout, RReLU  # noqa: F401
 from chutney.nn.sync_batchnorm import SyncBatchNorm  # noqa: F401
+from chutney.nn import parallel  # noqa: F401,E402
+from chutney.nn.parallel import DataParallel  # noqa: F401
 from chutney.nn.normalization import (  # noqa: F401
     GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, RMSNorm)
 from chutney.nn.transformer import (  # noqa: F401
