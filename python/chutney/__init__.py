@@ -81,7 +81,7 @@ from chutney import _compile as compiler  # noqa: F401  (compiler.is_compiling()
 
 from chutney import _tensor_extras  # noqa: E402
 from chutney import _torch_functions  # noqa: E402,F401  (registers more functions and methods)
-from chutney import distributed, func, jit, testing  # noqa: E402,F401  (torch.distributed, ...)
+from chutney import distributed, func, jit, special, testing  # noqa: E402,F401  (torch.distributed, ...)
 from chutney.autograd import is_anomaly_enabled  # noqa: E402,F401
 
 _tensor_extras.install(globals())  # einsum, sort, topk, roll, isnan, ... (and their methods)
