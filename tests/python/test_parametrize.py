@@ -364,8 +364,21 @@ def test_parametrize_python_module_and_buffer():
     assert Q.is_parametrized(n) and Q.is_parametrized(d, "w")
 
 
+def test_batch_norm_reparametrised_like_torch():
+    t, c = tnn.BatchNorm1d(3), cnn.BatchNorm1d(3)
+    with torch.no_grad():
+        t.weight.copy_(torch.tensor([0.5, -2.0, 1.5]))
+    c.load_state_dict({k: c_of(v) for k, v in t.state_dict().items()})
+    tnn.utils.weight_norm(t, dim=None)
+    cnn.utils.weight_norm(c, dim=None)
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_allclose(c(chutney.tensor(x)).detach().numpy(),
+                               t(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c.running_mean.numpy(), t.running_mean.numpy(), rtol=1e-6)
+
+
 def test_unsupported_library_layers():
-    for m in (cnn.LSTM(3, 4), cnn.BatchNorm1d(3)):
+    for m in (cnn.LSTM(3, 4),):
         name = "weight_ih_l0" if isinstance(m, cnn.LSTM) else "weight"
         with pytest.raises(NotImplementedError, match=type(m).__name__):
             cnn.utils.weight_norm(m, name)

@@ -346,3 +346,39 @@ def test_numpy_names_axis_and_keepdims():
     assert chutney.softmax(x, axis=0).shape == (3, 4)
     with pytest.raises(TypeError):
         x.sum(axis=1, dim=0)
+
+
+def test_models_in_float64_like_torch():
+    """model.double() (and dtype= at construction): the library's layers
+    compute through their functional forms in float64, BatchNorm's running
+    statistics included, and return to float32 with .float()."""
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.ReLU(),
+                             torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 2)).double()
+    cm = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(),
+                       nn.Linear(3 * 4 * 4, 2)).double()
+    cm.load_state_dict({k: chutney.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    assert all(p.dtype == chutney.float64 for p in cm.parameters())
+    x = np.random.default_rng(0).standard_normal((4, 2, 6, 6))
+    res = []
+    for lib, m in ((chutney, cm), (torch, tm)):
+        opt = lib.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            y = m(lib.tensor(x))
+            (y * y).sum().backward()
+            opt.step()
+        res.append([y.detach().numpy(), m[0].weight.detach().numpy(),
+                    m[1].running_var.numpy(), m[4].weight.grad.numpy()])
+    for a, b in zip(*res):
+        assert a.dtype == np.float64
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    w = cm[4].weight.detach().numpy()
+    cm.float()
+    assert cm[4].weight.dtype == chutney.float32 and cm(chutney.ones(1, 2, 6, 6)).dtype == \
+        chutney.float32
+    np.testing.assert_allclose(cm[4].weight.detach().numpy(), w, rtol=1e-6)
+    lin = nn.Linear(3, 2, dtype=chutney.float64)
+    assert lin(chutney.ones(1, 3, dtype=chutney.float64)).dtype == chutney.float64
+    with pytest.raises(NotImplementedError, match="functional form"):
+        nn.LSTM(2, 3).double()

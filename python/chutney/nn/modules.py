@@ -539,12 +539,13 @@ class Module:
                 dtype = a
             elif a is not None:
                 device = a
-        if dtype is not None and dtype != _C.float32:
-            for m in self.modules():
-                if m.__dict__.get("_c") is not None:
-                    raise NotImplementedError(
-                        f"{type(m).__name__}: the library's layers are float32; converting them to "
-                        f"{dtype} is not supported")
+        if dtype is not None:
+            layers = [m for m in self.modules() if m.__dict__.get("_c") is not None]
+            if dtype != _C.float32:
+                for m in layers:
+                    m._check_dtype(dtype)  # before anything changes
+            for m in layers:
+                m._set_dtype(dtype)
         for m in self.modules():
             if device is not None and m.__dict__.get("_c") is not None:
                 m._c.to(device)
@@ -559,6 +560,12 @@ class Module:
 
     def double(self):
         return self.to(dtype=_C.float64)
+
+    def half(self):
+        return self.to(dtype=_C.float16)
+
+    def bfloat16(self):
+        return self.to(dtype=_C.bfloat16)
 
     # ---- printing ----
 
@@ -651,10 +658,11 @@ class _CLayer(Module):
         object.__setattr__(self, "_c", c)
         object.__setattr__(self, "_c_names", frozenset())
         self._register_c_state()
-        if dtype is not None and dtype != _C.float32:
-            raise NotImplementedError(f"{type(self).__name__}: the library's layers are float32")
         if device is not None:
             self.to(device)
+        if dtype is not None and dtype != _C.float32:
+            self._check_dtype(dtype)
+            self._set_dtype(dtype)
 
     def _register_c_state(self):
         """(Re-)register the library's tensors, which int8 quantisation moves
@@ -671,6 +679,47 @@ class _CLayer(Module):
     def _set_training(self, mode):
         object.__setattr__(self, "training", mode)
         self._c.train(mode)
+
+    # The library's layers compute in float32. In another dtype a layer
+    # computes its forward through its functional form (F.linear, F.conv2d,
+    # ...) from Python tensors of that dtype; back in float32 the values go
+    # into the library's tensors again.
+
+    def _check_dtype(self, dtype):
+        from chutney.nn.utils import _layers
+        try:
+            _layers.check(self)
+        except NotImplementedError:
+            raise NotImplementedError(
+                f"{type(self).__name__}: the library's layers are float32, and this one has no "
+                f"functional form to compute in {dtype} (Linear, Conv1d, Conv2d, ConvTranspose2d, "
+                f"Embedding, LayerNorm and BatchNorm have)") from None
+
+    def _set_dtype(self, dtype):
+        from chutney.nn.utils import _layers
+        d = self.__dict__
+        if dtype == _C.float32 and not d.get("_other_dtype"):
+            return
+        with no_grad():
+            for name in self._c_names:
+                store = self._parameters if name in self._parameters else self._buffers
+                t = store.get(name)
+                if t is None or not t.is_floating_point():
+                    continue
+                q = t.detach().to(dtype)
+                if dtype == _C.float32:
+                    q = q.clone()
+                if isinstance(t, Parameter):
+                    q = Parameter(q, requires_grad=t.requires_grad)
+                    if dtype == _C.float32:
+                        self._c.set_tensor(name, q)  # the library's own tensor again
+                store[name] = q
+        if dtype == _C.float32:
+            d.pop("_other_dtype", None)
+            _layers.leave(self, force=True)
+        else:
+            object.__setattr__(self, "_other_dtype", True)
+            _layers.enter(self)
 
     def forward(self, x):
         return self._c.forward(x)

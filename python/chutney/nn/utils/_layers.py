@@ -75,11 +75,20 @@ def _layer_norm(m, x):
     return F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps)
 
 
+def _batch_norm(m, x):
+    use_batch = m.training or not m.track_running_stats
+    momentum = 0.0 if m.momentum is None else m.momentum
+    return F.batch_norm(x, m.running_mean if m.track_running_stats else None,
+                        m.running_var if m.track_running_stats else None, m.weight, m.bias,
+                        use_batch, momentum, m.eps)
+
+
 def _forward_for(module):
     from chutney.nn import modules as M
     # Subclasses before their bases (ConvTranspose2d is a _ConvNd).
     table = [(M.ConvTranspose2d, _conv_transpose2d), (M.Conv2d, _conv2d), (M.Conv1d, _conv1d),
-             (M.Linear, _linear), (M.Embedding, _embedding), (M.LayerNorm, _layer_norm)]
+             (M.Linear, _linear), (M.Embedding, _embedding), (M.LayerNorm, _layer_norm),
+             (M._BatchNorm, _batch_norm)]
     for cls, fn in table:
         if isinstance(module, cls):
             return fn
