@@ -408,3 +408,15 @@ def test_module_to_opencl():
     out = m(x.to("opencl"))
     assert out.device == "opencl:0"
     assert close(out.cpu().tolist(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_load_state_dict_result_and_lookups():
+    m = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    r = m.load_state_dict({"0.weight": chutney.zeros(3, 2), "junk": chutney.zeros(1)},
+                          strict=False)
+    assert r.missing_keys == ["0.bias", "2.weight", "2.bias"] and r.unexpected_keys == ["junk"]
+    assert repr(m.load_state_dict(m.state_dict())) == "<All keys matched successfully>"
+    assert m.get_parameter("2.bias") is m[2].bias
+    with pytest.raises(AttributeError):
+        m.get_submodule("7")
+    assert m.share_memory() is m and m.type(chutney.float32) is m

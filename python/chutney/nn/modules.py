@@ -11,6 +11,7 @@ state_dict() and load_state_dict() reach the same memory the layer
 computes with. Layers without parameters call nn.functional.
 """
 
+import collections
 import copy
 import functools
 from collections import OrderedDict
@@ -44,6 +45,16 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, proto):
         return (Parameter, (self.detach(), self.requires_grad))
+
+
+class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
+                                                ["missing_keys", "unexpected_keys"])):
+    """What load_state_dict returns: PyTorch's named pair."""
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
 
 
 class _BackwardHooks:
@@ -350,8 +361,35 @@ class Module:
     def get_submodule(self, target):
         m = self
         for part in target.split(".") if target else []:
+            if part not in m._modules:
+                raise AttributeError(f"{type(m).__name__} has no attribute `{part}`")
             m = m._modules[part]
         return m
+
+    def get_parameter(self, target):
+        path, _, name = target.rpartition(".")
+        m = self.get_submodule(path)
+        if name not in m._parameters:
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return m._parameters[name]
+
+    def get_buffer(self, target):
+        path, _, name = target.rpartition(".")
+        m = self.get_submodule(path)
+        if name not in m._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return m._buffers[name]
+
+    def type(self, dst_type):  # noqa: A003 (PyTorch's name)
+        return self.to(dtype=dst_type)
+
+    def share_memory(self):
+        """One process: nothing to share (returns self)."""
+        return self
+
+    def to_empty(self, *, device=None, recurse=True):
+        """There is no meta device here: tensors already have storage."""
+        return self.to(device) if device is not None else self
 
     # ---- walking the tree ----
 
@@ -499,7 +537,7 @@ class Module:
             for k, t in own.items():
                 if k in state_dict:
                     t.copy_(state_dict[k])
-        return missing, unexpected
+        return _IncompatibleKeys(missing, unexpected)
 
     # ---- devices and dtypes ----
 

@@ -1,10 +1,10 @@
 """torch.optim: SGD, Adam, AdamW, RMSprop and Adagrad (the C library's
 optimisers), Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD and LBFGS (in
 Python over tensor ops, chutney.optim.extra), SparseAdam (refused: no
-sparse gradients), the Optimizer base class for writing others, and
-lr_scheduler."""
+sparse gradients), the Optimizer base class for writing others,
+lr_scheduler and swa_utils (weight averaging)."""
 
-from chutney.optim import lr_scheduler  # noqa: F401
+from chutney.optim import lr_scheduler, swa_utils  # noqa: F401
 from chutney.optim.extra import (  # noqa: F401
     ASGD,
     LBFGS,
