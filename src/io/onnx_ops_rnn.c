@@ -12,6 +12,7 @@
 #ifdef CN_HAVE_ONNX
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 
 #define MAX_STEPS 4096
 
@@ -57,14 +58,33 @@ static int run_lstm_seq(const rnn_cfg *r, cn_tensor *x, cn_tensor *W, cn_tensor 
     return 0;
 }
 
+/* Where step t is inside each of the N sequences (lens): bool and 0/1 of
+ * the dtype of like, both [N, 1]. */
+static int step_mask(cn_tensor *like, const int64_t *lens, int64_t N, int64_t t, cn_tensor **mb,
+                     cn_tensor **mf) {
+    uint8_t *b = malloc((size_t)N);
+    if (!b) return cn_failc(CN_ENOMEM, "recurrent: out of memory");
+    for (int64_t i = 0; i < N; i++) b[i] = t < lens[i];
+    *mb = cn_from_data_on(cn_tensor_device(like), CN_BOOL, 2, (int64_t[]){N, 1}, b);
+    free(b);
+    *mf = cn_cast(*mb, cn_tensor_dtype(like));
+    return *mb && *mf ? 0 : CN_EINVAL;
+}
+
 /* One direction over x [T, N, in]: the outputs of every step into ys
- * (in time order), the last hidden state and cell into *hn, *cn. */
+ * (in time order), the last hidden state and cell into *hn, *cn. lens
+ * (NULL: all T) gives each sequence's length: past its end a sequence's
+ * output is 0 and its state stays (ONNX's sequence_lens), so the reverse
+ * direction starts at its last step. */
 static int run_dir(const rnn_cfg *r, cn_tensor *x, cn_tensor *W, cn_tensor *R, cn_tensor *B,
                    cn_tensor *P, cn_tensor *h0, cn_tensor *c0, bool reverse, int64_t T,
-                   cn_tensor **ys, cn_tensor **hn, cn_tensor **cn_out) {
-    int64_t hs = r->hs;
+                   const int64_t *lens, int64_t N, cn_tensor **ys, cn_tensor **hn,
+                   cn_tensor **cn_out) {
+    int64_t hs = r->hs, full = T;
+    for (int64_t i = 0; lens && i < N; i++)
+        if (lens[i] < full) full = lens[i];
     if (r->k == K_LSTM && T > 0 && !P && r->clip <= 0 && r->f == A_SIGMOID && r->g == A_TANH &&
-        r->h == A_TANH)
+        r->h == A_TANH && full == T)
         return run_lstm_seq(r, x, W, R, B, h0, c0, reverse, T, ys, hn, cn_out);
     cn_tensor *xw = cn_matmul(x, cn_mT(W)); /* [T, N, G H] */
     cn_tensor *wb = NULL, *rb = NULL;
@@ -82,7 +102,7 @@ static int run_dir(const rnn_cfg *r, cn_tensor *x, cn_tensor *W, cn_tensor *R, c
     for (int64_t s = 0; s < T; s++) {
         int64_t t = reverse ? T - 1 - s : s;
         cn_tensor *xt = cn_squeeze(cn_narrow(xw, 0, t, 1), 0);
-        cn_tensor *ht;
+        cn_tensor *ht, *c_before = cprev;
         if (r->k == K_RNN) {
             ht = apply(r->f, add0(xt, hprev ? cn_matmul(hprev, Rt) : NULL), r->clip);
         } else if (r->k == K_LSTM) {
@@ -117,6 +137,13 @@ static int run_dir(const rnn_cfg *r, cn_tensor *x, cn_tensor *W, cn_tensor *R, c
         }
         if (!ht) return CN_EINVAL;
         ys[t] = ht;
+        if (t >= full) {
+            cn_tensor *mb = NULL, *mf = NULL;
+            if (step_mask(ht, lens, N, t, &mb, &mf) < 0) return CN_EINVAL;
+            ys[t] = cn_mul(ht, mf);
+            ht = hprev ? cn_where(mb, ht, hprev) : ys[t];
+            if (r->k == K_LSTM) cprev = c_before ? cn_where(mb, cprev, c_before) : cn_mul(cprev, mf);
+        }
         hprev = ht;
     }
     *hn = hprev;
@@ -169,11 +196,22 @@ static int recurrent(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int 
     int64_t T = cn_dim(x, 0);
     if (T < 0) return onnx_unsup(c, "an unknown sequence length (give concrete input shapes)");
     if (T > MAX_STEPS) return onnx_unsup(c, "%" PRId64 " steps (at most %d)", T, MAX_STEPS);
+    int64_t N = cn_dim(x, 1), lens_v[4096];
+    bool partial = false;
     if (lens) {
         if (cn_is_symbolic_tensor(lens)) return onnx_unsup(c, "sequence_lens computed at run time");
-        for (int64_t i = 0; i < cn_numel(lens); i++)
-            if (cn_get_int(lens, (int64_t[]){i}) != T)
-                return onnx_unsup(c, "sequence_lens shorter than the sequence");
+        if (N < 0) return onnx_unsup(c, "sequence_lens with an unknown batch size");
+        if (N > 4096) return onnx_unsup(c, "sequence_lens for a batch of %" PRId64 " (at most 4096)", N);
+        if (cn_ndim(lens) != 1 || cn_numel(lens) != N)
+            return onnx_bad(c, "sequence_lens has %" PRId64 " values for a batch of %" PRId64,
+                            cn_numel(lens), N);
+        for (int64_t i = 0; i < N; i++) {
+            lens_v[i] = cn_get_int(lens, (int64_t[]){i});
+            if (lens_v[i] < 0 || lens_v[i] > T)
+                return onnx_bad(c, "sequence_lens[%" PRId64 "] is %" PRId64 " (the sequence has %" PRId64
+                                   " steps)", i, lens_v[i], T);
+            partial |= lens_v[i] < T;
+        }
     }
     /* Default activations: f = Sigmoid (Tanh for RNN), g = h = Tanh; a
      * bidirectional op lists them per direction. */
@@ -192,7 +230,8 @@ static int recurrent(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int 
         cn_tensor *hd = h0 ? cn_squeeze(cn_narrow(h0, 0, d, 1), 0) : NULL;
         cn_tensor *cd = c0 ? cn_squeeze(cn_narrow(c0, 0, d, 1), 0) : NULL;
         int rc = run_dir(&r, x, cn_squeeze(cn_narrow(W, 0, d, 1), 0), cn_squeeze(cn_narrow(R, 0, d, 1), 0),
-                         Bd, Pd, hd, cd, rev || d == 1, T, ys[d], &hn[d], &cns[d]);
+                         Bd, Pd, hd, cd, rev || d == 1, T, partial ? lens_v : NULL, N, ys[d], &hn[d],
+                         &cns[d]);
         if (rc < 0) return rc;
     }
     if (nout > 0) {
@@ -226,7 +265,7 @@ H(h_lstm) {
 #define RNN_ATTRS "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"
 
 const onnx_op_entry cn_onnx_ops_rnn[] = {
-    {"RNN", h_rnn, RNN_ATTRS, 3, 6, 2, "known sequence length; activations Sigmoid, Tanh, Relu; full sequence_lens only"},
+    {"RNN", h_rnn, RNN_ATTRS, 3, 6, 2, "known sequence length; activations Sigmoid, Tanh, Relu; sequence_lens known at load time"},
     {"GRU", h_gru, RNN_ATTRS ",linear_before_reset", 3, 6, 2, "as RNN"},
     {"LSTM", h_lstm, RNN_ATTRS ",input_forget", 3, 8, 3, "as RNN; input_forget 0"},
     {NULL, NULL, NULL, 0, 0, 0, NULL},

@@ -562,3 +562,54 @@ def test_conformance_case(case):
     feed = {n: t.numpy() for n, t in zip(m.input_names, feeds)}
     for got, p in zip(m.run(None, feed), out_files):
         np.testing.assert_allclose(got, _pb(p), rtol=1e-3, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_recurrent_sequence_lens_like_torch_packed(kind, direction):
+    """ONNX's sequence_lens (known at load time): Y zero past each
+    sequence's end, Y_h (and Y_c) its state at its last step, the reverse
+    direction starting there; against PyTorch's packed sequences with the
+    same weights."""
+    torch = pytest.importorskip("torch")
+    T, N, I, H = 6, 4, 3, 5
+    lens = np.array([6, 2, 4, 1], np.int32)
+    torch.manual_seed(0)
+    bidir = direction == "bidirectional"
+    tm = getattr(torch.nn, kind)(I, H, bidirectional=bidir)
+    G = 4 if kind == "LSTM" else 3
+    # torch's gate blocks (LSTM i f g o, GRU r z n) in ONNX's (i o f c, z r h)
+    order = [0, 3, 1, 2] if kind == "LSTM" else [1, 0, 2]
+
+    def onnx_gates(w):
+        w = w.detach().numpy()
+        return np.concatenate([w[k * H:(k + 1) * H] for k in order], 0)
+
+    sfx = ["", "_reverse"] if bidir else [""]
+    W = np.stack([onnx_gates(getattr(tm, f"weight_ih_l0{s}")) for s in sfx])
+    R = np.stack([onnx_gates(getattr(tm, f"weight_hh_l0{s}")) for s in sfx])
+    B = np.stack([np.concatenate([onnx_gates(getattr(tm, f"bias_ih_l0{s}")),
+                                  onnx_gates(getattr(tm, f"bias_hh_l0{s}"))]) for s in sfx])
+    D = len(sfx)
+    attrs = {"hidden_size": H, "direction": direction}
+    if kind == "GRU":
+        attrs["linear_before_reset"] = 1
+    outs = ["Y", "Y_h"] + (["Y_c"] if kind == "LSTM" else [])
+    node = helper.make_node(kind, ["X", "W", "R", "B", "lens"], outs, **attrs)
+    out_vis = [vi("Y", [T, D, N, H]), vi("Y_h", [D, N, H])] + \
+        ([vi("Y_c", [D, N, H])] if kind == "LSTM" else [])
+    m = make([node], [vi("X", [T, N, I])], out_vis,
+             [init("W", W.astype(np.float32)), init("R", R.astype(np.float32)),
+              init("B", B.astype(np.float32)), init("lens", lens)], opset=14)
+    x = np.random.default_rng(2).standard_normal((T, N, I)).astype(np.float32)
+    got = chutney.onnx.load(m.SerializeToString())(chutney.tensor(x))
+    got = [g.numpy() for g in (got if isinstance(got, (list, tuple)) else [got])]
+    packed = torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(x), torch.tensor(lens),
+                                                     enforce_sorted=False)
+    with torch.no_grad():
+        out, hn = tm(packed)
+    y, _ = torch.nn.utils.rnn.pad_packed_sequence(out, total_length=T)  # [T, N, D*H]
+    want_y = y.numpy().reshape(T, N, D, H).transpose(0, 2, 1, 3)
+    want = [want_y] + ([hn[0].numpy(), hn[1].numpy()] if kind == "LSTM" else [hn.numpy()])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
