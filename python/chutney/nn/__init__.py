@@ -18,10 +18,17 @@ from chutney.nn.modules import (  # noqa: F401
     UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, Threshold, Hardshrink,
     Softshrink, Softmax2d, Bilinear, LSTMCell, GRUCell, RNNCell, ParameterList, ParameterDict,
     Conv3d, BatchNorm3d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d, ConvTranspose1d, EmbeddingBag)
+from chutney.nn.modules import _CellBase as RNNCellBase, _RNNBase as RNNBase  # noqa: F401
+from chutney.nn.adaptive_softmax import AdaptiveLogSoftmaxWithLoss  # noqa: F401
 from chutney.nn.channel_shuffle import ChannelShuffle  # noqa: F401
 from chutney.nn.conv_transpose3d import ConvTranspose3d  # noqa: F401
 from chutney.nn.fold import Fold, Unfold  # noqa: F401
 from chutney.nn.lazy import LazyConv1d, LazyConv2d, LazyLinear  # noqa: F401
+from chutney.nn.lazy_more import (  # noqa: F401
+    LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv3d, LazyConvTranspose1d,
+    LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d, LazyInstanceNorm2d,
+    LazyInstanceNorm3d)
+from chutney.nn.layers_3d import AdaptiveMaxPool3d, MaxUnpool3d, ReflectionPad3d  # noqa: F401
 from chutney.nn.losses_more import (  # noqa: F401
     CTCLoss, HingeEmbeddingLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
     TripletMarginWithDistanceLoss)

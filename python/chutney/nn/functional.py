@@ -53,20 +53,27 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                            scale)
 
 
+def _into(input, out, inplace):
+    """inplace=True writes the result into input, as PyTorch: the library's
+    copy_ is recorded by autograd, so gradients flow through the overwritten
+    tensor, and a leaf that requires grad is refused as in PyTorch."""
+    return input.copy_(out) if inplace else out
+
+
 def relu(input, inplace=False):
-    return input.relu()
+    return input.relu_() if inplace else input.relu()
 
 
 def relu6(input, inplace=False):
-    return input.clamp(0.0, 6.0)
+    return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return input.leaky_relu(negative_slope)
+    return _into(input, input.leaky_relu(negative_slope), inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return input.elu(alpha)
+    return _into(input, input.elu(alpha), inplace)
 
 
 def gelu(input, approximate="none"):
@@ -74,7 +81,7 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return input.silu()
+    return _into(input, input.silu(), inplace)
 
 
 def softplus(input, beta=1, threshold=20):
@@ -82,7 +89,7 @@ def softplus(input, beta=1, threshold=20):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    return input.hardtanh(min_val, max_val)
+    return _into(input, input.hardtanh(min_val, max_val), inplace)
 
 
 def sigmoid(input):
@@ -107,10 +114,50 @@ def linear(input, weight, bias=None):
     return y + bias if bias is not None else y
 
 
-def embedding(input, weight, padding_idx=None):
-    """Rows of weight picked by integer input, any shape: [..., dim]."""
-    rows = weight.index_select(0, input.reshape(-1))
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of weight picked by integer input, any shape: [..., dim].
+    padding_idx's row gets no gradient; max_norm renormalises, in place, the
+    rows looked up whose norm_type-norm exceeds it; scale_grad_by_freq
+    divides each row's gradient by how often the batch names it. sparse is
+    accepted, and the gradient is dense."""
+    n = weight.shape[0]
+    if padding_idx is not None:
+        if padding_idx > 0 and padding_idx >= n:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        if padding_idx < 0:
+            if padding_idx < -n:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx += n
+    flat = input.reshape(-1)
+    if max_norm is not None:
+        _embedding_renorm(weight, flat, max_norm, norm_type)
+    rows = weight.index_select(0, flat)
+    if scale_grad_by_freq and flat.numel():
+        ids = flat.tolist()
+        counts = {}
+        for i in ids:
+            counts[i] = counts.get(i, 0) + 1
+        scale = _C.tensor([1.0 / counts[i] for i in ids], dtype=rows.dtype,
+                          device=rows.device).reshape(-1, 1)
+        # the value stays the row itself (exactly); only the gradient is scaled
+        rows = rows.detach() + (rows - rows.detach()) * scale
+    if padding_idx is not None:
+        rows = _C.where((flat == padding_idx).reshape(-1, 1), rows.detach(), rows)
     return rows.reshape(tuple(input.shape) + (weight.shape[1],))
+
+
+def _embedding_renorm(weight, flat, max_norm, norm_type):
+    with no_grad():
+        ids = sorted(set(flat.tolist()))
+        if not ids:
+            return
+        idx = _C.tensor(ids, dtype=_C.int64, device=weight.device)
+        rows = weight.index_select(0, idx)
+        norms = rows.norm(norm_type, 1, keepdim=True)
+        # PyTorch's 1e-7 keeps a renormalised row's norm just under max_norm
+        scale = _C.where(norms > max_norm, max_norm / (norms + 1e-7), _C.ones_like(norms))
+        weight.index_copy_(0, idx, rows * scale)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -174,24 +221,28 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 # ---- more activations (compositions of the library's ops) ----
 
 def hardsigmoid(input, inplace=False):
-    return (input * (1.0 / 6) + 0.5).clamp(0.0, 1.0)
+    return _into(input, (input * (1.0 / 6) + 0.5).clamp(0.0, 1.0), inplace)
 
 
 def hardswish(input, inplace=False):
-    return input * (input + 3.0).clamp(0.0, 6.0) * (1.0 / 6)
+    return _into(input, input * (input + 3.0).clamp(0.0, 6.0) * (1.0 / 6), inplace)
 
 
 def mish(input, inplace=False):
-    return input * input.softplus().tanh()
+    return _into(input, input * input.softplus().tanh(), inplace)
 
 
 def selu(input, inplace=False):
-    return 1.0507009873554804934193349852946 * input.elu(1.6732632423543772848170429916717)
+    return _into(input, 1.0507009873554804934193349852946 *
+                 input.elu(1.6732632423543772848170429916717), inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     # elu with the exponent's argument scaled: max(0,x) + min(0, alpha*(exp(x/alpha)-1))
-    return (input * (1.0 / alpha)).elu(1.0) * alpha if alpha != 1.0 else input.elu(1.0)
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    out = (input * (1.0 / alpha)).elu(1.0) * alpha if alpha != 1.0 else input.elu(1.0)
+    return _into(input, out, inplace)
 
 
 def logsigmoid(input):
@@ -760,7 +811,8 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
 
 
 def threshold(input, threshold, value, inplace=False):
-    return _C.where(input > threshold, input, _C.full_like(input, float(value)))
+    return _into(input, _C.where(input > threshold, input, _C.full_like(input, float(value))),
+                 inplace)
 
 
 def hardshrink(input, lambd=0.5):
@@ -1121,9 +1173,9 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if lower > upper:
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:
-        return input.leaky_relu((lower + upper) / 2)
+        return _into(input, input.leaky_relu((lower + upper) / 2), inplace)
     a = _C.rand(*input.shape, device=input.device).to(input.dtype) * (upper - lower) + lower
-    return input * _C.where(input > 0, _C.ones_like(a), a)
+    return _into(input, input * _C.where(input > 0, _C.ones_like(a), a), inplace)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
@@ -1519,3 +1571,147 @@ def pdist(input, p=2):
     if p == 0:  # a count: its gradient is zero, as PyTorch's
         return (diff != 0).to(input.dtype).sum(1) + diff.sum(1) * 0.0
     return diff.norm(p, 1)
+
+
+# ---- in-place activations (torch.nn.functional.relu_ and its kin) ----
+
+def relu_(input):
+    return input.relu_()
+
+
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return leaky_relu(input, negative_slope, True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, True)
+
+
+def threshold_(input, threshold, value):
+    return globals()["threshold"](input, threshold, value, True)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, True)
+
+
+def selu_(input):
+    return selu(input, True)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, True)
+
+
+# ---- pad: the library's constant/reflect/replicate, circular here ----
+
+def pad(input, pad, mode="constant", value=None):  # noqa: F811 (the library's, plus circular)
+    """torch.nn.functional.pad; mode 'circular' wraps the last 1-3 axes of a
+    3-d to 5-d input around (one index_select per axis, so the gradient of
+    a value copied twice is summed)."""
+    if mode != "circular":
+        return _C.pad(input, pad, mode, value)
+    pad = list(pad)
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    nsp = input.dim() - 2
+    unsupported = NotImplementedError("Only 2D, 3D, 4D, 5D padding with non-constant padding "
+                                      "are supported for now")
+    if nsp not in (0, 1, 2, 3):
+        raise unsupported
+    if len(pad) // 2 > nsp:
+        raise RuntimeError(f"Invalid padding size, expected {2 * nsp} but got {len(pad)}")
+    if len(pad) // 2 != nsp:
+        raise unsupported
+    x = input
+    for i in range(nsp):
+        axis = x.dim() - 1 - i
+        lo, hi = pad[2 * i], pad[2 * i + 1]
+        n = x.shape[axis]
+        if lo > n or hi > n:
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        size = n + lo + hi
+        if size <= 0:
+            raise RuntimeError(f"Padding would give axis {axis} a size of {size}")
+        idx = _C.tensor([(j - lo) % n for j in range(size)], dtype=_C.int64, device=x.device)
+        x = x.index_select(axis, idx)
+    return x
+
+
+# ---- pooling: the forms with indices, 3-d adaptive max, 3-d unpool ----
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """The largest value of each of PyTorch's adaptive windows over
+    [N, C, D, H, W] (or [C, D, H, W]): the depth window's maximum of the
+    2-d adaptive maxima of its slices."""
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool3d: return_indices=True is not supported")
+    if input.dim() not in (4, 5):
+        raise RuntimeError(f"adaptive_max_pool3d(): Expected 4D or 5D tensor, but got "
+                           f"{list(input.shape)}")
+    od, oh, ow = _triple(output_size)
+    d = input.shape[-3]
+    od = d if od is None else _positions(od, "adaptive_max_pool3d")
+    hw = (oh if oh is not None else input.shape[-2], ow if ow is not None else input.shape[-1])
+    slices = [adaptive_max_pool2d(input.narrow(-3, a, b - a).amax(dim=-3), hw)
+              for a, b in _adaptive_windows(d, od)]
+    return _C.stack(slices, -3)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """max_pool3d's inverse; indices flat over each D*H*W volume."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3,
+                       "max_unpool3d")
+
+
+native_channel_shuffle = channel_shuffle
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn,
+                                 dropout_p, out_proj_weight, out_proj_bias, training=True,
+                                 key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, static_k=None,
+                                 static_v=None, average_attn_weights=True):
+    """nn.MultiheadAttention's forward with the weights passed in (inputs
+    [L, N, E] or unbatched [L, E]); returns (output, weights or None)."""
+    import types
+    from chutney.nn.transformer import MultiheadAttention
+    if bias_k is not None or bias_v is not None or add_zero_attn:
+        raise NotImplementedError("multi_head_attention_forward: bias_k, bias_v and "
+                                  "add_zero_attn are not supported")
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: static_k and static_v are not "
+                                  "supported")
+    if embed_dim_to_check % num_heads:
+        raise AssertionError(f"embed_dim {embed_dim_to_check} not divisible by num_heads "
+                             f"{num_heads}")
+    if use_separate_proj_weight and (q_proj_weight is None or k_proj_weight is None or
+                                     v_proj_weight is None):
+        raise AssertionError("use_separate_proj_weight is True but q_proj_weight, k_proj_weight "
+                             "or v_proj_weight is None")
+    # MultiheadAttention.forward reads only these attributes of its module
+    shim = types.SimpleNamespace(
+        embed_dim=embed_dim_to_check, num_heads=num_heads,
+        head_dim=embed_dim_to_check // num_heads,
+        _qkv_same_embed_dim=not use_separate_proj_weight, in_proj_weight=in_proj_weight,
+        q_proj_weight=q_proj_weight, k_proj_weight=k_proj_weight, v_proj_weight=v_proj_weight,
+        in_proj_bias=in_proj_bias, dropout=dropout_p, training=training, batch_first=False,
+        out_proj=lambda x: linear(x, out_proj_weight, out_proj_bias))
+    return MultiheadAttention.forward(shim, query, key, value, key_padding_mask, need_weights,
+                                      attn_mask, average_attn_weights)

@@ -495,6 +495,26 @@ class Module:
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + "_extra_state"] = self.get_extra_state()
+
+    def get_extra_state(self):
+        """Override (with set_extra_state) to save a picklable object in the
+        state_dict under "_extra_state"."""
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be "
+                           "called. Please file an issue at https://github.com/pytorch/pytorch/"
+                           "issues/new?template=bug-report.yml to report this bug.")
+
+    def set_extra_state(self, state):
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be "
+                           "called. Please file an issue at https://github.com/pytorch/pytorch/"
+                           "issues/new?template=bug-report.yml to report this bug.")
+
+    def register_load_state_dict_post_hook(self, hook):
+        """hook(module, incompatible_keys) after load_state_dict has loaded
+        the values; it may edit incompatible_keys' lists in place (strict
+        judges what they hold afterwards) and must return None."""
+        return self._add_hook("_load_state_dict_post_hooks", hook, False)
 
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         """Parameters and persistent buffers by dotted name, module by module
@@ -512,15 +532,16 @@ class Module:
         place). strict: every name must match both ways. Shapes must match.
         Returns (missing_keys, unexpected_keys)."""
         own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
+        # objects of get/set_extra_state: loaded only by an overridden setter
+        extra = {}
+        for name, m in self.named_modules():
+            key = name + ("." if name else "") + "_extra_state"
+            own.pop(key, None)
+            if type(m).set_extra_state is not Module.set_extra_state:
+                extra[key] = m
+        missing = [k for k in list(own) + list(extra) if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own and k not in extra]
         errors = []
-        if strict:
-            if missing:
-                errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
-            if unexpected:
-                errors.append("Unexpected key(s) in state_dict: " +
-                              ", ".join(f'"{k}"' for k in unexpected))
         for k, t in own.items():
             if k in state_dict:
                 v = state_dict[k]
@@ -537,7 +558,29 @@ class Module:
             for k, t in own.items():
                 if k in state_dict:
                     t.copy_(state_dict[k])
-        return _IncompatibleKeys(missing, unexpected)
+        for k, m in extra.items():
+            if k in state_dict:
+                m.set_extra_state(state_dict[k])
+        result = _IncompatibleKeys(missing, unexpected)
+        for m in reversed(list(self.modules())):  # children before their parent, as PyTorch
+            for hook in list(m.__dict__.get("_load_state_dict_post_hooks", {}).values()):
+                if hook(m, result) is not None:
+                    raise AssertionError("Hooks registered with "
+                                       "``register_load_state_dict_post_hook`` are not expected "
+                                       "to return new values, if incompatible_keys need to be "
+                                       "modified, it should be done inplace.")
+        if strict:
+            # after the hooks, as PyTorch: a hook may forgive keys
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in unexpected))
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in missing))
+            if errors:
+                raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:"
+                                   "\n\t" + "\n\t".join(errors))
+        return result
 
     # ---- devices and dtypes ----
 
@@ -592,6 +635,11 @@ class Module:
 
     def cpu(self):
         return self.to("cpu")
+
+    def cuda(self, device=None):
+        if device is None:
+            return self.to("cuda")
+        return self.to(f"cuda:{device}" if isinstance(device, int) else device)
 
     def float(self):
         return self.to(dtype=_C.float32)
@@ -901,6 +949,27 @@ class Embedding(_CLayer):
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
         return s
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
+                        norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+        """An Embedding whose weight is embeddings (the same memory, as
+        PyTorch), trained unless freeze. sparse is accepted; the gradient is
+        dense."""
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        if max_norm is not None or scale_grad_by_freq:
+            raise NotImplementedError("Embedding.from_pretrained: max_norm and scale_grad_by_freq "
+                                      "are not supported by the library's layer (F.embedding has "
+                                      "them)")
+        rows, cols = embeddings.shape
+        emb = cls(rows, cols, padding_idx, device=embeddings.device, dtype=embeddings.dtype)
+        weight = Parameter(embeddings, requires_grad=not freeze)
+        if emb.__dict__.get("_other_dtype"):
+            emb._parameters["weight"] = weight  # computed in Python: no library tensor to tie
+        else:
+            emb.weight = weight
+        return emb
 
 
 class _RNNBase(_CLayer):
@@ -1903,6 +1972,18 @@ class EmbeddingBag(Module):
             with no_grad():
                 w[padding_idx] = 0.0
         self.weight = Parameter(w)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, mode="mean", sparse=False,
+                        include_last_offset=False, padding_idx=None):
+        """An EmbeddingBag whose weight is embeddings, trained unless freeze."""
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        bag = cls(embeddings.shape[0], embeddings.shape[1], max_norm, norm_type,
+                  scale_grad_by_freq, mode, sparse, embeddings, include_last_offset, padding_idx)
+        bag.weight.requires_grad_(not freeze)
+        return bag
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, mode=self.mode,

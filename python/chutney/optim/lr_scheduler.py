@@ -3,7 +3,7 @@ where it has them, so the lrs are the same doubles).
 
 StepLR, ExponentialLR, CosineAnnealingLR and LinearLR are the library's
 schedules. MultiStepLR, ConstantLR, LambdaLR, MultiplicativeLR,
-PolynomialLR, OneCycleLR, CosineAnnealingWarmRestarts, SequentialLR,
+PolynomialLR, OneCycleLR, CyclicLR, CosineAnnealingWarmRestarts, SequentialLR,
 ChainedScheduler and ReduceLROnPlateau are computed here and write
 group["lr"]; both kinds combine in SequentialLR and ChainedScheduler.
 Creating one applies step 0, as in PyTorch; call step() after
@@ -553,6 +553,111 @@ class OneCycleLR(LRScheduler):
         super().load_state_dict(state_dict)
         if self.cycle_momentum:
             # The optimiser's momentum is whatever its own state says now.
+            self._pushed_momentum = [None] * len(self.optimizer.param_groups)
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (PyTorch 1.13's CyclicLR): each cycle goes
+    from base_lr up to max_lr in step_size_up steps and back down in
+    step_size_down, the amplitude scaled by mode ('triangular': 1,
+    'triangular2': halved each cycle, 'exp_range': gamma**iteration) or by
+    scale_fn. cycle_momentum moves the optimiser's momentum inversely,
+    between max_momentum and base_momentum (an optimiser without
+    'momentum', such as Adam, is refused as in PyTorch 1.13); an SGD or
+    RMSprop of the library created with momentum=0 has no buffer to cycle,
+    so its momentum stays 0, with a warning (see OneCycleLR)."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
+                 cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1,
+                 verbose=False):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, g in zip(base_lrs, optimizer.param_groups):
+                g["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        step_size_up = float(step_size_up)
+        step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        # a user's scale_fn is not saved by state_dict (it may be a lambda)
+        self._scale_fn_custom = scale_fn
+        if scale_fn is None:
+            self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
+        else:
+            self.scale_mode = scale_mode
+        self.cycle_momentum = cycle_momentum
+        self.use_beta1 = False
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum with `cycle_momentum` option "
+                                 "enabled")
+            if getattr(optimizer, "_c", None) and any(g["momentum"] <= 0
+                                                      for g in optimizer.param_groups):
+                warnings.warn(
+                    f"CyclicLR: momentum is not cycled: {type(optimizer).__name__} was created "
+                    "with momentum=0, and the library's optimiser cannot take a momentum buffer "
+                    "later (torch would cycle it between max_momentum and base_momentum); create "
+                    "it with momentum > 0, or pass cycle_momentum=False", UserWarning)
+                self.cycle_momentum = False
+        if self.cycle_momentum:
+            self._pushed_momentum = [None] * len(optimizer.param_groups)
+            base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            if last_epoch == -1:
+                for m, g in zip(base_momentums, optimizer.param_groups):
+                    g["momentum"] = m
+            self.base_momentums = [g["momentum"] for g in optimizer.param_groups]
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+        super().__init__(optimizer, last_epoch, verbose)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2. ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1. + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * scale_factor * scale
+               for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for g, low, top in zip(self.optimizer.param_groups, self.base_momentums,
+                                   self.max_momentums):
+                g["momentum"] = top - (top - low) * scale_factor * scale
+        return lrs
+
+    def _set_lrs(self, values, epoch=None):
+        super()._set_lrs(values, epoch)
+        if self.cycle_momentum:
+            self._push_momentum()
+
+    _push_momentum = OneCycleLR._push_momentum
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("optimizer", "_pushed_momentum", "_scale_fn_custom")}
+
+    def load_state_dict(self, state_dict):
+        custom = self._scale_fn_custom
+        super().load_state_dict(state_dict)
+        self._scale_fn_custom = custom
+        if self.cycle_momentum:
             self._pushed_momentum = [None] * len(self.optimizer.param_groups)
 
 

@@ -7,12 +7,34 @@ from chutney import _C
 from chutney.autograd import no_grad
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scale the gradients so their norm_type-norm is at most max_norm;
-    returns the norm before clipping (a 0-d tensor)."""
+    returns the norm before clipping (a 0-d tensor). error_if_nonfinite:
+    raise, leaving the gradients alone, when that norm is inf or nan.
+    foreach is accepted (one fused op either way)."""
     if isinstance(parameters, _C.Tensor):
         parameters = [parameters]
-    return _C.clip_grad_norm_(list(parameters), float(max_norm), norm_type)
+    parameters = list(parameters)
+    if error_if_nonfinite:
+        grads = [p.grad for p in parameters if p.grad is not None]
+        if grads:
+            norm_type = float(norm_type)
+            per = _C.stack([g.detach().norm(norm_type) for g in grads])
+            total = per.abs().max() if norm_type == float("inf") else per.norm(norm_type)
+            if not bool(total.isfinite()):
+                raise RuntimeError(
+                    f"The total norm of order {norm_type} for gradients from `parameters` is "
+                    "non-finite, so it cannot be clipped. To disable this error and scale the "
+                    "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+    return _C.clip_grad_norm_(parameters, float(max_norm), norm_type)
+
+
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Deprecated name of clip_grad_norm_."""
+    import warnings
+    warnings.warn("torch.nn.utils.clip_grad_norm is now deprecated in favor of "
+                  "torch.nn.utils.clip_grad_norm_.", stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 def clip_grad_value_(parameters, clip_value):
