@@ -120,13 +120,12 @@ int cn_run_grad_hooks(cn_tensor *t, cn_tensor **grad) {
         if (repl->ndim != g->ndim || memcmp(repl->shape, g->shape, sizeof(int64_t) * (size_t)g->ndim) ||
             repl->dtype != g->dtype) {
             char b1[128], b2[128];
+            cn_failc(CN_EINVAL, "grad hook: the hook returned a %s %s gradient for a %s %s tensor",
+                     cn_dtype_name((cn_dtype)repl->dtype),
+                     cn_fmt_shape(b1, sizeof b1, repl->ndim, repl->shape),
+                     cn_dtype_name((cn_dtype)g->dtype), cn_fmt_shape(b2, sizeof b2, g->ndim, g->shape));
             cn_release(repl);
-            return cn_failc(CN_EINVAL, "grad hook: the hook returned a %s %s gradient for a %s %s "
-                                       "tensor",
-                            cn_dtype_name((cn_dtype)repl->dtype),
-                            cn_fmt_shape(b1, sizeof b1, repl->ndim, repl->shape),
-                            cn_dtype_name((cn_dtype)g->dtype),
-                            cn_fmt_shape(b2, sizeof b2, g->ndim, g->shape));
+            return CN_EINVAL;
         }
         cn_release(g);
         *grad = repl;
