@@ -87,6 +87,11 @@ class Function:
             raise TypeError(f"{cls.__name__}.forward returned {type(out).__name__}: custom "
                             "functions return one Tensor")
         if not (prev and any(needs)):
+            # Forward mode needs a rule as much as reverse mode does: a
+            # tangent on an argument cannot reach forward's result.
+            if any(isinstance(a, _C.Tensor) and _C._get_tangent(a) is not None for a in args):
+                raise NotImplementedError(f"{cls.__name__}: custom Functions have no forward-mode "
+                                          "(jvp) rule")
             return out
         nargs = len(args)
 
