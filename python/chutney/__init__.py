@@ -81,6 +81,7 @@ from chutney import _compile as compiler  # noqa: F401  (compiler.is_compiling()
 
 from chutney import _tensor_extras  # noqa: E402
 from chutney import _torch_functions  # noqa: E402,F401  (registers more functions and methods)
+from chutney import _torch_functions_more  # noqa: E402,F401  (aliases, aten spellings, legacy linalg)
 from chutney import distributed, func, jit, special, testing  # noqa: E402,F401  (torch.distributed, ...)
 from chutney.autograd import is_anomaly_enabled  # noqa: E402,F401
 
@@ -211,3 +212,4 @@ contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 preserve_format = memory_format("preserve_format")
+vmap = func.vmap  # torch.vmap (PyTorch 2): chutney.func.vmap
