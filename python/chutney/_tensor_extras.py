@@ -206,9 +206,12 @@ def signbit(input):
 
 @_export()
 def xlogy(input, other):
-    """input * log(other), 0 where input is 0 (unless other is NaN)."""
-    safe = _C.where(input == 0, _C.ones_like(other), other)
-    y = _C.where(input == 0, _C.zeros_like(input * safe), input * safe.log())
+    """input * log(other), 0 where input is 0 (unless other is NaN). The
+    slope in input is log(other) there too (0 where other is 0 or inf), as
+    PyTorch's."""
+    zero = input == 0
+    safe = _C.where(zero & ((other == 0) | other.isinf()), _C.ones_like(other), other)
+    y = input * safe.log()
     return _C.where(other != other, other * 1.0, y)
 
 

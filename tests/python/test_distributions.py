@@ -478,3 +478,28 @@ def test_kl_cross_family_exponential_gamma():
     kc.sum().backward()
     kt.sum().backward()
     _close(cr.grad, tr.grad, rtol=1e-8)
+
+
+def test_review_edge_gradients():
+    """Gradients where a concentration is 1 (xlogy's slope at 0), of a raw
+    scale_tril (none above the diagonal), and of StudentT's variance at
+    df = 2 (no NaN from the branch not taken): against PyTorch."""
+    rng = np.random.default_rng(8)
+    Lv = np.tril(rng.standard_normal((3, 3))) + 3 * np.eye(3)
+    res = []
+    for lib in (chutney, torch):
+        D = lib.distributions
+        a = lib.tensor([1.0, 2.5], dtype=lib.float64, requires_grad=True)
+        b = lib.tensor([1.0, 0.7], dtype=lib.float64, requires_grad=True)
+        D.Beta(a, b).log_prob(lib.tensor([0.3, 0.6], dtype=lib.float64)).sum().backward()
+        c = lib.tensor([1.0, 1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        D.Dirichlet(c).log_prob(lib.tensor([0.2, 0.3, 0.5], dtype=lib.float64)).backward()
+        L = lib.tensor(Lv, requires_grad=True)
+        m = D.MultivariateNormal(lib.zeros(3, dtype=lib.float64), scale_tril=L)
+        (m.log_prob(lib.ones(3, dtype=lib.float64)) + m.entropy()).backward()
+        df = lib.tensor([2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        D.StudentT(df).variance.sum().backward()
+        res.append([a.grad.numpy(), b.grad.numpy(), c.grad.numpy(), L.grad.numpy(),
+                    df.grad.numpy()])
+    for x, y in zip(*res):
+        np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)

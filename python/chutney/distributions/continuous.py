@@ -461,7 +461,10 @@ class StudentT(Distribution):
     @property
     def variance(self):
         df = self.df
-        v = self.scale.square() * df / (df - 2)
+        # the ratio only where it is finite: 1/0 in the branch not taken
+        # would make its gradient NaN
+        safe = _C.where(df > 2, df, _C.full_like(df, 3.0))
+        v = self.scale.square() * safe / (safe - 2)
         v = _C.where(df > 2, v, _C.full_like(v, math.inf))
         return _C.where(df > 1, v, _nan_like(v))
 

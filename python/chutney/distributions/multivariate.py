@@ -14,10 +14,12 @@ def _mT(t):
 
 
 def _tri_solve(L, B):
-    """L^-1 B for lower-triangular L (B a matrix, batches broadcast); a general
-    solve, which linalg differentiates."""
+    """L^-1 B for lower-triangular L (B a matrix, batches broadcast): a general
+    solve, which linalg differentiates, of L's lower triangle, so that no
+    gradient reaches the entries above the diagonal (a triangular solve
+    reads none of them)."""
     from chutney import linalg
-    return linalg.solve(L, B)
+    return linalg.solve(L.tril(), B)
 
 
 def _mahalanobis_sq(L, x):
