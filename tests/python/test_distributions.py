@@ -503,3 +503,13 @@ def test_review_edge_gradients():
                     df.grad.numpy()])
     for x, y in zip(*res):
         np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
+
+
+def test_binomial_kl_with_more_trials_is_infinite():
+    got = chutney.distributions.kl_divergence(
+        chutney.distributions.Binomial(chutney.tensor([5.0, 3.0]), probs=chutney.tensor([0.3, 0.4])),
+        chutney.distributions.Binomial(chutney.tensor([3.0, 3.0]), probs=chutney.tensor([0.5, 0.5])))
+    want = torch.distributions.kl_divergence(
+        torch.distributions.Binomial(torch.tensor([5.0, 3.0]), probs=torch.tensor([0.3, 0.4])),
+        torch.distributions.Binomial(torch.tensor([3.0, 3.0]), probs=torch.tensor([0.5, 0.5])))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

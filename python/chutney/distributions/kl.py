@@ -102,12 +102,14 @@ def _kl_bernoulli_bernoulli(p, q):
 
 @register_kl(Binomial, Binomial)
 def _kl_binomial_binomial(p, q):
-    if not bool((p.total_count == q.total_count).all()):
+    if bool((p.total_count < q.total_count).any()):
         raise NotImplementedError("KL between Binomials where q.total_count > p.total_count "
                                   "is not implemented")
     kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() -
                           (-q.probs).log1p())
-    return _C.where(p.total_count > 0, kl, _C.zeros_like(kl))
+    kl = _C.where(p.total_count > 0, kl, _C.zeros_like(kl))
+    # p reaches counts q cannot: infinitely far
+    return _C.where(p.total_count > q.total_count, _C.full_like(kl, math.inf), kl)
 
 
 @register_kl(Geometric, Geometric)
