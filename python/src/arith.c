@@ -175,10 +175,12 @@ PyObject *cnpy_rebase(PyObject *self, cn_tensor *r, bool fresh) {
     cn_tensor *y = r;
     if (!same || cn_tensor_dtype(r) != cn_tensor_dtype(x) || !fresh) {
         CNPY_SCOPE_BEGIN();
+        bool cast = y && cn_tensor_dtype(y) != cn_tensor_dtype(x);
         if (!same) y = cn_broadcast_to(y, nd, xs);
-        if (y && cn_tensor_dtype(y) != cn_tensor_dtype(x)) y = cn_cast(y, cn_tensor_dtype(x));
-        /* Never an operand itself: later writes into self must not reach it. */
-        if (y == r) y = cn_clone(y);
+        if (cast) y = cn_cast(y, cn_tensor_dtype(x));
+        /* Never an operand's memory (a broadcast view shares it): later
+         * writes into self must not reach it. */
+        if (!cast && (!fresh || !same)) y = cn_clone(y);
         CNPY_SCOPE_END_KEEP(y);
         cn_release(r);
         if (!y) return cnpy_raise(0);

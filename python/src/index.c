@@ -587,19 +587,23 @@ static int setitem_recorded(PyObject *self, PyObject *key, cn_tensor *val) {
     bool repeated = false;
     CNPY_SCOPE_BEGIN();
     cn_device dev = cn_tensor_device(x);
+    /* Scatters add floats: integer and bool tensors (a traced program's)
+     * go through f64 and back. */
+    cn_dtype xd = cn_tensor_dtype(x), wd = cn_dtype_is_float(xd) ? xd : CN_F64;
     cn_tensor *idx = cn_to(cn_reshape(s, 1, (int64_t[]){-1}), dev);
-    cn_tensor *v = cn_cast(val, cn_tensor_dtype(x));
+    cn_tensor *v = cn_cast(val, wd);
     v = v ? cn_broadcast_to(v, cn_ndim(s), cn_shape(s)) : NULL;
     v = v ? cn_reshape(cn_contiguous(v), 1, (int64_t[]){-1}) : NULL;
-    cn_tensor *zeros = cn_zeros_on(dev, cn_tensor_dtype(x), 1, flat);
-    cn_tensor *ones = idx ? cn_cast(cn_ones_like(idx), cn_tensor_dtype(x)) : NULL;
+    cn_tensor *zeros = cn_zeros_on(dev, wd, 1, flat);
+    cn_tensor *ones = idx ? cn_cast(cn_ones_like(idx), wd) : NULL;
     cn_tensor *counts = ones ? cn_scatter_add(zeros, 0, idx, ones) : NULL;
-    cn_tensor *most = counts && N ? cn_max(counts, NULL, 0, false) : NULL;
+    cn_tensor *most = counts && N && !cn_is_symbolic_tensor(counts) ? cn_max(counts, NULL, 0, false)
+                                                                    : NULL;
     repeated = most && cn_item(most) > 1;
     if (!repeated && counts && v) {
-        cn_tensor *hit = cn_gt(counts, cn_scalar(cn_tensor_dtype(counts), 0));
-        r = cn_where(hit, cn_scatter_add(zeros, 0, idx, v), cn_reshape(x, 1, flat));
-        r = cn_reshape(r, nd, cn_shape(x));
+        cn_tensor *hit = cn_gt(counts, cn_scalar(wd, 0));
+        r = cn_where(hit, cn_scatter_add(zeros, 0, idx, v), cn_cast(cn_reshape(x, 1, flat), wd));
+        r = cn_cast(cn_reshape(r, nd, cn_shape(x)), xd);
     }
     CNPY_SCOPE_END_KEEP(r);
     Py_DECREF(sel);

@@ -262,7 +262,10 @@ static int accumulate(cn_tensor **acc, cn_tensor *g) {
  * and clipping update it in place. */
 static cn_tensor *own_buffer(cn_tensor *g) {
     if (cn_is_symbolic(g) || g->node) return g;
-    if (cn_is_contiguous(g) && g->storage->refcount == 1 && g->offset == 0) return g;
+    /* Only a gradient nothing else holds (a hook, or the caller's seed,
+     * may hold one): the next backward pass adds into .grad in place. */
+    if (cn_is_contiguous(g) && g->refcount == 1 && g->storage->refcount == 1 && g->offset == 0)
+        return g;
     cn_tensor *c = cn_op_run(CN_OP_contiguous, &g, 1, NULL);
     cn_release(g);
     return c;
@@ -564,6 +567,13 @@ static int run_engine(const engine_args *e) {
         value *v = &w.v[k];
         cn_node *n = v->t->node;
         if (!n || !v->grad || !v->needed) continue;
+        if (n->freed) {
+            /* a walk inside this one (a hook's or a custom op's) freed it */
+            rc = cn_failc(CN_ESTATE, "%s: trying to backward through the graph a second time "
+                                     "(its record was freed by a backward pass that ran inside "
+                                     "this one; pass retain_graph there)", e->fn);
+            goto out;
+        }
         if (run_hooks(v) < 0) goto fail;
         const cn_op_def *op = cn_ops[n->op];
         bool any = false;

@@ -58,17 +58,14 @@ static int run_lstm_seq(const rnn_cfg *r, cn_tensor *x, cn_tensor *W, cn_tensor 
     return 0;
 }
 
-/* Where step t is inside each of the N sequences (lens): bool and 0/1 of
- * the dtype of like, both [N, 1]. */
-static int step_mask(cn_tensor *like, const int64_t *lens, int64_t N, int64_t t, cn_tensor **mb,
-                     cn_tensor **mf) {
+/* Where step t is inside each of the N sequences (lens): a bool [N, 1]. */
+static cn_tensor *step_mask(cn_tensor *like, const int64_t *lens, int64_t N, int64_t t) {
     uint8_t *b = malloc((size_t)N);
-    if (!b) return cn_failc(CN_ENOMEM, "recurrent: out of memory");
+    if (!b) return cn_fail("recurrent: out of memory");
     for (int64_t i = 0; i < N; i++) b[i] = t < lens[i];
-    *mb = cn_from_data_on(cn_tensor_device(like), CN_BOOL, 2, (int64_t[]){N, 1}, b);
+    cn_tensor *m = cn_from_data_on(cn_tensor_device(like), CN_BOOL, 2, (int64_t[]){N, 1}, b);
     free(b);
-    *mf = cn_cast(*mb, cn_tensor_dtype(like));
-    return *mb && *mf ? 0 : CN_EINVAL;
+    return m;
 }
 
 /* One direction over x [T, N, in]: the outputs of every step into ys
@@ -138,11 +135,13 @@ static int run_dir(const rnn_cfg *r, cn_tensor *x, cn_tensor *W, cn_tensor *R, c
         if (!ht) return CN_EINVAL;
         ys[t] = ht;
         if (t >= full) {
-            cn_tensor *mb = NULL, *mf = NULL;
-            if (step_mask(ht, lens, N, t, &mb, &mf) < 0) return CN_EINVAL;
-            ys[t] = cn_mul(ht, mf);
+            cn_tensor *mb = step_mask(ht, lens, N, t);
+            if (!mb) return CN_EINVAL;
+            /* selected, not multiplied: padding may hold NaN or inf */
+            cn_tensor *zero = onnx_scalar_like(ht, 0);
+            ys[t] = cn_where(mb, ht, zero);
             ht = hprev ? cn_where(mb, ht, hprev) : ys[t];
-            if (r->k == K_LSTM) cprev = c_before ? cn_where(mb, cprev, c_before) : cn_mul(cprev, mf);
+            if (r->k == K_LSTM) cprev = cn_where(mb, cprev, c_before ? c_before : zero);
         }
         hprev = ht;
     }

@@ -80,24 +80,22 @@ static void lstm_step(cn_tensor *gi, cn_tensor *whh, cn_tensor **h, cn_tensor **
     *h = cn_mul(cn_sigmoid(q[3]), cn_tanh(*c));
 }
 
-/* Where step t is inside each sequence: a bool [N, 1] (for the state) and
- * the same as 0/1 of x's dtype (for the output). */
-static int step_masks(cn_tensor *x, const int64_t *lens, int64_t t, cn_tensor **mb,
-                      cn_tensor **mf) {
+/* Where step t is inside each sequence: a bool [N, 1]. */
+static cn_tensor *step_mask(cn_tensor *x, const int64_t *lens, int64_t t) {
     int64_t N = x->shape[1], shape[2] = {N, 1};
     uint8_t *b = malloc((size_t)N);
-    if (!b) return cn_failc(CN_ENOMEM, "rnn: out of memory");
+    if (!b) return cn_fail("rnn: out of memory");
     for (int64_t i = 0; i < N; i++) b[i] = t < lens[i];
-    *mb = cn_from_data_on(cn_tensor_device(x), CN_BOOL, 2, shape, b);
-    *mf = cn_cast(*mb, x->dtype);
+    cn_tensor *m = cn_from_data_on(cn_tensor_device(x), CN_BOOL, 2, shape, b);
     free(b);
-    return *mb && *mf ? CN_OK : CN_EINVAL;
+    return m;
 }
 
 /* The new state where the step is inside the sequence, the old elsewhere
- * (old NULL: zero). */
-static cn_tensor *masked_state(cn_tensor *mb, cn_tensor *mf, cn_tensor *next, cn_tensor *old) {
-    return old ? cn_where(mb, next, old) : cn_mul(next, mf);
+ * (old NULL: zero). Selected, not multiplied by the mask: padding may hold
+ * NaN or inf, which a product by 0 would spread. */
+static cn_tensor *masked_state(cn_tensor *mb, cn_tensor *zero, cn_tensor *next, cn_tensor *old) {
+    return cn_where(mb, next, old ? old : zero);
 }
 
 /* One direction of one layer over x [T, N, in]: outputs [T, N, H] and the
@@ -134,11 +132,12 @@ static cn_tensor *run_direction(const rnn_mod *r, int k, int d, cn_tensor *x, co
         else cell_step(r, gi, whh, r->kind == K_GRU ? bhh : NULL, &hn);
         cn_tensor *y = hn;
         if (t >= full && hn) {
-            cn_tensor *mb = NULL, *mf = NULL;
-            ok = step_masks(x, lens, t, &mb, &mf) == CN_OK;
-            y = ok ? cn_mul(hn, mf) : NULL;
-            hn = ok ? masked_state(mb, mf, hn, *h) : NULL;
-            if (c) cn = ok && cn ? masked_state(mb, mf, cn, *c) : NULL;
+            cn_tensor *mb = step_mask(x, lens, t);
+            ok = mb != NULL;
+            cn_tensor *zero = ok ? cn_scalar(cn_tensor_dtype(hn), 0) : NULL;
+            y = ok ? cn_where(mb, hn, zero) : NULL;
+            hn = ok ? masked_state(mb, zero, hn, *h) : NULL;
+            if (c) cn = ok && cn ? masked_state(mb, zero, cn, *c) : NULL;
         }
         ok = ok && y && hn && (!c || cn);
         *h = hn;

@@ -29,7 +29,7 @@ static cn_tensor *flt(cn_tensor *x) {
     return x && !cn_dtype_is_float((cn_dtype)x->dtype) ? cn_cast(x, CN_F32) : x;
 }
 
-cn_tensor *cn_tan(cn_tensor *x) {
+static cn_tensor *tan_of(cn_tensor *x) {
     x = flt(x);
     return cn_div(cn_sin(x), cn_cos(x));
 }
@@ -58,37 +58,38 @@ static cn_tensor *atan_nonneg(cn_tensor *a) {
     return cn_add(y0, cn_add(cn_mul(cn_mul(p, z), u), u));
 }
 
-cn_tensor *cn_atan(cn_tensor *x) { return odd(flt(x), atan_nonneg); }
+static cn_tensor *atan_of(cn_tensor *x) { return odd(flt(x), atan_nonneg); }
 
 /* asin x = atan(x / sqrt(1 - x^2)); acos x = 2 atan(sqrt((1 - x) / (1 + x))),
  * which keeps its precision near 1. */
-cn_tensor *cn_asin(cn_tensor *x) {
+static cn_tensor *asin_of(cn_tensor *x) {
     x = flt(x);
-    return cn_atan(cn_div(x, cn_sqrt(cn_add_scalar(cn_neg(cn_mul(x, x)), 1))));
+    return atan_of(cn_div(x, cn_sqrt(cn_add_scalar(cn_neg(cn_mul(x, x)), 1))));
 }
 
-cn_tensor *cn_acos(cn_tensor *x) {
+static cn_tensor *acos_of(cn_tensor *x) {
     x = flt(x);
-    return cn_mul_scalar(cn_atan(cn_sqrt(cn_div(cn_add_scalar(cn_neg(x), 1), cn_add_scalar(x, 1)))),
+    return cn_mul_scalar(atan_of(cn_sqrt(cn_div(cn_add_scalar(cn_neg(x), 1), cn_add_scalar(x, 1)))),
                          2);
 }
 
 /* atan2(y, x): atan(y / x) moved to the quadrant of (x, y); x = 0 gives
  * +-pi/2 (and 0 at the origin, as C's atan2). */
-cn_tensor *cn_atan2(cn_tensor *y, cn_tensor *x) {
+static cn_tensor *atan2_of(cn_tensor *y, cn_tensor *x) {
     y = flt(y);
     x = flt(x);
     if (!y || !x) return NULL;
-    cn_tensor *zero = sc(x, 0);
-    cn_tensor *xz = cn_eq(x, zero);
-    cn_tensor *r = cn_atan(cn_div(y, cn_where(xz, sc(x, 1), x)));
-    cn_tensor *ypos = cn_ge(y, zero);
-    /* x < 0: add pi when y >= 0, subtract it when y < 0 */
-    cn_tensor *shift = cn_where(ypos, sc(x, M_PI), sc(x, -M_PI));
-    r = cn_where(cn_lt(x, zero), cn_add(r, shift), r);
-    cn_tensor *axis = cn_where(cn_gt(y, zero), sc(x, M_PI / 2),
-                               cn_where(cn_lt(y, zero), sc(x, -M_PI / 2), zero));
-    return cn_where(xz, axis, r);
+    /* atan(y / x) in x's half-plane where |y| <= |x|, else pi/2 sign(y) -
+     * atan(x / y): neither divides by zero away from the origin, and the
+     * slopes at x = 0 are those of atan2 (not of a constant). */
+    cn_tensor *zero = sc(x, 0), *one = sc(x, 1);
+    cn_tensor *swap = cn_gt(cn_abs(y), cn_abs(x));
+    cn_tensor *xs = cn_where(swap, one, x), *ys = cn_where(swap, y, one);
+    cn_tensor *near_x = atan_of(cn_div(y, cn_where(cn_eq(xs, zero), one, xs)));
+    cn_tensor *shift = cn_where(cn_ge(y, zero), sc(x, M_PI), sc(x, -M_PI));
+    near_x = cn_where(cn_lt(x, zero), cn_add(near_x, shift), near_x);
+    cn_tensor *near_y = cn_sub(cn_mul(cn_sign(ys), sc(x, M_PI / 2)), atan_of(cn_div(x, ys)));
+    return cn_where(swap, near_y, near_x);
 }
 
 /* asinh x = log1p(x + x^2 / (1 + sqrt(x^2 + 1))) for x >= 0, odd; acosh x =
@@ -115,9 +116,9 @@ static cn_tensor *asinh_nonneg(cn_tensor *x) {
     return cn_where(big, bv, r);
 }
 
-cn_tensor *cn_asinh(cn_tensor *x) { return odd(flt(x), asinh_nonneg); }
+static cn_tensor *asinh_of(cn_tensor *x) { return odd(flt(x), asinh_nonneg); }
 
-cn_tensor *cn_acosh(cn_tensor *x) {
+static cn_tensor *acosh_of(cn_tensor *x) {
     x = flt(x);
     if (!x) return NULL;
     cn_tensor *xs, *bv, *big = large(x, &xs, &bv);
@@ -127,17 +128,59 @@ cn_tensor *cn_acosh(cn_tensor *x) {
     return cn_where(cn_lt(x, sc(x, 1)), sc(x, NAN), r);
 }
 
-cn_tensor *cn_atanh(cn_tensor *x) {
+static cn_tensor *atanh_of(cn_tensor *x) {
     x = flt(x);
     return cn_mul_scalar(cn_sub(cn_log1p(x), cn_log1p(cn_neg(x))), 0.5);
 }
 
-cn_tensor *cn_sinh(cn_tensor *x) {
-    x = flt(x);
-    return cn_mul_scalar(cn_sub(cn_exp(x), cn_exp(cn_neg(x))), 0.5);
+/* sinh x = (expm1(x) - expm1(-x)) / 2 (no cancellation near 0), cosh x =
+ * 1 + 2 sinh(x/2)^2; past |x| = 20, e^-|x| is below rounding and
+ * e^(|x| - ln 2) does not overflow before the result does. */
+static cn_tensor *big_half_exp(cn_tensor *x, cn_tensor **big) {
+    cn_tensor *a = cn_abs(x);
+    *big = cn_gt(a, sc(x, 20));
+    return cn_exp(cn_add_scalar(cn_where(*big, a, sc(x, 20)), -M_LN2));
 }
 
-cn_tensor *cn_cosh(cn_tensor *x) {
+static cn_tensor *sinh_of(cn_tensor *x) {
     x = flt(x);
-    return cn_mul_scalar(cn_add(cn_exp(x), cn_exp(cn_neg(x))), 0.5);
+    if (!x) return NULL;
+    cn_tensor *big, *far = big_half_exp(x, &big);
+    cn_tensor *xs = cn_where(big, sc(x, 0), x);
+    cn_tensor *near = cn_mul_scalar(cn_sub(cn_expm1(xs), cn_expm1(cn_neg(xs))), 0.5);
+    return cn_where(big, cn_mul(cn_sign(x), far), near);
+}
+
+static cn_tensor *cosh_of(cn_tensor *x) {
+    x = flt(x);
+    if (!x) return NULL;
+    cn_tensor *big, *far = big_half_exp(x, &big);
+    cn_tensor *s = sinh_of(cn_mul_scalar(cn_where(big, sc(x, 0), x), 0.5));
+    return cn_where(big, far, cn_add_scalar(cn_mul_scalar(cn_mul(s, s), 2), 1));
+}
+
+/* The public functions: each in a scope of its own, so that its
+ * intermediates go when it returns (also when called outside every scope). */
+#define PUBLIC1(NAME)                                                                              \
+    cn_tensor *cn_##NAME(cn_tensor *x) {                                                           \
+        cn_scope_begin();                                                                          \
+        cn_tensor *r = cn_keep(NAME##_of(x));                                                      \
+        cn_scope_end();                                                                            \
+        return r;                                                                                  \
+    }
+PUBLIC1(tan)
+PUBLIC1(asin)
+PUBLIC1(acos)
+PUBLIC1(atan)
+PUBLIC1(sinh)
+PUBLIC1(cosh)
+PUBLIC1(asinh)
+PUBLIC1(acosh)
+PUBLIC1(atanh)
+
+cn_tensor *cn_atan2(cn_tensor *y, cn_tensor *x) {
+    cn_scope_begin();
+    cn_tensor *r = cn_keep(atan2_of(y, x));
+    cn_scope_end();
+    return r;
 }

@@ -113,3 +113,31 @@ def test_full_backward_pre_hook():
     lin(x).sum().backward()
     assert seen == [[[1.0, 1.0]] * 4]
     assert x.grad.abs().sum().item() == 0 and lin.weight.grad.abs().sum().item() == 0
+
+
+def test_hook_results_and_seen_gradients_are_not_written_later():
+    """A tensor a hook returns or keeps is not the leaf's .grad itself: the
+    next backward pass adds into .grad, not into it (as PyTorch)."""
+    for lib in (chutney, torch):
+        a = lib.tensor([2.0, 3.0], requires_grad=True)
+        fixed = lib.tensor([7.0, 7.0])
+        a.register_hook(lambda g: fixed)
+        (a * 2).sum().backward()
+        (a * 2).sum().backward()
+        assert fixed.tolist() == [7.0, 7.0] and a.grad.tolist() == [14.0, 14.0]
+        b = lib.ones(3, requires_grad=True)
+        saved = []
+        b.register_hook(lambda g: saved.append(g))
+        (b * 2).sum().backward()
+        (b * 3).sum().backward()
+        assert saved[0].tolist() == [2.0, 2.0, 2.0] and b.grad.tolist() == [5.0, 5.0, 5.0]
+
+
+def test_record_freed_by_an_inner_backward_is_an_error():
+    w = chutney.tensor([1.0, 2.0], requires_grad=True)
+    y = w * w
+    z = y * 3
+    loss2 = y.sum()
+    z.register_hook(lambda g: loss2.backward())  # frees y's record
+    with pytest.raises(Exception, match="second time"):
+        z.sum().backward()

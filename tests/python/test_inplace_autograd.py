@@ -122,3 +122,27 @@ def test_inplace_rules():
         row = a[1]
         a += 1
         assert row.tolist() == [1, 1, 1]
+
+
+def test_copy_from_a_broadcast_source_does_not_share_its_memory():
+    for lib in (chutney, torch):
+        w = lib.ones(3, requires_grad=True)
+        y = lib.zeros(2, 3) + w
+        s = lib.tensor([1.0, 2.0, 3.0])
+        y.copy_(s)
+        with lib.no_grad():
+            y[0, 0] = 100
+        assert s.tolist() == [1.0, 2.0, 3.0] and y[1].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_assignment_into_bool_and_int_tensors_while_tracing():
+    def f(x):
+        m = x > 0
+        m[0] = True
+        k = (x * 0).long()
+        k[1:] = 5
+        return x * m + k
+
+    x = chutney.tensor([-1.0, 2.0, -3.0])
+    with chutney.no_grad():
+        np.testing.assert_array_equal(chutney.compile(f)(x).numpy(), f(x).numpy())

@@ -155,3 +155,19 @@ def test_padded_steps_output_zeros_and_keep_state():
             alone, hb, _ = m._c.rnn_forward(x[:n, b:b + 1], None, None)
         np.testing.assert_allclose(y.numpy()[:n, b], alone.numpy()[:, 0], rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(h.numpy()[0, b], hb.numpy()[0, 0], rtol=1e-6, atol=1e-6)
+
+
+def test_padding_that_is_not_finite_stays_out():
+    """NaN or inf past a sequence's end reach neither its outputs nor its
+    states (selected away, not multiplied by 0)."""
+    cm, tm = _pair("LSTM", bidirectional=True)
+    x = _padded_input(False)
+    lens = sorted(LENGTHS, reverse=True)
+    x = x[:, np.argsort([-n for n in LENGTHS], kind="stable")].copy()
+    for b, n in enumerate(lens):
+        x[n:, b] = np.nan
+    with chutney.no_grad():
+        y, h, c = cm._c.rnn_forward(chutney.tensor(x), None, None, lens)
+    assert np.isfinite(h.numpy()).all() and np.isfinite(c.numpy()).all()
+    for b, n in enumerate(lens):
+        assert np.isfinite(y.numpy()[:n, b]).all() and np.all(y.numpy()[n:, b] == 0)

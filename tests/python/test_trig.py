@@ -68,3 +68,19 @@ def test_atan2_like_torch():
     assert chutney.arctan2(chutney.tensor([1.0]), chutney.tensor([1.0])).item() == \
         pytest.approx(np.pi / 4)
     assert chutney.atan2(chutney.tensor([1]), chutney.tensor([0])).dtype == chutney.float32
+
+
+def test_hyperbolic_tails_and_atan2_on_the_axes():
+    x = np.array([1e-8, 1e-6, -1e-7, 0.5, 30.0, 89.0, -89.0], np.float32)
+    res = []
+    for lib in (chutney, torch):
+        t = lib.tensor(x, requires_grad=True)
+        s, c = t.sinh(), t.cosh()
+        (s + c).sum().backward()
+        a = lib.tensor([1.0, -2.0, 0.0, 3.0], requires_grad=True)
+        b = lib.tensor([0.0, 0.0, 2.0, -1.0], requires_grad=True)
+        lib.atan2(a, b).sum().backward()
+        res.append([s.detach().numpy(), c.detach().numpy(), t.grad.numpy(), a.grad.numpy(),
+                    b.grad.numpy()])
+    for p, q in zip(*res):
+        np.testing.assert_allclose(p, q, rtol=2e-6, atol=1e-12)
