@@ -49,6 +49,11 @@ def _cuda_missing(device_type, what):
     return True
 
 
+def _cuda_available():
+    from chutney import cuda
+    return cuda.is_available()
+
+
 def is_autocast_available(device_type):
     return device_type == "cpu"
 
@@ -90,7 +95,10 @@ class autocast:
     def __init__(self, device_type="cpu", dtype=None, enabled=True, cache_enabled=None):
         if not isinstance(device_type, str):
             raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
-        self._noop = bool(enabled) and _cuda_missing(device_type, "Autocast")
+        # Without CUDA a 'cuda' region touches nothing, enabled or not (the
+        # library's one switch would otherwise turn the CPU's autocast off).
+        self._noop = device_type == "cuda" and (_cuda_missing(device_type, "Autocast") if enabled
+                                                else not _cuda_available())
         if device_type != "cuda":
             _check_device(device_type, "autocast")
         self.device = device_type

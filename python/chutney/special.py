@@ -51,7 +51,8 @@ def erfcx(input):
     for k in range(60, 0, -1):  # the continued fraction without its exp(-x^2)
         f = xs + (k / 2) / f
     tail = 1 / (f * math.sqrt(math.pi))
-    near = (x * x).exp() * (1 - x.erf())
+    xn = _C.where(big, _C.zeros_like(x), x)  # exp(x^2) overflows where not taken
+    near = (xn * xn).exp() * (1 - xn.erf())
     return _C.where(big, tail, near).to(dt)
 
 
@@ -84,14 +85,30 @@ def ndtr(input):
 
 
 def ndtri(input):
-    """The standard normal quantile."""
-    return erfinv(2 * input - 1) * math.sqrt(2)
+    """The standard normal quantile, computed in float64 (2p - 1 loses p
+    below float64's epsilon: -inf there)."""
+    p, dt = _f64(input)
+    return (erfinv(2 * p - 1) * math.sqrt(2)).to(dt)
 
 
 def log_ndtr(input):
-    """log ndtr(x): from the upper tail above 0, where ndtr(x) rounds to 1."""
-    upper = erfc(input * (1 / math.sqrt(2))) * 0.5
-    return _C.where(input > 0, (-upper).log1p(), ndtr(input).log())
+    """log ndtr(x): from the upper tail above 0, where ndtr(x) rounds to 1;
+    below -20 from the asymptotic series of the lower tail (ndtr itself
+    underflows before -38). Each branch gets a safe argument where it is
+    not taken, so no infinity reaches a gradient."""
+    x, dt = _f64(input)
+    pos = x > 0
+    far = x < -20
+    xp = _C.where(pos, x, _C.ones_like(x))
+    upper = (-(erfc(xp * (1 / math.sqrt(2))) * 0.5)).log1p()
+    xm = _C.where(pos | far, _C.full_like(x, -1.0), x)
+    middle = ndtr(xm).log()
+    xf = _C.where(far, x, _C.full_like(x, -30.0))
+    z = 1 / (xf * xf)
+    # log(phi(x) / -x) + log(1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8)
+    series = 1 + z * (-1 + z * (3 + z * (-15 + z * 105)))
+    tail = -0.5 * xf * xf - (-xf).log() - 0.5 * math.log(2 * math.pi) + series.log()
+    return _C.where(pos, upper, _C.where(far, tail, middle)).to(dt)
 
 
 def xlogy(input, other):

@@ -102,6 +102,9 @@ def test_autocast_state_nesting_exceptions_decorator_threads():
                     assert chutney._C._autocast_dtype() == chutney.bfloat16
             with region:
                 assert not chutney.is_autocast_enabled()
+        with chutney.autocast("cpu"):
+            with chutney.cuda.amp.autocast(enabled=False):  # "fp32 here" on a GPU: not the CPU's
+                assert chutney._C._autocast_dtype() == chutney.bfloat16
         with pytest.warns(UserWarning, match="CUDA is not available"):
             scaler = chutney.cuda.amp.GradScaler()
         assert not scaler.is_enabled() and scaler.get_scale() == 1.0

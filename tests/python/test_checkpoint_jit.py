@@ -142,3 +142,18 @@ def test_data_parallel_and_distributed():
         chutney.nn.parallel.DistributedDataParallel(lin)
     with pytest.raises(RuntimeError, match="not been initialized"):
         chutney.distributed.get_rank()
+
+
+def test_checkpoint_recomputes_under_the_forward_autocast():
+    lin = chutney.nn.Linear(4, 4)
+    x = chutney.randn(3, 4, requires_grad=True)
+    grads = []
+    for ck in (True, False):
+        with chutney.autocast("cpu", dtype=chutney.bfloat16):
+            y = cck.checkpoint(lin, x) if ck else lin(x)
+        y.sum().backward()  # outside the region
+        grads.append((lin.weight.grad.numpy().copy(), x.grad.numpy().copy()))
+        lin.zero_grad()
+        x.grad = None
+    for a, b in zip(*grads):
+        np.testing.assert_array_equal(a, b)

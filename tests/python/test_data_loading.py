@@ -172,3 +172,10 @@ def test_generator_streams():
     assert [b[0].tolist() for b in l1] == [b[0].tolist() for b in l2]
     with pytest.raises(TypeError):
         chutney.randn(2, generator=3)
+
+
+def test_batches_are_copies_not_views_of_the_dataset():
+    X = chutney.arange(6.0).reshape(6, 1)
+    for (xb,) in cdata.DataLoader(cdata.TensorDataset(X), batch_size=2):
+        xb.sub_(100)
+    assert X.reshape(-1).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]

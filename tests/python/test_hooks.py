@@ -141,3 +141,33 @@ def test_record_freed_by_an_inner_backward_is_an_error():
     z.register_hook(lambda g: loss2.backward())  # frees y's record
     with pytest.raises(Exception, match="second time"):
         z.sum().backward()
+
+
+def test_module_backward_hooks_shapes_and_reruns_like_torch():
+    """grad_input has an entry per tensor argument (zeros for one that needs
+    no gradient), grad_output per top-level output (None for a nested
+    tuple); the hooks run on every backward pass (retain_graph); a module
+    that returns its input gets its own grad_output."""
+    logs = []
+    for lib in (chutney, torch):
+        class M(lib.nn.Module):
+            def forward(self, x, y, k=3):
+                return x * 2 + y
+        log = []
+        m = M()
+        m.register_full_backward_hook(
+            lambda mod, gi, go: log.append(([g.tolist() for g in gi], [g.tolist() for g in go])))
+        out = m(lib.ones(2, requires_grad=True), lib.ones(2))
+        out.sum().backward(retain_graph=True)
+        out.sum().backward()
+        lstm = lib.nn.LSTM(2, 3)
+        lstm.register_full_backward_hook(
+            lambda mod, gi, go: log.append((len(gi), [g is None for g in go])))
+        o, (h, c) = lstm(lib.ones(4, 1, 2, requires_grad=True))
+        (o.sum() + h.sum()).backward()
+        ident = lib.nn.Identity()
+        ident.register_full_backward_hook(
+            lambda mod, gi, go: log.append(([g.tolist() for g in gi], [g.tolist() for g in go])))
+        (ident(lib.ones(2, requires_grad=True)) * 3).sum().backward()
+        logs.append(log)
+    assert logs[0] == logs[1]

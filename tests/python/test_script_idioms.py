@@ -382,3 +382,42 @@ def test_models_in_float64_like_torch():
     assert lin(chutney.ones(1, 3, dtype=chutney.float64)).dtype == chutney.float64
     with pytest.raises(NotImplementedError, match="functional form"):
         nn.LSTM(2, 3).double()
+
+
+def test_dtype_changes_keep_ties_statistics_and_copies_like_torch():
+    import copy
+    res = []
+    for lib in (chutney, torch):
+        class LM(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = lib.nn.Embedding(10, 4)
+                self.out = lib.nn.Linear(4, 10)
+                self.out.weight = self.emb.weight
+
+        m = LM().double()
+        tied64 = m.out.weight is m.emb.weight and len(list(m.parameters())) == 2
+        m.float()
+        tied32 = m.out.weight is m.emb.weight and m.emb.weight.dtype == lib.float32
+        bn = lib.nn.BatchNorm1d(3).double()
+        for i in range(3):
+            bn(lib.arange(12.0, dtype=lib.float64).reshape(4, 3) * (i + 1))
+        bn.float().eval()
+        y = bn(lib.ones(2, 3)).detach().numpy()
+        bn.train()
+        bn(lib.ones(4, 3))
+        lin = lib.nn.Linear(3, 2).double()
+        with lib.no_grad():
+            lin.weight.fill_(0.1)
+            lin.bias.zero_()
+        twin = copy.deepcopy(lin)
+        res.append([tied64, tied32, y, bn.running_mean.numpy(), str(twin.weight.dtype).split(".")[1],
+                    twin(lib.ones(1, 3, dtype=lib.float64)).detach().numpy()])
+    c, t = res
+    assert c[0] and c[1] and t[0] and t[1] and c[4] == t[4] == "float64"
+    for a, b in zip(c[2:4] + c[5:], t[2:4] + t[5:]):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    bn = nn.BatchNorm1d(3)
+    sd = bn.state_dict()
+    del sd["num_batches_tracked"]  # a checkpoint older than the count
+    assert bn.load_state_dict(sd).missing_keys == []

@@ -52,3 +52,18 @@ def test_xlogy_xlog1py_and_round():
     assert cs.round(chutney.tensor([1.2345]), decimals=2).tolist() == pytest.approx([1.23])
     with pytest.raises(NotImplementedError):
         cs.gammainc(chutney.ones(1), chutney.ones(1))
+
+
+def test_tails_and_their_gradients():
+    x = np.array([-40.0, -30.0, -21.0, -19.0, -10.0, -1.0, 0.0, 2.0, 10.0])
+    res = []
+    for lib, mod in ((chutney, cs), (torch, torch.special)):
+        t = lib.tensor(x, requires_grad=True)
+        y = mod.log_ndtr(t)
+        y.sum().backward()
+        u = lib.tensor([27.0, 30.0], dtype=lib.float64, requires_grad=True)
+        mod.erfcx(u).sum().backward()
+        p = mod.ndtri(lib.tensor([1e-10, 1e-7], dtype=lib.float32))
+        res.append([y.detach().numpy(), t.grad.numpy(), u.grad.numpy(), p.numpy()])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

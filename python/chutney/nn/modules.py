@@ -58,43 +58,61 @@ class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
 
 
 class _BackwardHooks:
-    """One call's module backward hooks, on tensor gradient hooks: each input
-    that needs a gradient enters the module as a view of itself, whose
-    gradient is the module's grad_input; the outputs' gradients are its
-    grad_output. A module with several tensor outputs takes no pre-hook, and
-    one with several such inputs gets its hooks' grad_input only to read."""
+    """One call's module backward hooks, on tensor gradient hooks, as
+    PyTorch's: each tensor argument that needs a gradient enters the module
+    as a view of itself, whose gradient is its entry of grad_input (zeros for
+    a tensor argument that needs none; (None, ...) where none does), and each
+    top-level tensor output leaves as a view of itself, whose gradient is its
+    entry of grad_output (None for other outputs). Fired once per backward
+    pass (retain_graph reruns them). A module with several tensor outputs
+    takes no pre-hook, and one with several tensor inputs that need
+    gradients cannot have its grad_input replaced (both raise)."""
 
     def __init__(self, module):
         self.module = module
-        self.n_in, self.grad_in, self.grad_out = 0, [], None
-        self.pending = 0
+        self.slots = []  # per tensor argument: its shape and dtype, hooked or not
+        self.n_hooked = 0
+        self.n_out = 0
 
     def wrap_inputs(self, args):
         out = []
         for a in args:
-            if isinstance(a, Tensor) and a.requires_grad:
-                a = a.view_as(a)
-                slot = self.n_in
-                a.register_hook(lambda g, slot=slot: self._input_grad(slot, g))
-                self.n_in += 1
+            if isinstance(a, Tensor):
+                if a.requires_grad:
+                    a = a.view_as(a)
+                    k = len(self.slots)
+                    a.register_hook(lambda g, k=k: self._input_grad(k, g))
+                    self.n_hooked += 1
+                self.slots.append(a)
             out.append(a)
-        self.grad_in, self.pending = [None] * self.n_in, self.n_in
+        self._arm()
         return tuple(out)
 
+    def _arm(self):
+        self.grad_in = [None] * len(self.slots)
+        self.pending = self.n_hooked
+        self.grad_out = [None] * self.n_out
+        self.outs_left = self.n_out_hooked if hasattr(self, "n_out_hooked") else 0
+
     def watch_outputs(self, out):
-        outs = [out] if isinstance(out, Tensor) else [
-            o for o in (out if isinstance(out, (tuple, list)) else ()) if isinstance(o, Tensor)]
-        outs = [o for o in outs if o.requires_grad]
-        if not outs:
-            return
-        if len(outs) > 1 and self.module.__dict__.get("_backward_pre_hooks"):
+        single = isinstance(out, Tensor)
+        items = [out] if single else list(out) if isinstance(out, (tuple, list)) else []
+        hooked = [k for k, o in enumerate(items) if isinstance(o, Tensor) and o.requires_grad]
+        if not hooked:
+            return out
+        if len(hooked) > 1 and self.module.__dict__.get("_backward_pre_hooks"):
             raise NotImplementedError(
                 f"{type(self.module).__name__}: a full backward pre-hook on a module with "
-                f"{len(outs)} tensor outputs is not supported")
-        self.grad_out = [None] * len(outs)
-        self.outs_left = len(outs)
-        for k, o in enumerate(outs):
+                f"{len(hooked)} tensor outputs is not supported")
+        self.n_out, self.n_out_hooked = len(items), len(hooked)
+        for k in hooked:
+            o = items[k].view_as(items[k])  # its own tensor, even if it is an input
             o.register_hook(lambda g, k=k: self._output_grad(k, g))
+            items[k] = o
+        self._arm()
+        if single:
+            return items[0]
+        return type(out)(items) if isinstance(out, list) else tuple(items)
 
     def _output_grad(self, k, g):
         self.grad_out[k] = g
@@ -107,8 +125,9 @@ class _BackwardHooks:
             if r is not None:
                 self.grad_out = list(r if isinstance(r, (tuple, list)) else (r,))
                 replaced = self.grad_out[k]
-        if self.n_in == 0:
-            self._call((None,))
+        if self.n_hooked == 0:
+            self._call(tuple([None] * max(len(self.slots), 1)))
+            self._arm()
         return replaced
 
     def _input_grad(self, slot, g):
@@ -116,23 +135,25 @@ class _BackwardHooks:
         self.pending -= 1
         if self.pending:
             return None
-        r = self._call(tuple(self.grad_in))
+        grads = tuple(gi if gi is not None or t.requires_grad else _C.zeros_like(t)
+                      for gi, t in zip(self.grad_in, self.slots))
+        r = self._call(grads)
+        self._arm()
         if r is None:
             return None
-        if self.n_in > 1:
+        if self.n_hooked > 1:
             raise NotImplementedError(
                 f"{type(self.module).__name__}: a backward hook replacing the grad_input of a "
-                f"module with {self.n_in} tensor inputs is not supported")
+                f"module with {self.n_hooked} tensor inputs is not supported")
         return r[slot]
 
     def _call(self, grad_in):
         result = None
         for hook in list(self.module.__dict__.get("_backward_hooks", {}).values()):
-            r = hook(self.module, grad_in, tuple(self.grad_out or ()))
+            r = hook(self.module, grad_in, tuple(self.grad_out))
             if r is not None:
                 result = grad_in = tuple(r) if isinstance(r, (tuple, list)) else (r,)
         return result
-
 
 class RemovableHandle:
     """What register_forward_hook returns: remove() takes the hook out
@@ -213,7 +234,7 @@ class Module:
                 if r is not None:
                     out = r
         if bw is not None:
-            bw.watch_outputs(out)
+            out = bw.watch_outputs(out)
         return out
 
     def register_full_backward_hook(self, hook, prepend=False):
@@ -539,7 +560,11 @@ class Module:
             own.pop(key, None)
             if type(m).set_extra_state is not Module.set_extra_state:
                 extra[key] = m
-        missing = [k for k in list(own) + list(extra) if k not in state_dict]
+        # BatchNorm's step count is missing from checkpoints older than it
+        # (PyTorch < 0.4.1); PyTorch loads those and leaves the count at 0.
+        missing = [k for k in list(own) + list(extra) if k not in state_dict and
+                   not (k.endswith("num_batches_tracked") and
+                        k[:-len("num_batches_tracked")] + "running_mean" in state_dict)]
         unexpected = [k for k in state_dict if k not in own and k not in extra]
         errors = []
         for k, t in own.items():
@@ -584,17 +609,24 @@ class Module:
 
     # ---- devices and dtypes ----
 
-    def _move_python_tensors(self, device, dtype):
+    def _move_python_tensors(self, device, dtype, memo=None):
+        """memo (id of a tensor -> its moved one) keeps a parameter shared by
+        several modules shared."""
+        memo = {} if memo is None else memo
         fixed = self.__dict__.get("_c_names", ())
         with no_grad():
             for name, p in list(self._parameters.items()):
                 if p is None or name in fixed:
+                    continue
+                if id(p) in memo:
+                    self._parameters[name] = memo[id(p)]
                     continue
                 q = p.detach().to(device=device, dtype=dtype if p.is_floating_point() else None)
                 if q is not p:
                     new = Parameter(q, requires_grad=p.requires_grad)
                     if p.grad is not None:
                         new.grad = p.grad.to(device=device, dtype=new.dtype)
+                    memo[id(p)] = new
                     self._parameters[name] = new
             for name, b in list(self._buffers.items()):
                 if b is None or name in fixed:
@@ -625,12 +657,14 @@ class Module:
             if dtype != _C.float32:
                 for m in layers:
                     m._check_dtype(dtype)  # before anything changes
+        memo = {}  # tensors shared by several modules stay shared
+        if dtype is not None:
             for m in layers:
-                m._set_dtype(dtype)
+                m._set_dtype(dtype, memo)
         for m in self.modules():
             if device is not None and m.__dict__.get("_c") is not None:
                 m._c.to(device)
-            m._move_python_tensors(device, dtype)
+            m._move_python_tensors(device, dtype, memo)
         return self
 
     def cpu(self):
@@ -698,6 +732,14 @@ class _CLayer(Module):
         args, kw = self.__dict__.get("_ctor_args", ((), {}))
         new = type(self)(*copy.deepcopy(args, memo), **copy.deepcopy(kw, memo))
         memo[id(self)] = new
+        # The copy computes in this layer's dtype now, not the constructor's.
+        current = next((t.dtype for t in (self._parameters.get(n, self._buffers.get(n))
+                                           for n in self._c_names)
+                        if t is not None and t.is_floating_point()), None)
+        if current is not None and current != _C.float32 and not new.__dict__.get("_other_dtype"):
+            new._set_dtype(current)
+        elif current == _C.float32 and new.__dict__.get("_other_dtype"):
+            new._set_dtype(_C.float32)
         lib = self.__dict__.get("_c_names", frozenset())
         if lib != new.__dict__.get("_c_names", frozenset()):
             raise TypeError(f"copy.deepcopy: {type(self).__name__}'s library tensors are "
@@ -781,8 +823,9 @@ class _CLayer(Module):
                 f"functional form to compute in {dtype} (Linear, Conv1d, Conv2d, ConvTranspose2d, "
                 f"Embedding, LayerNorm and BatchNorm have)") from None
 
-    def _set_dtype(self, dtype):
+    def _set_dtype(self, dtype, memo=None):
         from chutney.nn.utils import _layers
+        memo = {} if memo is None else memo
         d = self.__dict__
         if dtype == _C.float32 and not d.get("_other_dtype"):
             return
@@ -792,13 +835,16 @@ class _CLayer(Module):
                 t = store.get(name)
                 if t is None or not t.is_floating_point():
                     continue
-                q = t.detach().to(dtype)
-                if dtype == _C.float32:
-                    q = q.clone()
-                if isinstance(t, Parameter):
-                    q = Parameter(q, requires_grad=t.requires_grad)
+                q = memo.get(id(t))  # converted already for a layer it is tied to
+                if q is None:
+                    q = t.detach().to(dtype)
                     if dtype == _C.float32:
-                        self._c.set_tensor(name, q)  # the library's own tensor again
+                        q = q.clone()
+                    if isinstance(t, Parameter):
+                        q = Parameter(q, requires_grad=t.requires_grad)
+                    memo[id(t)] = q
+                if dtype == _C.float32:
+                    self._c.set_tensor(name, q)  # the library's own tensor again
                 store[name] = q
         if dtype == _C.float32:
             d.pop("_other_dtype", None)

@@ -108,6 +108,8 @@ def update_bn(loader, model, device=None):
     for m in bns:
         m.running_mean.zero_()
         m.running_var.fill_(1)
+        if getattr(m, "num_batches_tracked", None) is not None:
+            m.num_batches_tracked.zero_()
         saved[m] = (m.momentum, m.__dict__.get(_layers._MARK, False))
         # The library's BatchNorm keeps the momentum it was made with: its
         # functional form reads m.momentum, changed below batch by batch.

@@ -18,6 +18,8 @@ class _Checkpoint(Function):
     def forward(ctx, run, preserve_rng, anchor, *args):
         ctx.run, ctx.args = run, args
         ctx.rng = _C.get_rng_state() if preserve_rng else None
+        # The recomputation runs under the autocast state of this forward.
+        ctx.autocast = _C._autocast_dtype()
         out = run(*args)
         if not isinstance(out, _C.Tensor):
             raise TypeError(f"checkpoint: the function returned {type(out).__name__}; "
@@ -32,10 +34,12 @@ class _Checkpoint(Function):
         if ctx.rng is not None:
             saved = _C.get_rng_state()
             _C.set_rng_state(ctx.rng)
+        _C._autocast_begin(ctx.autocast)
         try:
             with enable_grad():
                 out = ctx.run(*inputs)
         finally:
+            _C._autocast_end()
             if saved is not None:
                 _C.set_rng_state(saved)
         if out.requires_grad:

@@ -4,7 +4,7 @@ random_split, and the Fashion-MNIST files the library reads.
 DataLoader batches in the calling thread (num_workers, pin_memory,
 prefetch_factor and the other worker options are accepted and change
 nothing): a TensorDataset under the default sampler and collate is batched
-with one index_select per tensor (a view for unshuffled batches), any other
+with one index_select (or one slice copied) per tensor, any other
 dataset through its sampler, batch sampler and collate_fn, as PyTorch's
 single-process loading does."""
 
@@ -485,12 +485,14 @@ class DataLoader:
                    self._default_collate and type(self.batch_sampler) is BatchSampler and
                    type(self.sampler) in (SequentialSampler, RandomSampler) else None)
         if tensors is not None and type(self.sampler) is SequentialSampler:
-            # Unshuffled batches of a TensorDataset: views.
+            # Unshuffled batches of a TensorDataset: copies of slices (as
+            # PyTorch's collation copies), so that changing a batch in place
+            # leaves the dataset as it was.
             n, b = len(self.dataset), self.batch_size
             for start in range(0, n, b):
                 if self.drop_last and start + b > n:
                     break
-                yield [t[start:start + b] for t in tensors]
+                yield [t[start:start + b].clone() for t in tensors]
             return
         for ids in self.batch_sampler:
             if tensors is not None:
