@@ -99,7 +99,7 @@ def _host_int_binary(name, input, other, op):
     if input.is_floating_point() or (isinstance(other, Tensor) and other.is_floating_point()):
         raise RuntimeError(f'"{name}_cpu" not implemented for \'Float\'')
     o = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
-    dt = (_C.zeros(1, dtype=input.dtype) + _C.zeros(1, dtype=o.dtype)).dtype
+    dt = result_type(input, other)
     r = op(_np(input).astype("int64"), _np(o).astype("int64"))
     return _C.tensor(numpy.asarray(r), device=input.device).to(dt)
 
@@ -162,10 +162,7 @@ def fmod(input, other):
     with numpy.errstate(all="ignore"):
         v = numpy.fmod(a, b)
         q = numpy.trunc(a / b) if input.is_floating_point() or o.is_floating_point() else None
-    dt = (_C.zeros(1, dtype=input.dtype) + _C.zeros(1, dtype=o.dtype)).dtype \
-        if isinstance(other, Tensor) else input.dtype
-    if not isinstance(other, Tensor) and isinstance(other, float) and not input.is_floating_point():
-        dt = _C.float32
+    dt = result_type(input, other)
     out = _C.tensor(numpy.asarray(v), device=input.device).to(dt)
     if q is None or not (input.requires_grad or o.requires_grad):
         return out
@@ -339,11 +336,10 @@ def tensor_split(input, indices_or_sections, dim=0):
     else:
         bounds = list(ios)
     out, start = [], 0
-    for b in bounds + [n]:
-        b = max(min(b, n), 0) if b >= 0 else max(n + b, 0)
-        stop = max(b, start)
-        out.append(input.narrow(dim, start, stop - start))
-        start = stop
+    for b in bounds + [n]:  # aten: [previous index : index], empty where it decreases
+        b = min(b, n) if b >= 0 else max(n + b, 0)
+        out.append(input.narrow(dim, start, max(b, start) - start))
+        start = b
     return tuple(out)
 
 
@@ -485,7 +481,9 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     x = input.to(dtype) if dtype is not None else input
     if x.is_floating_point():
         x = _C.where(x != x, _C.zeros_like(x), x)
-    return x.sum() if dim is None else x.sum(dim=dim, keepdim=keepdim)
+    if dim is None:
+        return x.sum(dim=tuple(range(x.dim())), keepdim=True) if keepdim and x.dim() else x.sum()
+    return x.sum(dim=dim, keepdim=keepdim)
 
 
 @_export()
@@ -495,8 +493,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError(f"nanmean(): expected input to have floating point dtype but got "
                            f"{str(x.dtype).replace('chutney.', '').capitalize()}")
     keep = (x == x).to(x.dtype)
-    cnt = keep.sum() if dim is None else keep.sum(dim=dim, keepdim=keepdim)
-    return nansum(x, dim, keepdim) / cnt
+    return nansum(x, dim, keepdim) / nansum(keep, dim, keepdim)
 
 
 @_export()
@@ -604,7 +601,8 @@ def inner(input, other):
     if other.shape[-1] != k:
         raise RuntimeError(f"inner() the last dimension must match on both input tensors but "
                            f"got shapes {list(input.shape)} and {list(other.shape)}")
-    out = input.reshape(-1, k).matmul(other.reshape(-1, k).t())
+    out = input.reshape(math.prod(input.shape[:-1]), k).matmul(
+        other.reshape(math.prod(other.shape[:-1]), k).t())
     return out.reshape(*input.shape[:-1], *other.shape[:-1])
 
 
@@ -1184,9 +1182,13 @@ def poisson(input, generator=None):
 
 
 def _fill_with(self, values):
+    """values written into self: recorded where self requires grad (a zero
+    gradient; refused on a leaf, as PyTorch's in-place ops are)."""
     import numpy
-    with no_grad():
-        return self.copy_(_C.tensor(numpy.asarray(values), device=self.device).to(self.dtype))
+    src = _C.tensor(numpy.asarray(values), device=self.device).to(self.dtype)
+    if self.requires_grad and _C.is_grad_enabled():  # on self's graph, a zero slope
+        src = src + _C.where(self - self == 0, self, _C.zeros_like(self)) * 0
+    return self.copy_(src)
 
 
 _RANDOM_TOP = {_C.float32: 2 ** 24, _C.float64: 2 ** 53, _C.float16: 2 ** 11,
@@ -1370,6 +1372,9 @@ def apply_(self, callable):  # noqa: A002 (PyTorch's name)
     if self.device.type != "cpu":
         raise TypeError("apply_ is only implemented on CPU tensors")
     flat = self.reshape(-1).tolist()
+    if self.requires_grad:
+        raise RuntimeError("Can't call apply_() on Variable that requires grad. Use "
+                           "var.detach().apply_() instead.")
     vals = [callable(v) for v in flat]
     with no_grad():
         return self.copy_(_C.tensor(vals, dtype=self.dtype).reshape(*self.shape))
@@ -1413,10 +1418,21 @@ def _matrices(self, what):
 
 
 def pinverse(self, rcond=1e-15):
-    """chutney.linalg.pinv (its default cut-off, not rcond)."""
+    """The pseudo-inverse, singular values s <= rcond * max(s) taken as 0
+    (chutney.linalg.pinv for the default rcond; another rcond has no gradient)."""
     from chutney import linalg
+    from chutney.autograd import is_grad_enabled
     _matrices(self, "pinverse")
-    return linalg.pinv(self)
+    if rcond == 1e-15 or self.numel() == 0:
+        return linalg.pinv(self)
+    if is_grad_enabled() and self.requires_grad:
+        raise NotImplementedError("pinverse: its gradient is not implemented for an rcond other "
+                                  "than the default 1e-15; call it under chutney.no_grad() or "
+                                  "on a detached tensor")
+    u, s, vh = linalg.svd(self, full_matrices=False)
+    cut = s.amax(dim=-1, keepdim=True) * rcond
+    s_inv = _C.where(s > cut, 1.0 / s, _C.zeros_like(s))
+    return vh.transpose(-2, -1).matmul(s_inv.unsqueeze(-1) * u.transpose(-2, -1))
 
 
 def slogdet(self):

@@ -51,7 +51,9 @@ def _float(t):
 
 
 def _same_type(a, b):
-    return (_C.zeros(1, dtype=a.dtype) + _C.zeros(1, dtype=b.dtype)).dtype
+    """The result dtype of a binary op on a and b (tensors or Python numbers),
+    with PyTorch's tiers for 0-d tensors and numbers."""
+    return FUNCTIONS["result_type"](a, b)
 
 
 def _ints(x, n=None):
@@ -311,10 +313,10 @@ def _zero_of(t):
 @_export()
 def copysign(input, other):
     o = other if isinstance(other, Tensor) else _C.tensor(float(other), device=input.device)
-    x = input if input.is_floating_point() else input.to(
-        o.dtype if o.is_floating_point() else _C.float32)
-    if o.is_floating_point() and o.dtype != x.dtype:
-        x = x.to(_same_type(x, o))
+    dt = _same_type(input, other)
+    if dt not in (_C.float16, _C.bfloat16, _C.float32, _C.float64):
+        dt = _C.float32
+    x = input.to(dt)
     with no_grad():
         neg = o.signbit() if o.is_floating_point() else o < 0
         s = _C.where(neg, _C.full_like(x, -1.0), _C.ones_like(x))
@@ -344,7 +346,7 @@ def nextafter(input, other):
     o = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
     if not input.is_floating_point() or not o.is_floating_point():
         raise RuntimeError('"nextafter_cpu" not implemented for integer dtypes')
-    dt = _same_type(input, o)
+    dt = _same_type(input, other)
     npdt = {_C.float32: "float32", _C.float64: "float64", _C.float16: "float16"}.get(dt)
     if npdt is None:
         raise NotImplementedError("nextafter: bfloat16 is not supported")
@@ -357,12 +359,7 @@ def _bitwise(name, op, input, other):
     o = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
     if input.is_floating_point() or o.is_floating_point():
         raise RuntimeError(f'"{name}_cpu" not implemented for floating-point dtypes')
-    if isinstance(other, Tensor):
-        dt = _same_type(input, o)
-    elif input.dtype == _C.bool and not isinstance(other, bool):
-        dt = _C.int64
-    else:  # a Python number takes the tensor's dtype
-        dt = input.dtype
+    dt = _same_type(input, other)
     npdt = "bool" if dt == _C.bool else "int64"
     r = numpy.asarray(op(_np(input).astype(npdt), _np(o).astype(npdt)))
     return _host(r.astype(_NP_OF[dt]), input.device, dt)
@@ -405,7 +402,7 @@ def _shift(name, input, other, left):
     o = other if isinstance(other, Tensor) else _C.tensor(other, device=input.device)
     if input.is_floating_point() or o.is_floating_point():
         raise RuntimeError(f'"{name}_cpu" not implemented for floating-point dtypes')
-    dt = _same_type(input, o) if isinstance(other, Tensor) else input.dtype
+    dt = _same_type(input, other)
     a, s = numpy.broadcast_arrays(_np(input).astype("int64"), _np(o).astype("int64"))
     bits = _BITS[dt]
     # Shifts by the width or more (or negative) leave no bits: 0, or -1 for
@@ -1259,10 +1256,17 @@ def binomial(count, prob, generator=None):
 
 # ---- Tensor-only methods ----
 
+def _no_grad_tensor(name, t):
+    if t.requires_grad:
+        raise RuntimeError(f"Can't call {name}() on Variable that requires grad. Use "
+                           f"var.detach().{name}() instead.")
+
+
 def _map_(self, tensor, callable):  # noqa: A002 (PyTorch's name)
     if self.device.type != "cpu":
         raise TypeError("map_ is only implemented on CPU tensors")
     other = tensor.expand(*self.shape).reshape(-1).tolist()
+    _no_grad_tensor("map_", self)
     vals = [callable(a, b) for a, b in zip(self.reshape(-1).tolist(), other)]
     with no_grad():
         return self.copy_(_C.tensor(vals, dtype=self.dtype).reshape(*self.shape))
@@ -1273,6 +1277,7 @@ def _map2_(self, x, y, callable):  # noqa: A002
         raise TypeError("map2_ is only implemented on CPU tensors")
     xs = x.expand(*self.shape).reshape(-1).tolist()
     ys = y.expand(*self.shape).reshape(-1).tolist()
+    _no_grad_tensor("map2_", self)
     vals = [callable(a, b, c) for a, b, c in zip(self.reshape(-1).tolist(), xs, ys)]
     with no_grad():
         return self.copy_(_C.tensor(vals, dtype=self.dtype).reshape(*self.shape))
@@ -1306,8 +1311,12 @@ def _dropout(fname):
                 return input
             if input.dim() < 2:
                 raise RuntimeError("feature_dropout: expected an input of at least 2 dimensions")
-            return f.dropout2d(input, p, True) if input.dim() == 4 else \
-                f.dropout3d(input, p, True) if input.dim() == 5 else f.dropout1d(input, p, True)
+            if p == 1:
+                return input * 0.0
+            # aten's noise is (N, C, 1, ...): elementwise for a 2-d input
+            shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+            keep = (_C.rand(*shape, device=input.device) >= p).to(input.dtype)
+            return input * keep * (1.0 / (1 - p))
         return getattr(f, fname)(input, p, train)
     fn.__name__ = fname
     return fn
@@ -1317,8 +1326,10 @@ for _name in ("dropout", "alpha_dropout", "feature_alpha_dropout", "feature_drop
     FUNCTIONS[_name] = _dropout(_name)
 
     def _dropout_inplace(input, p, train, _fn=FUNCTIONS[_name]):
-        with no_grad():
-            return input.copy_(_fn(input, p, train))
+        if not train or p == 0 or input.numel() == 0:
+            return input  # aten's _dropout_impl: untouched, even on a leaf
+        # recorded (and refused on a leaf that requires grad) by copy_
+        return input.copy_(_fn(input, p, train))
     _dropout_inplace.__name__ = _name + "_"
     FUNCTIONS[_name + "_"] = _dropout_inplace
 
@@ -1367,7 +1378,8 @@ def embedding_renorm_(input, indices, max_norm, norm_type):
         w = input.index_select(0, idx)
         norm = (w.abs() ** norm_type).sum(1, keepdim=True) ** (1.0 / norm_type)
         scale = _C.where(norm > max_norm, max_norm / (norm + 1e-7), _C.ones_like(norm))
-        return input.copy_(FUNCTIONS["index_copy"](input, 0, idx, w * scale))
+        new = FUNCTIONS["index_copy"](input, 0, idx, w * scale)
+    return input.copy_(new)  # refused on a leaf that requires grad, as PyTorch's
 
 
 def _passthrough(name, fname=None):
@@ -1378,11 +1390,24 @@ def _passthrough(name, fname=None):
 
 
 for _name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-              "conv_transpose3d", "max_pool2d", "max_pool3d", "pixel_shuffle",
+              "conv_transpose3d", "pixel_shuffle",
               "pixel_unshuffle", "channel_shuffle", "prelu", "bilinear", "cosine_similarity",
               "pairwise_distance", "pdist", "adaptive_avg_pool1d", "avg_pool1d", "celu",
               "selu", "threshold", "rrelu"):
     FUNCTIONS[_name] = _passthrough(_name)
+
+
+def _max_pool(name):
+    def fn(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+        if isinstance(stride, (list, tuple)) and not stride:
+            stride = None  # aten's default []: the kernel size
+        return getattr(_F(), name)(input, kernel_size, stride, padding, dilation, ceil_mode)
+    fn.__name__ = name
+    return fn
+
+
+FUNCTIONS["max_pool2d"] = _max_pool("max_pool2d")
+FUNCTIONS["max_pool3d"] = _max_pool("max_pool3d")
 FUNCTIONS["native_channel_shuffle"] = _passthrough("native_channel_shuffle", "channel_shuffle")
 FUNCTIONS["affine_grid_generator"] = _passthrough("affine_grid_generator", "affine_grid")
 
@@ -1401,8 +1426,8 @@ FUNCTIONS["hardshrink"] = METHODS["hardshrink"] = _hardshrink
 
 def _activation_inplace(name):
     def fn(input, *args, **kwargs):
-        with no_grad():
-            return input.copy_(getattr(_F(), name)(input, *args, **kwargs))
+        # recorded (and refused on a leaf that requires grad) by copy_
+        return input.copy_(getattr(_F(), name)(input, *args, **kwargs))
     fn.__name__ = name + "_"
     return fn
 

@@ -116,19 +116,27 @@ def xlogy(input, other):
 
 
 def xlog1py(input, other):
+    """input * log1p(other), 0 where input is 0 (unless other is NaN). The
+    slope in input is log1p(other) there too (0 where other is -1 or less,
+    or inf), as PyTorch's."""
     x = input if isinstance(input, _C.Tensor) else _C.tensor(input)
     y = other if isinstance(other, _C.Tensor) else _C.tensor(other, dtype=x.dtype)
-    prod = x * y.log1p()
-    return _C.where(x == 0, _C.where(y.isnan(), prod, _C.zeros_like(prod)), prod)
+    safe = _C.where((x == 0) & ((y <= -1) | y.isinf()), _C.zeros_like(y), y)
+    prod = x * safe.log1p()
+    return _C.where(y != y, y * 1.0, prod)
 
 
 def entr(input):
-    """-x log x (0 at 0, -inf below 0)."""
+    """-x log x (0 at 0, -inf below 0, NaN at NaN); the slope -(log x + 1),
+    +inf at 0 as PyTorch's."""
     x = input
     pos = x > 0
     safe = _C.where(pos, x, _C.ones_like(x))
     val = -x * safe.log()
-    return _C.where(pos, val, _C.where(x == 0, _C.zeros_like(x), _C.full_like(x, -math.inf)))
+    # at 0: value 0, slope +inf (sqrt's at +0; x + 0.0 turns -0 into +0)
+    at0 = (x + 0.0).sqrt() if x.requires_grad else _C.zeros_like(x)
+    out = _C.where(pos, val, _C.where(x == 0, at0, _C.full_like(x, -math.inf)))
+    return _C.where(x != x, x, out)
 
 
 def sinc(input):

@@ -67,3 +67,32 @@ def test_tails_and_their_gradients():
         res.append([y.detach().numpy(), t.grad.numpy(), u.grad.numpy(), p.numpy()])
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_xlog1py_gradient_at_zero_input():
+    x = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.5, -2.0])
+    y = np.array([2.0, -0.5, 0.0, -1.0, -2.0, -np.inf, np.nan, 3.0, -0.25])
+    res = []
+    for lib, mod in ((chutney, cs), (torch, torch.special)):
+        t = lib.tensor(x, requires_grad=True)
+        out = mod.xlog1py(t, lib.tensor(y))
+        out.backward(lib.tensor(np.linspace(0.5, 2.0, x.size)))
+        res.append((out.detach().numpy(), t.grad.numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-12)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-12)
+    # a Python number for other
+    np.testing.assert_allclose(cs.xlog1py(chutney.tensor([0.0, 2.0]), 1.0).numpy(),
+                               torch.special.xlog1py(torch.tensor([0.0, 2.0]), 1.0).numpy())
+
+
+def test_entr_nan_and_gradient_at_zero():
+    x = np.array([np.nan, 0.0, -0.0, -1.0, 0.5, 2.0, 1e-9])
+    res = []
+    for lib, mod in ((chutney, cs), (torch, torch.special)):
+        t = lib.tensor(x, requires_grad=True)
+        out = mod.entr(t)
+        out.sum().backward()
+        res.append((out.detach().numpy(), t.grad.numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-12)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-12)
+    assert np.isnan(cs.entr(chutney.tensor([np.nan])).numpy()).all()

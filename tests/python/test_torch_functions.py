@@ -514,3 +514,154 @@ def test_tensor_methods():
         assert t.apply_(lambda v: v * v + 1) is t and t.tolist() == [2.0, 5.0, 10.0]
     same(lambda L, a: a.detach().pinverse(), A)
     same(lambda L, a: a.detach().slogdet()[1], A[:, :3] + np.eye(3) * 2)
+
+
+def test_tensor_split_decreasing_indices():
+    x = np.arange(5.0)
+    for ios in ([3, 1], [-1, 2], [7, 2], [-7, 2], [2, 2, 0], [4, -4]):
+        got = [p.tolist() for p in chutney.tensor_split(chutney.tensor(x), ios)]
+        want = [p.tolist() for p in torch.tensor_split(torch.tensor(x), ios)]
+        assert got == want, (ios, got, want)
+    X = rng.standard_normal((2, 5, 3))
+    for fn in (lambda L, a: L.hsplit(a, [3, 1]), lambda L, a: L.vsplit(a, [1, 0]),
+               lambda L, a: L.dsplit(a, [2, 1])):
+        got = [p.shape for p in fn(chutney, chutney.tensor(X))]
+        want = [p.shape for p in fn(torch, torch.tensor(X))]
+        assert [tuple(s) for s in got] == [tuple(s) for s in want]
+        same(lambda L, a: fn(L, a)[-1] * 2 + 0, X)
+
+
+def test_nansum_nanmean_keepdim_without_dim():
+    a = A.copy()
+    a[1, 2] = np.nan
+    for fn in (lambda L, t: L.nansum(t, dim=None, keepdim=True),
+               lambda L, t: L.nanmean(t, dim=None, keepdim=True),
+               lambda L, t: t.nansum(keepdim=True), lambda L, t: t.nanmean(keepdim=True),
+               lambda L, t: L.nansum(t, None, False)):
+        same(fn, a)
+    same(lambda L, t: L.nansum(t, keepdim=True), np.array(2.0))
+
+
+def test_result_dtypes_with_zero_dim_tensors_and_numbers():
+    f32 = lambda L: L.ones(3)  # noqa: E731
+    i32 = lambda L: L.tensor([4, 6, 9], dtype=L.int32)  # noqa: E731
+    u8 = lambda L: L.tensor([4, 6, 9], dtype=L.uint8)  # noqa: E731
+    cases = [
+        lambda L: L.fmod(f32(L), L.tensor(2., dtype=L.float64)),
+        lambda L: L.fmod(i32(L), L.tensor(2)),
+        lambda L: L.fmod(i32(L), 2.0),
+        lambda L: L.fmod(u8(L), 3),
+        lambda L: L.fmod(i32(L), L.tensor([2, 3, 4])),
+        lambda L: L.copysign(f32(L).half(), -2.0),
+        lambda L: L.copysign(i32(L), -2.0),
+        lambda L: L.copysign(i32(L), L.tensor(-2., dtype=L.float64)),
+        lambda L: L.copysign(f32(L).half(), L.tensor(-2., dtype=L.float64)),
+        lambda L: L.copysign(f32(L), L.tensor([-2.0], dtype=L.float64)),
+        lambda L: L.gcd(i32(L), L.tensor(8)),
+        lambda L: L.lcm(u8(L), L.tensor(8)),
+        lambda L: L.gcd(i32(L), L.tensor([8, 8, 8])),
+        lambda L: L.bitwise_and(i32(L), L.tensor(8)),
+        lambda L: L.bitwise_or(u8(L), 3),
+        lambda L: L.bitwise_xor(L.tensor([True, False]), 1),
+        lambda L: L.bitwise_xor(L.tensor([True, False]), True),
+        lambda L: L.bitwise_left_shift(i32(L), L.tensor(2)),
+        lambda L: L.bitwise_right_shift(u8(L), L.tensor([1, 2, 3])),
+    ]
+    for i, fn in enumerate(cases):
+        c, t = fn(chutney), fn(torch)
+        assert str(c.dtype).split(".")[-1] == str(t.dtype).split(".")[-1], (i, c.dtype, t.dtype)
+        np.testing.assert_array_equal(c.numpy(), t.numpy())
+
+
+def _inplace_cases():
+    return [("dropout_", (1.0, True)), ("alpha_dropout_", (1.0, True)),
+            ("feature_dropout_", (1.0, True)), ("feature_alpha_dropout_", (1.0, True)),
+            ("selu_", ()), ("celu_", ()), ("rrelu_", ()), ("threshold_", (0.1, -3.0))]
+
+
+def test_inplace_nn_ops_are_recorded_and_refuse_leaves():
+    X = rng.standard_normal((2, 3, 4))
+    for name, args in _inplace_cases():
+        grads = []
+        for L in (chutney, torch):
+            leaf = L.tensor(X, requires_grad=True)
+            with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+                getattr(L, name)(leaf, *args)
+            y = leaf * 1.0
+            out = getattr(L, name)(y, *args)
+            assert out is y
+            y.backward(L.tensor(np.arange(24.0).reshape(2, 3, 4)))
+            grads.append(leaf.grad.numpy())
+        np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12, atol=1e-12, err_msg=name)
+    # not training, p = 0: untouched, a leaf too (aten returns the input)
+    for L in (chutney, torch):
+        leaf = L.tensor(X, requires_grad=True)
+        assert L.dropout_(leaf, 0.5, False) is leaf
+        assert L.feature_dropout_(leaf, 0.0, True) is leaf
+
+
+def test_inplace_dropout_gradient_follows_its_mask():
+    x = chutney.tensor(rng.standard_normal((40, 30)), requires_grad=True)
+    y = x * 1.0
+    chutney.dropout_(y, 0.5, True)
+    y.sum().backward()
+    kept = (y != 0).numpy()
+    assert 0.3 < kept.mean() < 0.7
+    np.testing.assert_allclose(x.grad.numpy(), kept * 2.0)
+
+
+def test_random_fills_refuse_leaves_and_cut_the_gradient():
+    for fn in (lambda t: t.random_(0, 5), lambda t: t.log_normal_(), lambda t: t.cauchy_(),
+               lambda t: t.geometric_(0.5)):
+        for L in (chutney, torch):
+            leaf = L.ones(3, dtype=L.float64, requires_grad=True)
+            with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+                fn(leaf)
+            y = leaf * 2
+            fn(y)
+            y.sum().backward()
+            assert leaf.grad.tolist() == [0.0, 0.0, 0.0]
+            with L.no_grad():  # allowed there
+                fn(leaf)
+    for L in (chutney, torch):
+        leaf = L.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="apply_"):
+            leaf.apply_(lambda v: v)
+        with pytest.raises(RuntimeError, match="map_"):
+            leaf.map_(leaf, lambda a, b: a)
+        leaf.detach().apply_(lambda v: v + 1)
+
+
+def test_feature_dropout_2d_is_elementwise():
+    for shape in ((400, 50), (100, 40, 3), (50, 40, 2, 2)):
+        z = chutney.feature_dropout(chutney.ones(*shape), 0.5, True).numpy()
+        zt = torch.feature_dropout(torch.ones(*shape), 0.5, True).numpy()
+        for a in (z, zt):
+            a = a.reshape(shape[0], shape[1], -1)
+            assert (a == a[:, :, :1]).all()  # one draw per (N, C)
+            per_row = (a[:, :, 0] != 0).mean(1)
+            assert per_row.std() > 0.02 and 0.4 < per_row.mean() < 0.6  # not whole rows
+            assert set(np.unique(a)) <= {0.0, 2.0}
+    assert chutney.feature_dropout(chutney.ones(3, 4), 1.0, True).tolist() == [[0.0] * 4] * 3
+
+
+def test_pinverse_rcond():
+    M = np.diag([1.0, 1e-3, 1e-7]) @ rng.standard_normal((3, 3))
+    B = rng.standard_normal((2, 4, 3))
+    for rc in (1e-15, 1e-5, 1e-2, 0.5, 2.0):
+        same(lambda L, a: a.detach().pinverse(rcond=rc), M, tol=1e-6)
+        same(lambda L, a: L.pinverse(a.detach(), rc), B, tol=1e-8)
+    with pytest.raises(NotImplementedError, match="rcond"):
+        chutney.pinverse(chutney.tensor(M, requires_grad=True), rcond=1e-2)
+    with chutney.no_grad():
+        chutney.pinverse(chutney.tensor(M, requires_grad=True), rcond=1e-2)
+
+
+def test_inner_empty_and_max_pool_empty_stride():
+    same(lambda L, a, b: L.inner(a, b), np.zeros((2, 0)), np.zeros((3, 0)))
+    same(lambda L, a, b: L.inner(a, b), np.zeros((2, 4, 0)), np.zeros((0,)))
+    X = rng.standard_normal((1, 2, 6, 6))
+    for stride in ([], (), None, 1):
+        same(lambda L, a: L.max_pool2d(a, 2, stride), X)
+        same(lambda L, a: L.max_pool2d(a, 2, stride=stride, padding=1), X)
+        same(lambda L, a: L.max_pool3d(a, 2, stride), X)
