@@ -876,25 +876,36 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
     return _C.tensor(data, **_new_kw(self, dtype, device)).requires_grad_(requires_grad)
 
 
-def uniform_(self, a=0.0, b=1.0, *, generator=None):
+def _random_fill(self, values_of, generator):
+    """self filled in place with values_of(shape) drawn from generator (or
+    the global stream): refused on a leaf that requires grad while
+    recording, as PyTorch; the filled tensor passes no gradient back."""
+    if self.requires_grad and self.is_leaf and _C.is_grad_enabled():
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    with _generator.drawing(generator):
+        v = values_of(tuple(self.shape))
     with no_grad():
-        return self.copy_(_C.rand(*self.shape, device=self.device).to(self.dtype) * (b - a) + a)
+        self.copy_(v.to(self.dtype))
+    return self
+
+
+def uniform_(self, a=0.0, b=1.0, *, generator=None):
+    return _random_fill(self, lambda s: _C.rand(*s, device=self.device) * (b - a) + a, generator)
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    with no_grad():
-        return self.copy_(_C.randn(*self.shape, device=self.device).to(self.dtype) * std + mean)
+    return _random_fill(self, lambda s: _C.randn(*s, device=self.device) * std + mean, generator)
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
-    with no_grad():
-        u = _C.rand(*self.shape, device=self.device).to(_C.float64)
-        return self.copy_((-(1 - u).log() / lambd).to(self.dtype))
+    return _random_fill(
+        self, lambda s: -(1 - _C.rand(*s, device=self.device).to(_C.float64)).log() / lambd,
+        generator)
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
-    with no_grad():
-        return self.copy_((_C.rand(*self.shape, device=self.device) < p).to(self.dtype))
+    return _random_fill(self, lambda s: _C.rand(*s, device=self.device) < p, generator)
 
 
 def fill_diagonal_(self, fill_value, wrap=False):

@@ -179,3 +179,18 @@ def test_batches_are_copies_not_views_of_the_dataset():
     for (xb,) in cdata.DataLoader(cdata.TensorDataset(X), batch_size=2):
         xb.sub_(100)
     assert X.reshape(-1).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_random_fills_take_generators_and_refuse_leaves():
+    a = chutney.zeros(5).uniform_(generator=chutney.Generator().manual_seed(9))
+    b = chutney.zeros(5).uniform_(generator=chutney.Generator().manual_seed(9))
+    assert a.tolist() == b.tolist()
+    n1 = chutney.zeros(4).normal_(generator=chutney.Generator().manual_seed(2))
+    n2 = chutney.zeros(4).normal_(generator=chutney.Generator().manual_seed(2))
+    assert n1.tolist() == n2.tolist()
+    w = chutney.ones(3, requires_grad=True)
+    for fill in (w.uniform_, w.normal_, w.bernoulli_, w.exponential_):
+        with pytest.raises(RuntimeError, match="leaf Variable"):
+            fill()
+    with chutney.no_grad():
+        w.normal_()  # how initialisers write into parameters

@@ -161,8 +161,9 @@ def test_spectral_norm_hooks(kind):
 
 
 def test_spectral_norm_hooks_dim_and_sigma():
+    chutney.manual_seed(0)  # the power iteration's start (a random u) decides its speed
     c = cnn.Linear(6, 5)
-    cnn.utils.spectral_norm(c, n_power_iterations=30, eps=1e-12)
+    cnn.utils.spectral_norm(c, n_power_iterations=100, eps=1e-12)
     c(chutney.randn(2, 6))
     s = np.linalg.svd(c.weight.detach().numpy(), compute_uv=False)
     assert abs(s[0] - 1) < 1e-4
