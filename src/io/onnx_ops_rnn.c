@@ -183,7 +183,12 @@ static int recurrent(onnx_ctx *c, const Onnx__NodeProto *n, cn_tensor **in, int 
     r.lbr = onnx_attr_int(n, "linear_before_reset", 0);
     bool batch_first = onnx_attr_int(n, "layout", 0);
     if (cn_ndim(x) != 3 || cn_ndim(W) != 3 || cn_ndim(R) != 3) return onnx_bad(c, "X, W and R must be 3-D");
-    if (batch_first) x = cn_transpose(x, 0, 1);
+    if (batch_first) {
+        /* layout 1: X [N, T, in], initial_h/initial_c [N, D, H] */
+        x = cn_transpose(x, 0, 1);
+        if (h0) h0 = cn_transpose(h0, 0, 1);
+        if (c0) c0 = cn_transpose(c0, 0, 1);
+    }
     r.hs = cn_dim(R, 2);
     int64_t hsa = onnx_attr_int(n, "hidden_size", r.hs);
     /* A hidden size of 0 makes every gate and output empty: not a

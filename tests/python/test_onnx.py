@@ -616,3 +616,41 @@ def test_recurrent_sequence_lens_like_torch_packed(kind, direction):
     want = [want_y] + ([hn[0].numpy(), hn[1].numpy()] if kind == "LSTM" else [hn.numpy()])
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_recurrent_layout_1_with_initial_states_like_torch():
+    """layout = 1: X [N, T, in], initial_h/initial_c and Y_h/Y_c [N, D, H],
+    Y [N, T, D, H]; against PyTorch's batch_first LSTM with the same
+    weights and initial states."""
+    torch = pytest.importorskip("torch")
+    T, N, I, H = 4, 3, 2, 5
+    torch.manual_seed(1)
+    tm = torch.nn.LSTM(I, H, bidirectional=True, batch_first=True)
+    order = [0, 3, 1, 2]
+
+    def onnx_gates(w):
+        w = w.detach().numpy()
+        return np.concatenate([w[k * H:(k + 1) * H] for k in order], 0)
+
+    sfx = ["", "_reverse"]
+    W = np.stack([onnx_gates(getattr(tm, f"weight_ih_l0{s}")) for s in sfx])
+    R = np.stack([onnx_gates(getattr(tm, f"weight_hh_l0{s}")) for s in sfx])
+    B = np.stack([np.concatenate([onnx_gates(getattr(tm, f"bias_ih_l0{s}")),
+                                  onnx_gates(getattr(tm, f"bias_hh_l0{s}"))]) for s in sfx])
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((N, T, I)).astype(np.float32)
+    h0 = rng.standard_normal((2, N, H)).astype(np.float32)
+    c0 = rng.standard_normal((2, N, H)).astype(np.float32)
+    node = helper.make_node("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y", "Y_h", "Y_c"],
+                            hidden_size=H, direction="bidirectional", layout=1)
+    m = make([node], [vi("X", [N, T, I])],
+             [vi("Y", [N, T, 2, H]), vi("Y_h", [N, 2, H]), vi("Y_c", [N, 2, H])],
+             [init("W", W.astype(np.float32)), init("R", R.astype(np.float32)),
+              init("B", B.astype(np.float32)), init("h0", h0.transpose(1, 0, 2).copy()),
+              init("c0", c0.transpose(1, 0, 2).copy())], opset=14)
+    y, yh, yc = [g.numpy() for g in chutney.onnx.load(m.SerializeToString())(chutney.tensor(x))]
+    with torch.no_grad():
+        out, (h, c) = tm(torch.tensor(x), (torch.tensor(h0), torch.tensor(c0)))
+    np.testing.assert_allclose(y, out.numpy().reshape(N, T, 2, H), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(yh, h.numpy().transpose(1, 0, 2), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(yc, c.numpy().transpose(1, 0, 2), rtol=1e-5, atol=1e-6)
