@@ -10,38 +10,10 @@ import chutney
 
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
+from torch_pairs import same  # noqa: E402
 
 rng = np.random.default_rng(21)
 
-
-def run(lib, fn, arrays):
-    ts = [lib.tensor(a, requires_grad=a.dtype == np.float64) if isinstance(a, np.ndarray)
-          else a for a in arrays]
-    out = fn(lib, *ts)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    first = outs[0]
-    grads = []
-    if first.requires_grad:
-        seed = np.random.default_rng(5).standard_normal(tuple(first.shape))
-        first.backward(lib.tensor(seed))
-        grads = [t.grad.numpy() if t.grad is not None else None for t in ts
-                 if isinstance(t, (chutney.Tensor, torch.Tensor)) and t.requires_grad]
-    return [o.detach().numpy() for o in outs], grads
-
-
-def same(fn, *arrays, tol=1e-10):
-    (cv, cg), (tv, tg) = run(chutney, fn, arrays), run(torch, fn, arrays)
-    assert len(cv) == len(tv)
-    for a, b in zip(cv, tv):
-        assert a.shape == b.shape, (a.shape, b.shape)
-        if a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer):
-            np.testing.assert_array_equal(a, b)
-        else:
-            np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
-    for a, b in zip(cg, tg):
-        assert (a is None) == (b is None)
-        if a is not None:
-            np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-8)
 
 
 A = rng.standard_normal((3, 4, 5))

@@ -10,46 +10,10 @@ import chutney
 
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
+from torch_pairs import raises_both as raises_like, same  # noqa: E402
 
 rng = np.random.default_rng(7)
 
-
-def run(lib, fn, arrays):
-    ts = [lib.tensor(a, requires_grad=a.dtype == np.float64) if isinstance(a, np.ndarray)
-          else a for a in arrays]
-    out = fn(lib, *ts)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    first = outs[0]
-    grads = []
-    if isinstance(first, (chutney.Tensor, torch.Tensor)) and first.requires_grad:
-        seed = np.random.default_rng(5).standard_normal(tuple(first.shape))
-        first.backward(lib.tensor(seed))
-        grads = [t.grad.numpy() if t.grad is not None else None for t in ts
-                 if isinstance(t, (chutney.Tensor, torch.Tensor)) and t.requires_grad]
-    return [o.detach().numpy() if hasattr(o, "detach") else np.asarray(o) for o in outs], grads
-
-
-def same(fn, *arrays, tol=1e-10, gtol=1e-8):
-    (cv, cg), (tv, tg) = run(chutney, fn, arrays), run(torch, fn, arrays)
-    assert len(cv) == len(tv)
-    for a, b in zip(cv, tv):
-        assert a.shape == b.shape, (a.shape, b.shape)
-        if a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer):
-            np.testing.assert_array_equal(a, b)
-        else:
-            np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
-    assert len(cg) == len(tg)
-    for a, b in zip(cg, tg):
-        assert (a is None) == (b is None)
-        if a is not None:
-            np.testing.assert_allclose(a, b, rtol=gtol, atol=gtol)
-
-
-def raises_like(fn, *arrays):
-    """Both libraries refuse (RuntimeError, IndexError, TypeError...)."""
-    for lib in (torch, chutney):
-        with pytest.raises(Exception):
-            fn(lib, *[lib.tensor(a) if isinstance(a, np.ndarray) else a for a in arrays])
 
 
 A = rng.standard_normal((3, 4))
