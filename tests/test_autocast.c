@@ -7,12 +7,14 @@
  *   with the parameters and their gradients staying f32;
  * - a program traced inside a region computes what the eager ops do;
  * - the native path (forced here: this CPU may lack the instructions) gives
- *   the same numbers; its oneDNN blocking against the GEMM (in f32, which
- *   any CPU runs); its selection from the CPU's flags (/proc/cpuinfo);
+ *   the same numbers, for matmul and for the convolutions' three products
+ *   (oneDNN's or widened); its oneDNN blocking against the GEMM (in f32,
+ *   which any CPU runs); its selection from the CPU's flags (/proc/cpuinfo);
  * - loss scaling: the scaled loss, unscaling, the skip and backoff on an
  *   injected inf, growth after the interval. */
 #include "harness.h"
 
+#include "backend/cpu/conv.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/matmul_dnnl.h"
 #include "core/core.h"
@@ -47,6 +49,9 @@ static void test_products_equal_reference(void) {
     cn_tensor *xt = randn(CN_SHAPE(1, 4, 3, 3)), *wt = randn(CN_SHAPE(4, 2, 3, 3));
     cn_conv_opts co = {.padding = {1, 1}};
     cn_dtype dts[2] = {CN_BF16, CN_F16};
+    /* the rounded inputs multiplied in f32, the bits of the reference
+     * (the native path sums in its own order: test_native_path) */
+    cn_autocast_native_mode_set(0);
     for (int i = 0; i < 2; i++) {
         cn_dtype dt = dts[i];
         cn_autocast_begin(dt);
@@ -67,6 +72,7 @@ static void test_products_equal_reference(void) {
         /* and it is not the f32 product */
         CHECK(!th_same_bits(mm, cn_matmul(a, b)));
     }
+    cn_autocast_native_mode_set(-1);
 }
 
 /* d(sum(tanh(x W^T + c)^2))/d(W, c) with and without autocast. */
@@ -185,6 +191,66 @@ static void test_native_path(void) {
     CHECK(cn_tensor_dtype(cn_get_grad(b)) == CN_F32);
     for (int64_t i = 0; i < cn_numel(gref); i++)
         CHECK_CLOSE(th_at(cn_get_grad(b), i), th_at(gref, i), 1e-5, 1e-5);
+}
+
+/* The convolutions' native path, forced: their half inputs reach the CPU's
+ * kernels, oneDNN's bf16 products where it has them (this CPU's
+ * instructions), else widened to f32, as with the GEMM forced; forward,
+ * input and weight gradients, a bias, groups and strides, a depthwise layer
+ * (always widened). Against the products with autocast's rounded inputs
+ * multiplied in f32 (native off): the same numbers up to the order of the
+ * sums (the gradients within a bf16 rounding), each gradient f32. */
+static void test_native_conv(void) {
+    cn_manual_seed(5);
+    static const int64_t cases[][9] = {
+        /* N, C, H, W, O, kernel, stride, padding, groups */
+        {4, 16, 10, 9, 32, 3, 1, 1, 1},
+        {3, 8, 11, 11, 16, 3, 2, 0, 2},
+        {2, 8, 9, 9, 8, 3, 1, 1, 8},
+        {5, 3, 8, 8, 16, 1, 1, 0, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int gemm = 0; gemm < 2; gemm++) {
+            const int64_t *k = cases[c];
+            cn_tensor *x = randn(CN_SHAPE(k[0], k[1], k[2], k[3]));
+            cn_tensor *w = randn(CN_SHAPE(k[4], k[1] / k[8], k[5], k[5]));
+            cn_tensor *bias = randn(CN_SHAPE(k[4]));
+            cn_tensor *params[3] = {x, w, bias}, *got[2][4];
+            for (int i = 0; i < 3; i++) cn_set_requires_grad(params[i], true);
+            cn_conv_opts co = {.stride = {k[6], k[6]}, .padding = {k[7], k[7]}, .groups = k[8]};
+            cn_tensor *weights = NULL; /* of the loss: a gradient other than ones */
+            for (int native = 0; native < 2; native++) {
+                cn_autocast_native_mode_set(native);
+                cn_conv_impl prev = native && gemm ? cn_conv_set_impl(CN_CONV_GEMM) : CN_CONV_AUTO;
+                cn_autocast_begin(CN_BF16);
+                cn_tensor *y = cn_conv2d(x, w, bias, &co);
+                if (!weights) weights = cn_randn(CN_F32, cn_ndim(y), cn_shape(y));
+                CHECK_EQ_INT(cn_backward(cn_sum(cn_mul(y, weights), NULL, 0, false), NULL), 0);
+                cn_autocast_end();
+                if (native && gemm) cn_conv_set_impl(prev);
+                got[native][0] = y;
+                for (int i = 0; i < 3; i++) {
+                    got[native][i + 1] = cn_clone(cn_get_grad(params[i]));
+                    cn_zero_grad(params[i]);
+                }
+            }
+            cn_autocast_native_mode_set(-1);
+            for (int j = 0; j < 4; j++) {
+                CHECK_MSG(cn_tensor_dtype(got[1][j]) == CN_F32, "case %zu: result %d is %s", c,
+                          j, cn_dtype_name(cn_tensor_dtype(got[1][j])));
+                CHECK_EQ_INT(cn_numel(got[1][j]), cn_numel(got[0][j]));
+                /* the gradients of the rounded x, w and bias are bf16, as
+                 * PyTorch's, before their casts' gradients widen them: the
+                 * two orders of the sums may round to neighbours */
+                double rtol = j ? 0x1p-7 : 1e-5;
+                for (int64_t i = 0; i < cn_numel(got[0][j]); i++)
+                    CHECK_MSG(th_close(th_at(got[1][j], i), th_at(got[0][j], i), rtol, 1e-4),
+                              "case %zu (GEMM %d), result %d [%lld]: %.9g, expected %.9g", c, gemm, j,
+                              (long long)i, th_at(got[1][j], i), th_at(got[0][j], i));
+            }
+            /* and not the f32 product */
+            CHECK(!th_same_bits(got[1][0], cn_conv2d(x, w, bias, &co)));
+        }
 }
 
 /* The blocking of cn_dnnl_matmul (rows split over the pool, a last short
@@ -346,6 +412,7 @@ int main(void) {
     RUN(test_program);
     RUN(test_train_step);
     RUN(test_native_path);
+    RUN(test_native_conv);
     RUN(test_dnnl_blocks);
     RUN(test_selection);
     RUN(test_grad_scaler);

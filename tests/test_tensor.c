@@ -1079,6 +1079,25 @@ static void test_bf16(void) {
                 th_fail(__FILE__, __LINE__, "level %s: strided cast of 0x%08x: 0x%04x",
                         cn_isa_name(level), b, tv[i]);
         }
+        /* and back, transposed again (tiles; bf16 -> f32 is exact), and a
+         * shape of partial tiles: 37 x 509 read as its transpose */
+        cn_tensor *bt = cn_cast(cn_mT(ht), CN_F32);
+        const float *btv = bt && cn_is_contiguous(bt) ? cn_data(bt) : NULL;
+        CHECK(btv != NULL);
+        for (int64_t i = 0; btv && tv && i < 512 * 512; i++)
+            if (f2u(btv[i]) != (uint32_t)tv[(i % 512) * 512 + i / 512] << 16 && wrong++ < 5)
+                th_fail(__FILE__, __LINE__, "level %s: strided cast back of 0x%04x: 0x%08x",
+                        cn_isa_name(level), tv[(i % 512) * 512 + i / 512], f2u(btv[i]));
+        cn_tensor *odd = cn_mT(cn_reshape(cn_slice(xs, 0, 0, 37 * 509, 1), CN_SHAPE(37, 509)));
+        cn_tensor *ho = cn_cast(odd, CN_BF16);
+        const uint16_t *ov = ho && cn_is_contiguous(ho) ? cn_data(ho) : NULL;
+        CHECK(ov != NULL);
+        for (int64_t i = 0; ov && i < 37 * 509; i++) {
+            uint32_t b = bits[(i % 37) * 509 + i / 37];
+            if (ov[i] != cn_f32_to_bf16(u2f(b)) && wrong++ < 5)
+                th_fail(__FILE__, __LINE__, "level %s: 509 x 37 cast of 0x%08x: 0x%04x",
+                        cn_isa_name(level), b, ov[i]);
+        }
         cn_scope_end();
     }
     cn_isa_set(cn_isa_max());

@@ -40,12 +40,14 @@ static char *shp(char *buf, size_t n, const cn_tensor *t) {
     return cn_fmt_shape(buf, n, t->ndim, t->shape);
 }
 
-/* Dtypes: every input float, all the same (f16/bf16 arrive as f32). */
+/* Dtypes: every input float, all the same. f16/bf16 arrive as f32 but on
+ * autocast's native path (the dispatcher widens them otherwise), whose
+ * products take them as they are and return f32. */
 static int check_dtypes(const cn_op_def *op, cn_tensor *const *in, int nin,
                         const char *const *names) {
     for (int k = 0; k < nin; k++) {
         cn_dtype d = (cn_dtype)in[k]->dtype;
-        if (d != CN_F32 && d != CN_F64)
+        if (d != CN_F32 && d != CN_F64 && !cn_is_half(d))
             return cn_failc(CN_EINVAL, "%s: %s is %s; convolutions need float tensors (f32, f64, "
                                        "f16, bf16)",
                             op->name, names[k], cn_dtype_name(d));
@@ -172,7 +174,7 @@ static int conv2d_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_a
     if (check_channels(op, x, x->shape[1], w->shape[0], w->shape[1], p.groups, wd) < 0)
         return CN_EINVAL;
     if (nin == 3 && check_bias(op, in[2], w->shape[0]) < 0) return CN_EINVAL;
-    m->dtype = (cn_dtype)x->dtype;
+    m->dtype = cn_is_half((cn_dtype)x->dtype) ? CN_F32 : (cn_dtype)x->dtype;
     m->ndim = 4;
     m->shape[0] = x->shape[0];
     m->shape[1] = w->shape[0];
@@ -295,7 +297,7 @@ static int convt_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_at
                         op->name, shp(b2, sizeof b2, w), Cw, p.groups);
     int64_t Cout = w->shape[1] < 0 ? -1 : w->shape[1] * p.groups;
     if (nin == 3 && check_bias(op, in[2], Cout) < 0) return CN_EINVAL;
-    m->dtype = (cn_dtype)x->dtype;
+    m->dtype = cn_is_half((cn_dtype)x->dtype) ? CN_F32 : (cn_dtype)x->dtype;
     m->ndim = 4;
     m->shape[0] = x->shape[0];
     m->shape[1] = Cout;
@@ -421,7 +423,7 @@ static int wgrad_infer(const cn_op_def *op, cn_tensor *const *in, int nin, cn_at
                         "%s: dy %s does not match conv2d's output size %" PRId64 "x%" PRId64
                         " for x %s",
                         op->name, shp(b2, sizeof b2, dy), oh, ow, shp(b1, sizeof b1, x));
-    m->dtype = (cn_dtype)x->dtype;
+    m->dtype = cn_is_half((cn_dtype)x->dtype) ? CN_F32 : (cn_dtype)x->dtype;
     m->ndim = 4;
     m->shape[0] = dy->shape[1];
     m->shape[1] = C < 0 ? -1 : C / p.groups;
@@ -453,6 +455,7 @@ static cn_tensor *wgrad_jvp(cn_tensor *const *in, cn_tensor *const *tin, int nin
 const cn_op_def cn_opdef_conv2d_weight_grad = {
     .name = "conv2d_weight_grad",
     .ninputs = 2,
+    .flags = CN_OPF_AUTOCAST,
     .attrs = {{"stride_padding_dilation", CN_ATTR_INTS, 0, 0},
               {"groups", CN_ATTR_INT, 0, 1},
               {"kernel_h", CN_ATTR_INT, 1, 1},

@@ -317,7 +317,8 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
     /* Autocast (autocast.c): a product's f32 inputs rounded by recorded
      * casts, whose gradients cast back to f32. The rounded values are then
      * widened again like any half input, unless the CPU multiplies them
-     * itself (matmul's native path: half inputs, an f32 output). */
+     * itself (the native path of matmul and the convolutions: half inputs,
+     * an f32 output). */
     if (CN_UNLIKELY(cn_autocast_dt != CN_F32) && (op->flags & CN_OPF_AUTOCAST)) {
         cn_dtype ac = (cn_dtype)cn_autocast_dt;
         const cn_tensor *graph = NULL;
@@ -327,9 +328,11 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
         for (int i = 0; i < nin; i++)
             if (in[i]->dtype == CN_F32 && cast_input_to(&in[i], ac, graph, owned, &nowned) < 0)
                 goto done;
-        if (id == CN_OP_matmul && in[0]->dtype == ac && in[1]->dtype == ac &&
-            on_cpu(in, nin) && cn_autocast_native(ac))
-            widen = false;
+        bool product = id == CN_OP_matmul || id == CN_OP_conv2d ||
+                       id == CN_OP_conv_transpose2d || id == CN_OP_conv2d_weight_grad;
+        bool all_half = true;
+        for (int i = 0; i < nin; i++) all_half &= in[i]->dtype == ac;
+        if (product && all_half && on_cpu(in, nin) && cn_autocast_native(ac)) widen = false;
     }
 
     /* Type promotion. */

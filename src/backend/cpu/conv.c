@@ -990,11 +990,60 @@ cn_gemm_pack *cn_cpu_conv2d_fwd_dnnl_pack(const cn_attrs *a, const int64_t *x, c
 #endif
 }
 
+/* ---- autocast's native products ----
+ * Inside a bf16 (f16) autocast region on a CPU that multiplies that type
+ * itself, the dispatcher (src/ops/dispatch.c) hands the three products
+ * their inputs rounded and kept half, and an f32 output. oneDNN takes them
+ * where it has a kernel for the geometry (AVX-512 BF16 dot products, AMX
+ * tiles; f32 accumulation); otherwise, and for depthwise layers (whose
+ * direct f32 kernel is bound by memory, not by products), the inputs are
+ * widened to f32 here: the same numbers up to the order of the sums. */
+static cn_tensor *widened(const cn_tensor *t, cn_tensor **own, int *rc) {
+    if (!t || !cn_is_half((cn_dtype)t->dtype) || *rc != CN_OK) return (cn_tensor *)t;
+    cn_tensor *w = cn_t_empty(CN_F32, t->ndim, t->shape);
+    *rc = w ? cn_transfer(w, t, false) : CN_ENOMEM;
+    *own = w;
+    return w;
+}
+
+/* which: 0 fwd (a = x, b = w), 1 dgrad (a = dy, b = w), 2 wgrad (a = x, b = dy). */
+static int half_product(int which, const cn_conv_geom *g, const cn_tensor *a, const cn_tensor *b,
+                        const cn_tensor *bias, cn_tensor *out) {
+    cn_tensor *own[3] = {NULL, NULL, NULL};
+    int rc = CN_OK;
+    bias = widened(bias, &own[2], &rc); /* oneDNN's bias and dgrad's are f32 */
+#ifdef CN_HAVE_DNNL
+    pthread_once(&conv_env_once, conv_env_read);
+    if (rc == CN_OK && (conv_impl == CN_CONV_AUTO || conv_impl == CN_CONV_DNNL) &&
+        a->dtype == b->dtype && !cn_dw_conv_takes(g) &&
+        cn_dnnl_conv2d_available(g, (cn_dtype)a->dtype, which)) {
+        rc = which == 0   ? cn_dnnl_conv2d_fwd(g, a, b, bias, out)
+             : which == 1 ? cn_dnnl_conv2d_dgrad(g, a, b, bias, out)
+                          : cn_dnnl_conv2d_wgrad(g, a, b, out);
+        if (rc != 1) goto done; /* 1: oneDNN does not take this geometry */
+        rc = CN_OK;
+    }
+#endif
+    a = widened(a, &own[0], &rc);
+    b = widened(b, &own[1], &rc);
+    if (rc == CN_OK)
+        rc = which == 0   ? cn_cpu_conv2d_fwd(g, a, b, bias, out)
+             : which == 1 ? cn_cpu_conv2d_dgrad(g, a, b, bias, out)
+                          : cn_cpu_conv2d_wgrad(g, a, b, out);
+#ifdef CN_HAVE_DNNL
+done:
+#endif
+    for (int i = 0; i < 3; i++) cn_release(own[i]);
+    return rc;
+}
+
 /* x, weight, bias?. */
 int cn_cpu_k_conv2d(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a,
                     cn_tensor *out) {
     (void)id;
     cn_conv_geom g = conv_geom_of(a, in[0], in[1], out);
+    if (cn_is_half((cn_dtype)in[0]->dtype))
+        return half_product(0, &g, in[0], in[1], nin == 3 ? in[2] : NULL, out);
     return cn_cpu_conv2d_fwd(&g, in[0], in[1], nin == 3 ? in[2] : NULL, out);
 }
 
@@ -1005,6 +1054,8 @@ int cn_cpu_k_conv_transpose2d(cn_op_id id, cn_tensor *const *in, int nin, const 
     (void)id;
     const cn_tensor *x = in[0], *w = in[1];
     cn_conv_geom g = conv_geom_of(a, out, w, x);
+    if (cn_is_half((cn_dtype)x->dtype))
+        return half_product(1, &g, x, w, nin == 3 ? in[2] : NULL, out);
     return cn_cpu_conv2d_dgrad(&g, x, w, nin == 3 ? in[2] : NULL, out);
 }
 
@@ -1014,5 +1065,6 @@ int cn_cpu_k_conv2d_weight_grad(cn_op_id id, cn_tensor *const *in, int nin, cons
     (void)id;
     (void)nin;
     cn_conv_geom g = conv_geom_of(a, in[0], out, in[1]);
+    if (cn_is_half((cn_dtype)in[0]->dtype)) return half_product(2, &g, in[0], in[1], NULL, out);
     return cn_cpu_conv2d_wgrad(&g, in[0], in[1], out);
 }

@@ -46,7 +46,9 @@ int cn_conv_impl_from_name(const char *name);
 /* Whether the build has oneDNN. */
 bool cn_conv_have_dnnl(void);
 
-/* dt is out's dtype (f32 or f64); every tensor has it. bias may be NULL. */
+/* dt is out's dtype (f32 or f64); every tensor has it. bias may be NULL.
+ * (The op kernels, cn_cpu_k_conv2d and the others, also take autocast's
+ * half inputs with an f32 output: conv.c, "autocast's native products".) */
 int cn_cpu_conv2d_fwd(const cn_conv_geom *g, const cn_tensor *x, const cn_tensor *w,
                       const cn_tensor *bias, cn_tensor *y);
 int cn_cpu_conv2d_dgrad(const cn_conv_geom *g, const cn_tensor *dy, const cn_tensor *w,

@@ -1,4 +1,6 @@
-/* The oneDNN path of the convolution kernels (CHUTNEY_WITH_DNNL), f32 only.
+/* The oneDNN path of the convolution kernels (CHUTNEY_WITH_DNNL): f32, and
+ * autocast's native products, whose inputs are bf16 (or f16) and whose
+ * output is f32 (oneDNN's AVX-512 BF16 or AMX kernels accumulate in f32).
  *
  * Each product (forward, input gradient, weight gradient) is a oneDNN
  * primitive for one geometry, created once and kept in a small cache: the
@@ -34,6 +36,7 @@ enum { FWD, DGRAD, WGRAD };
 typedef struct dnnl_conv {
     int which;
     bool bias;
+    cn_dtype dt; /* the inputs' dtype; the output is f32 */
     cn_conv_geom g;
     dnnl_primitive_t prim;
     /* per argument: the user's (plain) and the primitive's memory formats,
@@ -88,12 +91,21 @@ static bool make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_
 }
 
 /* The primitive for one product, or NULL when oneDNN does not take it. */
-static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias) {
+static dnnl_data_type_t dnnl_dt(cn_dtype dt) {
+    return dt == CN_BF16 ? dnnl_bf16 : dt == CN_F16 ? dnnl_f16 : dnnl_f32;
+}
+
+static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias, cn_dtype dt) {
     dnnl_conv *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->which = which;
     c->g = *g;
     c->bias = bias;
+    c->dt = dt;
+    /* each argument's type: the product's inputs dt, its output f32 */
+    dnnl_data_type_t tx = which == DGRAD ? dnnl_f32 : dnnl_dt(dt),
+                     tw = which == WGRAD ? dnnl_f32 : dnnl_dt(dt),
+                     ty = which == FWD ? dnnl_f32 : dnnl_dt(dt);
     int64_t G = g->groups;
     dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, yd = {g->N, g->O, g->OH, g->OW};
     dnnl_dims_t wd = {G, g->O / G, g->C / G, g->KH, g->KW}, bd = {g->O};
@@ -104,25 +116,31 @@ static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias) {
     int wn = G > 1 ? 5 : 4;
     const int64_t *wdims = G > 1 ? wd : wd + 1;
     dnnl_format_tag_t wtag = G > 1 ? dnnl_goihw : dnnl_oihw;
-    dnnl_memory_desc_t ux, uy, uw, ub, ax, ay, aw;
-    bool ok = dnnl_memory_desc_init_by_tag(&ux, 4, xd, dnnl_f32, dnnl_nchw) == dnnl_success &&
-              dnnl_memory_desc_init_by_tag(&uy, 4, yd, dnnl_f32, dnnl_nchw) == dnnl_success &&
-              dnnl_memory_desc_init_by_tag(&uw, wn, wdims, dnnl_f32, wtag) == dnnl_success &&
+    dnnl_memory_desc_t ux, uy, uw, ub, ax, ay, aw, hx, hy, hw;
+    bool ok = dnnl_memory_desc_init_by_tag(&ux, 4, xd, tx, dnnl_nchw) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&uy, 4, yd, ty, dnnl_nchw) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&uw, wn, wdims, tw, wtag) == dnnl_success &&
               dnnl_memory_desc_init_by_tag(&ub, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
-              dnnl_memory_desc_init_by_tag(&ax, 4, xd, dnnl_f32, dnnl_format_tag_any) ==
-                  dnnl_success &&
-              dnnl_memory_desc_init_by_tag(&ay, 4, yd, dnnl_f32, dnnl_format_tag_any) ==
-                  dnnl_success &&
-              dnnl_memory_desc_init_by_tag(&aw, wn, wdims, dnnl_f32, dnnl_format_tag_any) ==
+              dnnl_memory_desc_init_by_tag(&ax, 4, xd, tx, dnnl_format_tag_any) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&ay, 4, yd, ty, dnnl_format_tag_any) == dnnl_success &&
+              dnnl_memory_desc_init_by_tag(&aw, wn, wdims, tw, dnnl_format_tag_any) ==
                   dnnl_success;
+    /* The forward product, or the hint a backward one is made from: that
+     * of the same dtype (half inputs, an f32 output). */
+    ok = ok &&
+         dnnl_memory_desc_init_by_tag(&hx, 4, xd, dnnl_dt(dt), dnnl_format_tag_any) ==
+             dnnl_success &&
+         dnnl_memory_desc_init_by_tag(&hy, 4, yd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+         dnnl_memory_desc_init_by_tag(&hw, wn, wdims, dnnl_dt(dt), dnnl_format_tag_any) ==
+             dnnl_success;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t fpd = NULL, pd = NULL;
     ok = ok && dnnl_primitive_attr_create(&attr) == dnnl_success &&
          dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
     dnnl_convolution_desc_t fd, bdsc;
     ok = ok && dnnl_dilated_convolution_forward_desc_init(
-                   &fd, dnnl_forward_training, dnnl_convolution_direct, &ax, &aw,
-                   which == FWD && bias ? &ub : NULL, &ay, strides, dil, pl, pr) == dnnl_success;
+                   &fd, dnnl_forward_training, dnnl_convolution_direct, &hx, &hw,
+                   which == FWD && bias ? &ub : NULL, &hy, strides, dil, pl, pr) == dnnl_success;
     ok = ok && dnnl_primitive_desc_create(&fpd, &fd, which == FWD ? attr : NULL, cn_dnnl_engine(), NULL) ==
                    dnnl_success;
     if (ok && which == FWD) {
@@ -178,15 +196,15 @@ static dnnl_conv *conv_create(int which, const cn_conv_geom *g, bool bias) {
 /* The primitive for a product (created on first use), NULL when oneDNN
  * does not take it; conv_put hands it back. It is the cache's, or a fresh
  * one when every cached primitive is in use. */
-static dnnl_conv *conv_get(int which, const cn_conv_geom *g, bool bias) {
+static dnnl_conv *conv_get(int which, const cn_conv_geom *g, bool bias, cn_dtype dt) {
     cn_dnnl_one_thread();
     pthread_mutex_lock(&dn.mu);
     dnnl_conv *c = NULL;
     for (int i = 0; i < dn.n && !c; i++)
-        if (dn.cache[i]->which == which && dn.cache[i]->bias == bias &&
+        if (dn.cache[i]->which == which && dn.cache[i]->bias == bias && dn.cache[i]->dt == dt &&
             same_geom(&dn.cache[i]->g, g))
             c = dn.cache[i];
-    if (!c && (c = conv_create(which, g, bias))) {
+    if (!c && (c = conv_create(which, g, bias, dt))) {
         int slot = dn.n < CACHE_MAX ? dn.n : -1;
         for (int i = 0; slot < 0 && i < dn.n; i++)
             if (!dn.cache[i]->users &&
@@ -355,9 +373,9 @@ static cn_conv_geom block_geom(const cn_conv_geom *g, int64_t n, int64_t nob) {
 }
 
 bool cn_dnnl_conv2d_available(const cn_conv_geom *g, cn_dtype dt, int which) {
-    if (dt != CN_F32 || g->N < 1 || !usable()) return false;
+    if ((dt != CN_F32 && !cn_is_half(dt)) || g->N < 1 || !usable()) return false;
     cn_conv_geom gb = block_geom(g, block_size(g->N), out_blocks(which, g));
-    dnnl_conv *c = conv_get(which, &gb, false);
+    dnnl_conv *c = conv_get(which, &gb, false, dt);
     conv_put(c);
     return c != NULL;
 }
@@ -372,6 +390,7 @@ typedef struct blocks {
     size_t og;         /* output channels per block (the bias's offset; 0 when nob is 1) */
     size_t wmine_block; /* bytes of a channel block's weights in wmine */
     char *p[3];      /* x-like, weights, y-like (plain, contiguous) */
+    size_t es[3];    /* their element sizes (the inputs half or f32, the output f32) */
     char *partial;   /* wgrad: one weight-sized part per block */
     size_t part_size; /* bytes of each part (in the primitive's format with wmine) */
     char *wmine;     /* the weights (fwd, dgrad) or the parts (wgrad) in the primitive's format */
@@ -390,9 +409,9 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
     for (int64_t t = b0; t < b1; t++) {
         int64_t b = t / k->nob, j = t % k->nob;
         int64_t n0 = b * k->bs, n = b == k->nblk - 1 ? g->N - n0 : k->bs;
-        void *p[3] = {k->p[0] + sizeof(float) * (xs * (size_t)n0 + k->xg * (size_t)j),
-                      k->p[1] + sizeof(float) * k->wg * (size_t)j,
-                      k->p[2] + sizeof(float) * (ys * (size_t)n0 + k->yg * (size_t)j)};
+        void *p[3] = {k->p[0] + k->es[0] * (xs * (size_t)n0 + k->xg * (size_t)j),
+                      k->p[1] + k->es[1] * k->wg * (size_t)j,
+                      k->p[2] + k->es[2] * (ys * (size_t)n0 + k->yg * (size_t)j)};
         void *pre[3] = {NULL, NULL, NULL};
         if (k->which != WGRAD && k->wmine) pre[1] = k->wmine + k->wmine_block * (size_t)j;
         if (k->xmine) pre[0] = k->xmine + k->xmine_block * (size_t)b;
@@ -430,10 +449,12 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
 /* The blocks of product which on g, and the primitives of a whole block
  * and of the last one (unplan hands them back).
  * Returns CN_OK, or 1 when oneDNN does not take the geometry. */
-static int plan(int which, const cn_conv_geom *g, bool bias, blocks *k) {
+static int plan(int which, const cn_conv_geom *g, bool bias, cn_dtype dt, blocks *k) {
     memset(k, 0, sizeof *k);
     k->which = which;
     k->g = g;
+    int out = which == FWD ? 2 : which == DGRAD ? 0 : 1;
+    for (int j = 0; j < 3; j++) k->es[j] = j == out ? sizeof(float) : cn_dsize(dt);
     k->bs = block_size(g->N);
     k->nblk = (g->N + k->bs - 1) / k->bs;
     k->nob = out_blocks(which, g);
@@ -447,8 +468,8 @@ static int plan(int which, const cn_conv_geom *g, bool bias, blocks *k) {
     }
     /* the forward primitive adds the bias itself (one pass over y fewer) */
     bool pbias = which == FWD && bias;
-    k->full = conv_get(which, &gb, pbias);
-    k->last = gl.N == gb.N ? k->full : conv_get(which, &gl, pbias);
+    k->full = conv_get(which, &gb, pbias, dt);
+    k->last = gl.N == gb.N ? k->full : conv_get(which, &gl, pbias, dt);
     return k->full && k->last ? CN_OK : 1;
 }
 
@@ -481,7 +502,8 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
                    const cn_tensor *t[3]) {
     if (!usable() || g->N < 1) return 1;
     blocks k;
-    int rc = plan(which, g, bias != NULL, &k);
+    /* the inputs' dtype: the weights' but for the weight gradient */
+    int rc = plan(which, g, bias != NULL, (cn_dtype)t[which == WGRAD ? 0 : 1]->dtype, &k);
     cn_tensor *own[4] = {NULL};
     size_t ws = (size_t)(g->O * (g->C / g->groups) * g->KH * g->KW) * sizeof(float);
     for (int j = 0; j < 3 && rc == CN_OK; j++)
@@ -511,7 +533,7 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
         if (!(k.wmine = cn_alloc(wmine_size * (size_t)k.nob))) rc = CN_ENOMEM;
         for (int64_t j = 0; j < k.nob && rc == CN_OK; j++)
             rc = reorder_once(k.full->reorder[1], &k.full->user[1],
-                              k.p[1] + sizeof(float) * k.wg * (size_t)j, &k.full->mine[1],
+                              k.p[1] + k.es[1] * k.wg * (size_t)j, &k.full->mine[1],
                               k.wmine + wmine_size * (size_t)j);
     }
     /* Blocks of output channels that all read the whole of x (not grouped):
@@ -520,7 +542,7 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
      * (1.5 ms of its 29 on an AVX-512 Xeon, one thread). */
     if (rc == CN_OK && which == FWD && k.nob > 1 && k.xg == 0 && k.full->reorder[0] &&
         k.full == k.last) {
-        size_t xs = (size_t)(g->C * g->H * g->W) * sizeof(float) * (size_t)k.bs;
+        size_t xs = (size_t)(g->C * g->H * g->W) * k.es[0] * (size_t)k.bs;
         k.xmine_block = dnnl_memory_desc_get_size(&k.full->mine[0]);
         if (!(k.xmine = cn_alloc(k.xmine_block * (size_t)k.nblk))) rc = CN_ENOMEM;
         for (int64_t b = 0; b < k.nblk && rc == CN_OK; b++)
@@ -563,7 +585,7 @@ cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w,
     if (!usable() || g->N < 1 || (cn_dtype)w->dtype != CN_F32) return NULL;
     blocks k;
     cn_gemm_pack *pk = NULL;
-    if (plan(FWD, g, bias, &k) == CN_OK && k.full->reorder[1] &&
+    if (plan(FWD, g, bias, CN_F32, &k) == CN_OK && k.full->reorder[1] &&
         dnnl_memory_desc_equal(&k.full->mine[1], &k.last->mine[1])) {
         size_t size = dnnl_memory_desc_get_size(&k.full->mine[1]);
         wpack_key key;
@@ -592,7 +614,7 @@ bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g,
     if (!pk || !usable() || g->N < 1) return false;
     blocks k;
     bool fits = false;
-    if (plan(FWD, g, bias, &k) == CN_OK) {
+    if (plan(FWD, g, bias, CN_F32, &k) == CN_OK) {
         wpack_key key;
         wpack_key_of(&key, g, bias, &k.full->mine[1]);
         fits = cn_gemm_pack_opaque_data(pk, &key, sizeof key) != NULL;

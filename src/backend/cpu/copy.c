@@ -111,7 +111,7 @@ int cn_copy_strided(cn_tensor *dst, const cn_tensor *src) {
     cn_tensor *in = (cn_tensor *)src;
     cn_iter_init(&it, dst, &in, 1);
     copy_ctx c = {(cn_dtype)src->dtype, (cn_dtype)dst->dtype, cn_dsize((cn_dtype)dst->dtype)};
-    if (c.sd == c.dd && cn_copy_transposed(&it, c.es)) return CN_OK;
+    if (cn_copy_transposed(&it, c.dd, c.sd)) return CN_OK;
     cn_iter_run(&it, c.sd == c.dd ? copy_same : copy_convert, &c);
     return CN_OK;
 }

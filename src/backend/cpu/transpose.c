@@ -9,39 +9,54 @@
  * 10 GB/s (docs/benchmarks.md). */
 #include "transpose.h"
 
+#include <string.h>
+
 #define TR_TILE 8
 #define TR_BLOCK 256
 
-/* dst[a * dsa + b] = src[a + b * ssb] for a < na, b < nb (in elements). */
-#define TR_BLOCK_FN(NAME, T)                                                                       \
+/* dst[a * dsa + b] = CONV(src[a + b * ssb]) for a < na, b < nb (in
+ * elements): a copy (CONV the identity), or a cast between f32 and bf16,
+ * which autocast makes of every transposed weight it rounds. */
+#define TR_BLOCK_FN(NAME, TD, TS, CONV)                                                            \
     CN_HOT_FN(NAME,                                                                                \
               (char *dst_, int64_t dsa, const char *src_, int64_t ssb, int64_t na, int64_t nb),    \
               (dst_, dsa, src_, ssb, na, nb)) {                                                    \
-        T *dst = (T *)dst_;                                                                        \
-        const T *src = (const T *)src_;                                                            \
+        TD *dst = (TD *)dst_;                                                                      \
+        const TS *src = (const TS *)src_;                                                          \
         const int64_t fa = na - na % TR_TILE, fb = nb - nb % TR_TILE;                              \
         for (int64_t a0 = 0; a0 < fa; a0 += TR_TILE)                                               \
             for (int64_t b0 = 0; b0 < fb; b0 += TR_TILE) {                                         \
-                T *d = dst + a0 * dsa + b0;                                                        \
-                const T *s = src + a0 + b0 * ssb;                                                  \
+                TD *d = dst + a0 * dsa + b0;                                                       \
+                const TS *s = src + a0 + b0 * ssb;                                                 \
                 for (int a = 0; a < TR_TILE; a++)                                                  \
-                    for (int b = 0; b < TR_TILE; b++) d[a * dsa + b] = s[a + b * ssb];             \
+                    for (int b = 0; b < TR_TILE; b++) d[a * dsa + b] = CONV(s[a + b * ssb]);       \
             }                                                                                      \
         /* the edges: a right strip and a bottom strip */                                          \
         for (int64_t a = 0; a < na; a++)                                                           \
-            for (int64_t b = a < fa ? fb : 0; b < nb; b++) dst[a * dsa + b] = src[a + b * ssb];    \
+            for (int64_t b = a < fa ? fb : 0; b < nb; b++)                                         \
+                dst[a * dsa + b] = CONV(src[a + b * ssb]);                                         \
     }
 
-TR_BLOCK_FN(tr_block_1, uint8_t)
-TR_BLOCK_FN(tr_block_2, uint16_t)
-TR_BLOCK_FN(tr_block_4, uint32_t)
-TR_BLOCK_FN(tr_block_8, uint64_t)
+#define TR_SAME(x) (x)
+static inline float bf16_widen(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+TR_BLOCK_FN(tr_block_1, uint8_t, uint8_t, TR_SAME)
+TR_BLOCK_FN(tr_block_2, uint16_t, uint16_t, TR_SAME)
+TR_BLOCK_FN(tr_block_4, uint32_t, uint32_t, TR_SAME)
+TR_BLOCK_FN(tr_block_8, uint64_t, uint64_t, TR_SAME)
+TR_BLOCK_FN(tr_f32_to_bf16, uint16_t, float, cn_bf16_round)
+TR_BLOCK_FN(tr_bf16_to_f32, float, uint16_t, bf16_widen)
 
 typedef struct tr_job {
     const cn_iter *it;
     int u, last;          /* the source's unit axis; the destination's */
     int64_t nba, nbb;     /* blocks along u and along last */
-    size_t es;
+    size_t esd, ess;      /* element sizes of the destination and the source */
     void (*fn)(char *, int64_t, const char *, int64_t, int64_t, int64_t);
 } tr_job;
 
@@ -50,7 +65,7 @@ typedef struct tr_job {
 static void tr_items(void *ctx, int64_t begin, int64_t end) {
     const tr_job *j = ctx;
     const cn_iter *it = j->it;
-    const int64_t es = (int64_t)j->es, per = j->nba * j->nbb;
+    const int64_t esd = (int64_t)j->esd, ess = (int64_t)j->ess, per = j->nba * j->nbb;
     for (int64_t w = begin; w < end; w++) {
         int64_t outer = w / per, blk = w % per;
         int64_t a0 = blk / j->nbb * TR_BLOCK, b0 = blk % j->nbb * TR_BLOCK;
@@ -65,12 +80,12 @@ static void tr_items(void *ctx, int64_t begin, int64_t end) {
         doff += a0 * it->strides[0][j->u] + b0;
         soff += a0 + b0 * it->strides[1][j->last];
         int64_t na = it->shape[j->u] - a0, nb = it->shape[j->last] - b0;
-        j->fn(it->base[0] + doff * es, it->strides[0][j->u], it->base[1] + soff * es,
+        j->fn(it->base[0] + doff * esd, it->strides[0][j->u], it->base[1] + soff * ess,
               it->strides[1][j->last], na < TR_BLOCK ? na : TR_BLOCK, nb < TR_BLOCK ? nb : TR_BLOCK);
     }
 }
 
-bool cn_copy_transposed(const cn_iter *it, size_t es) {
+bool cn_copy_transposed(const cn_iter *it, cn_dtype dd, cn_dtype sd) {
     const int last = it->ndim - 1;
     if (it->nops != 2 || last < 1 || it->numel == 0 || it->strides[0][last] != 1) return false;
     const int64_t ss = it->strides[1][last];
@@ -84,14 +99,17 @@ bool cn_copy_transposed(const cn_iter *it, size_t es) {
     /* Short runs on either side gain nothing from tiles. */
     if (u < 0 || it->shape[u] < TR_TILE || it->shape[last] < TR_TILE) return false;
     tr_job j = {it, u, last, (it->shape[u] + TR_BLOCK - 1) / TR_BLOCK,
-                (it->shape[last] + TR_BLOCK - 1) / TR_BLOCK, es, NULL};
-    switch (es) {
-    case 1: j.fn = tr_block_1; break;
-    case 2: j.fn = tr_block_2; break;
-    case 4: j.fn = tr_block_4; break;
-    case 8: j.fn = tr_block_8; break;
-    default: return false;
-    }
+                (it->shape[last] + TR_BLOCK - 1) / TR_BLOCK, cn_dsize(dd), cn_dsize(sd), NULL};
+    if (dd == CN_BF16 && sd == CN_F32) j.fn = tr_f32_to_bf16;
+    else if (dd == CN_F32 && sd == CN_BF16) j.fn = tr_bf16_to_f32;
+    else if (dd != sd) return false;
+    else switch (j.esd) {
+        case 1: j.fn = tr_block_1; break;
+        case 2: j.fn = tr_block_2; break;
+        case 4: j.fn = tr_block_4; break;
+        case 8: j.fn = tr_block_8; break;
+        default: return false;
+        }
     int64_t items = it->numel / (it->shape[u] * it->shape[last]) * j.nba * j.nbb;
     /* About CN_GRAIN_ELEMWISE elements per item or more. */
     int64_t per_item = it->numel / items;
