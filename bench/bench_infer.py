@@ -5,7 +5,7 @@ ONNX Runtime, on the same weights and input, interleaved.
 
     /usr/bin/python3 bench/bench_infer.py [--build DIR] [--models resnet18,bert]
         [--batches 1,16] [--threads 1,2] [--repeats R] [--runs N]
-        [--peers torch1,torch2,compile,ort] [--venv DIR] [--json]
+        [--peers torch1,torch2,compile,ort] [--venv DIR] [--precision bf16] [--json]
 
 Models (bench/infer_peer.py builds them, random weights, seed 0, eval):
 torchvision's resnet18, resnet50, mobilenet_v2, mobilenet_v3_large,
@@ -26,6 +26,11 @@ every graph optimisation. The first call of a process is timed apart
 (torch.compile's compilation, ONNX Runtime's session set-up) and left out
 of the figure; torch.compile's compiled code is cached per (model, batch,
 threads) under build/bench-inductor/, so only a first run compiles cold.
+
+--precision bf16: Chutney runs `chutney run --precision bf16` (autocast:
+the products in bf16), the PyTorch rows their forward pass under
+torch.autocast(device_type="cpu", dtype=torch.bfloat16); ONNX Runtime has
+no such mode (its rows say so).
 
 A peer that fails on a model (an export it cannot read, a compile error)
 leaves its cell empty with the error's last line; the others go on.
@@ -104,7 +109,8 @@ def chutney(a, d, name, b, t, runs, out):
     """One `chutney run --bench` process: ({"ms": median}, None) or (None, error)."""
     o, err = run([a.chutney, "run", os.path.join(a.models_dir, name + ".onnx"),
                   "--input", "input=%s/%s_input_%d.npy" % (a.models_dir, name, b),
-                  "--output-dir", d, "--threads", str(t), "--bench", str(runs)], env_for(t))
+                  "--output-dir", d, "--threads", str(t), "--bench", str(runs),
+                  "--precision", a.precision], env_for(t))
     if err:
         return None, err
     m = re.search(r"median ([0-9.]+) ms", o)
@@ -114,14 +120,19 @@ def chutney(a, d, name, b, t, runs, out):
     return {"ms": float(m.group(1))}, None
 
 
+def cache_name(a, name, b, t):
+    """torch.compile's code cache of one row, under a.inductor_dir."""
+    return "%s-b%d-t%d%s" % (name, b, t, "" if a.precision == "f32" else "-" + a.precision)
+
+
 def peer(a, key, name, b, t, runs, out):
     """One infer_peer.py process, as chutney()."""
     _, venv, fw = PEERS[key]
     extra = {}
     if fw == "compile":
-        extra["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(a.inductor_dir, "%s-b%d-t%d" % (name, b, t))
+        extra["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(a.inductor_dir, cache_name(a, name, b, t))
     o, err = run([a.venv_py if venv else PY, PEER_PY, "run", fw, a.models_dir, name, str(b), str(t),
-                  str(runs), out], env_for(t, extra))
+                  str(runs), out, a.precision], env_for(t, extra))
     if err:
         return None, err
     j = json.loads(o.strip().splitlines()[-1])
@@ -215,6 +226,8 @@ def main():
     p.add_argument("--peers", default=",".join(PEERS), help="any of " + ",".join(PEERS))
     p.add_argument("--venv", default="", help="PyTorch 2 and ONNX Runtime's virtual environment "
                    "(default BUILD/bench-venv, made by bench/setup-venv.sh)")
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                   help="bf16: autocast on both sides (ONNX Runtime has none)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     split = lambda s: [x for x in re.split(r"[,\s]+", s.strip()) if x]  # noqa: E731
@@ -253,7 +266,7 @@ def main():
             for b in batches:
                 for t in threads:
                     cold[(name, b, t)] = not os.path.isdir(
-                        os.path.join(a.inductor_dir, "%s-b%d-t%d" % (name, b, t)))
+                        os.path.join(a.inductor_dir, cache_name(a, name, b, t)))
         jobs = ["chutney"] + peers
         for r in range(a.repeats):
             for name in models:
@@ -290,7 +303,8 @@ def main():
                   for x in rows for who in peers if "ratio" in x[PEERS[who][0]])
     print_table(rows, gm, peers, a.repeats)
     if a.json:
-        print(json.dumps({"repeats": a.repeats, "seconds": round(time.time() - t_start, 1),
+        print(json.dumps({"repeats": a.repeats, "precision": a.precision,
+                          "seconds": round(time.time() - t_start, 1),
                           "rows": rows, "geomean": gm}))
 
 

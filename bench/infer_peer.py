@@ -4,7 +4,7 @@ the framework (Debian's /usr/bin/python3 for PyTorch 1.13, the bench
 virtual environment for PyTorch 2 and ONNX Runtime).
 
     python3 bench/infer_peer.py export DIR MODEL BATCHES
-    python3 bench/infer_peer.py run FRAMEWORK DIR MODEL BATCH THREADS RUNS OUT
+    python3 bench/infer_peer.py run FRAMEWORK DIR MODEL BATCH THREADS RUNS OUT [bf16]
 
 `export` builds MODEL with random weights (seed 0, eval) and writes DIR/
 MODEL.pt (the state dict; BatchNorm statistics from a random batch),
@@ -17,7 +17,10 @@ the median in ms, every run, and the seconds the first call took (for
 torch.compile, the compilation; for ONNX Runtime, the session's
 creation and graph optimisation); the first output goes to OUT (.npy). FRAMEWORK is torch (eager), compile
 (torch.compile, default mode) or ort (CPU execution provider, every graph
-optimisation, THREADS intra-op threads, one inter-op thread)."""
+optimisation, THREADS intra-op threads, one inter-op thread). With bf16
+the PyTorch rows run under torch.autocast(device_type="cpu",
+dtype=torch.bfloat16), as `chutney run --precision bf16` does; ONNX
+Runtime has no such mode and refuses."""
 import json
 import os
 import sys
@@ -104,10 +107,12 @@ def export(d, name, batches):
         f.write("%d\n" % REVISIONS.get(name, 1))
 
 
-def run(fw, d, name, b, t, n, out):
+def run(fw, d, name, b, t, n, out, precision="f32"):
     import numpy as np
     x = np.load(os.path.join(d, "%s_input_%d.npy" % (name, b)))
     t0 = time.perf_counter()
+    if fw == "ort" and precision != "f32":
+        sys.exit("infer_peer: ONNX Runtime has no %s autocast" % precision)
     if fw == "ort":
         import onnxruntime as ort
         o = ort.SessionOptions()
@@ -131,10 +136,11 @@ def run(fw, d, name, b, t, n, out):
         if fw == "compile":
             m = torch.compile(m)
         xt = torch.from_numpy(x)
+        cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
         def call():
-            with torch.no_grad():
-                return m(xt).numpy()
+            with torch.no_grad(), cast:
+                return m(xt).float().numpy()
         version = "pytorch " + torch.__version__
     y = call()
     first = time.perf_counter() - t0
@@ -154,8 +160,9 @@ def main():
     a = sys.argv[1:]
     if len(a) == 4 and a[0] == "export":
         export(a[1], a[2], [int(x) for x in a[3].split(",")])
-    elif len(a) == 8 and a[0] == "run" and a[1] in ("torch", "compile", "ort"):
-        run(a[1], a[2], a[3], int(a[4]), int(a[5]), int(a[6]), a[7])
+    elif len(a) in (8, 9) and a[0] == "run" and a[1] in ("torch", "compile", "ort") and \
+            a[8:] in ([], ["f32"], ["bf16"]):
+        run(a[1], a[2], a[3], int(a[4]), int(a[5]), int(a[6]), a[7], *a[8:])
     else:
         sys.exit(__doc__)
 

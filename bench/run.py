@@ -454,6 +454,8 @@ class Bench:
                 "--peers", ",".join(peers), "--venv", self.a.venv, "--json"]
         if self.a.infer_runs:
             argv += ["--runs", str(self.a.infer_runs)]
+        if self.a.precision != "f32":
+            argv += ["--precision", self.a.precision]
         # Its progress goes straight to the terminal.
         p = subprocess.run(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         j = last_json(p.stdout)
@@ -462,7 +464,10 @@ class Bench:
         t1 = PEERS["torch1"][0]
         for w in j["rows"]:
             c, ref = w["chutney"], w[t1]
-            row = {"workload": "%s batch %d" % (w["model"], w["batch"]), "threads": w["threads"],
+            row = {"workload": "%s batch %d%s" % (w["model"], w["batch"],
+                                                (" " + self.a.precision
+                                                 if self.a.precision != "f32" else "")),
+                   "threads": w["threads"],
                    "unit": "ms", "chutney": c.get("ms"), "chutney_runs": c.get("runs"),
                    "chutney_spread": c.get("spread"), "reference": t1, "ref": ref.get("ms"),
                    "ref_runs": ref.get("runs"), "peers": {}}
@@ -674,8 +679,9 @@ def main():
     p.add_argument("--venv", default="", help="their virtual environment (default "
                    "BUILD/bench-venv; bench/setup-venv.sh makes it)")
     p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
-                   help="the training rows' precision: bf16 is autocast on both sides "
-                   "(chutney train --precision bf16, torch.autocast); the other rows are f32")
+                   help="the training and inference rows' precision: bf16 is autocast on both "
+                   "sides (chutney train/run --precision bf16, torch.autocast; ONNX Runtime has "
+                   "none); the other rows are f32")
     p.add_argument("--build", default="build", help="the Release build directory")
     p.add_argument("--out", default="bench/results/latest.json")
     p.add_argument("--markdown", nargs="+", metavar="JSON", help="only print the rows of these "
