@@ -253,6 +253,42 @@ static void test_native_conv(void) {
         }
 }
 
+/* A program's convolution under autocast (native, forced): its constant
+ * weights' cast is folded, and where oneDNN takes the bf16 product the
+ * program packs the bf16 weights once in oneDNN's format (counted in
+ * packed_bytes): the bits of the program without packs, and eager mode's
+ * numbers. */
+static void test_native_conv_program(void) {
+    cn_manual_seed(6);
+    bool cpu_native = cn_autocast_native(CN_BF16); /* this CPU's own choice */
+    cn_tensor *w = randn(CN_SHAPE(32, 16, 3, 3)), *bias = randn(CN_SHAPE(32));
+    cn_tensor *x = randn(CN_SHAPE(2, 16, 9, 9));
+    const cn_conv_opts pad1 = {.padding = {1, 1}};
+    cn_autocast_native_mode_set(1);
+    cn_graph *g = cn_graph_new();
+    cn_autocast_begin(CN_BF16);
+    cn_tensor *ph = cn_placeholder(g, "x", CN_F32, CN_SHAPE(2, 16, 9, 9));
+    cn_tensor *y = cn_relu(cn_conv2d(ph, w, bias, &pad1));
+    cn_tensor *eager = cn_relu(cn_conv2d(x, w, bias, &pad1));
+    cn_autocast_end();
+    cn_program *p = cn_compile(g, &y, 1, NULL);
+    cn_program *q = cn_compile(g, &y, 1, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
+    cn_tensor *r = NULL, *u = NULL;
+    CHECK(p && q && cn_run(p, &ph, &x, 1, &r, 1) == 0 && cn_run(q, &ph, &x, 1, &u, 1) == 0);
+    if (r && u) {
+        CHECK(cn_tensor_dtype(r) == CN_F32);
+        CHECK(cn_equal(r, u));
+        CHECK(cn_allclose(r, eager, 1e-5, 1e-4));
+        cn_program_stats st;
+        cn_program_stats_get(p, &st);
+        if (cpu_native) CHECK(st.packed_bytes >= 2 * 32 * 16 * 9);
+    }
+    cn_autocast_native_mode_set(-1);
+    cn_program_free(p);
+    cn_program_free(q);
+    cn_graph_free(g);
+}
+
 /* The blocking of cn_dnnl_matmul (rows split over the pool, a last short
  * block, a transposed b) against the GEMM, in f32, which oneDNN runs on
  * any x86-64 CPU. */
@@ -413,6 +449,7 @@ int main(void) {
     RUN(test_train_step);
     RUN(test_native_path);
     RUN(test_native_conv);
+    RUN(test_native_conv_program);
     RUN(test_dnnl_blocks);
     RUN(test_selection);
     RUN(test_grad_scaler);

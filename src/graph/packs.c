@@ -38,9 +38,11 @@ static cn_meta meta_of(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *liv
 }
 
 /* Step s's constant weight (a matmul's b, a convolution's w) that a pack
- * could hold, with the meta of its x; NULL when it has none. */
+ * could hold, with the meta of its x; NULL when it has none. half: bf16
+ * and f16 weights too (autocast's native convolutions on oneDNN, whose
+ * casts of constant weights were folded). */
 static const cn_tensor *const_weight(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
-                                     int s, cn_meta *xm) {
+                                     int s, cn_meta *xm, bool half) {
     const ir_step *st = &ir->s[s];
     if (st->dev.kind != CN_DEVICE_CPU || st->nin < 2) return NULL;
     if (st->kind != IRS_OP && !(st->kind == IRS_FUSED && st->op != CN_OP_COUNT)) return NULL;
@@ -49,7 +51,8 @@ static const cn_tensor *const_weight(const cn_ir *ir, const cn_plan *pl, cn_tens
     const cn_tensor *w = ir->v[st->in[1]].t;
     *xm = meta_of(ir, pl, live, st->in[0]);
     cn_dtype dt = (cn_dtype)w->dtype;
-    if ((dt != CN_F32 && dt != CN_F64) || w->requires_grad || !w->storage ||
+    if ((dt != CN_F32 && dt != CN_F64 && !(half && cn_is_half(dt))) || w->requires_grad ||
+        !w->storage ||
         w->storage->device_kind != CN_DEVICE_CPU || xm->dtype != dt)
         return NULL;
     return w;
@@ -61,7 +64,7 @@ static cn_gemm_pack *dnnl_conv_pack(const cn_ir *ir, const cn_plan *pl, cn_tenso
                                     int s, const cn_gemm_pack *have) {
     const ir_step *st = &ir->s[s];
     cn_meta xm;
-    const cn_tensor *w = const_weight(ir, pl, live, s, &xm);
+    const cn_tensor *w = const_weight(ir, pl, live, s, &xm, true);
     if (!w || st->op != CN_OP_conv2d || w->ndim != 4 || xm.ndim != 4) return NULL;
     bool bias = (st->kind == IRS_FUSED ? st->head_nin : st->nin) == 3;
     return cn_cpu_conv2d_fwd_dnnl_pack(&pl->attrs[s], xm.shape, w, pl->meta[st->out].shape, bias,
@@ -76,7 +79,7 @@ static bool wants_pack(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *liv
                        int64_t *count, int64_t *gstride) {
     const ir_step *st = &ir->s[s];
     cn_meta xm;
-    const cn_tensor *w = const_weight(ir, pl, live, s, &xm);
+    const cn_tensor *w = const_weight(ir, pl, live, s, &xm, false);
     if (!w) return false;
     const cn_meta *x = &xm;
     cn_dtype dt = (cn_dtype)w->dtype;

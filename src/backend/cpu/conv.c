@@ -817,7 +817,8 @@ int cn_dnnl_conv2d_wgrad(const cn_conv_geom *g, const cn_tensor *x, const cn_ten
 bool cn_dnnl_conv2d_available(const cn_conv_geom *g, cn_dtype dt, int which);
 int64_t cn_dnnl_conv2d_tasks(const cn_conv_geom *g, int which); /* calls a product makes */
 cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w, bool bias);
-bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g, bool bias);
+bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g, bool bias,
+                                  cn_dtype dt);
 
 /* Whether oneDNN is the better choice for this product. Measured with
  * bench/bench_conv and a sweep over input channels (batch 64, 3x3, pad 1,
@@ -973,13 +974,16 @@ bool cn_cpu_conv2d_fwd_transposed(const cn_attrs *a, const int64_t *x, const int
     return fwd_transposed(&g, dt);
 }
 
+static bool half_on_dnnl(const cn_conv_geom *g, cn_dtype dt, int which);
+
 cn_gemm_pack *cn_cpu_conv2d_fwd_dnnl_pack(const cn_attrs *a, const int64_t *x, const cn_tensor *w,
                                          const int64_t *y, bool bias,
                                          const cn_gemm_pack *have) {
 #ifdef CN_HAVE_DNNL
     cn_conv_geom g = geom_of_shapes(a, x, w->shape, y);
-    if ((cn_dtype)w->dtype != CN_F32 || pick(&g, CN_F32, 0) != 2) return NULL;
-    if (have && cn_gemm_pack_holds(have, w) && cn_dnnl_conv2d_fwd_pack_fits(have, &g, bias))
+    cn_dtype dt = (cn_dtype)w->dtype;
+    if (dt == CN_F32 ? pick(&g, CN_F32, 0) != 2 : !half_on_dnnl(&g, dt, 0)) return NULL;
+    if (have && cn_gemm_pack_holds(have, w) && cn_dnnl_conv2d_fwd_pack_fits(have, &g, bias, dt))
         return (cn_gemm_pack *)have;
     cn_gemm_pack *pk = cn_dnnl_conv2d_fwd_pack(&g, w, bias);
     if (!pk) cn_clear_error(); /* the product reorders w itself */
@@ -1006,6 +1010,19 @@ static cn_tensor *widened(const cn_tensor *t, cn_tensor **own, int *rc) {
     return w;
 }
 
+/* Does oneDNN take product which (0 fwd, 1 dgrad, 2 wgrad) of g in half
+ * type dt? */
+static bool half_on_dnnl(const cn_conv_geom *g, cn_dtype dt, int which) {
+#ifdef CN_HAVE_DNNL
+    pthread_once(&conv_env_once, conv_env_read);
+    return cn_is_half(dt) && (conv_impl == CN_CONV_AUTO || conv_impl == CN_CONV_DNNL) &&
+           !cn_dw_conv_takes(g) && cn_dnnl_conv2d_available(g, dt, which);
+#else
+    (void)g, (void)dt, (void)which;
+    return false;
+#endif
+}
+
 /* which: 0 fwd (a = x, b = w), 1 dgrad (a = dy, b = w), 2 wgrad (a = x, b = dy). */
 static int half_product(int which, const cn_conv_geom *g, const cn_tensor *a, const cn_tensor *b,
                         const cn_tensor *bias, cn_tensor *out) {
@@ -1013,10 +1030,7 @@ static int half_product(int which, const cn_conv_geom *g, const cn_tensor *a, co
     int rc = CN_OK;
     bias = widened(bias, &own[2], &rc); /* oneDNN's bias and dgrad's are f32 */
 #ifdef CN_HAVE_DNNL
-    pthread_once(&conv_env_once, conv_env_read);
-    if (rc == CN_OK && (conv_impl == CN_CONV_AUTO || conv_impl == CN_CONV_DNNL) &&
-        a->dtype == b->dtype && !cn_dw_conv_takes(g) &&
-        cn_dnnl_conv2d_available(g, (cn_dtype)a->dtype, which)) {
+    if (rc == CN_OK && a->dtype == b->dtype && half_on_dnnl(g, (cn_dtype)a->dtype, which)) {
         rc = which == 0   ? cn_dnnl_conv2d_fwd(g, a, b, bias, out)
              : which == 1 ? cn_dnnl_conv2d_dgrad(g, a, b, bias, out)
                           : cn_dnnl_conv2d_wgrad(g, a, b, out);

@@ -582,10 +582,11 @@ static int product(int which, const cn_conv_geom *g, const cn_tensor *bias,
 }
 
 cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w, bool bias) {
-    if (!usable() || g->N < 1 || (cn_dtype)w->dtype != CN_F32) return NULL;
+    cn_dtype dt = (cn_dtype)w->dtype;
+    if (!usable() || g->N < 1 || (dt != CN_F32 && !cn_is_half(dt))) return NULL;
     blocks k;
     cn_gemm_pack *pk = NULL;
-    if (plan(FWD, g, bias, CN_F32, &k) == CN_OK && k.full->reorder[1] &&
+    if (plan(FWD, g, bias, dt, &k) == CN_OK && k.full->reorder[1] &&
         dnnl_memory_desc_equal(&k.full->mine[1], &k.last->mine[1])) {
         size_t size = dnnl_memory_desc_get_size(&k.full->mine[1]);
         wpack_key key;
@@ -597,7 +598,7 @@ cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w,
             int rc = CN_OK;
             for (int64_t j = 0; j < k.nob && rc == CN_OK; j++)
                 rc = reorder_once(k.full->reorder[1], &k.full->user[1],
-                                  (char *)src + sizeof(float) * k.wg * (size_t)j,
+                                  (char *)src + k.es[1] * k.wg * (size_t)j,
                                   &k.full->mine[1], dst + size * (size_t)j);
             if (rc != CN_OK) {
                 cn_gemm_pack_free(pk);
@@ -610,11 +611,12 @@ cn_gemm_pack *cn_dnnl_conv2d_fwd_pack(const cn_conv_geom *g, const cn_tensor *w,
     return pk;
 }
 
-bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g, bool bias) {
+bool cn_dnnl_conv2d_fwd_pack_fits(const cn_gemm_pack *pk, const cn_conv_geom *g, bool bias,
+                                  cn_dtype dt) {
     if (!pk || !usable() || g->N < 1) return false;
     blocks k;
     bool fits = false;
-    if (plan(FWD, g, bias, CN_F32, &k) == CN_OK) {
+    if (plan(FWD, g, bias, dt, &k) == CN_OK) {
         wpack_key key;
         wpack_key_of(&key, g, bias, &k.full->mine[1]);
         fits = cn_gemm_pack_opaque_data(pk, &key, sizeof key) != NULL;
