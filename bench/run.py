@@ -494,11 +494,16 @@ def per_cpu(cell, key, d):
         cell[key.replace("per_cpu_sec", "cpu_runs")] = v
 
 
+def infer_batch(row):
+    """The batch size of an inference row ("resnet18 batch 16", "... batch 1 bf16")."""
+    return int(row["workload"].split()[2])
+
+
 def infer_geomeans(rows):
     """The geometric means over models of the inference rows' ratios."""
     def model_row(r):
         return r["unit"] == "ms" and r["workload"].split()[0] in MODELS
-    return geomeans((int(r["workload"].split()[-1]), r["threads"], n, r["chutney"] / p["value"])
+    return geomeans((infer_batch(r), r["threads"], n, r["chutney"] / p["value"])
                     for r in rows if model_row(r) and r["chutney"]
                     for n, p in r.get("peers", {}).items() if p.get("value"))
 
@@ -733,7 +738,7 @@ def main():
         """The JSON of the rows so far (each row finished), as the run goes."""
         order = {w: i for i, w in enumerate(ALL)}
         b.rows.sort(key=lambda r: (order[r["workload"].split()[0]],
-                                   r["workload"].split()[-1].zfill(8), r["threads"]))
+                                   r["workload"].split(None, 2)[-1].zfill(8), r["threads"]))
         for r in b.rows:
             finish_row(r)
         res = {"command": cmd, "argv": sys.argv[1:], "finished": final,
