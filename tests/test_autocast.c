@@ -42,6 +42,7 @@ static void test_regions(void) {
 static void test_products_equal_reference(void) {
     cn_manual_seed(1);
     cn_tensor *a = randn(CN_SHAPE(2, 5, 7)), *b = randn(CN_SHAPE(7, 3));
+    cn_tensor *wl = randn(CN_SHAPE(3, 7)); /* a linear layer's weight, read transposed */
     cn_tensor *x = randn(CN_SHAPE(2, 3, 6, 5)), *w = randn(CN_SHAPE(4, 3, 3, 3)),
               *bias = randn(CN_SHAPE(4));
     cn_tensor *q = randn(CN_SHAPE(2, 4, 8)), *k = randn(CN_SHAPE(2, 6, 8)),
@@ -56,6 +57,7 @@ static void test_products_equal_reference(void) {
         cn_dtype dt = dts[i];
         cn_autocast_begin(dt);
         cn_tensor *mm = cn_matmul(a, b), *lin = cn_matmul(a, cn_mT(cn_mT(b)));
+        cn_tensor *lin_t = cn_matmul(a, cn_mT(wl)); /* cast as wl, then viewed transposed */
         cn_tensor *cv = cn_conv2d(x, w, bias, &co);
         cn_tensor *ct = cn_conv_transpose2d(xt, wt, NULL, NULL);
         cn_tensor *at = cn_scaled_dot_product_attention(q, k, v, NULL, 0, false, 0);
@@ -64,6 +66,7 @@ static void test_products_equal_reference(void) {
         CHECK(cn_tensor_dtype(mm) == CN_F32 && cn_tensor_dtype(cv) == CN_F32);
         CHECK(th_same_bits(mm, cn_matmul(rounded(a, dt), rounded(b, dt))));
         CHECK(th_same_bits(lin, mm));
+        CHECK(th_same_bits(lin_t, cn_matmul(rounded(a, dt), cn_mT(rounded(wl, dt)))));
         CHECK(th_same_bits(cv, cn_conv2d(rounded(x, dt), rounded(w, dt), rounded(bias, dt), &co)));
         CHECK(th_same_bits(ct, cn_conv_transpose2d(rounded(xt, dt), rounded(wt, dt), NULL, NULL)));
         CHECK(th_same_bits(at, cn_scaled_dot_product_attention(rounded(q, dt), rounded(k, dt),
