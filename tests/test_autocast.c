@@ -256,36 +256,39 @@ static void test_native_conv(void) {
         }
 }
 
-/* A program's convolution under autocast (native, forced): its constant
- * weights' cast is folded, and where oneDNN takes the bf16 product the
- * program packs the bf16 weights once in oneDNN's format (counted in
- * packed_bytes): the bits of the program without packs, and eager mode's
- * numbers. */
-static void test_native_conv_program(void) {
+/* A program's products under autocast (native, forced): the casts of its
+ * constant weights are folded, and where oneDNN takes the bf16 products
+ * the program keeps the bf16 weights in oneDNN's formats, packed once
+ * (counted in packed_bytes): a convolution's, and a linear layer's
+ * (transposed) weight. The bits of the program without packs, and eager
+ * mode's numbers. */
+static void test_native_program_packs(void) {
     cn_manual_seed(6);
     bool cpu_native = cn_autocast_native(CN_BF16); /* this CPU's own choice */
     cn_tensor *w = randn(CN_SHAPE(32, 16, 3, 3)), *bias = randn(CN_SHAPE(32));
-    cn_tensor *x = randn(CN_SHAPE(2, 16, 9, 9));
+    cn_tensor *wl = randn(CN_SHAPE(96, 48));
+    cn_tensor *x[2] = {randn(CN_SHAPE(2, 16, 9, 9)), randn(CN_SHAPE(70, 48))};
     const cn_conv_opts pad1 = {.padding = {1, 1}};
     cn_autocast_native_mode_set(1);
     cn_graph *g = cn_graph_new();
     cn_autocast_begin(CN_BF16);
-    cn_tensor *ph = cn_placeholder(g, "x", CN_F32, CN_SHAPE(2, 16, 9, 9));
-    cn_tensor *y = cn_relu(cn_conv2d(ph, w, bias, &pad1));
-    cn_tensor *eager = cn_relu(cn_conv2d(x, w, bias, &pad1));
+    cn_tensor *ph[2] = {cn_placeholder(g, "x", CN_F32, CN_SHAPE(2, 16, 9, 9)),
+                        cn_placeholder(g, "h", CN_F32, CN_SHAPE(70, 48))};
+    cn_tensor *y[2] = {cn_relu(cn_conv2d(ph[0], w, bias, &pad1)), cn_matmul(ph[1], cn_mT(wl))};
+    cn_tensor *eager[2] = {cn_relu(cn_conv2d(x[0], w, bias, &pad1)), cn_matmul(x[1], cn_mT(wl))};
     cn_autocast_end();
-    cn_program *p = cn_compile(g, &y, 1, NULL);
-    cn_program *q = cn_compile(g, &y, 1, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
-    cn_tensor *r = NULL, *u = NULL;
-    CHECK(p && q && cn_run(p, &ph, &x, 1, &r, 1) == 0 && cn_run(q, &ph, &x, 1, &u, 1) == 0);
-    if (r && u) {
-        CHECK(cn_tensor_dtype(r) == CN_F32);
-        CHECK(cn_equal(r, u));
-        CHECK(cn_allclose(r, eager, 1e-5, 1e-4));
-        cn_program_stats st;
-        cn_program_stats_get(p, &st);
-        if (cpu_native) CHECK(st.packed_bytes >= 2 * 32 * 16 * 9);
+    cn_program *p = cn_compile(g, y, 2, NULL);
+    cn_program *q = cn_compile(g, y, 2, &(cn_compile_opts){.opt_level = 2, .no_packing = true});
+    cn_tensor *r[2] = {NULL, NULL}, *u[2] = {NULL, NULL};
+    CHECK(p && q && cn_run(p, ph, x, 2, r, 2) == 0 && cn_run(q, ph, x, 2, u, 2) == 0);
+    for (int i = 0; i < 2 && r[i] && u[i]; i++) {
+        CHECK(cn_tensor_dtype(r[i]) == CN_F32);
+        CHECK(cn_equal(r[i], u[i]));
+        CHECK(cn_allclose(r[i], eager[i], 1e-5, 1e-4));
     }
+    cn_program_stats st;
+    cn_program_stats_get(p, &st);
+    if (cpu_native) CHECK(st.packed_bytes >= 2 * (32 * 16 * 9 + 96 * 48));
     cn_autocast_native_mode_set(-1);
     cn_program_free(p);
     cn_program_free(q);
@@ -306,7 +309,7 @@ static void test_dnnl_blocks(void) {
     for (int t = 0; t < 2; t++) {
         /* t = 1: b read as the transpose of an [n, k] matrix */
         int64_t rsb = t ? 1 : n, csb = t ? k : 1;
-        int rc = cn_dnnl_matmul(CN_F32, m, n, k, a, k, 1, b, rsb, csb, c);
+        int rc = cn_dnnl_matmul(CN_F32, m, n, k, a, k, 1, b, rsb, csb, c, NULL);
         cn_gemm_builtin(CN_F32, m, n, k, a, k, 1, b, rsb, csb, r, n);
 #ifdef CN_HAVE_DNNL
         CHECK_EQ_INT(rc, 0);
@@ -452,7 +455,7 @@ int main(void) {
     RUN(test_train_step);
     RUN(test_native_path);
     RUN(test_native_conv);
-    RUN(test_native_conv_program);
+    RUN(test_native_program_packs);
     RUN(test_dnnl_blocks);
     RUN(test_selection);
     RUN(test_grad_scaler);

@@ -1,7 +1,9 @@
 /* A program's constant weights packed once: the b of a matmul (a linear
  * layer's weight, ONNX MatMul and Gemm initializers) and the weights of a
  * convolution whose forward product runs on the built-in GEMM, or on
- * oneDNN in a weight format of its own (an opaque pack). Packing
+ * oneDNN in a weight format of its own (an opaque pack), f32 or, under
+ * bf16/f16 autocast (whose casts of constants are folded), half, as are
+ * the b of autocast's native matmuls. Packing
  * them again on every product was a third of some models' time (issue 21);
  * packed here, each run's products read the panels directly (gemm.h), with
  * the same bits as packing on the fly.
@@ -13,6 +15,7 @@
 #include "packs.h"
 
 #include "../backend/cpu/conv.h"
+#include "../backend/cpu/matmul_dnnl.h"
 
 /* Matmuls smaller than this (multiply-adds) keep BLAS: their packing is
  * cheap, and small products of a program then give eager mode's bits. */
@@ -71,6 +74,19 @@ static cn_gemm_pack *dnnl_conv_pack(const cn_ir *ir, const cn_plan *pl, cn_tenso
                                        have);
 }
 
+/* A matmul step whose constant b is half (autocast's native product, its
+ * cast folded): b in the format of oneDNN's products (have, when still
+ * that), or NULL. */
+static cn_gemm_pack *dnnl_matmul_pack(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
+                                      int s, const cn_gemm_pack *have) {
+    cn_meta xm;
+    const cn_tensor *w = const_weight(ir, pl, live, s, &xm, true);
+    if (!w || ir->s[s].op != CN_OP_matmul || !cn_is_half((cn_dtype)w->dtype) || w->ndim != 2 ||
+        xm.ndim < 2)
+        return NULL;
+    return cn_dnnl_matmul_pack(matmul_rows(&xm), w, have);
+}
+
 /* What step s would pack: its constant and the pack's geometry; false when
  * nothing. */
 static bool wants_pack(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live, int s,
@@ -118,6 +134,7 @@ int cn_packs_update(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
         bool b_side = false;
         int64_t rows = 0, k = 0, rs = 0, cs = 0, count = 0, gstride = 0;
         cn_gemm_pack *dp = dnnl_conv_pack(ir, pl, live, s, packs[s]);
+        if (!dp) dp = dnnl_matmul_pack(ir, pl, live, s, packs[s]);
         if (dp) {
             if (dp != packs[s]) cn_gemm_pack_free(packs[s]);
             packs[s] = dp;

@@ -19,6 +19,7 @@ typedef struct mm_batch {
     const char *a, *b;
     char *c;
     const cn_gemm_pack *bpk; /* b packed once (a program's constant), or NULL */
+    const cn_gemm_pack *hpk; /* the same for half inputs (oneDNN's format), or NULL */
     atomic_int failed;
 } mm_batch;
 
@@ -36,7 +37,7 @@ static void mm_range(void *ctx, int64_t t0, int64_t t1) {
         const char *a = g->a + oa * (int64_t)g->in_es, *b = g->b + ob * (int64_t)g->in_es;
         char *c = g->c + (size_t)(t * g->m * g->n) * g->es;
         int rc = g->in_dt != g->dt ? cn_dnnl_matmul(g->in_dt, g->m, g->n, g->k, a, g->rsa,
-                                                    g->csa, b, g->rsb, g->csb, (float *)c)
+                                                    g->csa, b, g->rsb, g->csb, (float *)c, g->hpk)
                  : g->bpk ? cn_gemm_packed(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b, g->rsb,
                                            g->csb, c, g->n, g->bpk, 0, NULL)
                           : cn_gemm(g->dt, g->m, g->n, g->k, a, g->rsa, g->csa, b, g->rsb,
@@ -95,6 +96,7 @@ int cn_cpu_k_matmul(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *
     /* A 2-D b is the same matrix in every product. */
     const cn_gemm_pack *pk = cn_gemm_pack_step();
     if (b->ndim == 2 && g.in_dt == g.dt && cn_gemm_pack_current(pk, b)) g.bpk = pk;
+    if (b->ndim == 2 && g.in_dt != g.dt && cn_gemm_pack_holds(pk, b)) g.hpk = pk;
 
     double macs = (double)g.m * (double)g.n * (double)g.k;
     /* oneDNN's products split their rows over the pool themselves. */

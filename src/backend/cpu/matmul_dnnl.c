@@ -9,6 +9,7 @@
 
 #include "../backend.h"
 #include "dnnl_engine.h"
+#include "gemm.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ static int mode_now(void) {
 typedef struct mm_prim {
     cn_dtype dt;
     int64_t m, n, k, rsa, csa, rsb, csb;
+    bool bany; /* b in the primitive's own format (a program's pack; rsb, csb 0) */
     dnnl_primitive_t prim;
     dnnl_memory_desc_t md[3], scratch_md;
     size_t scratch;
@@ -70,20 +72,23 @@ static mm_prim *prim_create(const mm_prim *key) {
     p->prim = NULL;
     dnnl_dims_t ad = {key->m, key->k}, as = {key->rsa, key->csa};
     dnnl_dims_t bd = {key->k, key->n}, bs = {key->rsb, key->csb};
+    dnnl_memory_desc_t bmd;
     dnnl_dims_t cd = {key->m, key->n}, cs = {key->n, 1};
     dnnl_data_type_t t = dnnl_dt(key->dt);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_matmul_desc_t d;
     bool ok = dnnl_memory_desc_init_by_strides(&p->md[0], 2, ad, t, as) == dnnl_success &&
-              dnnl_memory_desc_init_by_strides(&p->md[1], 2, bd, t, bs) == dnnl_success &&
+              (key->bany ? dnnl_memory_desc_init_by_tag(&bmd, 2, bd, t, dnnl_format_tag_any)
+                         : dnnl_memory_desc_init_by_strides(&bmd, 2, bd, t, bs)) == dnnl_success &&
               dnnl_memory_desc_init_by_strides(&p->md[2], 2, cd, dnnl_f32, cs) == dnnl_success &&
-              dnnl_matmul_desc_init(&d, &p->md[0], &p->md[1], NULL, &p->md[2]) == dnnl_success &&
+              dnnl_matmul_desc_init(&d, &p->md[0], &bmd, NULL, &p->md[2]) == dnnl_success &&
               dnnl_primitive_attr_create(&attr) == dnnl_success &&
               dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
                   dnnl_success &&
               dnnl_primitive_desc_create(&pd, &d, attr, cn_dnnl_engine(), NULL) == dnnl_success;
     if (ok) {
+        p->md[1] = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         p->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         p->scratch = dnnl_memory_desc_get_size(&p->scratch_md);
         ok = dnnl_primitive_create(&p->prim, pd) == dnnl_success;
@@ -99,7 +104,7 @@ static mm_prim *prim_create(const mm_prim *key) {
 
 static bool same_key(const mm_prim *a, const mm_prim *b) {
     return a->dt == b->dt && a->m == b->m && a->n == b->n && a->k == b->k && a->rsa == b->rsa &&
-           a->csa == b->csa && a->rsb == b->rsb && a->csb == b->csb;
+           a->csa == b->csa && a->rsb == b->rsb && a->csb == b->csb && a->bany == b->bany;
 }
 
 /* The cached primitive, or a fresh one the caller frees (*owned) when the
@@ -170,21 +175,74 @@ static void block_task(void *ctx, int64_t b0, int64_t b1) {
     }
 }
 
-int cn_dnnl_matmul(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
-                   int64_t csa, const void *b, int64_t rsb, int64_t csb, float *c) {
-    if (!cn_dnnl_engine() || m < 1 || n < 1 || k < 1) return 1;
+/* The rows of each block of a product of m rows. */
+static int64_t block_rows(int64_t m) {
     int nt = cn_get_num_threads();
     int64_t rows = (m + nt - 1) / nt;
     if (rows < MIN_ROWS) rows = MIN_ROWS;
-    if (rows > m) rows = m;
+    return rows > m ? m : rows;
+}
+
+/* What a pack of b was made for: the product's dtype and sizes, b's
+ * strides and the primitive's format of b (compared byte for byte). */
+typedef struct bpack_key {
+    cn_dtype dt;
+    int64_t n, k, rsb, csb;
+    dnnl_memory_desc_t md;
+} bpack_key;
+
+static void bpack_key_of(bpack_key *key, cn_dtype dt, int64_t n, int64_t k, int64_t rsb,
+                         int64_t csb, const dnnl_memory_desc_t *md) {
+    memset(key, 0, sizeof *key); /* the padding too */
+    key->dt = dt;
+    key->n = n;
+    key->k = k;
+    key->rsb = rsb;
+    key->csb = csb;
+    key->md = *md;
+}
+
+/* The primitives of a product's blocks (b in its own format, or as given),
+ * NULL in *full when oneDNN has none; the blocks share b's format. */
+static void block_prims(mm_blocks *bl, mm_prim *key, int64_t m, bool *own_full, bool *own_last) {
+    *own_last = false;
+    bl->full = prim_get(key, own_full);
+    key->m = m - (bl->nblk - 1) * bl->rows;
+    bl->last = key->m == bl->rows ? bl->full : prim_get(key, own_last);
+    key->m = bl->rows;
+}
+
+int cn_dnnl_matmul(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
+                   int64_t csa, const void *b, int64_t rsb, int64_t csb, float *c,
+                   const cn_gemm_pack *bpk) {
+    if (!cn_dnnl_engine() || m < 1 || n < 1 || k < 1) return 1;
+    int64_t rows = block_rows(m);
     mm_blocks bl = {.rows = rows, .nblk = (m + rows - 1) / rows, .a = a, .b = b,
                     .es = cn_dsize(dt), .c = c};
     mm_prim key = {.dt = dt, .m = rows, .n = n, .k = k, .rsa = rsa, .csa = csa, .rsb = rsb,
                    .csb = csb};
-    bool own_full, own_last = false;
-    bl.full = prim_get(&key, &own_full);
-    key.m = m - (bl.nblk - 1) * rows;
-    bl.last = key.m == rows ? bl.full : prim_get(&key, &own_last);
+    bool own_full = false, own_last = false;
+    if (bpk) {
+        /* b packed once in the format these blocks' primitives read (it may
+         * not be, after a change of thread count: then b as it is) */
+        mm_prim pkey = key;
+        pkey.bany = true, pkey.rsb = pkey.csb = 0;
+        block_prims(&bl, &pkey, m, &own_full, &own_last);
+        bpack_key bk;
+        const void *data = NULL;
+        if (bl.full && bl.last && dnnl_memory_desc_equal(&bl.full->md[1], &bl.last->md[1])) {
+            bpack_key_of(&bk, dt, n, k, rsb, csb, &bl.full->md[1]);
+            data = cn_gemm_pack_opaque_data(bpk, &bk, sizeof bk);
+        }
+        if (data) {
+            bl.b = data;
+        } else {
+            if (own_full) prim_free(bl.full);
+            if (own_last) prim_free(bl.last);
+            bl.full = bl.last = NULL;
+        }
+    }
+    if (!bl.full) block_prims(&bl, &key, m, &own_full, &own_last);
     int rc = 1;
     if (bl.full && bl.last) {
         atomic_init(&bl.failed, 0);
@@ -201,6 +259,66 @@ int cn_dnnl_matmul(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, 
     return rc;
 }
 
+/* b reordered into format to (a pack under key bk), or NULL. */
+static cn_gemm_pack *pack_b(const cn_tensor *b, const dnnl_memory_desc_t *to, const bpack_key *bk) {
+    dnnl_memory_desc_t from;
+    dnnl_dims_t bd = {b->shape[0], b->shape[1]}, bs = {b->strides[0], b->strides[1]};
+    if (dnnl_memory_desc_init_by_strides(&from, 2, bd, dnnl_dt(bk->dt), bs) != dnnl_success)
+        return NULL;
+    cn_gemm_pack *pk = cn_gemm_pack_opaque(b, dnnl_memory_desc_get_size(to), bk, sizeof *bk);
+    if (!pk) return NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_stream_t s = NULL;
+    dnnl_memory_t m[2] = {NULL, NULL};
+    cn_dnnl_one_thread();
+    bool ok = dnnl_reorder_primitive_desc_create(&rpd, &from, cn_dnnl_engine(), to,
+                                                 cn_dnnl_engine(), NULL) == dnnl_success &&
+              dnnl_primitive_create(&r, rpd) == dnnl_success &&
+              (m[0] = cn_dnnl_mem(&from, cn_t_ptr(b))) &&
+              (m[1] = cn_dnnl_mem(to, cn_gemm_pack_opaque_data(pk, bk, sizeof *bk))) &&
+              dnnl_stream_create(&s, cn_dnnl_engine(), dnnl_stream_default_flags) == dnnl_success;
+    if (ok) {
+        dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, m[0]}, {DNNL_ARG_TO, m[1]}};
+        ok = dnnl_primitive_execute(r, s, 2, a) == dnnl_success &&
+             dnnl_stream_wait(s) == dnnl_success;
+    }
+    for (int i = 0; i < 2; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    if (s) dnnl_stream_destroy(s);
+    if (r) dnnl_primitive_destroy(r);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (!ok) {
+        cn_gemm_pack_free(pk);
+        pk = NULL;
+    }
+    return pk;
+}
+
+cn_gemm_pack *cn_dnnl_matmul_pack(int64_t m, const cn_tensor *b, const cn_gemm_pack *have) {
+    cn_dtype dt = (cn_dtype)b->dtype;
+    if (!cn_is_half(dt) || b->ndim != 2 || m < 1 || !cn_dnnl_engine()) return NULL;
+    int64_t k = b->shape[0], n = b->shape[1], rows = block_rows(m);
+    mm_blocks bl = {.rows = rows, .nblk = (m + rows - 1) / rows};
+    /* a's rows as a program's activations come: contiguous */
+    mm_prim key = {.dt = dt, .m = rows, .n = n, .k = k, .rsa = k, .csa = 1, .bany = true};
+    bool own_full, own_last;
+    block_prims(&bl, &key, m, &own_full, &own_last);
+    cn_gemm_pack *pk = NULL;
+    if (bl.full && bl.last && dnnl_memory_desc_equal(&bl.full->md[1], &bl.last->md[1])) {
+        bpack_key bk;
+        bpack_key_of(&bk, dt, n, k, b->strides[0], b->strides[1], &bl.full->md[1]);
+        if (have && cn_gemm_pack_holds(have, b) && cn_gemm_pack_opaque_data(have, &bk, sizeof bk))
+            pk = (cn_gemm_pack *)have;
+        else
+            pk = pack_b(b, &bl.full->md[1], &bk);
+    }
+    if (own_full) prim_free(bl.full);
+    if (own_last) prim_free(bl.last);
+    if (!pk) cn_clear_error(); /* the products read b as it is */
+    return pk;
+}
+
 /* Whether oneDNN makes a low-precision product here: asked once per dtype
  * with a small geometry (it says "unimplemented" without the instructions). */
 static bool dnnl_has(cn_dtype dt) {
@@ -215,10 +333,16 @@ static bool dnnl_has(cn_dtype dt) {
 #else
 
 int cn_dnnl_matmul(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
-                   int64_t csa, const void *b, int64_t rsb, int64_t csb, float *c) {
+                   int64_t csa, const void *b, int64_t rsb, int64_t csb, float *c,
+                   const cn_gemm_pack *bpk) {
     (void)dt, (void)m, (void)n, (void)k, (void)a, (void)rsa, (void)csa, (void)b, (void)rsb,
-        (void)csb, (void)c;
+        (void)csb, (void)c, (void)bpk;
     return 1;
+}
+
+cn_gemm_pack *cn_dnnl_matmul_pack(int64_t m, const cn_tensor *b, const cn_gemm_pack *have) {
+    (void)m, (void)b, (void)have;
+    return NULL;
 }
 
 static bool dnnl_has(cn_dtype dt) {
