@@ -9,7 +9,8 @@
 #                 workloads and real models (bench/run.py; QUICK=1: a subset;
 #                 WORKLOADS="mlp resnet50", REPEATS=N, THREADS="1 2",
 #                 INFER_BATCH="1 16", PEERS="torch2 compile ort" or none,
-#                 PRECISION=bf16 (the training rows under autocast) pick
+#                 PRECISION=bf16 or f32,bf16 (the training and inference
+#                 rows under autocast, or both) pick
 #                 parts). The first run makes build/bench-venv (bench/setup-venv.sh,
 #                 PyTorch 2 and ONNX Runtime from PyPI, ~4 GB)
 #   make fuzz     build the libFuzzer targets (the ONNX loader and every file

@@ -500,10 +500,14 @@ def infer_batch(row):
 
 
 def infer_geomeans(rows):
-    """The geometric means over models of the inference rows' ratios."""
+    """The geometric means over models of the inference rows' ratios (a
+    precision's rows apart: "pytorch 2 bf16")."""
     def model_row(r):
         return r["unit"] == "ms" and r["workload"].split()[0] in MODELS
-    return geomeans((infer_batch(r), r["threads"], n, r["chutney"] / p["value"])
+
+    def peer(r, n):
+        return " ".join([n] + r["workload"].split()[3:])
+    return geomeans((infer_batch(r), r["threads"], peer(r, n), r["chutney"] / p["value"])
                     for r in rows if model_row(r) and r["chutney"]
                     for n, p in r.get("peers", {}).items() if p.get("value"))
 
@@ -683,9 +687,10 @@ def main():
                    help="peers beside PyTorch 1.13, any of %s, or none" % ",".join(VENV_PEERS))
     p.add_argument("--venv", default="", help="their virtual environment (default "
                    "BUILD/bench-venv; bench/setup-venv.sh makes it)")
-    p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
-                   help="the training and inference rows' precision: bf16 is autocast on both "
-                   "sides (chutney train/run --precision bf16, torch.autocast; ONNX Runtime has "
+    p.add_argument("--precision", default="f32",
+                   help="the training and inference rows' precisions, f32 and/or bf16 "
+                   "(f32,bf16: both, one after the other): bf16 is autocast on both sides "
+                   "(chutney train/run --precision bf16, torch.autocast; ONNX Runtime has "
                    "none); the other rows are f32")
     p.add_argument("--build", default="build", help="the Release build directory")
     p.add_argument("--out", default="bench/results/latest.json")
@@ -704,6 +709,9 @@ def main():
     bad = [w for w in workloads if w not in ALL] + [x for x in peers if x not in VENV_PEERS]
     threads = parse_list(a.threads, int)
     repeats = a.repeats or (3 if a.quick else 7)
+    precisions = parse_list(a.precision)
+    if not precisions or [x for x in precisions if x not in ("f32", "bf16")]:
+        p.error("--precision takes f32, bf16 or both (f32,bf16), not %s" % a.precision)
     if bad or not threads or min(threads) < 1 or repeats < 1 or a.batches < 0:
         p.error("workloads are %s or models; peers %s or none; threads and repeats positive "
                 "counts%s" % (", ".join(ALL), ", ".join(VENV_PEERS),
@@ -737,8 +745,12 @@ def main():
     def save(final=False):
         """The JSON of the rows so far (each row finished), as the run goes."""
         order = {w: i for i, w in enumerate(ALL)}
-        b.rows.sort(key=lambda r: (order[r["workload"].split()[0]],
-                                   r["workload"].split(None, 2)[-1].zfill(8), r["threads"]))
+        def key(r):
+            w = r["workload"].split()
+            bf16 = w[-1] == "bf16"  # a precision's rows after the f32 ones
+            rest = " ".join(w[1:len(w) - bf16])
+            return (order[w[0]], bf16, rest.zfill(8), r["threads"])
+        b.rows.sort(key=key)
         for r in b.rows:
             finish_row(r)
         res = {"command": cmd, "argv": sys.argv[1:], "finished": final,
@@ -760,9 +772,10 @@ def main():
     b.save = save
 
     models = [w for w in workloads if w in TRAIN]
-    if models:
+    for a.precision in precisions if models else []:
         b.train(models, threads, repeats)
         save()
+    a.precision = "f32"  # generation, overhead and GEMM rows
     if "generate" in workloads:
         b.generate(threads, repeats)
         save()
@@ -771,7 +784,7 @@ def main():
     if "gemm" in workloads:
         b.gemm(threads, repeats)
     infer = [w for w in workloads if w in MODELS]
-    if infer:
+    for a.precision in precisions if infer else []:
         b.infer(infer, threads, repeats)
     res = save(final=True)
     m = res["machine"]
