@@ -205,6 +205,7 @@ static void test_native_path(void) {
  * sums (the gradients within a bf16 rounding), each gradient f32. */
 static void test_native_conv(void) {
     cn_manual_seed(5);
+    bool cpu_native = cn_autocast_native(CN_BF16); /* this CPU's own choice */
     static const int64_t cases[][9] = {
         /* N, C, H, W, O, kernel, stride, padding, groups */
         {4, 16, 10, 9, 32, 3, 1, 1, 1},
@@ -253,7 +254,31 @@ static void test_native_conv(void) {
             }
             /* and not the f32 product */
             CHECK(!th_same_bits(got[1][0], cn_conv2d(x, w, bias, &co)));
+            /* On a CPU with the instructions oneDNN took all three products
+             * but of the depthwise layer (case 2). */
+            int64_t oh = (k[2] + 2 * k[7] - k[5]) / k[6] + 1, ow = (k[3] + 2 * k[7] - k[5]) / k[6] + 1;
+            cn_conv_geom g = {k[0], k[1], k[2], k[3], k[4], k[5], k[5], oh, ow,
+                              k[6], k[6], k[7], k[7], 1, 1, k[8]};
+            for (int which = 0; which < 3 && gemm == 0 && cpu_native; which++)
+                CHECK_MSG(cn_conv_half_native(&g, CN_BF16, which) == (c != 2),
+                          "case %zu: product %d %s oneDNN's", c, which,
+                          c != 2 ? "not on" : "on");
         }
+    /* conv_transpose2d with a bias (its bias added to the input gradient's
+     * channels after oneDNN's product), strided */
+    cn_tensor *xt = randn(CN_SHAPE(2, 16, 5, 5)), *wt = randn(CN_SHAPE(16, 8, 3, 3));
+    cn_tensor *bt = randn(CN_SHAPE(8)), *yt[2];
+    cn_conv_opts tr = {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}};
+    for (int native = 0; native < 2; native++) {
+        cn_autocast_native_mode_set(native);
+        cn_autocast_begin(CN_BF16);
+        yt[native] = cn_conv_transpose2d(xt, wt, bt, &tr);
+        cn_autocast_end();
+    }
+    cn_autocast_native_mode_set(-1);
+    CHECK(cn_tensor_dtype(yt[1]) == CN_F32 && cn_numel(yt[1]) == 2 * 8 * 10 * 10);
+    for (int64_t i = 0; i < cn_numel(yt[0]); i++)
+        CHECK_CLOSE(th_at(yt[1], i), th_at(yt[0], i), 1e-5, 1e-4);
 }
 
 /* A program's products under autocast (native, forced): the casts of its

@@ -8,6 +8,7 @@
  * np_onnx.py, the onnx_export_check test). */
 #include "harness.h"
 
+#include "backend/cpu/matmul_dnnl.h" /* autocast's native path, forced */
 #include "ops/op.h" /* the full_like op: cn_full_like itself computes eagerly */
 
 #include <sys/stat.h>
@@ -291,6 +292,31 @@ static void test_conv_pool(void) {
     cn_scope_end();
 }
 
+/* A graph traced under bf16 autocast with the products on the native
+ * path (forced, so on any CPU): their steps take the rounded bf16 inputs
+ * to an f32 result, which ONNX's Conv and MatMul do not; the file widens
+ * those inputs with Casts (onnx.checker's strict type inference in
+ * onnx_export_check refused it before), and computes the program's
+ * numbers up to the order of the sums. */
+static void test_autocast_bf16(void) {
+    cn_scope_begin();
+    cn_tensor *w = cn_randn(CN_F32, CN_SHAPE(4, 3, 3, 3)), *b = cn_randn(CN_F32, CN_SHAPE(4));
+    cn_tensor *wl = cn_randn(CN_F32, CN_SHAPE(5, 256));
+    const cn_conv_opts pad1 = {.padding = {1, 1}};
+    cn_autocast_native_mode_set(1);
+    cn_graph *g = cn_graph_new();
+    cn_autocast_begin(CN_BF16);
+    cn_tensor *x = cn_placeholder(g, "image", CN_F32, CN_SHAPE(-1, 3, 8, 8));
+    cn_tensor *h = cn_tanh(cn_conv2d(x, w, b, &pad1));
+    cn_tensor *o = cn_matmul(cn_reshape(h, CN_SHAPE(-1, 256)), cn_mT(wl));
+    cn_autocast_end();
+    feed f[2] = {{x, cn_randn(CN_F32, CN_SHAPE(2, 3, 8, 8))}, {x, cn_randn(CN_F32, CN_SHAPE(3, 3, 8, 8))}};
+    roundtrip("autocast_bf16", g, &o, 1, f, 1, 2, NULL, 1e-4);
+    cn_autocast_native_mode_set(-1);
+    cn_graph_free(g);
+    cn_scope_end();
+}
+
 /* ---- files, names and errors ---- */
 
 static void test_file_and_names(void) {
@@ -392,6 +418,7 @@ int main(void) {
     RUN(test_elementwise);
     RUN(test_shapes_reductions);
     RUN(test_conv_pool);
+    RUN(test_autocast_bf16);
     RUN(test_file_and_names);
     RUN(test_unsupported);
     return th_summary();

@@ -139,6 +139,18 @@ static const char *export_step(ox_ctx *c, const ir_step *s, const char **vname, 
     }
     size_t before = c->nnodes;
     const cn_tensor *out = ir->v[s->out].t;
+    /* Autocast's native products take half inputs to an f32 result, which
+     * ONNX's ops do not: the rounded inputs are widened first (what the
+     * products compute, up to the order of the sums). */
+    if ((def->flags & CN_OPF_AUTOCAST) && out->dtype == CN_F32)
+        for (int k = 0; k < s->nin; k++) {
+            if (!cn_is_half((cn_dtype)it[k]->dtype)) continue;
+            cn_tensor *wide = ox_alloc(c, sizeof *wide);
+            if (!wide || !(in[k] = ox_cast(c, in[k], (cn_dtype)it[k]->dtype, CN_F32))) return NULL;
+            *wide = *it[k]; /* its shape, read as f32 by the emitter */
+            wide->dtype = CN_F32;
+            it[k] = wide;
+        }
     const char *r = emit(c, s, in, it, out);
     if (!r) return NULL;
     bool made = c->nnodes > before;

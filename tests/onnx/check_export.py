@@ -26,7 +26,7 @@ except ImportError:
     sys.exit(77)
 
 EXPECTED = {"mlp", "cnn", "lstm", "gru", "norms", "attention", "elementwise",
-            "shapes_reductions", "conv_pool"}
+            "shapes_reductions", "conv_pool", "autocast_bf16"}
 
 
 def evaluate(d, base, model):

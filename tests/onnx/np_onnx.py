@@ -18,6 +18,18 @@ DTYPES = {1: np.float32, 2: np.uint8, 6: np.int32, 7: np.int64, 9: np.bool_, 10:
           11: np.float64}
 
 
+def to_bf16(x):
+    """x rounded to bfloat16 (to nearest, ties to even) and kept as float32:
+    numpy has no bfloat16."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32)
+
+
+def cast(x, to):
+    return to_bf16(x) if to == 16 else x.astype(DTYPES[to])
+
+
 def same(f):
     """An op whose result has its first input's dtype."""
     return lambda x, *r, **a: np.asarray(f(x, *r, **a)).astype(x.dtype)
@@ -189,7 +201,7 @@ OPS = {
     "Elu": in_f64(lambda x, alpha=1.0: np.where(x < 0, alpha * (np.exp(x) - 1), x)),
     "Erf": in_f64(np.vectorize(math.erf)), "Softplus": in_f64(lambda x: np.log(np.exp(x) + 1)),
     "Floor": same(np.floor), "Ceil": same(np.ceil), "Round": same(np.round), "Clip": same(clip),
-    "Identity": lambda x: x, "Cast": lambda x, to: x.astype(DTYPES[to]),
+    "Identity": lambda x: x, "Cast": cast,
     "MatMul": same(np.matmul), "Softmax": in_f64(softmax),
     "LogSoftmax": in_f64(lambda x, axis=-1: np.log(softmax(x, axis))),
     "ReduceSum": reduce(np.sum), "ReduceMean": reduce(np.mean), "ReduceProd": reduce(np.prod),

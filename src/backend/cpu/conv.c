@@ -974,7 +974,9 @@ bool cn_cpu_conv2d_fwd_transposed(const cn_attrs *a, const int64_t *x, const int
     return fwd_transposed(&g, dt);
 }
 
+#ifdef CN_HAVE_DNNL
 static bool half_on_dnnl(const cn_conv_geom *g, cn_dtype dt, int which);
+#endif
 
 cn_gemm_pack *cn_cpu_conv2d_fwd_dnnl_pack(const cn_attrs *a, const int64_t *x, const cn_tensor *w,
                                          const int64_t *y, bool bias,
@@ -1010,13 +1012,19 @@ static cn_tensor *widened(const cn_tensor *t, cn_tensor **own, int *rc) {
     return w;
 }
 
+#ifdef CN_HAVE_DNNL
 /* Does oneDNN take product which (0 fwd, 1 dgrad, 2 wgrad) of g in half
  * type dt? */
 static bool half_on_dnnl(const cn_conv_geom *g, cn_dtype dt, int which) {
-#ifdef CN_HAVE_DNNL
     pthread_once(&conv_env_once, conv_env_read);
     return cn_is_half(dt) && (conv_impl == CN_CONV_AUTO || conv_impl == CN_CONV_DNNL) &&
            !cn_dw_conv_takes(g) && cn_dnnl_conv2d_available(g, dt, which);
+}
+#endif
+
+bool cn_conv_half_native(const cn_conv_geom *g, cn_dtype dt, int which) {
+#ifdef CN_HAVE_DNNL
+    return half_on_dnnl(g, dt, which);
 #else
     (void)g, (void)dt, (void)which;
     return false;

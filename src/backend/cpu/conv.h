@@ -45,6 +45,10 @@ cn_conv_impl cn_conv_set_impl(cn_conv_impl impl);
 int cn_conv_impl_from_name(const char *name);
 /* Whether the build has oneDNN. */
 bool cn_conv_have_dnnl(void);
+/* Whether oneDNN multiplies product which (0 forward, 1 input gradient,
+ * 2 weight gradient) of g with half (bf16, f16) inputs itself: autocast's
+ * native path (conv.c); else those inputs are widened to f32. */
+bool cn_conv_half_native(const cn_conv_geom *g, cn_dtype dt, int which);
 
 /* dt is out's dtype (f32 or f64); every tensor has it. bias may be NULL.
  * (The op kernels, cn_cpu_k_conv2d and the others, also take autocast's

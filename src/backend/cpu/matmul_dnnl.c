@@ -1,20 +1,18 @@
 /* oneDNN's matmul for autocast's native path (matmul_dnnl.h).
  *
  * As with the convolutions (conv_dnnl.c), oneDNN runs on one thread inside
- * our pool: the rows of a are cut into blocks, one call per block. Each
- * output row is one call's, but the blocks' row counts follow the thread
- * count and oneDNN picks its blocking of k from a call's shape, so for
- * some sizes the sums' order, and the last bits, change with the thread
- * count (a GPT of width 512 trained in bf16 reached validation losses 0.2%
- * apart at 1 and 2 threads; the default GPT and the cnn gave the same
- * bits); the f32 products do not. oneDNN picks its kernel for the CPU
- * (AMX tiles, avx512_bf16's dot products); where it has none it says
- * "unimplemented", which is our run-time check. */
+ * our pool: the rows of a are cut into blocks, one call per block, and a
+ * is given in rows (a transposed a is copied first: cn_dnnl_matmul), so
+ * the sums of each output element do not depend on the thread count.
+ * oneDNN picks its kernel for the CPU (AMX tiles, avx512_bf16's dot
+ * products); where it has none it says "unimplemented", which is our
+ * run-time check. */
 #include "matmul_dnnl.h"
 
 #include "../backend.h"
 #include "dnnl_engine.h"
 #include "gemm.h"
+#include "transpose.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -217,10 +215,41 @@ static void block_prims(mm_blocks *bl, mm_prim *key, int64_t m, bool *own_full, 
     key->m = bl->rows;
 }
 
+/* dst [m, k] (rows of k) = src with row and column strides rs, cs, for
+ * elements of es bytes (2 or 4): a transposed matrix in tiles over the
+ * pool, any other layout in 32 x 32 tiles. */
+static void copy_to_rows(size_t es, int64_t m, int64_t k, const char *src, int64_t rs, int64_t cs,
+                         char *dst) {
+    if (rs == 1 && cn_transpose_copy(es, m, k, src, cs, dst, k)) return;
+    for (int64_t i0 = 0; i0 < m; i0 += 32)
+        for (int64_t j0 = 0; j0 < k; j0 += 32)
+            for (int64_t i = i0; i < m && i < i0 + 32; i++)
+                for (int64_t j = j0; j < k && j < j0 + 32; j++) {
+                    const char *s = src + (size_t)(i * rs + j * cs) * es;
+                    char *d = dst + (size_t)(i * k + j) * es;
+                    if (es == 2) memcpy(d, s, 2);
+                    else memcpy(d, s, 4);
+                }
+}
+
 int cn_dnnl_matmul(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa,
                    int64_t csa, const void *b, int64_t rsb, int64_t csb, float *c,
                    const cn_gemm_pack *bpk) {
     if (!cn_dnnl_engine() || m < 1 || n < 1 || k < 1) return 1;
+    /* An a read along columns (a transposed view: the weight gradient's
+     * x^T) is copied to rows first. oneDNN copies such an a itself, call by
+     * call, and sums in an order that depends on the call's rows, which
+     * follow the thread count: the bits did too (a GPT of width 512 trained
+     * in bf16 reached validation losses 0.2% apart at 1 and 2 threads). */
+    char *arows = NULL;
+    if (csa != 1 && k > 1) {
+        size_t es = cn_dsize(dt);
+        if (!(arows = cn_alloc(es * (size_t)(m * k))))
+            return cn_failc(CN_ENOMEM, "matmul: out of memory copying a %lld x %lld operand",
+                            (long long)m, (long long)k);
+        copy_to_rows(es, m, k, a, rsa, csa, arows);
+        a = arows, rsa = k, csa = 1;
+    }
     int64_t rows = block_rows(m);
     mm_blocks bl = {.rows = rows, .nblk = (m + rows - 1) / rows, .a = a, .b = b,
                     .es = cn_dsize(dt), .c = c};
@@ -261,6 +290,7 @@ int cn_dnnl_matmul(cn_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, 
     }
     if (own_full) prim_free(bl.full);
     if (own_last) prim_free(bl.last);
+    cn_free(arows);
     return rc;
 }
 

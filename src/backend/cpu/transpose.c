@@ -85,6 +85,41 @@ static void tr_items(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+typedef struct tr_plain {
+    void (*fn)(char *, int64_t, const char *, int64_t, int64_t, int64_t);
+    int64_t na, nb, ssb, dsa, nbb;
+    size_t es;
+    const char *src;
+    char *dst;
+} tr_plain;
+
+static void tr_plain_items(void *ctx, int64_t begin, int64_t end) {
+    const tr_plain *j = ctx;
+    for (int64_t w = begin; w < end; w++) {
+        int64_t a0 = w / j->nbb * TR_BLOCK, b0 = w % j->nbb * TR_BLOCK;
+        int64_t na = j->na - a0, nb = j->nb - b0;
+        j->fn(j->dst + (size_t)(a0 * j->dsa + b0) * j->es, j->dsa,
+              j->src + (size_t)(a0 + b0 * j->ssb) * j->es, j->ssb, na < TR_BLOCK ? na : TR_BLOCK,
+              nb < TR_BLOCK ? nb : TR_BLOCK);
+    }
+}
+
+bool cn_transpose_copy(size_t es, int64_t na, int64_t nb, const void *src, int64_t ssb, void *dst,
+                       int64_t dsa) {
+    tr_plain j = {NULL, na, nb, ssb, dsa, (nb + TR_BLOCK - 1) / TR_BLOCK, es, src, dst};
+    switch (es) {
+    case 1: j.fn = tr_block_1; break;
+    case 2: j.fn = tr_block_2; break;
+    case 4: j.fn = tr_block_4; break;
+    case 8: j.fn = tr_block_8; break;
+    default: return false;
+    }
+    int64_t items = (na + TR_BLOCK - 1) / TR_BLOCK * j.nbb;
+    if (na * nb < 2 * CN_GRAIN_ELEMWISE) tr_plain_items(&j, 0, items);
+    else cn_parallel_for(items, 1, tr_plain_items, &j);
+    return true;
+}
+
 bool cn_copy_transposed(const cn_iter *it, cn_dtype dd, cn_dtype sd) {
     const int last = it->ndim - 1;
     if (it->nops != 2 || last < 1 || it->numel == 0 || it->strides[0][last] != 1) return false;

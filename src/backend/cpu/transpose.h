@@ -10,4 +10,10 @@
  * last axis and the source along another; false (nothing done) otherwise. */
 bool cn_copy_transposed(const cn_iter *it, cn_dtype dd, cn_dtype sd);
 
+/* dst[a * dsa + b] = src[a + b * ssb] for a < na, b < nb (in elements of
+ * es bytes: 1, 2, 4 or 8; false otherwise), in the same tiles, over the
+ * pool. */
+bool cn_transpose_copy(size_t es, int64_t na, int64_t nb, const void *src, int64_t ssb, void *dst,
+                       int64_t dsa);
+
 #endif
