@@ -331,11 +331,13 @@ static void test_dnnl_blocks(void) {
     for (int64_t i = 0; i < k * n; i++) b[i] = (float)th_uniform(-1, 1);
     int saved = cn_get_num_threads();
     cn_set_num_threads(2); /* two blocks of 35 rows, whatever the machine */
-    for (int t = 0; t < 2; t++) {
-        /* t = 1: b read as the transpose of an [n, k] matrix */
-        int64_t rsb = t ? 1 : n, csb = t ? k : 1;
-        int rc = cn_dnnl_matmul(CN_F32, m, n, k, a, k, 1, b, rsb, csb, c, NULL);
-        cn_gemm_builtin(CN_F32, m, n, k, a, k, 1, b, rsb, csb, r, n);
+    for (int t = 0; t < 3; t++) {
+        /* t = 1: b read as the transpose of an [n, k] matrix; t = 2: a as
+         * the transpose of a [k, m] one (copied to rows before the calls) */
+        int64_t rsb = t == 1 ? 1 : n, csb = t == 1 ? k : 1;
+        int64_t rsa = t == 2 ? 1 : k, csa = t == 2 ? m : 1;
+        int rc = cn_dnnl_matmul(CN_F32, m, n, k, a, rsa, csa, b, rsb, csb, c, NULL);
+        cn_gemm_builtin(CN_F32, m, n, k, a, rsa, csa, b, rsb, csb, r, n);
 #ifdef CN_HAVE_DNNL
         CHECK_EQ_INT(rc, 0);
         for (int64_t i = 0; i < m * n; i++) CHECK_CLOSE(c[i], r[i], 1e-5, 1e-5);
@@ -345,6 +347,34 @@ static void test_dnnl_blocks(void) {
     }
     cn_set_num_threads(saved);
     free(a), free(b), free(c), free(r);
+}
+
+/* The native products' bits do not depend on the thread count: the weight
+ * gradient's product (x^T, a transposed first operand over k = 2048, a
+ * size where oneDNN's own copy of it summed in an order that followed the
+ * call's rows) and a linear layer's, at 1, 2 and 3 threads (forced native:
+ * oneDNN's bf16 products on a CPU with the instructions, widened
+ * elsewhere). */
+static void test_native_threads(void) {
+    cn_manual_seed(8);
+    cn_tensor *x = randn(CN_SHAPE(2048, 128)), *dy = randn(CN_SHAPE(2048, 130));
+    cn_tensor *w = randn(CN_SHAPE(130, 128));
+    int saved = cn_get_num_threads();
+    cn_autocast_native_mode_set(1);
+    cn_tensor *r[3][2];
+    for (int t = 0; t < 3; t++) {
+        cn_set_num_threads(t + 1);
+        cn_autocast_begin(CN_BF16);
+        r[t][0] = cn_matmul(cn_mT(x), dy);
+        r[t][1] = cn_matmul(x, cn_mT(w));
+        cn_autocast_end();
+    }
+    cn_autocast_native_mode_set(-1);
+    cn_set_num_threads(saved);
+    for (int t = 1; t < 3; t++)
+        for (int j = 0; j < 2; j++)
+            CHECK_MSG(th_same_bits(r[t][j], r[0][j]), "product %d at %d threads: other bits", j,
+                      t + 1);
 }
 
 /* The flags as the kernel reports them ("flags : ... avx512_bf16 ..."). */
@@ -482,6 +512,7 @@ int main(void) {
     RUN(test_native_conv);
     RUN(test_native_program_packs);
     RUN(test_dnnl_blocks);
+    RUN(test_native_threads);
     RUN(test_selection);
     RUN(test_grad_scaler);
     RUN(test_grad_scaler_compiled);
