@@ -8,6 +8,7 @@
  * the CPU-only parts. */
 #include "harness.h"
 
+#include "backend/cpu/matmul_dnnl.h" /* autocast's native path, forced */
 #include "graph/ir.h"
 
 #include <unistd.h>
@@ -305,6 +306,35 @@ static void test_train_step(void) {
     CHECK(same_values(w_end[1], w_end[0]));
 }
 
+/* Traced on the CPU under bf16 autocast with the native path (forced):
+ * the matmul step takes bf16 inputs to an f32 result, which only the CPU's
+ * kernels do. Fed on the device, that step falls back to the CPU (the
+ * device's GEMM read the bf16 inputs as f32 before), the rest runs there,
+ * and the values are the CPU program's. */
+static void test_autocast_native_on_device(void) {
+    th_seed(13);
+    cn_tensor *w = th_random(CN_F32, CN_SHAPE(4, 3), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *b = th_random(CN_F32, CN_SHAPE(3), -1, 1, TH_CONTIG, NULL);
+    cn_tensor *xv = th_random(CN_F32, CN_SHAPE(5, 4), -1, 1, TH_CONTIG, NULL);
+    cn_autocast_native_mode_set(1);
+    cn_graph *g = cn_graph_new();
+    cn_autocast_begin(CN_BF16);
+    cn_tensor *x = cn_placeholder(g, "x", CN_F32, CN_SHAPE(-1, 4));
+    cn_tensor *y = model(x, w, b);
+    cn_autocast_end();
+    cn_program *p = cn_compile(g, &y, 1, &(cn_compile_opts){.opt_level = 1, .quiet_fallback = true});
+    CHECK(p != NULL);
+    cn_tensor *want = p ? run1(p, x, xv) : NULL;
+    cn_tensor *got = p ? run1(p, x, cn_to(xv, CL)) : NULL;
+    CHECK(want && got && on(got, CL));
+    CHECK_MSG(want && got && same_values(got, want), "the bf16 program on opencl differs");
+    cn_program_stats st;
+    CHECK(p && cn_program_stats_get(p, &st) == 0 && st.nfallbacks == 1);
+    cn_autocast_native_mode_set(-1);
+    cn_program_free(p);
+    cn_graph_free(g);
+}
+
 int main(void) {
     RUN(test_cpu_placement);
     if (cn_device_count(CN_DEVICE_OPENCL) == 0) {
@@ -316,5 +346,6 @@ int main(void) {
     RUN(test_fallback);
     RUN(test_gradients);
     RUN(test_train_step);
+    RUN(test_autocast_native_on_device);
     return th_summary();
 }

@@ -26,8 +26,21 @@ void cn_place_test_missing_kernel(cn_device_kind kind, cn_op_id op, bool missing
 
 static bool dev_eq(cn_device a, cn_device b) { return a.kind == b.kind && a.index == b.index; }
 
+/* A product on autocast's native path (src/ops/dispatch.c): half inputs
+ * to an f32 result, which only the CPU's kernels take. A graph traced on
+ * the CPU and placed on a device later may hold such steps. */
+static bool native_half_step(const cn_ir *ir, const ir_step *st) {
+    if (st->kind != IRS_OP || st->op >= CN_OP_COUNT || !(cn_ops[st->op]->flags & CN_OPF_AUTOCAST) ||
+        ir->v[st->out].t->dtype != CN_F32)
+        return false;
+    for (int i = 0; i < st->nin; i++)
+        if (cn_is_half((cn_dtype)ir->v[st->in[i]].t->dtype)) return true;
+    return false;
+}
+
 /* Can step st run on dev (a device of this machine)? */
-static bool has_kernel(const cn_backend *be, cn_device dev, const ir_step *st) {
+static bool has_kernel(const cn_ir *ir, const cn_backend *be, cn_device dev, const ir_step *st) {
+    if (dev.kind != CN_DEVICE_CPU && native_half_step(ir, st)) return false;
     /* A custom op without a kernel of its own for the device runs on the CPU. */
     if (st->kind == IRS_OP && cn_op_is_custom(st->op))
         return dev.kind == CN_DEVICE_CPU || cn_custom_has_kernel((cn_op_id)st->op, (cn_device_kind)dev.kind);
@@ -173,7 +186,7 @@ int cn_pass_place(cn_ir *ir, const cn_device *vdev, cn_device prog, ir_place_rep
                 rc = CN_EINVAL;
                 goto out;
             }
-            if (!has_kernel(be, want, st)) {
+            if (!has_kernel(ir, be, want, st)) {
                 run = CN_CPU;
                 st->fallback = 1;
                 note_fallback(r, st, want);
