@@ -42,8 +42,8 @@ static cn_meta meta_of(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *liv
 
 /* Step s's constant weight (a matmul's b, a convolution's w) that a pack
  * could hold, with the meta of its x; NULL when it has none. half: bf16
- * and f16 weights too (autocast's native convolutions on oneDNN, whose
- * casts of constant weights were folded). */
+ * and f16 weights too (autocast's native convolutions and matmuls on
+ * oneDNN, whose casts of constant weights were folded). */
 static const cn_tensor *const_weight(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
                                      int s, cn_meta *xm, bool half) {
     const ir_step *st = &ir->s[s];
