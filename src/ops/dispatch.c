@@ -252,6 +252,19 @@ static int autocast_input(cn_tensor **slot, cn_dtype dt, const cn_tensor *graph,
     return 0;
 }
 
+/* A depthwise convolution (a group per channel, one filter each) or one of
+ * its gradient products: bound by memory rather than by multiply-adds, so
+ * autocast leaves it in f32. Rounding its input would cost a pass to bf16
+ * and one back (its kernel is f32's), and save nothing: MobileNets ran
+ * slower in bf16 than in f32. */
+static bool depthwise_conv(cn_op_id id, cn_tensor *const *in, int nin, const cn_attrs *a) {
+    int64_t g = a->i[0];
+    if (g < 2 || nin < 2 || in[0]->ndim != 4 || in[1]->ndim != 4) return false;
+    if (id == CN_OP_conv2d || id == CN_OP_conv_transpose2d)
+        return in[1]->shape[0] == g && in[1]->shape[1] == 1;
+    if (id == CN_OP_conv2d_weight_grad) return in[0]->shape[1] == g && in[1]->shape[1] == g;
+    return false;
+}
 
 /* out = alias of x shaped by m, then the op's view fn sets its strides. */
 static int view_onto(const cn_op_def *op, cn_tensor *x, const cn_attrs *a, const cn_meta *m,
@@ -350,7 +363,8 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
      * widened again like any half input, unless the CPU multiplies them
      * itself (the native path of matmul and the convolutions: half inputs,
      * an f32 output). */
-    if (CN_UNLIKELY(cn_autocast_dt != CN_F32) && (op->flags & CN_OPF_AUTOCAST)) {
+    if (CN_UNLIKELY(cn_autocast_dt != CN_F32) && (op->flags & CN_OPF_AUTOCAST) &&
+        !depthwise_conv(id, in, nin, &a)) {
         cn_dtype ac = (cn_dtype)cn_autocast_dt;
         const cn_tensor *graph = NULL;
         for (int i = 0; i < nin; i++)
