@@ -363,19 +363,19 @@ static inline __attribute__((always_inline)) cn_tensor *op_run(cn_op_id id,
      * widened again like any half input, unless the CPU multiplies them
      * itself (the native path of matmul and the convolutions: half inputs,
      * an f32 output). */
-    if (CN_UNLIKELY(cn_autocast_dt != CN_F32) && (op->flags & CN_OPF_AUTOCAST) &&
-        !depthwise_conv(id, in, nin, &a)) {
+    if (CN_UNLIKELY(cn_autocast_dt != CN_F32) && (op->flags & CN_OPF_AUTOCAST)) {
         cn_dtype ac = (cn_dtype)cn_autocast_dt;
         const cn_tensor *graph = NULL;
         for (int i = 0; i < nin; i++)
             if (cn_is_symbolic(in[i])) graph = in[i];
-        autocast = true;
-        for (int i = 0; i < nin; i++)
+        autocast = true; /* the result f32, depthwise convolutions' too */
+        bool dw = depthwise_conv(id, in, nin, &a);
+        for (int i = 0; i < nin && !dw; i++)
             if (in[i]->dtype == CN_F32 && autocast_input(&in[i], ac, graph, owned, &nowned) < 0)
                 goto done;
         bool product = id == CN_OP_matmul || id == CN_OP_conv2d ||
                        id == CN_OP_conv_transpose2d || id == CN_OP_conv2d_weight_grad;
-        bool all_half = true;
+        bool all_half = !dw;
         for (int i = 0; i < nin; i++) all_half &= in[i]->dtype == ac;
         if (product && all_half && on_cpu(in, nin) && cn_autocast_native(ac)) widen = false;
     }

@@ -21,9 +21,10 @@ DTYPES = {1: np.float32, 2: np.uint8, 6: np.int32, 7: np.int64, 9: np.bool_, 10:
 def to_bf16(x):
     """x rounded to bfloat16 (to nearest, ties to even) and kept as float32:
     numpy has no bfloat16."""
-    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    x = np.asarray(x, np.float32)
+    u = x.view(np.uint32).astype(np.uint64)
     u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
-    return u.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, u.astype(np.uint32).view(np.float32))
 
 
 def cast(x, to):

@@ -27,13 +27,15 @@ void cn_place_test_missing_kernel(cn_device_kind kind, cn_op_id op, bool missing
 static bool dev_eq(cn_device a, cn_device b) { return a.kind == b.kind && a.index == b.index; }
 
 /* A product on autocast's native path (src/ops/dispatch.c): half inputs
- * to an f32 result, which only the CPU's kernels take. A graph traced on
- * the CPU and placed on a device later may hold such steps. */
+ * to an f32 result, which only the CPU's kernels take, alone or as the
+ * head of a fused step. A graph traced on the CPU and placed on a device
+ * later may hold such steps. */
 static bool native_half_step(const cn_ir *ir, const ir_step *st) {
-    if (st->kind != IRS_OP || st->op >= CN_OP_COUNT || !(cn_ops[st->op]->flags & CN_OPF_AUTOCAST) ||
+    int n = st->kind == IRS_OP ? st->nin : st->kind == IRS_FUSED ? st->head_nin : 0;
+    if (n <= 0 || st->op >= CN_OP_COUNT || !(cn_ops[st->op]->flags & CN_OPF_AUTOCAST) ||
         ir->v[st->out].t->dtype != CN_F32)
         return false;
-    for (int i = 0; i < st->nin; i++)
+    for (int i = 0; i < n; i++)
         if (cn_is_half((cn_dtype)ir->v[st->in[i]].t->dtype)) return true;
     return false;
 }
