@@ -204,6 +204,13 @@ static inline uint16_t cn_bf16_round(float x) {
     uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
+/* bf16 -> f32, exact (the bits move up): cn_bf16_to_f32, inline. */
+static inline float cn_bf16_widen(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 /* Load element i of a typed array as double / store a double (with the cast
  * rules of cn_cast: float->int truncates toward zero, ->bool is != 0). */
 double cn_load_f64(const void *p, cn_dtype dt, int64_t i);

@@ -94,7 +94,7 @@ float cn_f16_to_f32(uint16_t h) {
 
 uint16_t cn_f32_to_bf16(float x) { return cn_bf16_round(x); }
 
-float cn_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float cn_bf16_to_f32(uint16_t h) { return cn_bf16_widen(h); }
 
 /* ---- generic element access ---- */
 

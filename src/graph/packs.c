@@ -67,8 +67,9 @@ static cn_gemm_pack *dnnl_conv_pack(const cn_ir *ir, const cn_plan *pl, cn_tenso
                                     int s, const cn_gemm_pack *have) {
     const ir_step *st = &ir->s[s];
     cn_meta xm;
+    if (st->op != CN_OP_conv2d) return NULL;
     const cn_tensor *w = const_weight(ir, pl, live, s, &xm, true);
-    if (!w || st->op != CN_OP_conv2d || w->ndim != 4 || xm.ndim != 4) return NULL;
+    if (!w || w->ndim != 4 || xm.ndim != 4) return NULL;
     bool bias = (st->kind == IRS_FUSED ? st->head_nin : st->nin) == 3;
     return cn_cpu_conv2d_fwd_dnnl_pack(&pl->attrs[s], xm.shape, w, pl->meta[st->out].shape, bias,
                                        have);
@@ -80,10 +81,9 @@ static cn_gemm_pack *dnnl_conv_pack(const cn_ir *ir, const cn_plan *pl, cn_tenso
 static cn_gemm_pack *dnnl_matmul_pack(const cn_ir *ir, const cn_plan *pl, cn_tensor *const *live,
                                       int s, const cn_gemm_pack *have) {
     cn_meta xm;
+    if (ir->s[s].op != CN_OP_matmul) return NULL;
     const cn_tensor *w = const_weight(ir, pl, live, s, &xm, true);
-    if (!w || ir->s[s].op != CN_OP_matmul || !cn_is_half((cn_dtype)w->dtype) || w->ndim != 2 ||
-        xm.ndim < 2)
-        return NULL;
+    if (!w || !cn_is_half((cn_dtype)w->dtype) || w->ndim != 2 || xm.ndim < 2) return NULL;
     return cn_dnnl_matmul_pack(matmul_rows(&xm), w, have);
 }
 

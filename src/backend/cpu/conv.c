@@ -1006,10 +1006,8 @@ cn_gemm_pack *cn_cpu_conv2d_fwd_dnnl_pack(const cn_attrs *a, const int64_t *x, c
  * widened to f32 here: the same numbers up to the order of the sums. */
 static cn_tensor *widened(const cn_tensor *t, cn_tensor **own, int *rc) {
     if (!t || !cn_is_half((cn_dtype)t->dtype) || *rc != CN_OK) return (cn_tensor *)t;
-    cn_tensor *w = cn_t_empty(CN_F32, t->ndim, t->shape);
-    *rc = w ? cn_transfer(w, t, false) : CN_ENOMEM;
-    *own = w;
-    return w;
+    if (!(*own = cn_cpu_widened(t))) *rc = CN_ENOMEM;
+    return *own;
 }
 
 #ifdef CN_HAVE_DNNL

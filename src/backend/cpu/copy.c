@@ -62,10 +62,7 @@ CN_HOT_FN(f32_to_bf16_row, (int64_t n, uint16_t *restrict d, const float *restri
 
 CN_HOT_FN(bf16_to_f32_row, (int64_t n, float *restrict d, const uint16_t *restrict s),
           (n, d, s)) {
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)s[i] << 16;
-        memcpy(&d[i], &u, sizeof u);
-    }
+    for (int64_t i = 0; i < n; i++) d[i] = cn_bf16_widen(s[i]);
 }
 
 static void copy_convert(void *p, int64_t n, char **ptr, const int64_t *st) {
@@ -104,6 +101,15 @@ static void copy_convert(void *p, int64_t n, char **ptr, const int64_t *st) {
         else
             cn_store_f64(ptr[0], dd, i * st[0], cn_load_f64(ptr[1], sd, i * st[1]));
     }
+}
+
+cn_tensor *cn_cpu_widened(const cn_tensor *t) {
+    cn_tensor *w = cn_t_empty(CN_F32, t->ndim, t->shape);
+    if (w && cn_transfer(w, t, false) != CN_OK) {
+        cn_release(w);
+        w = NULL;
+    }
+    return w;
 }
 
 int cn_copy_strided(cn_tensor *dst, const cn_tensor *src) {

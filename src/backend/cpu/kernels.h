@@ -12,6 +12,9 @@
 /* Copy src (any strides, any dtype, broadcast to dst) into dst, both on the
  * CPU (copy.c): the backend's copy entry, parallel for large tensors. */
 int cn_copy_strided(cn_tensor *dst, const cn_tensor *src);
+/* A contiguous f32 copy of t (half inputs a native product cannot take),
+ * or NULL after cn_fail. */
+cn_tensor *cn_cpu_widened(const cn_tensor *t);
 
 /* CN_OP_COUNT entries; NULL for the views (reshape, permute, slice,
  * expand), which only set strides. */

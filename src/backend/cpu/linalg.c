@@ -54,13 +54,9 @@ static void mm_range(void *ctx, int64_t t0, int64_t t1) {
 /* Half inputs that oneDNN does not multiply: widened, then the f32 product
  * (the same numbers up to the order of the sums). */
 static int matmul_widened(cn_op_id id, cn_tensor *const *in, const cn_attrs *at, cn_tensor *out) {
-    cn_tensor *w[2] = {NULL, NULL};
-    int rc = CN_OK;
-    for (int i = 0; i < 2 && rc == CN_OK; i++) {
-        w[i] = cn_t_empty(CN_F32, in[i]->ndim, in[i]->shape);
-        rc = w[i] ? cn_transfer(w[i], in[i], false) : CN_ENOMEM;
-    }
-    if (rc == CN_OK) rc = cn_cpu_k_matmul(id, w, 2, at, out);
+    cn_tensor *w[2] = {cn_cpu_widened(in[0]), NULL};
+    if (w[0]) w[1] = cn_cpu_widened(in[1]);
+    int rc = w[1] ? cn_cpu_k_matmul(id, w, 2, at, out) : CN_ENOMEM;
     cn_release(w[0]);
     cn_release(w[1]);
     return rc;

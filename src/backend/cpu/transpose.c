@@ -9,8 +9,6 @@
  * 10 GB/s (docs/benchmarks.md). */
 #include "transpose.h"
 
-#include <string.h>
-
 #define TR_TILE 8
 #define TR_BLOCK 256
 
@@ -38,19 +36,13 @@
     }
 
 #define TR_SAME(x) (x)
-static inline float bf16_widen(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 TR_BLOCK_FN(tr_block_1, uint8_t, uint8_t, TR_SAME)
 TR_BLOCK_FN(tr_block_2, uint16_t, uint16_t, TR_SAME)
 TR_BLOCK_FN(tr_block_4, uint32_t, uint32_t, TR_SAME)
 TR_BLOCK_FN(tr_block_8, uint64_t, uint64_t, TR_SAME)
 TR_BLOCK_FN(tr_f32_to_bf16, uint16_t, float, cn_bf16_round)
-TR_BLOCK_FN(tr_bf16_to_f32, float, uint16_t, bf16_widen)
+TR_BLOCK_FN(tr_bf16_to_f32, float, uint16_t, cn_bf16_widen)
 
 typedef struct tr_job {
     const cn_iter *it;
